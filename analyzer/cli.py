@@ -1,0 +1,304 @@
+"""dslogs command line: thin typer commands, each parses arguments and calls one library function.
+
+Exit codes (DESIGN.md §7): 0 ok, 1 findings at --fail-on, 2 usage or input error.
+Library modules are imported inside commands so `dslogs --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="dslogs",
+    help="Offline log analytics and diagnosis for small self-hosted LLM services.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+report_app = typer.Typer(help="Periodic reports.", no_args_is_help=True)
+app.add_typer(report_app, name="report")
+
+
+class ReportFormat(str, Enum):
+    html = "html"
+    json = "json"
+    md = "md"
+
+
+class QueryFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    jsonl = "jsonl"
+
+
+class SessionFormat(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+
+
+class FailOn(str, Enum):
+    warning = "warning"
+    critical = "critical"
+
+
+class Engine(str, Enum):
+    duckdb = "duckdb"
+    spark = "spark"
+
+
+class TraceFormat(str, Enum):
+    v1 = "v1"
+    legacy = "legacy"
+
+
+LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Window start: 30m, 12h, 1d, 7d, 2w or an ISO date.")
+]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="Window end (same forms as --since).")]
+TzOpt = Annotated[
+    str | None, typer.Option("--tz", help="Time zone for naive (legacy) timestamps, e.g. Asia/Shanghai.")
+]
+CacheOpt = Annotated[
+    Path | None, typer.Option("--cache", help="DuckDB cache file (default: .dslogs-cache.duckdb in the log dir).")
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
+EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
+MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"dslogs: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _run(fn, *args, **kwargs):
+    """Call a library function; input errors become exit 2 with their one-line reason."""
+    from analyzer.errors import DslogsError
+
+    try:
+        return fn(*args, **kwargs)
+    except DslogsError as exc:
+        _fail(str(exc))
+
+
+def _open(logs, since, until, tz, cache, no_cache):
+    from analyzer.ingest import open_logs
+
+    return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache)
+
+
+def _write_or_print(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(str(out))
+
+
+@app.command()
+def analyze(
+    logs: LogsArg,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Report format.")] = ReportFormat.html,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-report.html).")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding at this level or above exists.")] = None,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
+) -> None:
+    """Diagnose the logs and write a report (html, json or md)."""
+    from analyzer.report import analyze_logs, has_findings_at, report_to_json
+
+    model = _run(
+        analyze_logs,
+        logs,
+        since=since,
+        until=until,
+        tz=tz,
+        thresholds_file=thresholds,
+        cache=cache,
+        use_cache=not no_cache,
+        engine=engine.value,
+        master=master,
+    )
+    if format is ReportFormat.json:
+        _write_or_print(report_to_json(model), out)
+    elif format is ReportFormat.md:
+        from analyzer.render_md import render_markdown
+
+        _write_or_print(render_markdown(model), out)
+    else:
+        from analyzer.render_html import render_html
+
+        target = out or Path("dslogs-report.html")
+        target.write_text(render_html(model), encoding="utf-8")
+        typer.echo(str(target))
+    if fail_on is not None and has_findings_at(model, fail_on.value):
+        raise typer.Exit(1)
+
+
+@report_app.command("weekly")
+def report_weekly(
+    logs: LogsArg,
+    week: Annotated[str | None, typer.Option("--week", help="ISO week, e.g. 2026-W48 (default: the last full week in the logs).")] = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Report format.")] = ReportFormat.html,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-weekly-YYYY-Www.html).")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """This week against the previous one: regressions, new and resolved findings."""
+    from analyzer.weekly import build_weekly, render_weekly
+
+    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache)
+    text = render_weekly(model, format.value)
+    if format is ReportFormat.html:
+        target = out or Path(f"dslogs-weekly-{model['week']}.html")
+        target.write_text(text, encoding="utf-8")
+        typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
+
+
+@app.command()
+def query(
+    logs: LogsArg,
+    sql: Annotated[str, typer.Argument(help="SQL over the views events, requests, sessions.")],
+    format: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tz: TzOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
+) -> None:
+    """Run SQL over the logs (views: events, requests, sessions)."""
+    from analyzer.output import write_result
+
+    if engine is Engine.spark:
+        from analyzer.spark_engine import spark_query
+
+        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
+    else:
+        from analyzer.ingest import run_query
+
+        db = _open(logs, since, until, tz, cache, no_cache)
+        result = _run(run_query, db, sql)
+    write_result(result, format.value, sys.stdout)
+
+
+@app.command()
+def session(
+    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID.")],
+    format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tz: TzOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Show one session: its timeline, or its events as JSONL."""
+    from analyzer.ingest import session_events
+    from analyzer.output import write_result
+
+    if len(logs) < 2:
+        _fail("usage: dslogs session LOGS... SESSION_ID")
+    *paths, session_id = logs
+    db = _open(paths, since, until, tz, cache, no_cache)
+    result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
+    if not result.rows:
+        _fail(f"no events for session {session_id!r} in {', '.join(paths)}")
+    write_result(result, format.value, sys.stdout)
+
+
+@app.command()
+def render(
+    report_json: Annotated[Path, typer.Argument(help="A report saved with `analyze --format json`.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Output HTML file (default: REPORT.html).")] = None,
+) -> None:
+    """Rebuild the HTML report from a saved JSON report model."""
+    from analyzer.render_html import render_html
+    from analyzer.report import load_report_json
+
+    model = _run(load_report_json, report_json)
+    target = out or report_json.with_suffix(".html")
+    target.write_text(render_html(model), encoding="utf-8")
+    typer.echo(str(target))
+
+
+@app.command()
+def simulate(
+    outdir: Annotated[Path, typer.Argument(help="Folder to write simulated logs and truth.json into.")],
+    scenario: Annotated[list[str] | None, typer.Option("--scenario", help="Fault scenario (repeatable); default: healthy.")] = None,
+    days: Annotated[int, typer.Option("--days", min=1, help="Days of traffic.")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same arguments give the same bytes).")] = 0,
+    format: Annotated[TraceFormat, typer.Option("--format", help="v1 (dslogs collector) or legacy (article 003 logger).")] = TraceFormat.v1,
+    events: Annotated[int | None, typer.Option("--events", min=1, help="Target number of events (scales traffic).")] = None,
+    hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
+    start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
+    list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
+) -> None:
+    """Write realistic simulated logs with injected faults, and truth.json."""
+    from analyzer.simulate import SCENARIOS, simulate as run_simulation
+
+    if list_scenarios:
+        for name, spec in SCENARIOS.items():
+            typer.echo(f"{name:18} {spec.description}")
+        return
+    summary = _run(
+        run_simulation,
+        outdir,
+        scenarios=scenario or ["healthy"],
+        days=days,
+        seed=seed,
+        fmt=format.value,
+        events=events,
+        hosts=hosts,
+        start=start,
+    )
+    typer.echo(
+        f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
+        f"(truth: {outdir / 'truth.json'})"
+    )
+
+
+@app.command()
+def compact(
+    logs: LogsArg,
+    out: Annotated[Path, typer.Option("--out", help="Parquet dataset folder (date=YYYY-MM-DD/host=H/).")],
+    tz: TzOpt = None,
+) -> None:
+    """Write normalised events as hive-partitioned Parquet (idempotent)."""
+    from analyzer.compact import compact_logs
+
+    summary = _run(compact_logs, logs, out, tz=tz)
+    typer.echo(f"{summary['new_files']} new files, {summary['events']} events -> {out}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the trace schema v1 (JSON Schema, draft 2020-12)."""
+    from collector.schema import schema_text
+
+    sys.stdout.write(schema_text())
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
