@@ -1,0 +1,442 @@
+"""Vega-Lite chart specs (built with altair) from the report model's aggregated `series` only.
+
+Every chart reads a few hundred rows at most: the diagnosis side already aggregates, and this
+module caps again before charting (re-bucketing long timelines, limiting lines per chart and
+points per line) so the HTML stays small for a day or a year of logs.
+
+Timeline charts share one time range: each declares a `time_range` param that drives its x
+scale through `domainRaw`; the overview chart carries an interval selection named `brush`,
+and the page script copies the brush extent into every timeline view's `time_range`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import altair as alt
+
+MAX_BUCKETS = 360  # per timeline; a year of logs becomes daily buckets
+MAX_LINES = 8  # series (hosts, sessions, error types) per chart
+MAX_POINTS_PER_LINE = 240
+NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
+
+BRUSH = "brush"
+TIME_RANGE = "time_range"
+WIDTH = 860
+HALF_WIDTH = 400
+
+SEVERITY_COLORS = {"critical": "#b42318", "warning": "#b54708", "info": "#175cd3"}
+FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
+CONFIG = {
+    "font": FONT,
+    "view": {"stroke": "#e4e7ec"},
+    "axis": {"labelColor": "#475467", "titleColor": "#344054", "gridColor": "#eaecf0",
+             "domainColor": "#98a2b3", "tickColor": "#98a2b3", "labelFontSize": 11, "titleFontSize": 11,
+             "titleFontWeight": 500},
+    "legend": {"labelFontSize": 11, "titleFontSize": 11, "labelLimit": 180, "orient": "right"},
+    "title": {"fontSize": 13, "fontWeight": 600, "anchor": "start", "color": "#101828",
+              "subtitleColor": "#667085", "subtitleFontSize": 11},
+    "range": {"category": ["#2e6fdb", "#e8772e", "#2e9e6b", "#c43d52", "#7d55c7", "#8c6d31",
+                           "#d1569b", "#5b6b7f"]},
+}
+
+
+@dataclass
+class Chart:
+    """One chart: its DOM id, the report section it belongs to and its Vega-Lite spec."""
+
+    id: str
+    section: str
+    title: str
+    spec: dict
+    timeline: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+# -- data shaping -------------------------------------------------------------------------
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _step_label(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return "1 day" if days == 1 else f"{days} days"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min"
+
+
+def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str, str],
+            max_buckets: int = MAX_BUCKETS) -> tuple[list[dict], str | None]:
+    """Re-bucket a timeline to at most `max_buckets` buckets; returns (rows, step label or None).
+
+    aggs maps a value field to `sum`, `max`, `mean` or `wmean` (weighted by `count`, for
+    percentiles: a bucket's p95 becomes the count-weighted mean of the finer buckets' p95 — an
+    approximation, said on the chart).
+    """
+    rows = [r for r in rows if r.get(ts_key)]
+    stamps = sorted({r[ts_key] for r in rows})
+    if len(stamps) <= max_buckets:
+        return rows, None
+    times = [parse_ts(s) for s in (stamps[0], stamps[-1])]
+    span = (times[1] - times[0]).total_seconds()
+    step = next((s for s in NICE_STEPS_S if span / s <= max_buckets - 1), None)
+    if step is None:
+        step = int(math.ceil(span / (max_buckets - 1) / 86400) * 86400)
+    offset = times[0].utcoffset() or timedelta(0)
+    tzinfo = times[0].tzinfo
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        t = parse_ts(r[ts_key])
+        local = t.timestamp() + offset.total_seconds()
+        start = datetime.fromtimestamp(local - local % step - offset.total_seconds(), tz=tzinfo)
+        groups[(start.isoformat(timespec="milliseconds"), *(r.get(k) for k in keys))].append(r)
+    out = []
+    for gkey, members in sorted(groups.items(), key=lambda kv: tuple("" if v is None else str(v) for v in kv[0])):
+        row = {ts_key: gkey[0], **dict(zip(keys, gkey[1:], strict=True))}
+        weights = [m.get("count") or 0 for m in members]
+        for name, how in aggs.items():
+            vals = [(m.get(name), w) for m, w in zip(members, weights, strict=True) if m.get(name) is not None]
+            if not vals:
+                row[name] = None
+            elif how == "sum":
+                row[name] = sum(v for v, _ in vals)
+            elif how == "max":
+                row[name] = max(v for v, _ in vals)
+            elif how == "wmean" and sum(w for _, w in vals) > 0:
+                row[name] = round(sum(v * w for v, w in vals) / sum(w for _, w in vals), 3)
+            else:
+                row[name] = round(sum(v for v, _ in vals) / len(vals), 3)
+        out.append(row)
+    return out, _step_label(step)
+
+
+def top_groups(rows: list[dict], key: str, weight: str, limit: int = MAX_LINES,
+               first: list | None = None) -> list:
+    """The `limit` most important values of `key`: those in `first`, then by summed `weight`."""
+    totals: dict = defaultdict(float)
+    for r in rows:
+        totals[r.get(key)] += float(r.get(weight) or 0)
+    chosen = [v for v in (first or []) if v in totals][:limit]
+    for v, _ in sorted(totals.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        if len(chosen) >= limit:
+            break
+        if v not in chosen:
+            chosen.append(v)
+    return chosen
+
+
+def thin(rows: list[dict], limit: int = MAX_POINTS_PER_LINE) -> list[dict]:
+    """Keep at most `limit` evenly spaced rows, always the first and the last."""
+    if len(rows) <= limit:
+        return rows
+    idx = sorted({round(i * (len(rows) - 1) / (limit - 1)) for i in range(limit)})
+    return [rows[i] for i in idx]
+
+
+# -- chart helpers --------------------------------------------------------------------------
+
+
+def _data(rows: list[dict]) -> alt.Data:
+    return alt.Data(values=rows)
+
+
+def _time_x(field_name: str, title: str | None = None) -> alt.X:
+    return alt.X(f"{field_name}:T", title=title, scale=alt.Scale(domainRaw=alt.ExprRef(TIME_RANGE)),
+                 axis=alt.Axis(labelOverlap=True))
+
+
+def _time_param() -> alt.Parameter:
+    return alt.param(name=TIME_RANGE, value=None)
+
+
+def _finish(chart, title: str, subtitle: str | None = None) -> dict:
+    t = alt.TitleParams(text=title, subtitle=subtitle) if subtitle else title
+    spec = chart.properties(title=t).to_dict()
+    spec["config"] = CONFIG
+    return spec
+
+
+def _notes(*labels: tuple[str, str | None]) -> list[str]:
+    return [f"{what} re-bucketed to {step}" for what, step in labels if step]
+
+
+# -- the charts -----------------------------------------------------------------------------
+
+
+def overview_chart(series: dict) -> Chart | None:
+    stage_rows = series.get("stage_latency_by_hour") or []
+    counts = defaultdict(int)
+    stage_totals = defaultdict(int)
+    for r in stage_rows:
+        stage_totals[r.get("stage")] += r.get("count") or 0
+    pick = next((s for s in ("request", "input", "inference", "decode", "prefill") if stage_totals.get(s)), None)
+    if pick is None and stage_totals:
+        pick = max(stage_totals, key=lambda s: stage_totals[s])
+    for r in stage_rows:
+        if r.get("stage") == pick and r.get("bucket"):
+            counts[r["bucket"]] += r.get("count") or 0
+    rows = [{"bucket": b, "kind": "requests", "count": c} for b, c in counts.items()]
+    errs = defaultdict(int)
+    for r in series.get("errors_timeline") or []:
+        if r.get("bucket"):
+            errs[r["bucket"]] += r.get("count") or 0
+    rows += [{"bucket": b, "kind": "errors", "count": c} for b, c in errs.items()]
+    if not rows:
+        return None
+    rows, step = coarsen(rows, "bucket", ("kind",), {"count": "sum"})
+    rows.sort(key=lambda r: (r["bucket"], r["kind"]))
+    brush = alt.selection_interval(name=BRUSH, encodings=["x"])
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X("bucket:T", title=None, axis=alt.Axis(labelOverlap=True)),
+        y=alt.Y("count:Q", title="per bucket", axis=alt.Axis(tickCount=3)),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
+                        legend=alt.Legend(orient="top-right", direction="horizontal")),
+        tooltip=[alt.Tooltip("bucket:T", title="bucket", format="%Y-%m-%d %H:%M"), "kind:N", "count:Q"],
+    )
+    chart = (
+        base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True)
+        .add_params(brush)
+        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9)
+    ).properties(width=WIDTH, height=80)
+    what = f"{pick} events" if pick and pick != "request" else "requests"
+    sub = f"{what} and errors per bucket — drag to select a time range for every timeline chart; double-click clears it"
+    return Chart("overview", "timeline", "Traffic overview", _finish(chart, "Traffic overview", sub),
+                 notes=_notes(("overview", step)))
+
+
+def stage_latency_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
+    if not rows:
+        return None
+    rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
+    # log scale: a zero or missing percentile has no place on it
+    rows = [dict(r, p50_ms=r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
+                 p95_ms=r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None) for r in rows]
+    keep = set(top_groups(rows, "stage", "count"))
+    rows = [r for r in rows if r["stage"] in keep]
+    base = alt.Chart(_data(rows)).transform_fold(["p50_ms", "p95_ms"], as_=["percentile", "ms"]).encode(
+        x=_time_x("bucket"),
+        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("stage:N", title="stage"),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile",
+                                  scale=alt.Scale(domain=["p50_ms", "p95_ms"], range=[[1, 0], [5, 3]])),
+        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "stage:N", "percentile:N",
+                 alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
+    )
+    chart = base.transform_filter("isValid(datum.ms)").mark_line(clip=True, point=False, strokeWidth=1.6).add_params(_time_param()).properties(
+        width=WIDTH - 140, height=220)
+    sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
+    return Chart("stage_latency_timeline", "latency", "Stage latency over time",
+                 _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
+
+
+def latency_hist_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("latency_hist") or [] if r.get("metric")]
+    if not rows:
+        return None
+    panels = []
+    titles = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "e2e_ms": "end-to-end (ms)"}
+    metrics = [m for m in ("ttft_ms", "tpot_ms", "e2e_ms") if any(r["metric"] == m for r in rows)]
+    metrics += sorted({r["metric"] for r in rows} - set(metrics))
+    for metric in metrics[:4]:
+        sub = [r for r in rows if r["metric"] == metric][:200]
+        panels.append(
+            alt.Chart(_data(sub)).mark_bar(color="#2e6fdb", opacity=0.85, binSpacing=0).encode(
+                x=alt.X("bin_start:Q", bin="binned", title=titles.get(metric, metric)),
+                x2="bin_end:Q",
+                y=alt.Y("count:Q", title="requests"),
+                tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
+            ).properties(width=int(WIDTH / len(metrics[:4])) - 60, height=150)
+        )
+    chart = alt.hconcat(*panels)
+    return Chart("latency_hist", "latency", "Latency distributions",
+                 _finish(chart, "Latency distributions", "requests per latency bin"))
+
+
+def prefill_vs_input_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("prefill_vs_input") or [] if r.get("prefill_p50_ms") is not None][:400]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True, color="#e8772e").encode(
+        x=alt.X("input_len_bin:Q", title="input length (tokens, bin start)"),
+        y=alt.Y("prefill_p50_ms:Q", title="prefill p50 (ms)"),
+        tooltip=["input_len_bin:Q", alt.Tooltip("prefill_p50_ms:Q", format=",.1f"), "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("prefill_vs_input", "prefill", "Prefill vs input length",
+                 _finish(chart, "Prefill vs input length", "prefill p50 per input-length bin"))
+
+
+def prefill_by_turn_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("prefill_by_turn") or [] if r.get("prefill_p50_ms") is not None][:400]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True, color="#7d55c7").encode(
+        x=alt.X("turn_index:Q", title="turn in session", axis=alt.Axis(tickMinStep=1)),
+        y=alt.Y("prefill_p50_ms:Q", title="prefill p50 (ms)"),
+        tooltip=["turn_index:Q", alt.Tooltip("prefill_p50_ms:Q", format=",.1f"), "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("prefill_by_turn", "prefill", "Prefill by turn",
+                 _finish(chart, "Prefill by turn", "growing prefill with turns means history/KV keeps growing"))
+
+
+def gpu_timeline_chart(series: dict) -> Chart | None:
+    rows = [dict(r, gpu=f"{r.get('host')}/{r.get('gpu_index', 0)}") for r in series.get("gpu_timeline") or []
+            if r.get("bucket")]
+    if not rows:
+        return None
+    rows, step = coarsen(rows, "bucket", ("gpu",), {"util_avg": "mean", "util_max": "max", "mem_used_mb_max": "max"})
+    keep = set(top_groups(rows, "gpu", "util_avg"))
+    rows = [r for r in rows if r["gpu"] in keep]
+    base = alt.Chart(_data(rows)).encode(x=_time_x("bucket"), color=alt.Color("gpu:N", title="host/GPU"))
+    tip = [alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "gpu:N"]
+    util = base.mark_line(clip=True, strokeWidth=1.5).encode(
+        y=alt.Y("util_avg:Q", title="GPU util avg (%)", scale=alt.Scale(domain=[0, 100])),
+        tooltip=[*tip, alt.Tooltip("util_avg:Q", format=".1f"), alt.Tooltip("util_max:Q", format=".1f")],
+    ).add_params(_time_param()).properties(width=WIDTH - 140, height=150)
+    mem = base.mark_line(clip=True, strokeWidth=1.5).encode(
+        y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MB)"),
+        tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", format=",.0f")],
+    ).properties(width=WIDTH - 140, height=150)
+    chart = alt.vconcat(util, mem)
+    return Chart("gpu_timeline", "gpu", "GPU utilisation and memory",
+                 _finish(chart, "GPU utilisation and memory per host", "from gpu_sample events"),
+                 timeline=True, notes=_notes(("GPU timeline", step)))
+
+
+def gpu_wait_hist_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("gpu_wait_hist") or [] if r.get("bin_start") is not None][:200]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_bar(color="#2e9e6b", binSpacing=0).encode(
+        x=alt.X("bin_start:Q", bin="binned", title="gpu_wait_pct (%)", scale=alt.Scale(domain=[0, 100])),
+        x2="bin_end:Q",
+        y=alt.Y("count:Q", title="requests"),
+        tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=180)
+    return Chart("gpu_wait_hist", "gpu", "gpu_wait distribution",
+                 _finish(chart, "gpu_wait distribution", "share of generate wall time not spent on CPU (003 §4.2)"))
+
+
+def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
+    rows = [r for r in series.get("memory_timeline") or [] if r.get("ts")]
+    if not rows:
+        return None
+    keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
+    out = []
+    for sid in keep:
+        pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
+        out += [{"ts": r["ts"], "session_id": sid, "reserved_mb": r.get("reserved_mb"),
+                 "allocated_mb": r.get("allocated_mb")} for r in thin(pts)]
+    base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
+        x=_time_x("ts"),
+        y=alt.Y("mb:Q", title="MB"),
+        color=alt.Color("session_id:N", title="session", sort=keep),
+        strokeDash=alt.StrokeDash("kind:N", title=None,
+                                  scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]])),
+        tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S"), "session_id:N", "kind:N",
+                 alt.Tooltip("mb:Q", format=",.0f")],
+    )
+    chart = base.mark_line(clip=True, strokeWidth=1.6).add_params(_time_param()).properties(width=WIDTH - 220, height=220)
+    sub = "reserved solid, allocated dashed; flagged sessions first"
+    notes = [f"{len(keep)} of {len({r.get('session_id') for r in rows})} sessions shown"] if len(keep) < len(
+        {r.get("session_id") for r in rows}) else []
+    return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
+                 timeline=True, notes=notes)
+
+
+def kv_chart(series: dict, flagged: list[str]) -> Chart | None:
+    rows = [r for r in series.get("kv_growth") or [] if r.get("ts")]
+    if not rows:
+        return None
+    keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
+    out = []
+    for sid in keep:
+        pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
+        out += [{"ts": r["ts"], "session_id": sid, "kv_seq_len": r.get("kv_seq_len"),
+                 "kv_cache_size_mb": r.get("kv_cache_size_mb")} for r in thin(pts)]
+    chart = alt.Chart(_data(out)).mark_line(clip=True, point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
+        x=_time_x("ts"),
+        y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
+        color=alt.Color("session_id:N", title="session", sort=keep),
+        tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S"), "session_id:N", "kv_seq_len:Q",
+                 alt.Tooltip("kv_cache_size_mb:Q", format=",.1f")],
+    ).add_params(_time_param()).properties(width=WIDTH - 220, height=200)
+    return Chart("kv_growth", "kv", "KV cache growth",
+                 _finish(chart, "KV cache growth", "kv_seq_len per session (threshold 2048 tokens, 003 §4.3)"),
+                 timeline=True)
+
+
+def errors_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("errors_timeline") or [] if r.get("bucket")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "error_type", "count"))
+    rows = [dict(r, error_type=r.get("error_type") if r.get("error_type") in keep else "other") for r in rows]
+    rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
+    chart = alt.Chart(_data(rows)).mark_bar(clip=True).encode(
+        x=_time_x("bucket"),
+        y=alt.Y("count:Q", title="errors", stack=True),
+        color=alt.Color("error_type:N", title="error type"),
+        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "error_type:N", "count:Q"],
+    ).add_params(_time_param()).properties(width=WIDTH - 200, height=160)
+    return Chart("errors_timeline", "errors", "Errors over time", _finish(chart, "Errors over time", "per bucket and type"),
+                 timeline=True, notes=_notes(("errors", step)))
+
+
+def log_volume_chart(series: dict) -> Chart | None:
+    rows = [r for r in series.get("log_volume") or [] if r.get("bucket")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "host", "bytes"))
+    rows = [r for r in rows if r.get("host") in keep]
+    rows, step = coarsen(rows, "bucket", ("host",), {"bytes": "sum", "events": "sum"})
+    for r in rows:
+        r["mb"] = round((r.get("bytes") or 0) / 1e6, 3)
+    chart = alt.Chart(_data(rows)).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
+        x=_time_x("bucket"),
+        y=alt.Y("mb:Q", title="log MB per bucket"),
+        color=alt.Color("host:N", title="host"),
+        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "host:N", alt.Tooltip("mb:Q", format=",.2f"),
+                 alt.Tooltip("events:Q", format=",")],
+    ).add_params(_time_param()).properties(width=WIDTH - 160, height=150)
+    return Chart("log_volume", "collector", "Log volume", _finish(chart, "Log volume", "bytes written per bucket and host"),
+                 timeline=True, notes=_notes(("log volume", step)))
+
+
+def build_charts(model: dict) -> list[Chart]:
+    """All charts the model has data for, in report order."""
+    series = model.get("series") or {}
+    memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
+    kv_rules = {"kv_cache_bloat"}
+    flagged_mem, flagged_kv = [], []
+    for f in sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity"))):
+        for sid in f.get("session_ids") or []:
+            if f.get("rule") in memory_rules and sid not in flagged_mem:
+                flagged_mem.append(sid)
+            if f.get("rule") in kv_rules | memory_rules and sid not in flagged_kv:
+                flagged_kv.append(sid)
+    made = [
+        overview_chart(series),
+        latency_hist_chart(series),
+        stage_latency_chart(series),
+        prefill_vs_input_chart(series),
+        prefill_by_turn_chart(series),
+        gpu_timeline_chart(series),
+        gpu_wait_hist_chart(series),
+        memory_chart(series, flagged_mem),
+        kv_chart(series, flagged_kv),
+        errors_chart(series),
+        log_volume_chart(series),
+    ]
+    return [c for c in made if c is not None]
+
+
+def severity_rank(severity: str | None) -> int:
+    return {"critical": 0, "warning": 1, "info": 2}.get(severity or "", 3)

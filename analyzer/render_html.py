@@ -1,0 +1,352 @@
+"""The self-contained HTML diagnosis report, rendered from the report model only.
+
+One file, no network: Vega, Vega-Lite and vega-embed are inlined once from
+`vl_convert.javascript_bundle()`, the chart specs ride along as one JSON block, and every chart
+also carries an SVG rendered by vl-convert inside <noscript>, so the page reads where scripts
+are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
+has `<`, `>` and `&` escaped as \\u003c… so no string can close the script element; a
+Content-Security-Policy with script hashes blocks any script the page did not put there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from analyzer import charts as charts_mod
+from analyzer.resources import templates_dir
+
+MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
+MAX_DRILLDOWNS = 60  # sessions with a <details> drill-down
+MAX_DETAIL_ROWS = 200  # requests listed per drill-down
+MAX_FINDING_SESSIONS = 12  # session links per finding card
+SVG_BUDGET_BYTES = 1_200_000  # all no-JS fallback SVGs together
+
+SECTIONS = [
+    ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
+    ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
+    ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
+    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
+]
+SECTION_IDS = {s for s, _ in SECTIONS}
+DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
+                  "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
+                  "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
+                  "max_new_tokens"]
+VOLATILE = {"generated_at", "dslogs_version"}
+
+
+# -- formatting filters ---------------------------------------------------------------------
+
+
+def fmt_num(value, digits: int = 1) -> str:
+    """Readable number: thousands separators, fewer decimals for big values, — for missing."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:  # NaN should not reach here; show it as missing
+            return "—"
+        if value.is_integer() and abs(value) >= 1:
+            return f"{int(value):,}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) < 10 and digits < 2:
+            digits = 2  # small values (R², ratios, MiB/min) need the second decimal
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def fmt_pct(value) -> str:
+    """A 0..1 share as a percentage."""
+    if value is None:
+        return "—"
+    return f"{float(value) * 100:.1f} %"
+
+
+def fmt_ts(value) -> str:
+    """ISO timestamp → `YYYY-MM-DD HH:MM:SS` with the offset (UTC spelled out)."""
+    if not value:
+        return "—"
+    text = str(value)
+    m = re.match(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?$", text)
+    if not m:
+        return text
+    zone = m.group(4) or ""
+    if zone in ("Z", "+00:00", "+0000", "-00:00"):
+        zone = " UTC"
+    elif zone:
+        zone = " " + zone
+    return f"{m.group(1)} {m.group(2)}{zone}"
+
+
+def fmt_ts_short(value) -> str:
+    """`MM-DD HH:MM` for dense tables; the full stamp goes in a title attribute."""
+    full = fmt_ts(value)
+    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
+    return f"{m.group(1)} {m.group(2)}" if m else full
+
+
+def fmt_bytes(value) -> str:
+    if value is None:
+        return "—"
+    v = float(value)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(v) < 1000 or unit == "TB":
+            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
+        v /= 1000
+    return f"{v:,.1f} TB"
+
+
+def anchor(session_id) -> str:
+    """A fragment id for a session's drill-down: readable prefix plus a hash (ids are log text)."""
+    text = str(session_id)
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", text)[:32].strip("_") or "s"
+    return f"session-{slug}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def json_for_script(obj) -> str:
+    """JSON safe inside <script>: no `</script`, `<!--` or `&` can survive (Django json_script)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# -- assets ---------------------------------------------------------------------------------
+
+
+@cache
+def vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed, one copy per page (vl-convert ships them, no network)."""
+    import vl_convert
+
+    bundle = vl_convert.javascript_bundle()
+    # `<\/` is `</` inside JS strings, templates and regexes; the bundle holds no other `</script`.
+    return re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+
+
+def page_script() -> str:
+    return (templates_dir() / "_report.js").read_text(encoding="utf-8")
+
+
+def csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(scripts: list[str]) -> str:
+    # Only the page's own scripts run (hashes); Vega compiles expressions with Function(),
+    # hence 'unsafe-eval'; nothing may be fetched from anywhere.
+    hashes = " ".join(csp_hash(s) for s in scripts)
+    return (f"default-src 'none'; script-src {hashes} 'unsafe-eval'; style-src 'unsafe-inline'; "
+            "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+@cache
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(templates_dir())),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(num=fmt_num, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
+    return env
+
+
+def render_template(name: str, **context) -> str:
+    return _env().get_template(name).render(**context)
+
+
+# -- the chart fallbacks ---------------------------------------------------------------------
+
+
+def chart_svg(spec: dict) -> str | None:
+    """Static SVG of a chart for readers without JavaScript; None if vl-convert cannot draw it."""
+    import vl_convert
+
+    try:
+        svg = vl_convert.vegalite_to_svg(spec)
+    except Exception:  # a fallback picture must never break the report
+        return None
+    # vl-convert escapes text; refuse anything that could still leave <noscript>.
+    lowered = svg.lower()
+    if "<script" in lowered or "</noscript" in lowered or "<foreignobject" in lowered:
+        return None
+    return svg[svg.find("<svg"):] if "<svg" in svg else None
+
+
+def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """Charts grouped by section (for the template) and their specs by id (for the page script)."""
+    by_section: dict[str, list[dict]] = {}
+    specs: dict[str, dict] = {}
+    budget = SVG_BUDGET_BYTES
+    for chart in charts_mod.build_charts(model):
+        svg = chart_svg(chart.spec) if fallback_svg else None
+        if svg is not None and len(svg) > budget:
+            svg = None
+        if svg is not None:
+            budget -= len(svg)
+        specs[chart.id] = chart.spec
+        by_section.setdefault(chart.section, []).append(
+            {"id": chart.id, "title": chart.title, "timeline": chart.timeline, "notes": chart.notes,
+             "svg": Markup(svg) if svg else None}
+        )
+    return by_section, specs
+
+
+# -- the view model -------------------------------------------------------------------------
+
+
+def _flagged_sessions(model: dict) -> dict[str, int]:
+    """session_id → rank of its worst finding (0 critical … 2 info)."""
+    worst: dict[str, int] = {}
+    for f in model.get("findings") or []:
+        rank = charts_mod.severity_rank(f.get("severity"))
+        for sid in f.get("session_ids") or []:
+            worst[sid] = min(worst.get(sid, 9), rank)
+    for s in model.get("sessions") or []:
+        if s.get("findings") and s.get("session_id") not in worst:
+            worst[s.get("session_id")] = 2
+    return worst
+
+
+def _findings(model: dict, drill: set[str]) -> list[dict]:
+    out = []
+    for f in sorted(model.get("findings") or [],
+                    key=lambda f: (charts_mod.severity_rank(f.get("severity")), str(f.get("rule")))):
+        sids = list(f.get("session_ids") or [])
+        evidence = f.get("evidence") or {}
+        section = evidence.get("section")
+        details = evidence.get("details") or {}
+        out.append({
+            "rule": f.get("rule"), "severity": f.get("severity") or "info", "scope": f.get("scope"),
+            "message": f.get("message"), "fix": f.get("fix"), "source": f.get("source"),
+            "value": f.get("value"), "threshold": f.get("threshold"), "unit": f.get("unit") or "",
+            "hosts": f.get("hosts") or [],
+            "sessions": [{"id": s, "anchor": anchor(s) if s in drill else None} for s in sids[:MAX_FINDING_SESSIONS]],
+            "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
+            "section": section if section in SECTION_IDS else None,
+            "details": [(k, v) for k, v in details.items() if not isinstance(v, (dict, list))] if isinstance(details, dict) else [],
+        })
+    return out
+
+
+def _detail_columns(rows: list[dict]) -> list[str]:
+    present = []
+    for r in rows:
+        for k in r:
+            if k not in present:
+                present.append(k)
+    ordered = [c for c in DETAIL_COLUMNS if c in present]
+    return ordered + sorted(c for c in present if c not in ordered and c != "session_id")
+
+
+def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
+    sessions = list(model.get("sessions") or [])
+    order = sorted(range(len(sessions)), key=lambda i: (flagged.get(sessions[i].get("session_id"), 9), i))
+    sessions = [sessions[i] for i in order]
+    details = model.get("session_details") or {}
+    drill_ids = [s.get("session_id") for s in sessions if s.get("session_id") in flagged]
+    drill_ids += [sid for sid in details if sid not in drill_ids]
+    drill_ids = drill_ids[:MAX_DRILLDOWNS]
+    by_id = {s.get("session_id"): s for s in sessions}
+    drill = []
+    for sid in drill_ids:
+        rows = list(details.get(sid) or [])
+        drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
+                      "columns": _detail_columns(rows[:MAX_DETAIL_ROWS]), "rows": rows[:MAX_DETAIL_ROWS],
+                      "more_rows": max(0, len(rows) - MAX_DETAIL_ROWS)})
+    drill_set = set(drill_ids)
+    rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set else None,
+                 flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
+    return rows, drill, len(sessions)
+
+
+def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
+    """Sessions flagged for memory first, then the steepest reserved-memory slopes."""
+    memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
+    flagged = [r for r in rows if memory_rules & set(r.get("findings") or [])]
+    rest = sorted((r for r in rows if r not in flagged and r.get("reserved_slope_mb_per_min") is not None),
+                  key=lambda r: -r["reserved_slope_mb_per_min"])
+    return (flagged + rest)[:max(limit, len(flagged[:limit]))]
+
+
+def view_model(model: dict, fallback_svg: bool = True) -> dict:
+    flagged = _flagged_sessions(model)
+    sessions, drill, session_total = _sessions(model, flagged)
+    drill_set = {d["id"] for d in drill}
+    findings = _findings(model, drill_set)
+    by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
+    rules = model.get("rules") or []
+    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
+    series = model.get("series") or {}
+    requests = model.get("requests") or {}
+    section_findings: dict[str, list[dict]] = {}
+    for i, f in enumerate(findings, start=1):
+        if f["section"]:
+            section_findings.setdefault(f["section"], []).append({"index": i, "rule": f["rule"], "severity": f["severity"]})
+    return {
+        "model": model,
+        "section_findings": section_findings,
+        "memory_sessions": _memory_sessions(sessions),
+        "generated_at": model.get("generated_at") or "",
+        "version": model.get("dslogs_version") or "",
+        "window": model.get("window") or {},
+        "ingest": model.get("ingest") or {},
+        "hosts": model.get("hosts") or [],
+        "checklist": model.get("checklist") or [],
+        "findings": findings,
+        "counts": counts,
+        "stages": model.get("stages") or [],
+        "requests": requests,
+        "latency_metrics": [(k, label, requests.get(k)) for k, label in (
+            ("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
+            ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")) if isinstance(requests.get(k), dict)],
+        "sessions": sessions,
+        "session_total": session_total,
+        "drilldowns": drill,
+        "errors": model.get("errors") or [],
+        "collector": series.get("collector") or [],
+        "rules_fired": [r for r in rules if r.get("status") == "fired"],
+        "rules_pass": [r for r in rules if r.get("status") == "pass"],
+        "rules_no_data": [r for r in rules if r.get("status") == "no_data"],
+        "charts": by_section,
+        "specs": specs,
+        "sections": SECTIONS,
+    }
+
+
+def render_html(model: dict, *, fallback_svg: bool = True) -> str:
+    """The report page for a `dslogs.report/1` model, as one self-contained HTML string."""
+    ctx = view_model(model, fallback_svg=fallback_svg)
+    return render_page("report.html", ctx, with_charts=bool(ctx["specs"]))
+
+
+def render_page(template: str, ctx: dict, with_charts: bool) -> str:
+    """Render a page template with the shared assets (bundle, specs, page script, CSP)."""
+    script = page_script()
+    bundle = vega_bundle() if with_charts else ""
+    ctx = dict(ctx)
+    ctx.setdefault("specs", {})
+    ctx["vega_bundle"] = Markup(bundle)
+    ctx["specs_json"] = Markup(json_for_script(ctx["specs"]))
+    ctx["page_script"] = Markup(script)
+    ctx["csp"] = content_security_policy([s for s in (bundle, script) if s])
+    return render_template(template, **ctx)
+
+
+def write_html(model: dict, path: Path) -> Path:
+    path.write_text(render_html(model), encoding="utf-8")
+    return path
