@@ -1,0 +1,192 @@
+"""Run the metric queries (queries/*.sql, one metric per file) on an open connection.
+
+``compute_metrics(con, thresholds)`` returns ``{query name: [row dict, ...]}`` with plain
+JSON-able values (ISO strings for timestamps, floats/ints, None for NaN or NULL). The rules and
+the report model see only these tables, never the connection, so another engine (Spark) only
+has to produce the same tables.
+
+Every query reads the views ``events``, ``requests`` and ``sessions`` of the one connection
+``open_logs`` built: the logs are read once. Parameters (thresholds, SLOs, bin widths) are bound
+as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from analyzer.resources import load_query, query_names
+from analyzer.thresholds import defaults
+
+# Metric tables compute_metrics builds, in run order (time_span first: it picks the bucket).
+METRIC_QUERIES: tuple[str, ...] = (
+    "time_span",
+    "hosts_summary",
+    "stage_percentiles",
+    "stage_percentiles_over_time",
+    "request_latency_percentiles",
+    "goodput",
+    "latency_hist",
+    "prefill_decode_ratio",
+    "prefill_by_input_len",
+    "prefill_by_turn",
+    "prefill_by_input_class",
+    "short_prompt_e2e",
+    "reasoning_share",
+    "gpu_wait_per_session",
+    "gpu_wait_hist",
+    "decode_per_session",
+    "generate_params_per_session",
+    "memory_per_session",
+    "memory_per_host",
+    "memory_timeline",
+    "oom_per_session",
+    "kv_cache_per_session",
+    "kv_growth_timeline",
+    "prefill_growth_per_session",
+    "rss_per_process",
+    "errors_by_type",
+    "errors_over_time",
+    "gpu_per_host",
+    "gpu_util_while_busy",
+    "gpu_util_per_host_requests",
+    "gpu_memory_swing",
+    "gpu_timeline",
+    "log_volume_over_time",
+    "log_volume_peak_minute",
+    "collector_health",
+    "slowest_sessions",
+    "session_summary",
+)
+# Queries that need session ids picked by the rules (run after them, see report.py).
+DRILLDOWN_QUERIES: tuple[str, ...] = ("session_requests",)
+# Queries that need a column the events view may lack; skipped (table = []) without it.
+_NEEDS_COLUMN = {"log_volume_over_time": "line_bytes", "log_volume_peak_minute": "line_bytes"}
+
+# Histogram / bin settings (display only, not thresholds).
+BINS = {
+    "input_bin_tokens": 256,
+    "max_input_tokens": 8192,
+    "max_turn": 30,
+    "ttft_bin_ms": 100,
+    "tpot_bin_ms": 10,
+    "e2e_bin_ms": 1000,
+    "max_bins": 60,
+}
+
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+def query_params(sql: str) -> set[str]:
+    """Names of the ``$name`` parameters a query uses (comments ignored)."""
+    return set(_PARAM.findall(_COMMENT.sub("", sql)))
+
+
+def bucket_for_span(first: str | None, last: str | None) -> str:
+    """date_trunc unit for the timelines: minute up to 3 h, hour up to 31 days, then day."""
+    if not first or not last:
+        return "hour"
+    span = datetime.fromisoformat(last) - datetime.fromisoformat(first)
+    if span <= timedelta(hours=3):
+        return "minute"
+    if span <= timedelta(days=31):
+        return "hour"
+    return "day"
+
+
+def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
+    """Every parameter a metric query may use, from the thresholds."""
+    t = thresholds
+    rep = t["report"]
+    return {
+        "bucket": bucket,
+        "slo_ttft_ms": float(t["slo"]["ttft_ms"]),
+        "slo_tpot_ms": float(t["slo"]["tpot_ms"]),
+        "long_input_tokens": int(t["slow_prefill"]["long_input_tokens"]),
+        "short_input_tokens": int(t["checklist"]["short_input_tokens"]),
+        "starved_util_pct": float(t["gpu_starved"]["util_pct"]),
+        "starved_mem_share": float(t["gpu_starved"]["mem_used_share"]),
+        "thrash_util_pct": float(t["memory_thrash"]["util_pct"]),
+        "thrash_swing_mb_per_s": float(t["memory_thrash"]["swing_mb_per_s"]),
+        "max_gap_s": float(t["memory_thrash"]["max_gap_s"]),
+        "leak_slope_mb_per_min": float(t["memory_leak"]["slope_mb_per_min"]),
+        "leak_rise_mb": float(t["memory_leak"]["rise_mb"]),
+        "ghost_mb": float(t["ghost_memory"]["ghost_mb"]),
+        "max_sessions": int(rep["timeline_sessions"]),
+        "max_points": int(rep["timeline_points"]),
+        "limit": int(rep["slowest_sessions"]),
+        "max_requests": int(rep["detail_requests"]),
+        **BINS,
+    }
+
+
+def jsonable(value):
+    """A DuckDB value as a plain JSON value (ISO strings, floats, None for NaN/inf)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return jsonable(float(value))
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="milliseconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
+    """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
+    sql = load_query(name)
+    used = {k: params[k] for k in query_params(sql)}
+    cursor = con.execute(sql, used) if used else con.execute(sql)
+    columns = [d[0] for d in cursor.description]
+    # fetchall before the next query: DuckDB 2.0 streams results (DESIGN.md §10).
+    rows = cursor.fetchall()
+    return [{c: jsonable(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+
+
+def view_columns(con, view: str) -> set[str]:
+    return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
+
+
+def compute_metrics(con, thresholds: dict | None = None) -> dict[str, list[dict]]:
+    """Every metric table of METRIC_QUERIES on one connection (views events/requests/sessions)."""
+    thresholds = thresholds or defaults()
+    event_columns = view_columns(con, "events")
+    metrics: dict[str, list[dict]] = {}
+    span = run_metric(con, "time_span", {})
+    metrics["time_span"] = span
+    first = span[0]["first_event"] if span else None
+    last = span[0]["last_event"] if span else None
+    params = parameters(thresholds, bucket_for_span(first, last))
+    metrics["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]
+    for name in METRIC_QUERIES[1:]:
+        needed = _NEEDS_COLUMN.get(name)
+        if needed and needed not in event_columns:
+            metrics[name] = []
+            continue
+        metrics[name] = run_metric(con, name, params)
+    return metrics
+
+
+def session_requests(con, session_ids: list[str], thresholds: dict | None = None) -> list[dict]:
+    """Request rows of the given sessions (drill-down), at most report.detail_requests each."""
+    if not session_ids:
+        return []
+    thresholds = thresholds or defaults()
+    params = {"session_ids": list(session_ids), "max_requests": int(thresholds["report"]["detail_requests"])}
+    return run_metric(con, "session_requests", params)
+
+
+def all_query_names() -> list[str]:
+    return query_names()

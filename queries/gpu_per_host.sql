@@ -1,0 +1,30 @@
+-- GPU sampler summary per host and GPU (gpu_sample events, NVML): utilisation peak / median /
+-- mean, memory used max and median (MiB and share of total), and how many samples were
+-- "starved": util < $starved_util_pct while memory used > $starved_mem_share of total.
+-- Units: %, MiB, fraction, samples. Sources: article 000 §2.1 (utilization.gpu long below 20 %
+-- with memory.used near the limit: the GPU idles waiting for data), 003 §5.3 (peak > 65 %).
+SELECT
+    host,
+    gpu_index,
+    count(*) AS samples,
+    min(ts) AS first_ts,
+    max(ts) AS last_ts,
+    max(gpu_util_pct) AS util_max,
+    quantile_cont(gpu_util_pct, 0.50) AS util_p50,
+    avg(gpu_util_pct) AS util_avg,
+    max(gpu_mem_used_mb) AS mem_used_max_mb,
+    quantile_cont(gpu_mem_used_mb, 0.50) AS mem_used_p50_mb,
+    max(gpu_mem_total_mb) AS mem_total_mb,
+    quantile_cont(CASE WHEN gpu_mem_total_mb > 0 THEN gpu_mem_used_mb / gpu_mem_total_mb END, 0.50)
+        AS mem_used_share_p50,
+    sum(CASE WHEN gpu_util_pct < $starved_util_pct
+              AND gpu_mem_total_mb > 0
+              AND gpu_mem_used_mb > $starved_mem_share * gpu_mem_total_mb
+             THEN 1 ELSE 0 END) AS starved_samples,
+    count(gpu_util_pct) AS util_samples,
+    max(power_w) AS power_max_w,
+    max(temp_c) AS temp_max_c
+FROM events
+WHERE stage = 'gpu_sample'
+GROUP BY host, gpu_index
+ORDER BY host, gpu_index

@@ -1,0 +1,11 @@
+-- Per host: events, sessions, requests and time range. Unit: counts.
+SELECT
+    host,
+    count(*) AS events,
+    count(DISTINCT session_id) AS sessions,
+    count(DISTINCT request_id) AS requests,
+    min(ts) AS first_ts,
+    max(ts) AS last_ts
+FROM events
+GROUP BY host
+ORDER BY host

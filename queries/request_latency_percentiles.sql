@@ -1,0 +1,34 @@
+-- Per-request latency percentiles: ttft_ms, tpot_ms, e2e_ms, tokens_per_s, ttfa_ms.
+-- Units: ms (tokens/s for tokens_per_s). One row per metric; count = requests where it was
+-- measured. tpot_upper_bound counts legacy requests whose tpot is inference_ms/output_len
+-- (an upper bound). Names follow vLLM / OpenTelemetry GenAI. Source: DESIGN.md §5.
+SELECT 'ttft_ms' AS metric, count(ttft_ms) AS count,
+       quantile_cont(ttft_ms, 0.50) AS p50, quantile_cont(ttft_ms, 0.90) AS p90,
+       quantile_cont(ttft_ms, 0.95) AS p95, quantile_cont(ttft_ms, 0.99) AS p99,
+       max(ttft_ms) AS max, 0 AS upper_bound_count
+FROM requests
+UNION ALL
+SELECT 'tpot_ms', count(tpot_ms),
+       quantile_cont(tpot_ms, 0.50), quantile_cont(tpot_ms, 0.90),
+       quantile_cont(tpot_ms, 0.95), quantile_cont(tpot_ms, 0.99),
+       max(tpot_ms),
+       sum(CASE WHEN tpot_is_upper_bound AND tpot_ms IS NOT NULL THEN 1 ELSE 0 END)
+FROM requests
+UNION ALL
+SELECT 'e2e_ms', count(e2e_ms),
+       quantile_cont(e2e_ms, 0.50), quantile_cont(e2e_ms, 0.90),
+       quantile_cont(e2e_ms, 0.95), quantile_cont(e2e_ms, 0.99),
+       max(e2e_ms), 0
+FROM requests
+UNION ALL
+SELECT 'tokens_per_s', count(tokens_per_s),
+       quantile_cont(tokens_per_s, 0.50), quantile_cont(tokens_per_s, 0.90),
+       quantile_cont(tokens_per_s, 0.95), quantile_cont(tokens_per_s, 0.99),
+       max(tokens_per_s), 0
+FROM requests
+UNION ALL
+SELECT 'ttfa_ms', count(ttfa_ms),
+       quantile_cont(ttfa_ms, 0.50), quantile_cont(ttfa_ms, 0.90),
+       quantile_cont(ttfa_ms, 0.95), quantile_cont(ttfa_ms, 0.99),
+       max(ttfa_ms), 0
+FROM requests

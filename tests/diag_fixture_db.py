@@ -1,0 +1,80 @@
+"""A unit-level stand-in for the ingest views: DuckDB tables named events / requests / sessions
+with exactly the columns docs/internals.md documents, filled from small Python rows.
+
+Used by tests/test_queries.py to check each query's SQL and numbers on hand-made data; the
+end-to-end tests use the real ``analyzer.ingest.open_logs``.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+EVENTS = {
+    "ts": "TIMESTAMPTZ", "stage": "VARCHAR", "session_id": "VARCHAR", "request_id": "VARCHAR",
+    "host": "VARCHAR", "pid": "BIGINT", "duration_ms": "DOUBLE",
+    "input_len": "BIGINT", "output_len": "BIGINT", "reasoning_len": "BIGINT", "kv_seq_len": "BIGINT",
+    "cpu_time_ms": "DOUBLE", "gpu_wait_pct": "DOUBLE", "gpu_util_pct": "DOUBLE",
+    "num_beams": "BIGINT", "max_new_tokens": "BIGINT", "temperature": "DOUBLE", "top_p": "DOUBLE",
+    "do_sample": "BOOLEAN", "ttft_ms": "DOUBLE", "ttfa_ms": "DOUBLE",
+    "status": "VARCHAR", "finish_reason": "VARCHAR", "error_type": "VARCHAR", "error_msg": "VARCHAR",
+    "failed_stage": "VARCHAR", "allocated_mb": "DOUBLE", "reserved_mb": "DOUBLE",
+    "max_allocated_mb": "DOUBLE", "num_ooms": "BIGINT", "num_alloc_retries": "BIGINT",
+    "gpu_index": "BIGINT", "kv_cache_size_mb": "DOUBLE", "gpu_mem_util_pct": "DOUBLE",
+    "gpu_mem_used_mb": "DOUBLE", "gpu_mem_total_mb": "DOUBLE", "power_w": "DOUBLE", "temp_c": "DOUBLE",
+    "sm_clock_mhz": "DOUBLE", "rss_mb": "DOUBLE", "cpu_pct": "DOUBLE", "threads": "BIGINT",
+    "queued": "BIGINT", "written": "BIGINT", "dropped": "BIGINT", "bytes_written": "BIGINT",
+    "source_format": "VARCHAR", "source_file": "VARCHAR", "line_bytes": "BIGINT",
+}  # fmt: skip
+
+REQUESTS = {
+    "session_id": "VARCHAR", "request_id": "VARCHAR", "host": "VARCHAR", "pid": "BIGINT",
+    "turn_index": "BIGINT", "start_ts": "TIMESTAMPTZ", "end_ts": "TIMESTAMPTZ",
+    "input_chars": "BIGINT", "input_len": "BIGINT", "output_len": "BIGINT", "reasoning_len": "BIGINT",
+    "tokenize_ms": "DOUBLE", "queue_ms": "DOUBLE", "prefill_ms": "DOUBLE", "decode_ms": "DOUBLE",
+    "inference_ms": "DOUBLE", "format_ms": "DOUBLE", "ttft_ms": "DOUBLE", "tpot_ms": "DOUBLE",
+    "tpot_is_upper_bound": "BOOLEAN", "e2e_ms": "DOUBLE", "tokens_per_s": "DOUBLE",
+    "prefill_decode_ratio": "DOUBLE", "reasoning_share": "DOUBLE", "ttfa_ms": "DOUBLE",
+    "kv_seq_len": "BIGINT", "num_beams": "BIGINT", "max_new_tokens": "BIGINT",
+    "temperature": "DOUBLE", "top_p": "DOUBLE", "do_sample": "BOOLEAN", "cpu_time_ms": "DOUBLE",
+    "gpu_wait_pct": "DOUBLE", "gpu_util_pct": "DOUBLE", "status": "VARCHAR", "error_type": "VARCHAR",
+    "error_msg": "VARCHAR", "is_error": "BOOLEAN", "source_format": "VARCHAR",
+}  # fmt: skip
+
+SESSIONS = {
+    "session_id": "VARCHAR", "host": "VARCHAR", "first_ts": "TIMESTAMPTZ", "last_ts": "TIMESTAMPTZ",
+    "duration_min": "DOUBLE", "requests": "BIGINT", "errors": "BIGINT", "ooms": "BIGINT",
+    "reserved_first_mb": "DOUBLE", "reserved_last_mb": "DOUBLE", "reserved_min_mb": "DOUBLE",
+    "reserved_max_mb": "DOUBLE", "reserved_slope_mb_per_min": "DOUBLE", "reserved_r2": "DOUBLE",
+    "allocated_max_mb": "DOUBLE", "allocated_slope_mb_per_min": "DOUBLE", "ghost_max_mb": "DOUBLE",
+    "ghost_share_max": "DOUBLE", "max_num_ooms": "BIGINT", "max_kv_seq_len": "BIGINT",
+    "max_kv_cache_size_mb": "DOUBLE", "max_num_beams": "BIGINT", "max_max_new_tokens": "BIGINT",
+    "max_output_len": "BIGINT", "tpot_p50_ms": "DOUBLE", "ttft_p50_ms": "DOUBLE",
+    "e2e_p50_ms": "DOUBLE", "prefill_p50_ms": "DOUBLE", "gpu_wait_pct_p50": "DOUBLE",
+    "gpu_util_pct_p50": "DOUBLE", "source_format": "VARCHAR",
+}  # fmt: skip
+
+
+def _create(con, name: str, columns: dict[str, str], rows: list[dict]) -> None:
+    unknown = {k for row in rows for k in row} - set(columns)
+    if unknown:
+        raise KeyError(f"{name}: columns not in docs/internals.md: {sorted(unknown)}")
+    con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
+    if rows:
+        names = list(columns)
+        placeholders = ", ".join("?" for _ in names)
+        con.executemany(
+            f"INSERT INTO {name} VALUES ({placeholders})", [[row.get(c) for c in names] for row in rows]
+        )
+
+
+def fixture_connection(events=(), requests=(), sessions=(), line_bytes: bool = True):
+    """An in-memory DuckDB with tables events / requests / sessions holding the given rows."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    columns = dict(EVENTS)
+    if not line_bytes:
+        columns.pop("line_bytes")
+    _create(con, "events", columns, list(events))
+    _create(con, "requests", REQUESTS, list(requests))
+    _create(con, "sessions", SESSIONS, list(sessions))
+    return con
