@@ -197,14 +197,14 @@ def overview_chart(series: dict) -> Chart | None:
         x=alt.X("bucket:T", title=None, axis=alt.Axis(labelOverlap=True)),
         y=alt.Y("count:Q", title="per bucket", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
-                        legend=alt.Legend(orient="top-right", direction="horizontal")),
+                        legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
         tooltip=[alt.Tooltip("bucket:T", title="bucket", format="%Y-%m-%d %H:%M"), "kind:N", "count:Q"],
     )
     chart = (
         base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True)
         .add_params(brush)
         + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9)
-    ).properties(width=WIDTH, height=80)
+    ).properties(width=WIDTH, height=56)
     what = f"{pick} events" if pick and pick != "request" else "requests"
     sub = f"{what} and errors per bucket — drag to select a time range for every timeline chart; double-click clears it"
     return Chart("overview", "timeline", "Traffic overview", _finish(chart, "Traffic overview", sub),

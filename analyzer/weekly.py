@@ -1,0 +1,399 @@
+"""Weekly report: one ISO week of logs against the week before.
+
+Both weeks go through the same `analyze_logs` as the daily report; this module only compares
+the two report models: per-stage p50/p95 change (a rise over 20 % is a regression), request
+latency and goodput, new / resolved / persisting findings, traffic, errors, sessions affected.
+
+Default week: the last *full* ISO week present in the logs — the week of the newest log day if
+that day is a Sunday (the week's last day), otherwise the week before it. Week boundaries are
+local midnight on Mondays in `--tz` (default: this machine's zone), like legacy timestamps.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from analyzer.errors import DslogsError, UsageError
+
+REGRESSION_PCT = 20.0
+WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
+NAME_DATE_RE = re.compile(r"_(\d{8})(?:\.\d+)?\.jsonl")
+LOG_GLOBS = ("*.jsonl", "*.jsonl.*")
+
+# metric key in the model's `requests`, label, unit, True when a rise is bad
+REQUEST_METRICS = [
+    ("ttft_ms", "TTFT", "ms", True),
+    ("tpot_ms", "TPOT", "ms", True),
+    ("e2e_ms", "end-to-end", "ms", True),
+    ("ttfa_ms", "TTFA", "ms", True),
+    ("tokens_per_s", "tokens/s", "tok/s", False),
+]
+
+
+# -- weeks ----------------------------------------------------------------------------------
+
+
+def parse_week(text: str) -> tuple[int, int]:
+    m = WEEK_RE.match(text.strip())
+    if not m:
+        raise UsageError(f"--week {text!r}: expected an ISO week like 2026-W48")
+    year, week = int(m.group(1)), int(m.group(2))
+    try:
+        date.fromisocalendar(year, week, 1)
+    except ValueError:
+        raise UsageError(f"--week {text!r}: {year} has no ISO week {week}") from None
+    return year, week
+
+
+def week_label(year: int, week: int) -> str:
+    return f"{year}-W{week:02d}"
+
+
+def previous_week(year: int, week: int) -> tuple[int, int]:
+    iso = (date.fromisocalendar(year, week, 1) - timedelta(days=7)).isocalendar()
+    return iso[0], iso[1]
+
+
+def week_bounds(year: int, week: int, tz) -> tuple[datetime, datetime]:
+    monday = date.fromisocalendar(year, week, 1)
+    start = datetime.combine(monday, time(0), tzinfo=tz)
+    end = datetime.combine(monday + timedelta(days=7), time(0), tzinfo=tz)
+    return start, end
+
+
+def default_week(last_day: date) -> tuple[int, int]:
+    """The last full ISO week: the newest day's own week only if that day is its Sunday."""
+    year, week, weekday = last_day.isocalendar()
+    if weekday == 7:
+        return year, week
+    return previous_week(year, week)
+
+
+def resolve_tz(tz: str | None):
+    if not tz:
+        return datetime.now().astimezone().tzinfo
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"--tz {tz!r}: unknown time zone") from None
+
+
+def _log_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for pattern in LOG_GLOBS:
+                files += [f for f in p.rglob(pattern) if f.is_file()]
+        elif p.is_file():
+            files.append(p)
+        else:
+            files += [Path(f) for f in glob.glob(raw, recursive=True) if Path(f).is_file()]
+    return files
+
+
+def newest_log_day(paths: list[str], tz: str | None) -> date:
+    """The newest day in the logs: from file-name dates when every file has one (cheap, no
+    reading), else the newest event timestamp."""
+    files = _log_files(paths)
+    days = []
+    for f in files:
+        m = NAME_DATE_RE.search(f.name)
+        if m:
+            days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
+    if files and len(days) == len(files):
+        return max(days)
+    from analyzer.report import analyze_logs
+
+    model = analyze_logs(paths, tz=tz)
+    last = (model.get("window") or {}).get("last_event")
+    if not last:
+        raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
+    stamp = datetime.fromisoformat(str(last).replace("Z", "+00:00"))
+    return stamp.astimezone(resolve_tz(tz)).date() if stamp.tzinfo else stamp.date()
+
+
+# -- comparing two report models ---------------------------------------------------------
+
+
+def change_pct(now, before) -> float | None:
+    if now is None or before is None or before == 0:
+        return None
+    return round((float(now) - float(before)) / abs(float(before)) * 100.0, 1)
+
+
+def _verdict(pct: float | None, rise_is_bad: bool = True, limit: float = REGRESSION_PCT) -> str:
+    if pct is None:
+        return "n/a"
+    worse = pct > limit if rise_is_bad else pct < -limit
+    better = pct < -limit if rise_is_bad else pct > limit
+    return "regression" if worse else "improved" if better else "steady"
+
+
+def _finding_key(f: dict) -> tuple:
+    # Session ids change every week, so a session-scoped finding is matched on its rule alone;
+    # host-scoped ones also on the hosts.
+    hosts = tuple(sorted(f.get("hosts") or [])) if f.get("scope") in ("host", "process") else ()
+    return (f.get("rule"), hosts)
+
+
+def _finding_summary(f: dict) -> dict:
+    return {"rule": f.get("rule"), "severity": f.get("severity"), "scope": f.get("scope"),
+            "hosts": f.get("hosts") or [], "sessions": len(f.get("session_ids") or []),
+            "value": f.get("value"), "threshold": f.get("threshold"), "unit": f.get("unit"),
+            "message": f.get("message"), "fix": f.get("fix")}
+
+
+def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> dict:
+    ingest = model.get("ingest") or {}
+    requests = model.get("requests") or {}
+    sessions = model.get("sessions") or []
+    window = model.get("window") or {}
+    affected = {s for f in model.get("findings") or [] for s in f.get("session_ids") or []}
+    affected |= {s.get("session_id") for s in sessions if s.get("findings")}
+    count = requests.get("count")
+    errors = requests.get("errors")
+    return {
+        "week": label, "since": start.isoformat(), "until": end.isoformat(),
+        "first_day": start.date().isoformat(), "last_day": (end - timedelta(days=1)).date().isoformat(),
+        "first_event": window.get("first_event"), "last_event": window.get("last_event"),
+        "has_data": bool(ingest.get("events")),
+        "files": ingest.get("files", 0), "events": ingest.get("events", 0), "bad_lines": ingest.get("bad_lines", 0),
+        "hosts": [h.get("host") for h in model.get("hosts") or []],
+        "requests": count or 0, "errors": errors or 0,
+        "error_rate": round(errors / count, 4) if count and errors is not None else None,
+        "goodput": requests.get("goodput"),
+        "sessions": len(sessions), "sessions_affected": len(affected),
+        "findings": {sev: sum(1 for f in model.get("findings") or [] if f.get("severity") == sev)
+                     for sev in ("critical", "warning", "info")},
+    }
+
+
+def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: float = REGRESSION_PCT) -> dict:
+    """The weekly model: `this` week's report model against `prev` (the week before)."""
+    pweek = previous_week(*week)
+    this_start, this_end = week_bounds(*week, tz)
+    prev_start, prev_end = week_bounds(*pweek, tz)
+
+    prev_stages = {s.get("stage"): s for s in prev.get("stages") or []}
+    stages = []
+    names = [s.get("stage") for s in this.get("stages") or []]
+    names += [n for n in prev_stages if n not in names]
+    this_stages = {s.get("stage"): s for s in this.get("stages") or []}
+    for name in names:
+        now, before = this_stages.get(name) or {}, prev_stages.get(name) or {}
+        row = {"stage": name, "count": now.get("count"), "count_prev": before.get("count")}
+        for q in ("p50", "p95"):
+            row[f"{q}_ms"] = now.get(f"{q}_ms")
+            row[f"{q}_ms_prev"] = before.get(f"{q}_ms")
+            row[f"{q}_change_pct"] = change_pct(now.get(f"{q}_ms"), before.get(f"{q}_ms"))
+            row[f"{q}_verdict"] = _verdict(row[f"{q}_change_pct"], limit=limit)
+        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
+        stages.append(row)
+
+    req_now, req_prev = this.get("requests") or {}, prev.get("requests") or {}
+    metrics = []
+    for key, label, unit, rise_is_bad in REQUEST_METRICS:
+        now, before = req_now.get(key) or {}, req_prev.get(key) or {}
+        if not isinstance(now, dict) or not isinstance(before, dict) or not (now or before):
+            continue
+        row = {"metric": key, "label": label, "unit": unit}
+        for q in ("p50", "p95"):
+            row[q] = now.get(q)
+            row[f"{q}_prev"] = before.get(q)
+            row[f"{q}_change_pct"] = change_pct(now.get(q), before.get(q))
+            row[f"{q}_verdict"] = _verdict(row[f"{q}_change_pct"], rise_is_bad, limit)
+        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
+        metrics.append(row)
+
+    now_f = {_finding_key(f): f for f in this.get("findings") or []}
+    prev_f = {_finding_key(f): f for f in prev.get("findings") or []}
+    order = {"critical": 0, "warning": 1, "info": 2}
+
+    def listed(keys, source):
+        return sorted((_finding_summary(source[k]) for k in keys),
+                      key=lambda f: (order.get(f["severity"], 3), str(f["rule"])))
+
+    persisting = []
+    for k in now_f.keys() & prev_f.keys():
+        row = _finding_summary(now_f[k])
+        row["value_prev"] = prev_f[k].get("value")
+        row["sessions_prev"] = len(prev_f[k].get("session_ids") or [])
+        row["severity_prev"] = prev_f[k].get("severity")
+        persisting.append(row)
+    persisting.sort(key=lambda f: (order.get(f["severity"], 3), str(f["rule"])))
+
+    this_sum = _week_summary(this, week_label(*week), this_start, this_end)
+    prev_sum = _week_summary(prev, week_label(*pweek), prev_start, prev_end)
+    traffic = []
+    for key, label, rise_is_bad in (("requests", "requests", None), ("errors", "errors", True),
+                                    ("error_rate", "error rate", True), ("goodput", "goodput", False),
+                                    ("sessions", "sessions", None), ("sessions_affected", "sessions affected", True),
+                                    ("events", "events", None), ("bad_lines", "damaged lines", True)):
+        pct = change_pct(this_sum[key], prev_sum[key])
+        traffic.append({"key": key, "label": label, "this": this_sum[key], "previous": prev_sum[key],
+                        "change_pct": pct,
+                        "verdict": "n/a" if rise_is_bad is None else _verdict(pct, rise_is_bad, limit)})
+    return {
+        "schema": "dslogs.weekly/1",
+        "generated_at": this.get("generated_at") or datetime.now().astimezone().isoformat(timespec="seconds"),
+        "dslogs_version": this.get("dslogs_version") or prev.get("dslogs_version") or "",
+        "week": week_label(*week),
+        "previous_week": week_label(*pweek),
+        "tz": str(tz),
+        "regression_threshold_pct": limit,
+        "this": this_sum,
+        "previous": prev_sum,
+        "traffic": traffic,
+        "stages": stages,
+        "request_metrics": metrics,
+        "regressions": sum(r["regression"] for r in stages) + sum(r["regression"] for r in metrics),
+        "findings": {"new": listed(now_f.keys() - prev_f.keys(), now_f),
+                     "resolved": listed(prev_f.keys() - now_f.keys(), prev_f),
+                     "persisting": persisting},
+        "errors": {"this": this.get("errors") or [], "previous": prev.get("errors") or []},
+    }
+
+
+def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
+                 thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True) -> dict:
+    """Analyse `week` (default: the last full ISO week in the logs) and the week before it."""
+    from analyzer.report import analyze_logs
+
+    zone = resolve_tz(tz)
+    target = parse_week(week) if week else default_week(newest_log_day(paths, tz))
+    models = []
+    for i, wk in enumerate((target, previous_week(*target))):
+        start, end = week_bounds(*wk, zone)
+        try:
+            models.append(analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
+                                       thresholds_file=thresholds_file, cache=cache, use_cache=use_cache))
+        except DslogsError:
+            if i == 0:
+                raise
+            models.append({})  # nothing logged the week before: every finding is new
+    return compare_models(models[0], models[1], target, zone)
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def _fmt(v, unit: str = "") -> str:
+    from analyzer.render_html import fmt_num
+
+    s = fmt_num(v)
+    return f"{s} {unit}".rstrip() if s != "—" and unit else s
+
+
+def _fmt_pct(p) -> str:
+    return "—" if p is None else f"{p:+.1f} %"
+
+
+def render_markdown_weekly(model: dict) -> str:
+    t, p = model["this"], model["previous"]
+    lim = model.get("regression_threshold_pct", REGRESSION_PCT)
+    out = [f"# dslogs weekly report {model['week']}", "",
+           f"{model['week']} ({t['first_day']} – {t['last_day']}) against {model['previous_week']} "
+           f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
+           f"Regression: a rise of more than {lim:g} %.", ""]
+    if not p["has_data"]:
+        out += [f"> No logs for {model['previous_week']}: nothing to compare, every finding counts as new.", ""]
+    out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
+    for r in model["traffic"]:
+        flag = " **regression**" if r["verdict"] == "regression" else ""
+        this_v = f"{r['this'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["this"] is not None else _fmt(r["this"])
+        prev_v = f"{r['previous'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["previous"] is not None else _fmt(r["previous"])
+        out.append(f"| {r['label']} | {this_v} | {prev_v} | {_fmt_pct(r['change_pct'])}{flag} |")
+    out += ["", f"## Stage latency ({model['regressions']} regressions)", "",
+            "| stage | p50 ms | prev | change | p95 ms | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in model["stages"]:
+        cells = []
+        for q in ("p50", "p95"):
+            mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
+            cells += [_fmt(r[f"{q}_ms"]), _fmt(r[f"{q}_ms_prev"]), _fmt_pct(r[f"{q}_change_pct"]) + mark]
+        out.append(f"| {'**' + str(r['stage']) + '**' if r['regression'] else r['stage']} | " + " | ".join(cells) + " |")
+    if model["request_metrics"]:
+        out += ["", "## Requests", "", "| metric | p50 | prev | change | p95 | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in model["request_metrics"]:
+            cells = []
+            for q in ("p50", "p95"):
+                mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
+                cells += [_fmt(r[q]), _fmt(r[f"{q}_prev"]), _fmt_pct(r[f"{q}_change_pct"]) + mark]
+            out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
+    for kind, title in (("new", "New findings"), ("resolved", "Resolved findings"), ("persisting", "Still open")):
+        rows = model["findings"][kind]
+        out += ["", f"## {title} ({len(rows)})", ""]
+        if not rows:
+            out.append("none")
+        for f in rows:
+            n = f.get("sessions") or 0
+            where = f" — {n} session{'s' if n != 1 else ''}" if n else ""
+            hosts = f" on {', '.join(f['hosts'])}" if f.get("hosts") else ""
+            out.append(f"- **{f['severity']}** `{f['rule']}`{hosts}{where}: {_md_text(f.get('message'))}")
+            if kind != "resolved" and f.get("fix"):
+                out.append(f"  - fix: {_md_text(f['fix'])}")
+    return "\n".join(out) + "\n"
+
+
+def _md_text(text) -> str:
+    # Log-derived text in Markdown: one line, no table breaks, inert if the Markdown becomes HTML.
+    s = " ".join(str(text or "").split())
+    return s.replace("<", "&lt;").replace("|", "\\|")
+
+
+def weekly_chart_svg(model: dict) -> str | None:
+    """Static dumbbell SVG of p95 per stage, last week → this week (no JavaScript needed)."""
+    import altair as alt
+
+    from analyzer import charts
+    from analyzer.render_html import chart_svg
+
+    rows = [{"stage": r["stage"], "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+             "change": "regression" if r["p95_verdict"] == "regression" else
+                       "improved" if r["p95_verdict"] == "improved" else "steady"}
+            for r in model["stages"][:12]
+            if (r.get("p95_ms") or 0) > 0 and (r.get("p95_ms_prev") or 0) > 0]
+    if not rows:
+        return None
+    order = [r["stage"] for r in rows]
+    base = alt.Chart(alt.Data(values=rows)).encode(y=alt.Y("stage:N", title=None, sort=order))
+    x = alt.X("prev:Q", title="p95 ms (log scale)", scale=alt.Scale(type="log", nice=False, padding=12))
+    change_color = alt.Color("change:N", title="p95 change", scale=alt.Scale(
+        domain=["regression", "steady", "improved"], range=["#b42318", "#98a2b3", "#067647"]),
+        legend=alt.Legend(orient="top"))
+    chart = alt.layer(
+        base.mark_rule(strokeWidth=3, opacity=0.6).encode(x=x, x2="this:Q", color=change_color),
+        base.mark_point(filled=True, size=60, color="#98a2b3").encode(x=x),
+        base.mark_point(filled=True, size=80).encode(x=alt.X("this:Q"), color=change_color),
+    ).properties(width=620, height=alt.Step(24))
+    sub = f"grey dot {model['previous_week']}, coloured dot {model['week']}"
+    spec = chart.properties(title=alt.TitleParams(text="p95 per stage", subtitle=sub)).to_dict()
+    spec["config"] = charts.CONFIG
+    return chart_svg(spec)
+
+
+def render_html_weekly(model: dict) -> str:
+    from markupsafe import Markup
+
+    from analyzer.render_html import render_page
+
+    svg = weekly_chart_svg(model)
+    ctx = {"w": model, "generated_at": model.get("generated_at", ""), "version": model.get("dslogs_version", ""),
+           "chart_svg": Markup(svg) if svg else None}
+    return render_page("weekly.html", ctx, with_charts=False)
+
+
+def render_weekly(model: dict, fmt: str) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(model, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "md":
+        return render_markdown_weekly(model)
+    if fmt == "html":
+        return render_html_weekly(model)
+    raise UsageError(f"--format {fmt!r}: expected html, json or md")
