@@ -1,0 +1,387 @@
+"""Fault simulator: realistic, deterministic logs with known faults, and their truth.json.
+
+``simulate(outdir, scenarios, days, seed, fmt, events, hosts, start)`` writes one folder per
+host (``<outdir>/<host>/ds15b_YYYYMMDD[.N].jsonl[.gz]``; legacy with one host writes the
+article's flat ``<outdir>/ds15b_YYYYMMDD.jsonl``) and ``<outdir>/truth.json``. Same arguments
+give the same bytes: every random draw comes from ``random.Random`` seeded with a string made
+of the seed, the scenarios, the format and the host, and nothing reads the clock.
+
+Hosts: ``gpu-01``, ``gpu-02``, ...; v1 hosts write UTC offsets ``+00:00`` except ``gpu-02`` at
+``+08:00`` (to exercise time zones); legacy hosts write naive Asia/Shanghai (+08:00) local time,
+like the article's readers. Files follow each writer's local day.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from random import Random
+
+from analyzer.errors import UsageError
+from analyzer.simulate.files import RotatingWriter
+from analyzer.simulate.legacy import LegacyHost
+from analyzer.simulate.scenarios import (
+    GLOBAL,
+    HOST,
+    INGEST,
+    PROCESS,
+    SCENARIOS,
+    SESSION,
+    ScenarioSpec,
+    assign_hosts,
+    normalise,
+)
+from analyzer.simulate.traffic import MS_PER_HOUR, Host, Planner, Session, reserved_slope
+from analyzer.simulate.v1 import V1Host
+from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
+
+__all__ = ["SCENARIOS", "ScenarioSpec", "simulate"]
+
+DEFAULT_START = "2026-11-23"
+LEGACY_OFFSET_MIN = 480  # Asia/Shanghai: the seed articles' readers
+MAX_HOSTS = 99
+
+
+def _parse_start(start: str | None) -> datetime:
+    text = start or DEFAULT_START
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--start {text!r}: expected an ISO date like 2026-11-23 (or 2026-11-23T09:30)") from None
+    if value.tzinfo is not None:
+        raise UsageError(f"--start {text!r}: give local wall-clock time without an offset")
+    return value
+
+
+def _hosts(n: int, fmt: str, start: datetime, span_ms: int, host_faults: dict[str, int], key: str) -> list[Host]:
+    hosts = []
+    for i in range(n):
+        offset = LEGACY_OFFSET_MIN if fmt == "legacy" else (480 if i == 1 else 0)
+        utc_start = (start - timedelta(minutes=offset)).replace(tzinfo=UTC)
+        start_ms = int(utc_start.timestamp() * 1000)
+        rng = Random(f"{key}|host|{i}")
+        faults = frozenset(name for name, h in host_faults.items() if h == i)
+        hosts.append(
+            Host(
+                index=i,
+                name=f"gpu-{i + 1:02d}",
+                pid=rng.randint(1200, 64000),
+                offset_min=offset,
+                start_ms=start_ms,
+                end_ms=start_ms + span_ms,
+                faults=faults,
+                reserved_mb=4160.0 + 20 * rng.randint(0, 4),
+            )
+        )
+    return hosts
+
+
+class _Run:
+    """One pass over all hosts: count-only (calibration) or writing."""
+
+    def __init__(self, key, fmt, hosts, names, scale, outdir=None, max_bytes=None, executor=None):
+        self.key, self.fmt, self.hosts, self.names, self.scale = key, fmt, hosts, names, scale
+        self.outdir, self.max_bytes, self.executor = outdir, max_bytes, executor
+        self.session_faults = [n for n in names if SCENARIOS[n].scope == SESSION]
+        self.global_faults = frozenset(n for n in names if SCENARIOS[n].scope == GLOBAL)
+        self.sparse = frozenset(n for n in names if SCENARIOS[n].sparse)
+        self.legacy = fmt == "legacy"
+
+    def planner(self, host: Host) -> Planner:
+        return Planner(
+            Random(f"{self.key}|plan|{host.index}"), host, self.session_faults, self.global_faults,
+            self.scale, self.sparse, legacy=self.legacy,
+        )  # fmt: skip
+
+    def count(self) -> int:
+        total = 0
+        cls = LegacyHost if self.legacy else V1Host
+        for host in self.hosts:
+            hw = cls(host, None, Random(f"{self.key}|samplers|{host.index}"))
+            for s in self.planner(host).sessions():
+                hw.add_session(s)
+            total += hw.finish()
+        return total
+
+    def write(self, collect) -> tuple[int, list[str], list[dict], dict]:
+        total = 0
+        files: list[str] = []
+        bad: list[dict] = []
+        host_stats = {}
+        cls = LegacyHost if self.legacy else V1Host
+        flat = self.legacy and len(self.hosts) == 1
+        for host in self.hosts:
+            folder = self.outdir if flat else self.outdir / host.name
+            writer = RotatingWriter(
+                folder, DEFAULT_PREFIX, None if self.legacy else self.max_bytes, self.executor,
+                self.outdir, gzip_closed=not self.legacy,
+            )  # fmt: skip
+            with_bad = "bad_lines" in self.names and host.index == 0
+            hw = cls(host, writer, Random(f"{self.key}|samplers|{host.index}"), bad_lines=with_bad)
+            for s in self.planner(host).sessions():
+                hw.add_session(s)
+                collect(s)
+            total += hw.finish()
+            files += writer.finish()
+            if with_bad:
+                bad += hw.bad_plan.records
+                empty_day = (datetime.fromtimestamp((host.start_ms + host.offset_min * 60_000) / 1000, tz=UTC)
+                             - timedelta(days=1)).strftime("%Y%m%d")  # fmt: skip
+                empty = folder / f"{DEFAULT_PREFIX}_{empty_day}.jsonl"
+                empty.write_bytes(b"")
+                rel = str(empty.relative_to(self.outdir))
+                files.append(rel)
+                bad.append({"file": rel, "line": 0, "kind": "empty_file"})
+            stats = dict(hw.stats)
+            if self.legacy:
+                stats = {"out_of_order_pairs": hw.swaps}
+            host_stats[host.name] = stats
+        return total, files, bad, host_stats
+
+
+def _calibrate(key, fmt, hosts, names, target: int) -> float:
+    """Arrival-rate scale giving about ``target`` events (samplers saturate, so iterate)."""
+    scale = 1.0
+    for _ in range(12):
+        got = _Run(key, fmt, hosts, names, scale).count()
+        ratio = target / max(got, 1)
+        if abs(ratio - 1) < 0.03:
+            break
+        scale *= min(max(ratio, 0.05), 20.0) ** (1.0 if ratio < 1 else 1.15)
+    return scale
+
+
+def _prepare(outdir: Path) -> None:
+    """Write into an empty folder, or over a previous simulate output (its truth.json lists it)."""
+    if outdir.exists() and not outdir.is_dir():
+        raise UsageError(f"{outdir}: not a directory")
+    outdir.mkdir(parents=True, exist_ok=True)
+    truth = outdir / "truth.json"
+    if truth.is_file():
+        try:
+            old = json.loads(truth.read_text(encoding="utf-8"))["files"]
+        except (ValueError, KeyError, TypeError):
+            raise UsageError(f"{truth}: not a dslogs simulate truth file; refusing to overwrite {outdir}") from None
+        root = outdir.resolve()
+        for rel in old:
+            p = (outdir / rel).resolve()
+            if root in p.parents and p.is_file():
+                p.unlink()
+        truth.unlink()
+        for d in sorted((p for p in outdir.rglob("*") if p.is_dir()), reverse=True):
+            if not any(d.iterdir()):
+                d.rmdir()
+    if any(outdir.iterdir()):
+        raise UsageError(f"{outdir}: folder is not empty (and holds no simulate truth.json); choose an empty folder")
+
+
+def _p50(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+class _Truth:
+    def __init__(self, names: list[str], legacy: bool):
+        self.names = names
+        self.legacy = legacy
+        self.healthy: list[str] = []
+        self.by_fault: dict[str, list[str]] = {n: [] for n in names}
+        self.session_details: dict[str, dict[str, dict]] = {n: {} for n in names}
+        self.session_hosts: dict[str, set[str]] = {n: set() for n in names}
+        self.stage_values = {"tokenize_ms": [], "prefill_ms": [], "ttft_ms": [], "format_ms": [], "tpot_ms": []}
+        self.requests = 0
+
+    def collect(self, s: Session) -> None:
+        reqs = s.requests
+        self.requests += len(reqs)
+        sv = self.stage_values
+        for r in reqs:
+            sv["tokenize_ms"].append(r.tok_ms)
+            sv["prefill_ms"].append(r.prefill_ms)
+            sv["ttft_ms"].append(r.ttft)
+            if r.status == "ok":
+                sv["format_ms"].append(r.format_ms)
+                if r.output_len > 1 and not r.error:
+                    sv["tpot_ms"].append(r.decode_ms / (r.output_len - 1))
+        if s.fault is None:
+            self.healthy.append(s.sid)
+            return
+        self.by_fault[s.fault].append(s.sid)
+        self.session_hosts[s.fault].add(s.host.name)
+        self.session_details[s.fault][s.sid] = _session_detail(s, self.legacy)
+
+
+def _session_detail(s: Session, legacy: bool) -> dict:
+    reqs = s.requests
+    ok = [r for r in reqs if r.status == "ok" and not r.error]
+    d: dict = {"host": s.host.name, "requests": len(reqs)}
+    f = s.fault
+    if f == "memory_leak":
+        slope, rise = reserved_slope(reqs)
+        d.update(reserved_slope_mb_per_min=round(slope, 1), reserved_rise_mb=round(rise, 1))
+    elif f == "ghost_memory":
+        d.update(ghost_mb_max=round(max(r.reserved - r.allocated for r in reqs), 1),
+                 ghost_share_max=round(max((r.reserved - r.allocated) / r.reserved for r in reqs), 3))  # fmt: skip
+    elif f == "oom":
+        d.update(oom_errors=sum(1 for r in reqs if r.error), max_num_ooms=max(r.num_ooms for r in reqs),
+                 error_types=sorted({"OOMError" if legacy else r.error[0] for r in reqs if r.error}))  # fmt: skip
+    elif f == "gpu_wait":
+        d.update(gpu_wait_pct_p50=_p50([r.gpu_wait for r in reqs]))
+    elif f in ("cpu_bound", "slow_decode"):
+        if legacy:
+            d.update(tpot_upper_bound_p50_ms=_p50([(r.t_dec - r.t_gen) / r.output_len for r in ok]))
+        else:
+            d.update(tpot_p50_ms=_p50([r.decode_ms / (r.output_len - 1) for r in ok]))
+        d.update(gpu_util_pct_p50=_p50([r.util for r in reqs]))
+    elif f == "kv_cache_bloat":
+        d.update(max_kv_seq_len=max(r.kv_len for r in reqs), prefill_first_ms=round(reqs[0].prefill_ms, 1),
+                 prefill_last_ms=round(reqs[-1].prefill_ms, 1))  # fmt: skip
+    elif f == "beam_search":
+        d.update(num_beams=reqs[0].beams)
+    elif f == "high_max_tokens":
+        d.update(max_new_tokens=reqs[0].max_new)
+    elif f == "long_output":
+        d.update(max_output_len=max(r.output_len for r in ok) if ok else None)
+    return d
+
+
+def _host_detail(name: str, stats: dict) -> dict:
+    if name == "low_gpu_util":
+        return {"gpu_util_peak_pct": round(stats["gen_util_max"], 1)}
+    if name == "gpu_starved":
+        return {"gpu_mem_pct_max": round(stats["mem_pct_max"], 1), "starved_samples": stats["starved_ticks"]}
+    if name == "memory_thrash":
+        return {"gpu_mem_swing_max_mb_per_s": round(stats["swing_max_mb"], 1), "gpu_util_min_pct_while_serving": 84}
+    if name == "rss_growth":
+        first, last = stats["rss_first"] or 0.0, stats["rss_last"] or 0.0
+        return {"rss_first_mb": round(first, 1), "rss_last_mb": round(last, 1), "rss_rise_mb": round(last - first, 1)}
+    if name == "log_volume":
+        return {"burst_minute": stats["burst_minute"], "burst_bytes": stats["burst_bytes"],
+                "burst_mb_per_s": round(stats["burst_bytes"] / 60 / 1e6, 3)}  # fmt: skip
+    if name == "collector_drops":
+        return {"dropped": stats["dropped"]}
+    return {}
+
+
+_GLOBAL_METRIC = {
+    "slow_tokenize": "tokenize_ms",
+    "slow_prefill": "prefill_ms",
+    "slow_ttft": "ttft_ms",
+    "slow_format": "format_ms",
+}
+
+
+def simulate(
+    outdir: Path,
+    scenarios: list[str] | None = None,
+    days: int = 1,
+    seed: int = 0,
+    fmt: str = "v1",
+    events: int | None = None,
+    hosts: int = 1,
+    start: str | None = None,
+    *,
+    hours: float | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> dict:
+    """Write simulated logs and truth.json into ``outdir``; return a summary.
+
+    ``hours`` (Python API only) limits the run to that many hours from ``start`` instead of
+    whole days; ``max_bytes`` is the rotation size (tests use small values).
+    """
+    t_begin = time.perf_counter()
+    outdir = Path(outdir)
+    names = normalise(list(scenarios or ["healthy"]), fmt)
+    if days < 1:
+        raise UsageError("--days must be at least 1")
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise UsageError(f"--hosts must be between 1 and {MAX_HOSTS}")
+    if events is not None and events < 1:
+        raise UsageError("--events must be at least 1")
+    if max_bytes < 4096:
+        raise UsageError("max_bytes must be at least 4096")
+    if hours is not None and hours <= 0:
+        raise UsageError("hours must be positive")
+    start_dt = _parse_start(start)
+    span_ms = int((hours if hours is not None else 24 * days) * MS_PER_HOUR)
+    host_faults = assign_hosts(names, hosts)
+    key = f"dslogs-sim|{seed}|{'+'.join(names)}|{fmt}"
+    host_list = _hosts(hosts, fmt, start_dt, span_ms, host_faults, key)
+
+    scale = _calibrate(key, fmt, host_list, names, events) if events else 1.0
+    _prepare(outdir)
+    truth = _Truth(names, fmt == "legacy")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        run = _Run(key, fmt, host_list, names, scale, outdir, max_bytes, pool)
+        total, files, bad, host_stats = run.write(truth.collect)
+    files.sort()
+
+    by_name = {h.name: h for h in host_list}
+    scen_truth = {}
+    for name in names:
+        spec = SCENARIOS[name]
+        entry: dict = {"rule": spec.rule, "scope": spec.scope, "sessions": [], "hosts": [], "details": {},
+                       "also_fires": list(spec.also_fires), "description": spec.description}  # fmt: skip
+        if spec.scope == SESSION:
+            entry["sessions"] = sorted(truth.by_fault[name])
+            entry["hosts"] = sorted(truth.session_hosts[name])
+            entry["details"] = {"sessions": truth.session_details[name]}
+        elif spec.scope in (HOST, PROCESS):
+            h = host_list[host_faults[name]]
+            entry["hosts"] = [h.name]
+            entry["details"] = _host_detail(name, host_stats[h.name])
+            if spec.scope == PROCESS:
+                entry["details"]["pid"] = h.pid
+        elif spec.scope == GLOBAL:
+            entry["hosts"] = [h.name for h in host_list]
+            metric = _GLOBAL_METRIC.get(name)
+            entry["details"] = {"applies_to": "every request of the run"}
+            if metric:
+                entry["details"][f"{metric[:-3]}_p50_ms"] = _p50(truth.stage_values[metric])
+        elif spec.scope == INGEST:
+            entry["hosts"] = [host_list[0].name]
+            entry["details"] = {"bad_lines": len(bad)}
+        scen_truth[name] = entry
+
+    sv = truth.stage_values
+    doc = {
+        "seed": seed,
+        "args": {"scenarios": list(scenarios or ["healthy"]), "days": days, "seed": seed, "format": fmt,
+                 "events": events, "hosts": hosts, "start": start, "hours": hours, "max_bytes": max_bytes},  # fmt: skip
+        "format": fmt,
+        "start": start_dt.isoformat(),
+        "scale": round(scale, 6),
+        "scenarios": scen_truth,
+        "healthy_sessions": sorted(truth.healthy),
+        "bad_lines": bad,
+        "files": files,
+        "events": total,
+        "requests": truth.requests,
+        "sessions": len(truth.healthy) + sum(len(v) for v in truth.by_fault.values()),
+        "hosts": [
+            {
+                "host": h.name,
+                "pid": h.pid,
+                "utc_offset": f"+{h.offset_min // 60:02d}:00",
+                "naive_timestamps": fmt == "legacy",
+                "faults": sorted(h.faults),
+                "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in host_stats[h.name].items()},
+            }
+            for h in by_name.values()
+        ],
+        "p50": {k: _p50(v) for k, v in sv.items()},
+    }
+    (outdir / "truth.json").write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    seconds = time.perf_counter() - t_begin
+    return {
+        "events": total,
+        "files": len(files),
+        "bad_lines": len(bad),
+        "requests": truth.requests,
+        "sessions": doc["sessions"],
+        "seconds": round(seconds, 3),
+        "events_per_s": round(total / seconds) if seconds > 0 else None,
+    }
