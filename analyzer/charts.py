@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import altair as alt
 
-MAX_BUCKETS = 360  # per timeline; a year of logs becomes daily buckets
+MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
 NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
