@@ -1,0 +1,808 @@
+"""Diagnosis rules (DESIGN.md §6): one function per rule id, over the metric tables only.
+
+Each rule function takes ``(metrics, ingest, thresholds)`` and returns a ``RuleOutcome``:
+``status`` is ``fired``, ``pass`` or ``no_data`` (its inputs are missing, e.g. legacy logs have
+no prefill, params or samplers: never reported as a pass), with the findings it fired.
+
+A finding (docs/internals.md "Report model") says what is wrong, where (session ids or hosts),
+by how much (value against threshold, with unit), what to do (the seed's fix, in English, with
+its section) and where the report shows it (evidence section / chart / details). Session-scoped
+rules give one finding per rule listing every affected session, so a healthy session never
+appears in one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+MAX_FINDING_SESSIONS = 200  # ids listed in one finding; session_count has the full number
+MAX_DETAIL_ROWS = 50
+
+# rule id -> (default severity, seed source, fix). Fixes paraphrase the seed articles.
+RULE_INFO: dict[str, tuple[str, str, str]] = {
+    "memory_leak": (
+        "critical",
+        "000 §5 table; 003 §4.1, §5.3",
+        "Reserved GPU memory only goes up: free what generate returns as soon as it is decoded "
+        "(`del outputs`, then `torch.cuda.empty_cache()`), never keep GPU tensors in "
+        "st.session_state or st.cache_resource (003 §4.1), and pass past_key_values to "
+        "generate() explicitly so the KV cache is shared, not rebuilt (000 §5).",
+    ),
+    "ghost_memory": (
+        "warning",
+        "000 §1.1",
+        "PyTorch's caching allocator holds blocks that nvidia-smi shows as used but new requests "
+        "cannot get, which leads to OOM later: release tensors (`del outputs`) and call "
+        "`torch.cuda.empty_cache()` after large generations (000 §1.1; 003 §4.1).",
+    ),
+    "oom": (
+        "critical",
+        "003 §3.2, §5.3",
+        "Catch torch.cuda.OutOfMemoryError around generate and log it; generate with "
+        "num_beams=1 and a bounded max_new_tokens, fall back to greedy (do_sample=False) on OOM, "
+        "and trim the dialogue history (003 §3.2, §4.3).",
+    ),
+    "gpu_wait": (
+        "warning",
+        "003 §4.2",
+        "The CPU waits on the GPU for most of generate while the GPU is not busy: a data "
+        "movement bottleneck. Move inputs to model.device once before generate, turn off "
+        "pin_memory, tokenize on the CPU (return_tensors='np') and convert once with "
+        "torch.tensor(...).to(device) (003 §4.2).",
+    ),
+    "cpu_bound": (
+        "warning",
+        "003 §4.2; 000 §1.2",
+        "GPU idle while decode is slow: the Python process is the bottleneck (GIL, HTTP/JSON "
+        "work, heavy logging). Turn off DEBUG logging (logging.disable(logging.INFO)), reuse "
+        "one tokenizer, keep pre/post-processing off the generate thread (000 §1.2, §5; "
+        "003 §4.2).",
+    ),
+    "kv_cache_bloat": (
+        "warning",
+        "003 §4.3, §5.4",
+        "The context keeps growing: keep use_cache=True, truncate the history to a sliding "
+        "window (the last 8 turns, about 1500 tokens) and reuse the cache (reorder_cache) "
+        "instead of rebuilding it every turn (003 §4.3).",
+    ),
+    "beam_search": (
+        "warning",
+        "003 §3.2",
+        "Generate with num_beams=1 (sampling or greedy) for chat: beam search runs several "
+        "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2.",
+    ),
+    "high_max_tokens": (
+        "warning",
+        "000 §2.2",
+        "Lower max_new_tokens (the seed app uses 2048): a 4096+ limit lets one request run "
+        "thousands of decode steps and hold the GPU (000 §2.2, §4.2).",
+    ),
+    "long_output": (
+        "warning",
+        "000 §4.2",
+        "Answers of 3000+ tokens make post-processing exceed 100 ms and decode run long: limit "
+        "max_tokens in the front end and max_new_tokens in generate (000 §4.2).",
+    ),
+    "slow_tokenize": (
+        "warning",
+        "003 §5.2; 000 §4.2",
+        "Tokenizing should take < 100 ms (50 ms ideal): load the tokenizer once and reuse it, "
+        "and check it does not add redundant special tokens (000 §4.2, §3.3).",
+    ),
+    "slow_prefill": (
+        "warning",
+        "003 §5.2, §5.4",
+        "Prefill cost follows the prompt length: truncate the history (last 8 turns, about "
+        "1500 tokens, 003 §4.3), keep use_cache=True and put the inputs on the model's device "
+        "before generate (003 §4.2).",
+    ),
+    "slow_decode": (
+        "warning",
+        "003 §5.2",
+        "Decode above 130 ms per token: check GPU utilisation (low means a CPU-GPU imbalance, "
+        "003 §4.2), num_beams=1 (003 §3.2) and max_new_tokens; see the gpu_wait and cpu_bound "
+        "findings for the cause.",
+    ),
+    "slow_ttft": (
+        "warning",
+        "003 §5.2",
+        "Time to first token = tokenize + queue + prefill: see which slice dominates in the "
+        "stage table. Queue: add workers (demo.launch(server_workers=4), 000 §4.1); prefill: "
+        "truncate the history (003 §4.3); tokenize: reuse the tokenizer (000 §4.2).",
+    ),
+    "slow_format": (
+        "warning",
+        "000 §4.2",
+        "Post-processing should take < 30 ms; > 100 ms means the reply is too large (3000+ "
+        "tokens): limit max_tokens in the front end and keep serialisation and think-chain "
+        "parsing light (000 §4.2).",
+    ),
+    "low_gpu_util": (
+        "warning",
+        "003 §5.3",
+        "The GPU never gets busy while requests run (peak < 65 %): the bottleneck is before the "
+        "GPU (preprocessing, GIL, logging, data movement); see gpu_wait and cpu_bound "
+        "(003 §4.2, §5.3; 000 §1.2).",
+    ),
+    "gpu_starved": (
+        "warning",
+        "000 §2.1",
+        "GPU memory is nearly full while the GPU idles: it is waiting for data (data loading or "
+        "CPU preprocessing is the bottleneck), and whatever holds the memory (another process, "
+        "cached blocks) squeezes new requests (000 §2.1, §1.1).",
+    ),
+    "memory_thrash": (
+        "warning",
+        "000 §2.1",
+        "High utilisation with GPU memory swinging by gigabytes per second: the KV cache is "
+        "not shared or batching is disorganised, every request allocates and frees again; pass "
+        "past_key_values to generate() explicitly (000 §2.1, §5).",
+    ),
+    "rss_growth": (
+        "warning",
+        "000 §3.3",
+        "Host memory (RSS) rises one way: Python objects are not released. Check whether the "
+        "tokenizer or pipeline is instantiated again per request; create them once and reuse "
+        "(000 §3.3).",
+    ),
+    "log_volume": (
+        "warning",
+        "000 §3.2, §5",
+        "The service writes more than 1 MB/s of logs, which eats disk IOPS: disable DEBUG "
+        "logging (logging.disable(logging.INFO)) and keep one structured line per stage "
+        "(000 §3.2, §5; 003 §2.1).",
+    ),
+    "collector_drops": (
+        "warning",
+        "—",
+        "The collector's queue overflowed and events were dropped, so other metrics miss data: "
+        "raise the collector's queue size or sample less often.",
+    ),
+    "bad_lines": (
+        "info",
+        "—",
+        "Malformed lines were skipped and counted (samples in the ingest summary): look for a "
+        "writer that died mid-line or two writers interleaving; the logs were not modified.",
+    ),
+}
+RULE_IDS: tuple[str, ...] = tuple(RULE_INFO)
+
+
+@dataclass
+class RuleOutcome:
+    rule: str
+    status: str  # fired | pass | no_data
+    reason: str = ""
+    findings: list[dict] = field(default_factory=list)
+
+
+def _fmt(x, digits: int = 1) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, int) or float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def finding(
+    rule: str,
+    *,
+    scope: str,
+    value,
+    threshold,
+    unit: str,
+    message: str,
+    section: str,
+    chart: str | None = None,
+    details: dict | None = None,
+    session_ids: list[str] | None = None,
+    hosts: list[str] | None = None,
+    severity: str | None = None,
+) -> dict:
+    default_severity, source, fix = RULE_INFO[rule]
+    ids = sorted({s for s in (session_ids or []) if s is not None})
+    return {
+        "rule": rule,
+        "severity": severity or default_severity,
+        "scope": scope,
+        "session_ids": ids[:MAX_FINDING_SESSIONS],
+        "session_count": len(ids),
+        "hosts": sorted({h for h in (hosts or []) if h is not None}),
+        "value": value,
+        "threshold": threshold,
+        "unit": unit,
+        "message": message,
+        "fix": fix,
+        "source": source,
+        "evidence": {"section": section, "chart": chart, "details": details or {}},
+    }
+
+
+def _session_rule(
+    rule: str,
+    rows: list[dict],
+    fires: Callable[[dict], bool],
+    value_of: Callable[[dict], float],
+    *,
+    threshold,
+    unit: str,
+    describe: Callable[[int, float], str],
+    section: str,
+    chart: str | None,
+    detail_keys: tuple[str, ...],
+    no_data_reason: str,
+) -> RuleOutcome:
+    """Common shape of a session rule: evaluate every row that has the inputs, fire once."""
+    if not rows:
+        return RuleOutcome(rule, "no_data", no_data_reason)
+    hit = [r for r in rows if fires(r)]
+    if not hit:
+        return RuleOutcome(rule, "pass", f"{_plural(len(rows), 'session')} checked")
+    hit.sort(key=lambda r: (-(value_of(r) or 0), r["session_id"]))
+    worst = value_of(hit[0])
+    details = {
+        "sessions": [
+            {"session_id": r["session_id"], "host": r.get("host"), **{k: r.get(k) for k in detail_keys}}
+            for r in hit[:MAX_DETAIL_ROWS]
+        ],
+        "checked_sessions": len(rows),
+    }
+    f = finding(
+        rule,
+        scope="session",
+        value=worst,
+        threshold=threshold,
+        unit=unit,
+        message=describe(len(hit), worst),
+        section=section,
+        chart=chart,
+        details=details,
+        session_ids=[r["session_id"] for r in hit],
+        hosts=[r.get("host") for r in hit],
+    )
+    return RuleOutcome(rule, "fired", _plural(len(hit), "session"), [f])
+
+
+def _host_findings(rule, hit, *, value_key, threshold, unit, message_of, section, chart, detail_keys, scope="host"):
+    findings = []
+    for r in hit:
+        findings.append(
+            finding(
+                rule,
+                scope=scope,
+                value=r.get(value_key),
+                threshold=threshold,
+                unit=unit,
+                message=message_of(r),
+                section=section,
+                chart=chart,
+                details={k: r.get(k) for k in detail_keys},
+                hosts=[r.get("host")],
+            )
+        )
+    return findings
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+def rule_memory_leak(m, ingest, t) -> RuleOutcome:
+    th = t["memory_leak"]
+    rows = [
+        {**r, "rise_mb": (r.get("reserved_last_mb") or 0) - (r.get("reserved_first_mb") or 0)}
+        for r in m.get("memory_per_session", [])
+        if (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_slope_mb_per_min") is not None
+    ]
+    return _session_rule(
+        "memory_leak",
+        rows,
+        lambda r: r["reserved_slope_mb_per_min"] > th["slope_mb_per_min"] and r["rise_mb"] > th["rise_mb"],
+        lambda r: r["reserved_slope_mb_per_min"],
+        threshold=th["slope_mb_per_min"],
+        unit="MiB/min",
+        describe=lambda n, v: (
+            f"reserved GPU memory climbs up to {_fmt(v)} MiB/min (rise > {_fmt(th['rise_mb'])} MB) "
+            f"in {_plural(n, 'session')}"
+        ),
+        section="memory",
+        chart="memory_timeline",
+        detail_keys=("reserved_slope_mb_per_min", "reserved_r2", "rise_mb", "reserved_first_mb",
+                     "reserved_last_mb", "minutes", "samples"),
+        no_data_reason=f"no session has {th['min_samples']}+ gpu_memory snapshots",
+    )
+
+
+def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
+    th = t["ghost_memory"]
+
+    def fires(r):
+        return (r.get("ghost_p50_mb") or 0) > th["ghost_mb"] and (r.get("ghost_share_p50") or 0) > th["ghost_share"]
+
+    sessions = [r for r in m.get("memory_per_session", []) if r.get("ghost_p50_mb") is not None]
+    hosts = [r for r in m.get("memory_per_host", []) if r.get("ghost_p50_mb") is not None]
+    if not sessions and not hosts:
+        return RuleOutcome("ghost_memory", "no_data", "no gpu_memory snapshot with both reserved_mb and allocated_mb")
+    findings = []
+    if sessions:
+        findings += _session_rule(
+            "ghost_memory", sessions, fires, lambda r: r["ghost_p50_mb"],
+            threshold=th["ghost_mb"], unit="MB",
+            describe=lambda n, v: (
+                f"reserved − allocated (cache held by PyTorch) is {_fmt(v)} MB, over "
+                f"{_fmt(100 * th['ghost_share'])} % of reserved, in {_plural(n, 'session')}"
+            ),
+            section="memory", chart="memory_timeline",
+            detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "reserved_max_mb", "allocated_max_mb"),
+            no_data_reason="",
+        ).findings
+    host_hit = [r for r in hosts if fires(r)]
+    findings += _host_findings(
+        "ghost_memory", host_hit, value_key="ghost_p50_mb", threshold=th["ghost_mb"], unit="MB",
+        message_of=lambda r: f"{r['host']}: reserved − allocated is {_fmt(r['ghost_p50_mb'])} MB "
+                             f"({_fmt(100 * r['ghost_share_p50'])} % of reserved)",
+        section="memory", chart="memory_timeline",
+        detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "samples"),
+    )
+    checked = f"{_plural(len(sessions), 'session')}, {_plural(len(hosts), 'host')} checked"
+    return RuleOutcome("ghost_memory", "fired" if findings else "pass", checked, findings)
+
+
+def oom_count(row: dict) -> int:
+    """OOMs of one session: one OOM usually shows both as an error event and as a num_ooms rise,
+    so take the larger of the two counts rather than their sum."""
+    return max(int(row.get("oom_errors") or 0), int(row.get("num_ooms_rise") or 0))
+
+
+def rule_oom(m, ingest, t) -> RuleOutcome:
+    th = t["oom"]
+    has_inputs = bool(m.get("goodput") and (m["goodput"][0].get("requests") or 0) > 0) or bool(
+        m.get("memory_per_session") or m.get("memory_per_host") or m.get("oom_per_session")
+    )
+    if not has_inputs:
+        return RuleOutcome("oom", "no_data", "no requests or gpu_memory events")
+    rows = [{**r, "ooms": oom_count(r)} for r in m.get("oom_per_session", [])]
+    hit = [r for r in rows if r["ooms"] >= th["min_events"]]
+    if not hit:
+        return RuleOutcome("oom", "pass", "no OOM error and no num_ooms rise")
+    findings = []
+    in_sessions = [r for r in hit if r.get("session_id") is not None]
+    if in_sessions:
+        total = sum(r["oom_errors"] or 0 for r in in_sessions)
+        sample = next((r["sample_msg"] for r in in_sessions if r.get("sample_msg")), None)
+        findings.append(finding(
+            "oom", scope="session", value=max(r["ooms"] for r in in_sessions), threshold=th["min_events"],
+            unit="events",
+            message=f"out-of-memory in {_plural(len(in_sessions), 'session')} "
+                    f"({_plural(total, 'OOM error')}, num_ooms rose {sum(r['num_ooms_rise'] or 0 for r in in_sessions)}×)",
+            section="errors", chart="errors_timeline",
+            details={"sessions": [{k: r.get(k) for k in ("session_id", "host", "oom_errors", "num_ooms_rise",
+                                                         "first_ts", "error_type")}
+                                  for r in in_sessions[:MAX_DETAIL_ROWS]],
+                     "sample_msg": sample},
+            session_ids=[r["session_id"] for r in in_sessions], hosts=[r.get("host") for r in in_sessions],
+        ))
+    for r in hit:
+        if r.get("session_id") is None:
+            findings.append(finding(
+                "oom", scope="host", value=r["ooms"], threshold=th["min_events"], unit="events",
+                message=f"out-of-memory on {r.get('host') or 'an unnamed host'} outside any session",
+                section="errors", chart="errors_timeline",
+                details={k: r.get(k) for k in ("oom_errors", "num_ooms_rise", "first_ts", "sample_msg")},
+                hosts=[r.get("host")],
+            ))
+    return RuleOutcome("oom", "fired", _plural(len(hit), "session/host"), findings)
+
+
+def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
+    th = t["kv_cache_bloat"]
+    kv = {r["session_id"]: r for r in m.get("kv_cache_per_session", [])}
+    growth = {r["session_id"]: r for r in m.get("prefill_growth_per_session", [])}
+    if not kv and not growth:
+        return RuleOutcome("kv_cache_bloat", "no_data", "no kv_seq_len, kv_cache_size_mb or prefill timing")
+    hit = []
+    for sid, r in kv.items():
+        seq, size = r.get("kv_seq_len_max"), r.get("kv_cache_size_max_mb")
+        if (seq is not None and seq > th["kv_seq_len"]) or (size is not None and size > th["kv_cache_size_mb"]):
+            hit.append({"session_id": sid, "host": r.get("host"), "kv_seq_len_max": seq,
+                        "kv_cache_size_max_mb": size, "why": "kv"})
+    # Prefill growing with turns is the evidence when the KV length itself was not logged.
+    for sid, g in growth.items():
+        if sid in kv and kv[sid].get("kv_seq_len_max") is not None:
+            continue
+        first, last, r2 = g.get("prefill_first_ms"), g.get("prefill_last_ms"), g.get("prefill_r2")
+        if (
+            first and last and r2 is not None
+            and (g.get("turns") or 0) >= th["prefill_growth_min_turns"]
+            and last >= th["prefill_growth_ratio"] * first
+            and last > th["prefill_growth_min_ms"]
+            and (g.get("prefill_slope_ms_per_turn") or 0) > 0
+            and r2 >= th["prefill_growth_min_r2"]
+        ):
+            hit.append({"session_id": sid, "host": g.get("host"), "prefill_first_ms": first,
+                        "prefill_last_ms": last, "prefill_r2": r2, "turns": g.get("turns"), "why": "prefill"})
+    checked = len(set(kv) | set(growth))
+    if not hit:
+        return RuleOutcome("kv_cache_bloat", "pass", f"{checked} sessions checked")
+    hit.sort(key=lambda r: (-(r.get("kv_seq_len_max") or 0), r["session_id"]))
+    worst = max((r.get("kv_seq_len_max") or 0) for r in hit)
+    n = len(hit)
+    f = finding(
+        "kv_cache_bloat", scope="session", value=worst or None, threshold=th["kv_seq_len"], unit="tokens",
+        message=f"KV cache grows past {th['kv_seq_len']} tokens (max {_fmt(worst)}) or prefill climbs "
+                f"with turns in {_plural(n, 'session')}",
+        section="prefill", chart="kv_growth",
+        details={"sessions": hit[:MAX_DETAIL_ROWS], "kv_cache_size_mb_threshold": th["kv_cache_size_mb"],
+                 "checked_sessions": checked},
+        session_ids=[r["session_id"] for r in hit], hosts=[r.get("host") for r in hit],
+    )
+    return RuleOutcome("kv_cache_bloat", "fired", _plural(n, "session"), [f])
+
+
+# -- decode / GPU per session ----------------------------------------------------------------
+
+
+def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
+    th = t["gpu_wait"]["gpu_wait_pct"]
+    rows = [r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None]
+    return _session_rule(
+        "gpu_wait", rows, lambda r: r["gpu_wait_pct_p50"] > th, lambda r: r["gpu_wait_pct_p50"],
+        threshold=th, unit="%",
+        describe=lambda n, v: f"median gpu_wait_pct up to {_fmt(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
+        section="gpu", chart="gpu_wait_hist",
+        detail_keys=("gpu_wait_pct_p50", "gpu_wait_pct_p90", "count"),
+        no_data_reason="no request measured gpu_wait_pct",
+    )
+
+
+def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
+    th = t["cpu_bound"]
+    rows = [r for r in m.get("decode_per_session", [])
+            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None]
+    return _session_rule(
+        "cpu_bound", rows,
+        lambda r: r["gpu_util_pct_p50"] < th["gpu_util_pct"] and r["tpot_p50_ms"] > th["tpot_ms"],
+        lambda r: r["tpot_p50_ms"],
+        threshold=th["tpot_ms"], unit="ms/token",
+        describe=lambda n, v: (
+            f"GPU under {_fmt(th['gpu_util_pct'])} % busy while decode takes up to {_fmt(v)} ms/token "
+            f"in {_plural(n, 'session')}"
+        ),
+        section="gpu", chart="gpu_timeline",
+        detail_keys=("gpu_util_pct_p50", "tpot_p50_ms", "requests"),
+        no_data_reason="no request with both gpu_util_pct and tpot",
+    )
+
+
+def rule_slow_decode(m, ingest, t) -> RuleOutcome:
+    th = t["slow_decode"]["tpot_p50_ms"]
+    rows = [r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None]
+    outcome = _session_rule(
+        "slow_decode", rows, lambda r: r["tpot_p50_ms"] > th, lambda r: r["tpot_p50_ms"],
+        threshold=th, unit="ms/token",
+        describe=lambda n, v: f"median time per output token up to {_fmt(v)} ms in {_plural(n, 'session')}",
+        section="latency", chart="latency_hist",
+        detail_keys=("tpot_p50_ms", "tpot_max_ms", "gpu_util_pct_p50", "tpot_upper_bound_count"),
+        no_data_reason="no request with a tpot (decode or inference timing and output_len)",
+    )
+    overall = _metric_row(m, "request_latency_percentiles", "tpot_ms")
+    if overall and overall.get("p50") is not None and overall["p50"] > th:
+        bound = " (upper bound: legacy inference_ms / output_len)" if overall.get("upper_bound_count") else ""
+        outcome.findings.append(finding(
+            "slow_decode", scope="global", value=overall["p50"], threshold=th, unit="ms/token",
+            message=f"median time per output token is {_fmt(overall['p50'])} ms over all requests{bound}",
+            section="latency", chart="latency_hist",
+            details={k: overall.get(k) for k in ("count", "p50", "p90", "p99", "upper_bound_count")},
+        ))
+        session_part = outcome.reason + "; " if outcome.status == "fired" else ""
+        outcome.reason = f"{session_part}global p50 {_fmt(overall['p50'])} ms"
+        outcome.status = "fired"
+    return outcome
+
+
+def rule_beam_search(m, ingest, t) -> RuleOutcome:
+    th = t["beam_search"]["num_beams"]
+    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0]
+    return _session_rule(
+        "beam_search", rows, lambda r: r["num_beams_max"] > th, lambda r: r["num_beams_max"],
+        threshold=th, unit="beams",
+        describe=lambda n, v: f"generate runs beam search (num_beams = {_fmt(v)}) in {_plural(n, 'session')}",
+        section="latency", chart=None, detail_keys=("num_beams_max", "beam_requests", "requests"),
+        no_data_reason="no request logged generate params (num_beams)",
+    )
+
+
+def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
+    th = t["high_max_tokens"]["max_new_tokens"]
+    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("max_new_tokens_count") or 0) > 0]
+    return _session_rule(
+        "high_max_tokens", rows, lambda r: r["max_new_tokens_max"] >= th, lambda r: r["max_new_tokens_max"],
+        threshold=th, unit="tokens",
+        describe=lambda n, v: f"max_new_tokens set to {_fmt(v)} in {_plural(n, 'session')}",
+        section="latency", chart=None, detail_keys=("max_new_tokens_max", "output_len_max"),
+        no_data_reason="no request logged generate params (max_new_tokens)",
+    )
+
+
+def rule_long_output(m, ingest, t) -> RuleOutcome:
+    th = t["long_output"]["output_len"]
+    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("output_len_count") or 0) > 0]
+    return _session_rule(
+        "long_output", rows, lambda r: r["output_len_max"] > th, lambda r: r["output_len_max"],
+        threshold=th, unit="tokens",
+        describe=lambda n, v: f"outputs of up to {_fmt(v)} tokens in {_plural(n, 'session')}",
+        section="latency", chart=None, detail_keys=("output_len_max", "max_new_tokens_max"),
+        no_data_reason="no request logged output_len",
+    )
+
+
+# -- global latency ------------------------------------------------------------------------------
+
+
+def _metric_row(m, table: str, metric: str, key: str = "metric") -> dict | None:
+    return next((r for r in m.get(table, []) if r.get(key) == metric), None)
+
+
+def _p50_rule(rule, row, threshold, *, what, section, chart, no_data_reason, severity=None) -> RuleOutcome:
+    if not row or not row.get("count") or row.get("p50_ms", row.get("p50")) is None:
+        return RuleOutcome(rule, "no_data", no_data_reason)
+    p50 = row.get("p50_ms", row.get("p50"))
+    if p50 <= threshold:
+        return RuleOutcome(rule, "pass", f"p50 {_fmt(p50)} ms ≤ {_fmt(threshold)} ms over {row['count']}")
+    f = finding(
+        rule, scope="global", value=p50, threshold=threshold, unit="ms",
+        message=f"{what} p50 is {_fmt(p50)} ms (> {_fmt(threshold)} ms) over {_plural(row['count'], 'measurement')}",
+        section=section, chart=chart, details={k: v for k, v in row.items()}, severity=severity,
+    )
+    return RuleOutcome(rule, "fired", f"p50 {_fmt(p50)} ms", [f])
+
+
+def rule_slow_tokenize(m, ingest, t) -> RuleOutcome:
+    row = _metric_row(m, "stage_percentiles", "tokenize", key="stage")
+    return _p50_rule("slow_tokenize", row, t["slow_tokenize"]["p50_ms"], what="tokenize",
+                     section="latency", chart="stage_latency_by_hour", no_data_reason="no tokenize timing")
+
+
+def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
+    th = t["slow_prefill"]
+    classes = {r["input_class"]: r for r in m.get("prefill_by_input_class", [])}
+    if not classes:
+        return RuleOutcome("slow_prefill", "no_data", "no prefill timing (legacy logs time only inference)")
+    short = classes.get("short") or classes.get("unknown")
+    outcomes = []
+    if short:
+        o = _p50_rule("slow_prefill", short, th["p50_ms"],
+                      what=f"prefill of prompts < {th['long_input_tokens']} tokens",
+                      section="prefill", chart="prefill_vs_input", no_data_reason="")
+        outcomes.append(o)
+    if classes.get("long"):
+        o = _p50_rule("slow_prefill", classes["long"], th["long_p50_ms"],
+                      what=f"prefill of prompts ≥ {th['long_input_tokens']} tokens",
+                      section="prefill", chart="prefill_vs_input", no_data_reason="")
+        outcomes.append(o)
+    findings = [f for o in outcomes for f in o.findings]
+    reasons = "; ".join(o.reason for o in outcomes if o.reason)
+    return RuleOutcome("slow_prefill", "fired" if findings else "pass", reasons, findings)
+
+
+def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
+    row = _metric_row(m, "request_latency_percentiles", "ttft_ms")
+    return _p50_rule("slow_ttft", row, t["slow_ttft"]["p50_ms"], what="time to first token",
+                     section="latency", chart="latency_hist",
+                     no_data_reason="no ttft (needs prefill timing or request events)")
+
+
+def rule_slow_format(m, ingest, t) -> RuleOutcome:
+    th = t["slow_format"]
+    row = _metric_row(m, "stage_percentiles", "format", key="stage")
+    p50 = row.get("p50_ms") if row else None
+    severity = "critical" if p50 is not None and p50 > th["critical_p50_ms"] else None
+    threshold = th["critical_p50_ms"] if severity else th["warning_p50_ms"]
+    return _p50_rule("slow_format", row, threshold, what="format (post-processing)", section="latency",
+                     chart="stage_latency_by_hour", severity=severity,
+                     no_data_reason="no format timing (the seed logger writes duration_ms -1)")
+
+
+# -- hosts -----------------------------------------------------------------------------------
+
+
+def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
+    th = t["low_gpu_util"]["peak_pct"]
+    peaks: dict = {}
+    for r in m.get("gpu_util_while_busy", []):
+        if (r.get("busy_samples") or 0) > 0 and r.get("util_peak_busy") is not None:
+            cur = peaks.get(r["host"])
+            peaks[r["host"]] = {"host": r["host"], "util_peak": max(r["util_peak_busy"], (cur or {}).get("util_peak", 0)),
+                                "samples": r["busy_samples"] + (cur or {}).get("samples", 0), "source": "gpu_sample"}
+    for r in m.get("gpu_util_per_host_requests", []):
+        if r["host"] not in peaks and (r.get("requests") or 0) > 0 and r.get("util_peak") is not None:
+            peaks[r["host"]] = {"host": r["host"], "util_peak": r["util_peak"], "samples": r["requests"],
+                                "source": "decode gpu_util_pct"}
+    if not peaks:
+        return RuleOutcome("low_gpu_util", "no_data", "no GPU utilisation measured while requests ran")
+    hit = [p for p in peaks.values() if p["util_peak"] < th]
+    if not hit:
+        return RuleOutcome("low_gpu_util", "pass", f"{_plural(len(peaks), 'host')} checked")
+    findings = _host_findings(
+        "low_gpu_util", hit, value_key="util_peak", threshold=th, unit="%",
+        message_of=lambda r: f"{r['host']}: GPU utilisation never exceeds {_fmt(r['util_peak'])} % while requests run",
+        section="gpu", chart="gpu_timeline", detail_keys=("util_peak", "samples", "source"),
+    )
+    return RuleOutcome("low_gpu_util", "fired", _plural(len(hit), "host"), findings)
+
+
+def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
+    th = t["gpu_starved"]
+    rows = [{**r, "starved_share": (r.get("starved_samples") or 0) / r["util_samples"]}
+            for r in m.get("gpu_per_host", []) if (r.get("util_samples") or 0) > 0 and r.get("mem_total_mb")]
+    if not rows:
+        return RuleOutcome("gpu_starved", "no_data", "no gpu_sample events with utilisation and memory total")
+    hit = [r for r in rows if r["starved_share"] >= th["min_sample_share"]]
+    if not hit:
+        return RuleOutcome("gpu_starved", "pass", f"{_plural(len(rows), 'GPU')} checked")
+    findings = _host_findings(
+        "gpu_starved", hit, value_key="starved_share", threshold=th["min_sample_share"], unit="share of samples",
+        message_of=lambda r: (
+            f"{r['host']} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of samples show "
+            f"util < {_fmt(th['util_pct'])} % with memory > {_fmt(100 * th['mem_used_share'])} % used"
+        ),
+        section="gpu", chart="gpu_timeline",
+        detail_keys=("gpu_index", "starved_samples", "util_samples", "util_p50", "mem_used_share_p50",
+                     "mem_used_max_mb", "mem_total_mb"),
+    )
+    return RuleOutcome("gpu_starved", "fired", _plural(len(hit), "GPU"), findings)
+
+
+def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
+    th = t["memory_thrash"]
+    rows = [r for r in m.get("gpu_memory_swing", []) if (r.get("pairs") or 0) > 0]
+    if not rows:
+        return RuleOutcome("memory_thrash", "no_data",
+                           f"no consecutive gpu_sample pairs with memory used ≤ {_fmt(th['max_gap_s'])} s apart")
+    hit = [r for r in rows if (r.get("thrash_pairs") or 0) >= th["min_pairs"]]
+    if not hit:
+        return RuleOutcome("memory_thrash", "pass", f"{_plural(len(rows), 'GPU')} checked")
+    findings = _host_findings(
+        "memory_thrash", hit, value_key="swing_max_busy_mb_per_s", threshold=th["swing_mb_per_s"], unit="MiB/s",
+        message_of=lambda r: (
+            f"{r['host']} GPU {r.get('gpu_index')}: memory used swings up to {_fmt(r['swing_max_busy_mb_per_s'])} MiB/s "
+            f"while util > {_fmt(th['util_pct'])} % ({_plural(r['thrash_pairs'], 'time')})"
+        ),
+        section="gpu", chart="gpu_timeline",
+        detail_keys=("gpu_index", "thrash_pairs", "busy_pairs", "pairs", "swing_max_busy_mb_per_s", "interval_p50_s"),
+    )
+    return RuleOutcome("memory_thrash", "fired", _plural(len(hit), "GPU"), findings)
+
+
+def rule_rss_growth(m, ingest, t) -> RuleOutcome:
+    th = t["rss_growth"]
+    rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
+            for r in m.get("rss_per_process", []) if (r.get("samples") or 0) >= th["min_samples"]]
+    if not rows:
+        return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
+    hit = [
+        r for r in rows
+        if r["rise_mb"] > th["rise_mb"] and (r.get("rss_slope_mb_per_min") or 0) > 0
+        and (r.get("rss_r2") or 0) >= th["min_r2"]
+    ]
+    if not hit:
+        return RuleOutcome("rss_growth", "pass", f"{_plural(len(rows), 'process')} checked")
+    findings = _host_findings(
+        "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MB", scope="process",
+        message_of=lambda r: (
+            f"{r['host']} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MB "
+            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MB/min, R² {_fmt(r.get('rss_r2'), 2)})"
+        ),
+        section="memory", chart=None,
+        detail_keys=("pid", "rss_first_mb", "rss_last_mb", "rss_slope_mb_per_min", "rss_r2", "minutes", "samples"),
+    )
+    return RuleOutcome("rss_growth", "fired", _plural(len(hit), "process"), findings)
+
+
+def rule_log_volume(m, ingest, t) -> RuleOutcome:
+    th = t["log_volume"]["bytes_per_s"]
+    params = (m.get("_params") or [{}])[0]
+    rows = [r for r in m.get("log_volume_peak_minute", []) if r.get("peak_bytes") is not None]
+    if not rows:
+        reason = "no line sizes from ingest" if not params.get("line_bytes", True) else "no events"
+        return RuleOutcome("log_volume", "no_data", reason)
+    hit = [r for r in rows if r["peak_bytes_per_s"] > th]
+    if not hit:
+        return RuleOutcome("log_volume", "pass", f"{_plural(len(rows), 'host')} checked")
+    findings = _host_findings(
+        "log_volume", hit, value_key="peak_bytes_per_s", threshold=th, unit="bytes/s",
+        message_of=lambda r: (
+            f"{r.get('host') or 'unnamed host'} wrote {_fmt(r['peak_bytes_per_s'] / 1e6, 2)} MB/s of log lines "
+            f"in its busiest minute ({r.get('peak_minute')})"
+        ),
+        section="collector", chart="log_volume",
+        detail_keys=("peak_minute", "peak_bytes", "peak_events", "total_bytes"),
+    )
+    return RuleOutcome("log_volume", "fired", _plural(len(hit), "host"), findings)
+
+
+def rule_collector_drops(m, ingest, t) -> RuleOutcome:
+    th = t["collector_drops"]["dropped"]
+    rows = m.get("collector_health", [])
+    if not rows:
+        return RuleOutcome("collector_drops", "no_data", "no collector health events")
+    hit = [r for r in rows if (r.get("dropped") or 0) > th]
+    if not hit:
+        return RuleOutcome("collector_drops", "pass", f"{_plural(len(rows), 'host')} checked")
+    findings = _host_findings(
+        "collector_drops", hit, value_key="dropped", threshold=th, unit="events",
+        message_of=lambda r: f"the collector on {r.get('host') or 'an unnamed host'} dropped {_fmt(r['dropped'])} events",
+        section="collector", chart=None, detail_keys=("dropped", "written", "queued", "processes"),
+    )
+    return RuleOutcome("collector_drops", "fired", _plural(len(hit), "host"), findings)
+
+
+def rule_bad_lines(m, ingest, t) -> RuleOutcome:
+    th = t["bad_lines"]["lines"]
+    bad = int((ingest or {}).get("bad_lines") or 0)
+    skipped = int((ingest or {}).get("skipped_files") or 0)
+    if bad <= th:
+        return RuleOutcome("bad_lines", "pass", "no malformed lines")
+    f = finding(
+        "bad_lines", scope="ingest", value=bad, threshold=th, unit="lines",
+        message=f"{_plural(bad, 'malformed line')} skipped while reading the logs",
+        section="header", chart=None,
+        details={"samples": list((ingest or {}).get("bad_line_samples") or [])[:20], "skipped_files": skipped},
+    )
+    return RuleOutcome("bad_lines", "fired", _plural(bad, "line"), [f])
+
+
+RULES: dict[str, Callable] = {
+    "memory_leak": rule_memory_leak,
+    "ghost_memory": rule_ghost_memory,
+    "oom": rule_oom,
+    "gpu_wait": rule_gpu_wait,
+    "cpu_bound": rule_cpu_bound,
+    "kv_cache_bloat": rule_kv_cache_bloat,
+    "beam_search": rule_beam_search,
+    "high_max_tokens": rule_high_max_tokens,
+    "long_output": rule_long_output,
+    "slow_tokenize": rule_slow_tokenize,
+    "slow_prefill": rule_slow_prefill,
+    "slow_decode": rule_slow_decode,
+    "slow_ttft": rule_slow_ttft,
+    "slow_format": rule_slow_format,
+    "low_gpu_util": rule_low_gpu_util,
+    "gpu_starved": rule_gpu_starved,
+    "memory_thrash": rule_memory_thrash,
+    "rss_growth": rule_rss_growth,
+    "log_volume": rule_log_volume,
+    "collector_drops": rule_collector_drops,
+    "bad_lines": rule_bad_lines,
+}
+assert tuple(RULES) == RULE_IDS
+
+
+def evaluate_rules(metrics: dict, ingest: dict, thresholds: dict) -> tuple[list[dict], list[dict]]:
+    """Run every rule: (findings sorted by severity then rule order, one status row per rule)."""
+    findings: list[dict] = []
+    statuses: list[dict] = []
+    for rule_id, fn in RULES.items():
+        outcome = fn(metrics, ingest, thresholds)
+        status = "fired" if outcome.findings else outcome.status
+        if status == "fired" and not outcome.findings:
+            status = "pass"
+        statuses.append({
+            "rule": rule_id,
+            "status": status,
+            "reason": outcome.reason,
+            "severity": max((f["severity"] for f in outcome.findings), key=lambda s: -SEVERITY_RANK[s])
+            if outcome.findings else RULE_INFO[rule_id][0],
+            "findings": len(outcome.findings),
+            "source": RULE_INFO[rule_id][1],
+        })
+        findings.extend(outcome.findings)
+    order = {r: i for i, r in enumerate(RULE_IDS)}
+    findings.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], order[f["rule"]]))
+    return findings, statuses
