@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 from fixtures.html_checks import parse_page, scrub
-from fixtures.report_models import QUOTE_SESSION, XSS_MESSAGE, XSS_SESSION, fixture_model, large_model
+from fixtures.report_models import (
+    QUOTE_SESSION,
+    XSS_MESSAGE,
+    XSS_SESSION,
+    fixture_model,
+    large_model,
+)
 
 from analyzer import charts
 from analyzer.render_html import (
