@@ -109,6 +109,7 @@ def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
         "short_input_tokens": int(t["checklist"]["short_input_tokens"]),
         "starved_util_pct": float(t["gpu_starved"]["util_pct"]),
         "starved_mem_share": float(t["gpu_starved"]["mem_used_share"]),
+        "max_sample_weight_s": float(t["gpu_starved"]["max_sample_weight_s"]),
         "thrash_util_pct": float(t["memory_thrash"]["util_pct"]),
         "thrash_swing_mb_per_s": float(t["memory_thrash"]["swing_mb_per_s"]),
         "max_gap_s": float(t["memory_thrash"]["max_gap_s"]),

@@ -639,21 +639,21 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
 
 def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     th = t["gpu_starved"]
-    rows = [{**r, "starved_share": (r.get("starved_samples") or 0) / r["util_samples"]}
-            for r in m.get("gpu_per_host", []) if (r.get("util_samples") or 0) > 0 and r.get("mem_total_mb")]
+    rows = [{**r, "starved_share": (r.get("starved_s") or 0) / r["sampled_s"]}
+            for r in m.get("gpu_per_host", []) if (r.get("sampled_s") or 0) > 0]
     if not rows:
         return RuleOutcome("gpu_starved", "no_data", "no gpu_sample events with utilisation and memory total")
-    hit = [r for r in rows if r["starved_share"] >= th["min_sample_share"]]
+    hit = [r for r in rows if r["starved_share"] >= th["min_time_share"]]
     if not hit:
         return RuleOutcome("gpu_starved", "pass", f"{_plural(len(rows), 'GPU')} checked")
     findings = _host_findings(
-        "gpu_starved", hit, value_key="starved_share", threshold=th["min_sample_share"], unit="share of samples",
+        "gpu_starved", hit, value_key="starved_share", threshold=th["min_time_share"], unit="share of time",
         message_of=lambda r: (
-            f"{r['host']} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of samples show "
+            f"{r['host']} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of the time "
             f"util < {_fmt(th['util_pct'])} % with memory > {_fmt(100 * th['mem_used_share'])} % used"
         ),
         section="gpu", chart="gpu_timeline",
-        detail_keys=("gpu_index", "starved_samples", "util_samples", "util_p50", "mem_used_share_p50",
+        detail_keys=("gpu_index", "starved_s", "sampled_s", "starved_samples", "util_p50", "mem_used_share_p50",
                      "mem_used_max_mb", "mem_total_mb"),
     )
     return RuleOutcome("gpu_starved", "fired", _plural(len(hit), "GPU"), findings)

@@ -86,7 +86,8 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     "gpu_starved": {
         "util_pct": (20.0, "000 §2.1: utilization.gpu long below 20 %"),
         "mem_used_share": (0.9, "000 §2.1: memory.used near the limit (> 22 of 24 GB)"),
-        "min_sample_share": (0.5, "ours: 'long-term' read as at least half of the samples"),
+        "min_time_share": (0.5, "ours: 'long-term' (长期) read as at least half of the sampled time"),
+        "max_sample_weight_s": (60.0, "ours: one sample stands for at most a minute (idle tick)"),
     },
     "memory_thrash": {
         "util_pct": (80.0, "000 §2.1: utilization.gpu high (> 80 %)"),

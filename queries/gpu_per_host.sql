@@ -1,8 +1,18 @@
 -- GPU sampler summary per host and GPU (gpu_sample events, NVML): utilisation peak / median /
--- mean, memory used max and median (MiB and share of total), and how many samples were
--- "starved": util < $starved_util_pct while memory used > $starved_mem_share of total.
--- Units: %, MiB, fraction, samples. Sources: article 000 §2.1 (utilization.gpu long below 20 %
+-- mean, memory used max and median (MiB and share of total), and the time the GPU was
+-- "starved": util < $starved_util_pct while memory used > $starved_mem_share of total. Samplers
+-- tick faster while generating than when idle, so time counts, not samples: each sample stands
+-- for the seconds until the next one, at most $max_sample_weight_s.
+-- Units: %, MiB, fraction, seconds. Sources: article 000 §2.1 (utilization.gpu long below 20 %
 -- with memory.used near the limit: the GPU idles waiting for data), 003 §5.3 (peak > 65 %).
+WITH s AS (
+    SELECT host, gpu_index, ts, gpu_util_pct, gpu_mem_used_mb, gpu_mem_total_mb, power_w, temp_c,
+           least(coalesce(epoch(lead(ts) OVER (PARTITION BY host, gpu_index ORDER BY ts)) - epoch(ts),
+                          $max_sample_weight_s),
+                 $max_sample_weight_s) AS weight_s
+    FROM events
+    WHERE stage = 'gpu_sample'
+)
 SELECT
     host,
     gpu_index,
@@ -17,14 +27,18 @@ SELECT
     max(gpu_mem_total_mb) AS mem_total_mb,
     quantile_cont(CASE WHEN gpu_mem_total_mb > 0 THEN gpu_mem_used_mb / gpu_mem_total_mb END, 0.50)
         AS mem_used_share_p50,
+    sum(CASE WHEN gpu_util_pct IS NOT NULL AND gpu_mem_total_mb > 0 THEN weight_s ELSE 0 END)
+        AS sampled_s,
+    sum(CASE WHEN gpu_util_pct < $starved_util_pct
+              AND gpu_mem_total_mb > 0
+              AND gpu_mem_used_mb > $starved_mem_share * gpu_mem_total_mb
+             THEN weight_s ELSE 0 END) AS starved_s,
     sum(CASE WHEN gpu_util_pct < $starved_util_pct
               AND gpu_mem_total_mb > 0
               AND gpu_mem_used_mb > $starved_mem_share * gpu_mem_total_mb
              THEN 1 ELSE 0 END) AS starved_samples,
-    count(gpu_util_pct) AS util_samples,
     max(power_w) AS power_max_w,
     max(temp_c) AS temp_max_c
-FROM events
-WHERE stage = 'gpu_sample'
+FROM s
 GROUP BY host, gpu_index
 ORDER BY host, gpu_index
