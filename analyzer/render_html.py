@@ -14,7 +14,7 @@ import base64
 import hashlib
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -174,10 +174,16 @@ def render_template(name: str, **context) -> str:
 
 def chart_svg(spec: dict) -> str | None:
     """Static SVG of a chart for readers without JavaScript; None if vl-convert cannot draw it."""
+    return _svg_for(json.dumps(spec, sort_keys=True))
+
+
+@lru_cache(maxsize=64)
+def _svg_for(spec_json: str) -> str | None:
+    # Cached by spec: rendering the same model twice (render vs analyze, tests) draws once.
     import vl_convert
 
     try:
-        svg = vl_convert.vegalite_to_svg(spec)
+        svg = vl_convert.vegalite_to_svg(json.loads(spec_json))
     except Exception:  # a fallback picture must never break the report
         return None
     # vl-convert escapes text; refuse anything that could still leave <noscript>.
@@ -187,6 +193,22 @@ def chart_svg(spec: dict) -> str | None:
     return svg[svg.find("<svg"):] if "<svg" in svg else None
 
 
+def stable_svg_ids(svg: str, prefix: str) -> str:
+    """Rename the SVG's element ids (vl-convert numbers clip paths with a process-wide counter)
+    to `<prefix>-<n>`: the same model then gives the same bytes, and ids stay unique per page."""
+    mapping: dict[str, str] = {}
+    for old in re.findall(r'\bid="([^"]+)"', svg):
+        mapping.setdefault(old, f"{prefix}-{len(mapping) + 1}")
+    if not mapping:
+        return svg
+
+    def swap(m: re.Match) -> str:
+        return m.group(1) + mapping.get(m.group(2), m.group(2)) + m.group(3)
+
+    svg = re.sub(r'(\bid=")([^"]+)(")', swap, svg)
+    return re.sub(r"(url\(#)([^)]+)(\))", swap, svg)
+
+
 def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """Charts grouped by section (for the template) and their specs by id (for the page script)."""
     by_section: dict[str, list[dict]] = {}
@@ -194,6 +216,8 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
     budget = SVG_BUDGET_BYTES
     for chart in charts_mod.build_charts(model):
         svg = chart_svg(chart.spec) if fallback_svg else None
+        if svg is not None:
+            svg = stable_svg_ids(svg, f"svg-{chart.id}")
         if svg is not None and len(svg) > budget:
             svg = None
         if svg is not None:

@@ -350,7 +350,7 @@ def weekly_chart_svg(model: dict) -> str | None:
     import altair as alt
 
     from analyzer import charts
-    from analyzer.render_html import chart_svg
+    from analyzer.render_html import chart_svg, stable_svg_ids
 
     rows = [{"stage": r["stage"], "prev": r["p95_ms_prev"], "this": r["p95_ms"],
              "change": "regression" if r["p95_verdict"] == "regression" else
@@ -373,7 +373,8 @@ def weekly_chart_svg(model: dict) -> str | None:
     sub = f"grey dot {model['previous_week']}, coloured dot {model['week']}"
     spec = chart.properties(title=alt.TitleParams(text="p95 per stage", subtitle=sub)).to_dict()
     spec["config"] = charts.CONFIG
-    return chart_svg(spec)
+    svg = chart_svg(spec)
+    return stable_svg_ids(svg, "svg-weekly") if svg else None
 
 
 def render_html_weekly(model: dict) -> str:
