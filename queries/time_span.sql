@@ -1,5 +1,5 @@
 -- First and last event time and event counts by source format (v1 / legacy).
--- Used to pick the time-bucket width of the timelines.
+-- Units: ISO timestamps, events, sessions. Used to pick the time-bucket width of the timelines.
 SELECT
     min(ts) AS first_event,
     max(ts) AS last_event,

@@ -8,6 +8,7 @@ end-to-end tests use the real ``analyzer.ingest.open_logs``.
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 
 EVENTS = {
     "ts": "TIMESTAMPTZ", "stage": "VARCHAR", "session_id": "VARCHAR", "request_id": "VARCHAR",
@@ -60,11 +61,12 @@ def _create(con, name: str, columns: dict[str, str], rows: list[dict]) -> None:
         raise KeyError(f"{name}: columns not in docs/internals.md: {sorted(unknown)}")
     con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
     if rows:
-        names = list(columns)
-        placeholders = ", ".join("?" for _ in names)
-        con.executemany(
-            f"INSERT INTO {name} VALUES ({placeholders})", [[row.get(c) for c in names] for row in rows]
-        )
+        # A DataFrame scan is orders of magnitude faster than executemany for 10k+ rows.
+        frame = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=list(columns), dtype=object)
+        con.register("_fixture_rows", frame)
+        casts = ", ".join(f"CAST({c} AS {t})" for c, t in columns.items())
+        con.execute(f"INSERT INTO {name} SELECT {casts} FROM _fixture_rows")
+        con.unregister("_fixture_rows")
 
 
 def fixture_connection(events=(), requests=(), sessions=(), line_bytes: bool = True):
