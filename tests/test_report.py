@@ -1,0 +1,183 @@
+"""The report model dslogs.report/1: its normative keys, JSON round trip, --fail-on levels,
+bad report files, the markdown summary; end to end through the real ingest and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from analyzer.errors import UsageError
+from analyzer.metrics import compute_metrics
+from analyzer.render_md import render_markdown
+from analyzer.report import (
+    SCHEMA,
+    build_checklist,
+    build_report_from_metrics,
+    has_findings_at,
+    load_report_json,
+    report_to_json,
+)
+from analyzer.rules import RULE_IDS
+from analyzer.thresholds import defaults
+from tests.diag_fixture_db import fixture_connection
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+XSS = "</script><script>alert(1)</script>|`x`"
+INGEST = {"files": 2, "events": 100, "bad_lines": 1, "skipped_files": 0,
+          "bad_line_samples": [{"file": "a.jsonl", "line": 3, "reason": "truncated"}], "formats": {"v1": 100}}
+
+
+def _fixture_metrics():
+    events, requests = [], []
+    for s, sid in enumerate(("healthy", XSS)):
+        for k in range(6):
+            ts = T0 + timedelta(minutes=2 * k + 30 * s)
+            rid = f"{sid}#{k + 1}"
+            leak = 250.0 * k if sid == XSS else 0.0
+            events += [
+                {"ts": ts, "stage": "tokenize", "session_id": sid, "request_id": rid, "host": "gpu-01", "duration_ms": 12.0 + k},
+                {"ts": ts, "stage": "prefill", "session_id": sid, "request_id": rid, "host": "gpu-01", "duration_ms": 300.0 + k,
+                 "input_len": 100 + 50 * k, "kv_seq_len": 100 + 50 * k},
+                {"ts": ts, "stage": "gpu_memory", "session_id": sid, "request_id": rid, "host": "gpu-01", "pid": 1,
+                 "reserved_mb": 4200.0 + leak, "allocated_mb": 3500.0, "num_ooms": 0},
+                {"ts": ts, "stage": "gpu_sample", "host": "gpu-01", "pid": 1, "gpu_index": 0, "gpu_util_pct": 85.0,
+                 "gpu_mem_used_mb": 5000.0, "gpu_mem_total_mb": 24576.0},
+            ]
+            requests.append({"session_id": sid, "request_id": rid, "host": "gpu-01", "turn_index": k + 1,
+                             "start_ts": ts, "end_ts": ts + timedelta(seconds=20), "input_len": 100 + 50 * k,
+                             "output_len": 300, "prefill_ms": 300.0 + k, "decode_ms": 12000.0, "ttft_ms": 320.0 + k,
+                             "tpot_ms": 40.0, "e2e_ms": 12500.0, "is_error": False, "gpu_wait_pct": 25.0,
+                             "gpu_util_pct": 85.0, "num_beams": 1, "max_new_tokens": 2048})
+    events.append({"ts": T0 + timedelta(minutes=40), "stage": "error", "session_id": XSS, "host": "gpu-01",
+                   "error_type": "OutOfMemoryError", "error_msg": f"CUDA out of memory {XSS}"})
+    sessions = [{"session_id": sid, "host": "gpu-01", "requests": 6, "errors": 0, "first_ts": T0 + timedelta(minutes=30 * s),
+                 "last_ts": T0 + timedelta(minutes=30 * s + 10), "tpot_p50_ms": 40.0}
+                for s, sid in enumerate(("healthy", XSS))]
+    con = fixture_connection(events, requests, sessions)
+    return compute_metrics(con)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_report_from_metrics(_fixture_metrics(), INGEST, {"since": None, "until": None}, defaults())
+
+
+def test_model_has_the_normative_keys(model):
+    assert model["schema"] == SCHEMA == "dslogs.report/1"
+    for key in ("window", "ingest", "stages", "requests", "sessions", "findings", "generated_at",
+                "dslogs_version", "hosts", "checklist", "rules", "errors", "series", "session_details"):
+        assert key in model, key
+    assert set(model["window"]) >= {"since", "until", "first_event", "last_event"}
+    assert set(model["ingest"]) >= {"files", "events", "bad_lines", "skipped_files"}
+    for row in model["stages"]:
+        assert set(row) == {"stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms"}
+    assert {"count", "ttft_ms", "tpot_ms", "e2e_ms", "goodput"} <= set(model["requests"])
+    for s in model["sessions"]:
+        assert {"session_id", "requests", "reserved_slope_mb_per_min", "gpu_wait_pct_p50", "tpot_p50_ms", "findings"} <= set(s)
+    for f in model["findings"]:
+        assert {"rule", "severity", "session_ids", "value", "threshold", "message", "fix", "scope", "unit",
+                "source", "evidence", "hosts"} <= set(f)
+        assert set(f["evidence"]) == {"section", "chart", "details"}
+    assert [r["rule"] for r in model["rules"]] == list(RULE_IDS)
+    assert set(model["series"]) >= {"stage_latency_by_hour", "latency_hist", "prefill_vs_input", "prefill_by_turn",
+                                    "gpu_timeline", "gpu_wait_hist", "memory_timeline", "kv_growth",
+                                    "errors_timeline", "log_volume", "collector"}
+
+
+def test_model_findings_and_session_flags(model):
+    rules = {f["rule"]: f for f in model["findings"]}
+    assert rules["memory_leak"]["session_ids"] == [XSS]
+    assert rules["oom"]["session_ids"] == [XSS]
+    assert rules["bad_lines"]["severity"] == "info"
+    by_id = {s["session_id"]: s for s in model["sessions"]}
+    assert by_id["healthy"]["findings"] == []
+    assert by_id[XSS]["findings"] == ["memory_leak", "oom"]
+    assert model["sessions"][0]["session_id"] == XSS  # flagged first
+    status = {r["rule"]: r["status"] for r in model["rules"]}
+    assert status["memory_leak"] == "fired" and status["beam_search"] == "pass"
+    assert status["rss_growth"] == "no_data" and status["slow_format"] == "no_data"
+
+
+def test_checklist_items_and_values(model):
+    items = {c["id"]: c for c in model["checklist"]}
+    assert set(items) == {"tokenize_p50", "prefill_p50", "tpot_p50", "short_prompt_e2e_p50", "ttft_p50",
+                          "format_p50", "reserved_band", "gpu_util_peak", "no_oom", "long_prefill_p50", "kv_cache_size"}
+    assert items["tokenize_p50"]["status"] == "PASS" and items["tokenize_p50"]["value"] == 14.5
+    assert items["reserved_band"]["status"] == "FAIL" and items["reserved_band"]["value"] == 1250.0
+    assert items["no_oom"] == {**items["no_oom"], "status": "FAIL", "value": 1}
+    assert items["gpu_util_peak"]["status"] == "PASS"
+    assert items["short_prompt_e2e_p50"]["status"] == "FAIL"  # 12.5 s for a short prompt
+    for cid in ("format_p50", "long_prefill_p50", "kv_cache_size"):
+        assert items[cid]["status"] == "NO DATA" and items[cid]["value"] is None
+    assert {c["status"] for c in build_checklist({}, defaults())} == {"NO DATA"}
+
+
+def test_json_round_trip_is_stable_and_has_no_nan(model, tmp_path):
+    text = report_to_json(model)
+    assert "NaN" not in text and "Infinity" not in text
+    assert report_to_json(json.loads(text)) == text
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    assert load_report_json(path) == json.loads(text)
+    assert json.loads(report_to_json({"x": math.nan, "y": [math.inf, 1.23456]})) == {"x": None, "y": [None, 1.235]}
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (None, "no such file"),
+        ("{not json", ":1: not valid JSON"),
+        ("[1, 2]", "top level is not an object"),
+        ('{"schema": "other/1"}', "not a dslogs report"),
+        ('{"schema": "dslogs.report/1", "window": {}}', "missing key"),
+    ],
+)
+def test_load_report_json_errors(tmp_path, content, needle):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(UsageError) as exc:
+        load_report_json(path)
+    assert needle in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_has_findings_at_levels(model):
+    assert has_findings_at(model, "critical") and has_findings_at(model, "warning")
+    info_only = {"findings": [{"severity": "info"}]}
+    assert not has_findings_at(info_only, "warning")
+    warn = {"findings": [{"severity": "warning"}, {"severity": "info"}]}
+    assert has_findings_at(warn, "warning") and not has_findings_at(warn, "critical")
+    with pytest.raises(UsageError):
+        has_findings_at(model, "loud")
+
+
+def test_markdown_summary_escapes_log_strings(model):
+    md = render_markdown(model)
+    assert md.startswith("# dslogs diagnosis report")
+    for heading in ("## Health checklist", "## Findings", "### Critical", "## Stage latency (ms)", "## Requests"):
+        assert heading in md
+    assert "<script>" not in md and "</script>" not in md
+    assert "\\<script\\>" in md  # the id is shown, escaped
+    assert "| tokenize |" in md
+    assert "del outputs" in md  # the fix is printed
+    # Every row of a table has the header's column count, despite '|' in log strings.
+    tables, current = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(len(re.findall(r"(?<!\\)\|", line)))
+        elif current:
+            tables.append(current)
+            current = []
+    assert len(tables) >= 3
+    for counts in tables:
+        assert len(set(counts)) == 1, counts
+
+
+def test_markdown_of_an_empty_model():
+    empty = build_report_from_metrics({}, {}, {}, defaults())
+    md = render_markdown(empty)
+    assert "No rule fired." in md and "No timed stages." in md
