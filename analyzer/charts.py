@@ -21,6 +21,7 @@ import altair as alt
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
+MAX_ROWS_PER_CHART = 2400  # buckets × lines: more lines mean coarser buckets
 NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
 
 BRUSH = "brush"
@@ -73,8 +74,9 @@ def _step_label(seconds: int) -> str:
 
 
 def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str, str],
-            max_buckets: int = MAX_BUCKETS) -> tuple[list[dict], str | None]:
-    """Re-bucket a timeline to at most `max_buckets` buckets; returns (rows, step label or None).
+            max_buckets: int = MAX_BUCKETS, max_rows: int = MAX_ROWS_PER_CHART) -> tuple[list[dict], str | None]:
+    """Re-bucket a timeline to at most `max_buckets` buckets and about `max_rows` rows (fewer
+    buckets when there are many groups); returns (rows, step label or None).
 
     aggs maps a value field to `sum`, `max`, `mean` or `wmean` (weighted by `count`, for
     percentiles: a bucket's p95 becomes the count-weighted mean of the finer buckets' p95 — an
@@ -82,6 +84,8 @@ def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str
     """
     rows = [r for r in rows if r.get(ts_key)]
     stamps = sorted({r[ts_key] for r in rows})
+    n_groups = max(1, len({tuple(r.get(k) for k in keys) for r in rows}))
+    max_buckets = max(24, min(max_buckets, max_rows // n_groups))
     if len(stamps) <= max_buckets:
         return rows, None
     times = [parse_ts(s) for s in (stamps[0], stamps[-1])]
@@ -143,7 +147,11 @@ def thin(rows: list[dict], limit: int = MAX_POINTS_PER_LINE) -> list[dict]:
 # -- chart helpers --------------------------------------------------------------------------
 
 
-def _data(rows: list[dict]) -> alt.Data:
+def _data(rows: list[dict], time_key: str | None = None) -> alt.Data:
+    """Inline rows; timestamps become epoch milliseconds (Vega-Lite reads them as times, and
+    they are half the bytes of ISO strings)."""
+    if time_key:
+        rows = [dict(r, **{time_key: int(parse_ts(r[time_key]).timestamp() * 1000)}) for r in rows]
     return alt.Data(values=rows)
 
 
@@ -193,7 +201,7 @@ def overview_chart(series: dict) -> Chart | None:
     rows, step = coarsen(rows, "bucket", ("kind",), {"count": "sum"})
     rows.sort(key=lambda r: (r["bucket"], r["kind"]))
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
-    base = alt.Chart(_data(rows)).encode(
+    base = alt.Chart(_data(rows, "bucket")).encode(
         x=alt.X("bucket:T", title=None, axis=alt.Axis(labelOverlap=True)),
         y=alt.Y("count:Q", title="per bucket", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
@@ -215,13 +223,13 @@ def stage_latency_chart(series: dict) -> Chart | None:
     rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
     if not rows:
         return None
+    keep = set(top_groups(rows, "stage", "count"))
+    rows = [r for r in rows if r["stage"] in keep]
     rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
     # log scale: a zero or missing percentile has no place on it
     rows = [dict(r, p50_ms=r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
                  p95_ms=r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None) for r in rows]
-    keep = set(top_groups(rows, "stage", "count"))
-    rows = [r for r in rows if r["stage"] in keep]
-    base = alt.Chart(_data(rows)).transform_fold(["p50_ms", "p95_ms"], as_=["percentile", "ms"]).encode(
+    base = alt.Chart(_data(rows, "bucket")).transform_fold(["p50_ms", "p95_ms"], as_=["percentile", "ms"]).encode(
         x=_time_x("bucket"),
         y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("stage:N", title="stage"),
@@ -291,10 +299,10 @@ def gpu_timeline_chart(series: dict) -> Chart | None:
             if r.get("bucket")]
     if not rows:
         return None
-    rows, step = coarsen(rows, "bucket", ("gpu",), {"util_avg": "mean", "util_max": "max", "mem_used_mb_max": "max"})
     keep = set(top_groups(rows, "gpu", "util_avg"))
     rows = [r for r in rows if r["gpu"] in keep]
-    base = alt.Chart(_data(rows)).encode(x=_time_x("bucket"), color=alt.Color("gpu:N", title="host/GPU"))
+    rows, step = coarsen(rows, "bucket", ("gpu",), {"util_avg": "mean", "util_max": "max", "mem_used_mb_max": "max"})
+    base = alt.Chart(_data(rows, "bucket")).encode(x=_time_x("bucket"), color=alt.Color("gpu:N", title="host/GPU"))
     tip = [alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "gpu:N"]
     util = base.mark_line(clip=True, strokeWidth=1.5).encode(
         y=alt.Y("util_avg:Q", title="GPU util avg (%)", scale=alt.Scale(domain=[0, 100])),
@@ -334,7 +342,7 @@ def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
         out += [{"ts": r["ts"], "session_id": sid, "reserved_mb": r.get("reserved_mb"),
                  "allocated_mb": r.get("allocated_mb")} for r in thin(pts)]
-    base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
+    base = alt.Chart(_data(out, "ts")).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
         x=_time_x("ts"),
         y=alt.Y("mb:Q", title="MB"),
         color=alt.Color("session_id:N", title="session", sort=keep),
@@ -361,7 +369,7 @@ def kv_chart(series: dict, flagged: list[str]) -> Chart | None:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
         out += [{"ts": r["ts"], "session_id": sid, "kv_seq_len": r.get("kv_seq_len"),
                  "kv_cache_size_mb": r.get("kv_cache_size_mb")} for r in thin(pts)]
-    chart = alt.Chart(_data(out)).mark_line(clip=True, point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
+    chart = alt.Chart(_data(out, "ts")).mark_line(clip=True, point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
         x=_time_x("ts"),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
@@ -380,7 +388,7 @@ def errors_chart(series: dict) -> Chart | None:
     keep = set(top_groups(rows, "error_type", "count"))
     rows = [dict(r, error_type=r.get("error_type") if r.get("error_type") in keep else "other") for r in rows]
     rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
-    chart = alt.Chart(_data(rows)).mark_bar(clip=True).encode(
+    chart = alt.Chart(_data(rows, "bucket")).mark_bar(clip=True).encode(
         x=_time_x("bucket"),
         y=alt.Y("count:Q", title="errors", stack=True),
         color=alt.Color("error_type:N", title="error type"),
@@ -397,9 +405,9 @@ def log_volume_chart(series: dict) -> Chart | None:
     keep = set(top_groups(rows, "host", "bytes"))
     rows = [r for r in rows if r.get("host") in keep]
     rows, step = coarsen(rows, "bucket", ("host",), {"bytes": "sum", "events": "sum"})
-    for r in rows:
-        r["mb"] = round((r.get("bytes") or 0) / 1e6, 3)
-    chart = alt.Chart(_data(rows)).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
+    rows = [{"bucket": r["bucket"], "host": r.get("host"), "mb": round((r.get("bytes") or 0) / 1e6, 3),
+             "events": r.get("events")} for r in rows]
+    chart = alt.Chart(_data(rows, "bucket")).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
         x=_time_x("bucket"),
         y=alt.Y("mb:Q", title="log MB per bucket"),
         color=alt.Color("host:N", title="host"),

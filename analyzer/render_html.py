@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -25,9 +26,10 @@ from analyzer.resources import templates_dir
 
 MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
 MAX_DRILLDOWNS = 60  # sessions with a <details> drill-down
-MAX_DETAIL_ROWS = 200  # requests listed per drill-down
+MAX_DETAIL_ROWS = 100  # requests listed per drill-down
+MAX_DETAIL_TOTAL = 800  # requests listed over all drill-downs
 MAX_FINDING_SESSIONS = 12  # session links per finding card
-SVG_BUDGET_BYTES = 1_200_000  # all no-JS fallback SVGs together
+SVG_BUDGET_BYTES = 800_000  # all no-JS fallback SVGs together
 
 SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
@@ -40,7 +42,7 @@ DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type"
                   "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
                   "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
                   "max_new_tokens"]
-VOLATILE = {"generated_at", "dslogs_version"}
+TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "source_format")
 
 
 # -- formatting filters ---------------------------------------------------------------------
@@ -160,7 +162,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(num=fmt_num, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -287,11 +289,14 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     drill_ids = drill_ids[:MAX_DRILLDOWNS]
     by_id = {s.get("session_id"): s for s in sessions}
     drill = []
+    left = MAX_DETAIL_TOTAL
     for sid in drill_ids:
         rows = list(details.get(sid) or [])
+        shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
+        left -= len(shown)
         drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
-                      "columns": _detail_columns(rows[:MAX_DETAIL_ROWS]), "rows": rows[:MAX_DETAIL_ROWS],
-                      "more_rows": max(0, len(rows) - MAX_DETAIL_ROWS)})
+                      "columns": _detail_columns(shown), "rows": shown, "total_rows": len(rows),
+                      "more_rows": len(rows) - len(shown)})
     drill_set = set(drill_ids)
     rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set else None,
                  flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
@@ -349,6 +354,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "charts": by_section,
         "specs": specs,
         "sections": SECTIONS,
+        "text_columns": TEXT_COLUMNS,
     }
 
 
