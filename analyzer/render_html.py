@@ -303,6 +303,37 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     return rows, drill, len(sessions)
 
 
+GPU_COLUMNS = ["host", "gpu_index", "samples", "util_max", "util_p50", "util_avg", "mem_used_max_mb",
+               "mem_used_p50_mb", "mem_total_mb", "mem_used_share_p50", "starved_s", "power_w_max", "temp_c_max"]
+PROCESS_COLUMNS = ["host", "pid", "samples", "minutes", "rss_first_mb", "rss_last_mb", "rss_max_mb",
+                   "rss_slope_mb_per_min", "rss_r2"]
+
+
+def _table(rows, preferred: list[str], max_rows: int = 50, max_cols: int = 12) -> dict | None:
+    """A generic table of metric rows: preferred columns first, then any others, capped."""
+    rows = [r for r in (rows or []) if isinstance(r, dict)]
+    if not rows:
+        return None
+    present: list[str] = []
+    for r in rows:
+        present += [k for k in r if k not in present]
+    columns = [c for c in preferred if c in present] + [c for c in present if c not in preferred]
+    columns = [c for c in columns if not c.endswith("_ts") and not isinstance(rows[0].get(c), (dict, list))]
+    return {"columns": columns[:max_cols], "rows": rows[:max_rows], "more": max(0, len(rows) - max_rows)}
+
+
+def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
+    if not isinstance(t, dict):
+        return []
+    out = []
+    for k, v in t.items():
+        if isinstance(v, dict):
+            out += _flat_thresholds(v, f"{prefix}{k}.")
+        elif not isinstance(v, list):
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
 def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
     """Sessions flagged for memory first, then the steepest reserved-memory slopes."""
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
@@ -344,7 +375,10 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
             ("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
             ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")) if isinstance(requests.get(k), dict)],
         "sessions": sessions,
-        "session_total": session_total,
+        "session_total": max(session_total, int(model.get("sessions_total") or 0)),
+        "gpus": _table(model.get("gpus"), GPU_COLUMNS),
+        "processes": _table(model.get("processes"), PROCESS_COLUMNS),
+        "thresholds": _flat_thresholds(model.get("thresholds")),
         "drilldowns": drill,
         "errors": model.get("errors") or [],
         "collector": series.get("collector") or [],

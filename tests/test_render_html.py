@@ -184,6 +184,7 @@ def test_empty_series_give_honest_no_data_sections_and_no_bundle():
     m = fixture_model()
     m["series"] = {}
     m["findings"] = []
+    m["gpus"] = []
     page = render_html(m)
     assert "window.vegaEmbed=" not in page  # no charts: nothing to embed
     for text in ("No gpu_sample events", "No kv_cache events", "No collector events", "No findings"):
