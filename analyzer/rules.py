@@ -345,7 +345,7 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     host_hit = [r for r in hosts if fires(r)]
     findings += _host_findings(
         "ghost_memory", host_hit, value_key="ghost_p50_mb", threshold=th["ghost_mb"], unit="MB",
-        message_of=lambda r: f"{r['host']}: reserved − allocated is {_fmt(r['ghost_p50_mb'])} MB "
+        message_of=lambda r: f"{r['host'] or 'the unnamed host'}: reserved − allocated is {_fmt(r['ghost_p50_mb'])} MB "
                              f"({_fmt(100 * r['ghost_share_p50'])} % of reserved)",
         section="memory", chart="memory_timeline",
         detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "samples"),
@@ -631,7 +631,10 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
         return RuleOutcome("low_gpu_util", "pass", f"{_plural(len(peaks), 'host')} checked")
     findings = _host_findings(
         "low_gpu_util", hit, value_key="util_peak", threshold=th, unit="%",
-        message_of=lambda r: f"{r['host']}: GPU utilisation never exceeds {_fmt(r['util_peak'])} % while requests run",
+        message_of=lambda r: (
+            f"{r['host'] or 'the unnamed host'}: GPU utilisation never exceeds {_fmt(r['util_peak'])} % "
+            "while requests run"
+        ),
         section="gpu", chart="gpu_timeline", detail_keys=("util_peak", "samples", "source"),
     )
     return RuleOutcome("low_gpu_util", "fired", _plural(len(hit), "host"), findings)
@@ -649,7 +652,7 @@ def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "gpu_starved", hit, value_key="starved_share", threshold=th["min_time_share"], unit="share of time",
         message_of=lambda r: (
-            f"{r['host']} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of the time "
+            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of the time "
             f"util < {_fmt(th['util_pct'])} % with memory > {_fmt(100 * th['mem_used_share'])} % used"
         ),
         section="gpu", chart="gpu_timeline",
@@ -671,7 +674,7 @@ def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "memory_thrash", hit, value_key="swing_max_busy_mb_per_s", threshold=th["swing_mb_per_s"], unit="MiB/s",
         message_of=lambda r: (
-            f"{r['host']} GPU {r.get('gpu_index')}: memory used swings up to {_fmt(r['swing_max_busy_mb_per_s'])} MiB/s "
+            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: memory used swings up to {_fmt(r['swing_max_busy_mb_per_s'])} MiB/s "
             f"while util > {_fmt(th['util_pct'])} % ({_plural(r['thrash_pairs'], 'time')})"
         ),
         section="gpu", chart="gpu_timeline",
@@ -696,7 +699,7 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MB", scope="process",
         message_of=lambda r: (
-            f"{r['host']} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MB "
+            f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MB "
             f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MB/min, R² {_fmt(r.get('rss_r2'), 2)})"
         ),
         section="memory", chart=None,

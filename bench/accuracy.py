@@ -1,0 +1,161 @@
+"""Diagnosis accuracy on the simulator's scenarios: recall and precision per scenario.
+
+For each scenario of ``analyzer.simulate.SCENARIOS`` (in v1 and, where the scenario can be
+written that way, in the legacy format of article 003), simulate into a temporary folder with a
+fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.json``:
+
+- recall: share of the injected sessions / hosts (or the one global / ingest fault) that the
+  scenario's rule flagged;
+- precision: share of flagged items that were injected. Flagged items are every session or host
+  named by a warning or critical finding of any rule, plus global findings of rules the scenario
+  does not inject (``also_fires`` rules, which the fault makes fire by construction, count as
+  expected on the injected items).
+
+Usage: ``python bench/accuracy.py [--seed N] [--hosts N] [--hours H] [--format v1|legacy|both]
+[SCENARIO ...]``; prints a table and exits 1 when any row is below 100 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from analyzer.report import analyze_logs  # noqa: E402
+from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+
+FLAG_SEVERITIES = ("warning", "critical")
+
+
+@dataclass
+class Score:
+    scenario: str
+    fmt: str
+    expected: set = field(default_factory=set)
+    flagged_by_rule: set = field(default_factory=set)
+    false_positives: list = field(default_factory=list)
+    status: str = ""
+    seconds: float = 0.0
+
+    @property
+    def recall(self) -> float:
+        if not self.expected:
+            return 1.0
+        return len(self.expected & self.flagged_by_rule) / len(self.expected)
+
+    @property
+    def precision(self) -> float:
+        true_pos = len(self.expected & self.flagged_by_rule)
+        flagged = true_pos + len(self.false_positives)
+        return 1.0 if flagged == 0 else true_pos / flagged
+
+    @property
+    def ok(self) -> bool:
+        return self.recall == 1.0 and self.precision == 1.0
+
+
+def score(model: dict, truth: dict, scenario: str) -> Score:
+    """Compare a report model with truth.json for one injected scenario (or healthy)."""
+    result = Score(scenario, truth.get("format", "v1"))
+    spec = (truth.get("scenarios") or {}).get(scenario) or {}
+    rule = spec.get("rule")
+    scope = spec.get("scope")
+    also = set(spec.get("also_fires") or [])
+    injected_sessions = set(spec.get("sessions") or [])
+    injected_hosts = set(spec.get("hosts") or [])
+    healthy_sessions = set(truth.get("healthy_sessions") or [])
+    healthy_hosts = {h["host"] for h in truth.get("hosts") or [] if not h.get("faults")}
+    findings = model.get("findings") or []
+    statuses = {r["rule"]: r["status"] for r in model.get("rules") or []}
+
+    if rule is None:
+        pass
+    elif scope == "session":
+        result.expected = {("session", s) for s in injected_sessions}
+    elif scope in ("host", "process"):
+        result.expected = {("host", h) for h in injected_hosts}
+    else:  # global, ingest: the fault is the whole run / the files
+        result.expected = {(scope, rule)}
+    result.status = statuses.get(rule, "") if rule else ""
+
+    for f in findings:
+        if f.get("severity") not in FLAG_SEVERITIES and f.get("rule") != rule:
+            continue
+        frule, fscope = f["rule"], f.get("scope")
+        items = set()
+        if fscope == "session":
+            items = {("session", s) for s in f.get("session_ids") or []}
+        elif fscope in ("host", "process"):
+            items = {("host", h) for h in f.get("hosts") or []}
+        elif fscope in ("global", "ingest"):
+            items = {(fscope, frule)}
+        if frule == rule:
+            result.flagged_by_rule |= items
+            extra = items - result.expected
+            # A session/host rule naming items the scenario did not inject is a false positive.
+            result.false_positives += [(frule, i) for i in sorted(extra)]
+        elif frule in also:
+            stray = {i for i in items if i[0] == "session" and i[1] in healthy_sessions}
+            stray |= {i for i in items if i[0] == "host" and i[1] in healthy_hosts}
+            result.false_positives += [(frule, i) for i in sorted(stray)]
+        else:
+            result.false_positives += [(frule, i) for i in sorted(items)]
+    return result
+
+
+def run_scenario(scenario: str, fmt: str, seed: int, hosts: int, hours: float | None, workdir: Path) -> Score:
+    out = workdir / f"{scenario}-{fmt}"
+    t0 = time.perf_counter()
+    simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, hours=hours)
+    truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
+    model = analyze_logs([str(out)], use_cache=False)
+    result = score(model, truth, scenario)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def cases(names: list[str] | None, formats: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for name in names or list(SCENARIOS):
+        for fmt in formats:
+            if fmt in SCENARIOS[name].formats:
+                out.append((name, fmt))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenarios", nargs="*")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--hosts", type=int, default=2)
+    ap.add_argument("--hours", type=float, default=None, help="simulate this many hours instead of a day")
+    ap.add_argument("--format", choices=("v1", "legacy", "both"), default="both")
+    args = ap.parse_args(argv)
+    formats = ("v1", "legacy") if args.format == "both" else (args.format,)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dslogs-accuracy-") as tmp:
+        for name, fmt in cases(args.scenarios, formats):
+            rows.append(run_scenario(name, fmt, args.seed, args.hosts, args.hours, Path(tmp)))
+            r = rows[-1]
+            print(f"{r.scenario:16} {r.fmt:6} recall {r.recall:7.1%}  precision {r.precision:7.1%}  "
+                  f"items {len(r.expected):4}  rule {r.status or '-':8} {r.seconds:5.1f} s", flush=True)
+            for fp in r.false_positives[:5]:
+                print(f"    false positive: {fp}")
+            missed = sorted(r.expected - r.flagged_by_rule)[:5]
+            for m in missed:
+                print(f"    missed: {m}")
+    bad = [r for r in rows if not r.ok]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} scenario runs at 100 % recall and precision")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
