@@ -56,6 +56,7 @@ METRIC_QUERIES: tuple[str, ...] = (
     "gpu_timeline",
     "log_volume_over_time",
     "log_volume_peak_minute",
+    "collector_write_rate",
     "collector_health",
     "slowest_sessions",
     "session_summary",
@@ -120,6 +121,7 @@ def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
         "max_points": int(rep["timeline_points"]),
         "limit": int(rep["slowest_sessions"]),
         "max_requests": int(rep["detail_requests"]),
+        "max_heartbeat_gap_s": float(t["log_volume"]["max_heartbeat_gap_s"]),
         **BINS,
     }
 

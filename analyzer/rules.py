@@ -710,22 +710,28 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
 
 def rule_log_volume(m, ingest, t) -> RuleOutcome:
     th = t["log_volume"]["bytes_per_s"]
-    params = (m.get("_params") or [{}])[0]
-    rows = [r for r in m.get("log_volume_peak_minute", []) if r.get("peak_bytes") is not None]
+    # Line sizes from ingest measure every writer; the collector's byte counter is the fallback.
+    rows = [{**r, "source": "line_bytes"} for r in m.get("log_volume_peak_minute", []) if r.get("peak_bytes") is not None]
     if not rows:
-        reason = "no line sizes from ingest" if not params.get("line_bytes", True) else "no events"
-        return RuleOutcome("log_volume", "no_data", reason)
+        rows = [{**r, "source": "collector bytes_written"} for r in m.get("collector_write_rate", [])
+                if r.get("peak_bytes_per_s") is not None]
+    if not rows:
+        return RuleOutcome("log_volume", "no_data", "no line sizes from ingest and no collector byte counters")
     hit = [r for r in rows if r["peak_bytes_per_s"] > th]
     if not hit:
-        return RuleOutcome("log_volume", "pass", f"{_plural(len(rows), 'host')} checked")
+        return RuleOutcome("log_volume", "pass", f"{_plural(len(rows), 'host')} checked ({rows[0]['source']})")
+
+    def when(r):
+        return r.get("peak_minute") or r.get("peak_from")
+
     findings = _host_findings(
         "log_volume", hit, value_key="peak_bytes_per_s", threshold=th, unit="bytes/s",
         message_of=lambda r: (
-            f"{r.get('host') or 'unnamed host'} wrote {_fmt(r['peak_bytes_per_s'] / 1e6, 2)} MB/s of log lines "
-            f"in its busiest minute ({r.get('peak_minute')})"
+            f"{r.get('host') or 'the unnamed host'} wrote {_fmt(r['peak_bytes_per_s'] / 1e6, 2)} MB/s of logs "
+            f"at its peak ({when(r)})"
         ),
         section="collector", chart="log_volume",
-        detail_keys=("peak_minute", "peak_bytes", "peak_events", "total_bytes"),
+        detail_keys=("peak_minute", "peak_from", "peak_bytes", "peak_events", "total_bytes", "source"),
     )
     return RuleOutcome("log_volume", "fired", _plural(len(hit), "host"), findings)
 

@@ -102,6 +102,7 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     },
     "log_volume": {
         "bytes_per_s": (1_000_000.0, "000 §5 table: iotop WRITE > 1 MB/s from app.py"),
+        "max_heartbeat_gap_s": (120.0, "ours: collector heartbeats further apart are a gap"),
     },
     "collector_drops": {
         "dropped": (0, "ours: any dropped event is a hole in the data"),

@@ -282,6 +282,17 @@ def test_log_volume_peak_minute_uses_line_bytes():
     assert metrics["log_volume_peak_minute"] == [] and metrics["_params"][0]["line_bytes"] is False
 
 
+def test_collector_write_rate_from_cumulative_bytes():
+    ev = [{"ts": T0 + timedelta(minutes=k), "stage": "collector", "host": "h", "pid": 1,
+           "bytes_written": 1000 * k + (84_000_000 if k >= 5 else 0)} for k in range(10)]
+    ev.append({"ts": T0 + timedelta(minutes=30), "stage": "collector", "host": "h", "pid": 1,
+               "bytes_written": 500_000_000})  # after a 20-minute gap: not a rate
+    (row,) = run_metric(fixture_connection(ev), "collector_write_rate", {"max_heartbeat_gap_s": 120.0})
+    assert row["intervals"] == 9
+    assert row["peak_bytes_per_s"] == pytest.approx((84_000_000 + 1000) / 60)
+    assert row["peak_from"].startswith("2026-12-01T08:04")
+
+
 def test_collector_counters_are_cumulative_per_process():
     ev = [{"ts": T0 + timedelta(minutes=k), "stage": "collector", "host": "h", "pid": pid,
            "written": 10 * k, "dropped": d * k, "queued": k} for k in range(5) for pid, d in ((1, 2), (2, 0))]

@@ -307,6 +307,10 @@ def test_log_volume_and_collector_drops_and_bad_lines():
     assert [f["hosts"] for f in run("log_volume", lv).findings] == [["a"]]
     missing = {"_params": [{"line_bytes": False}], "log_volume_peak_minute": []}
     assert run("log_volume", missing).status == "no_data"
+    collector = {**missing, "collector_write_rate": [{"host": "a", "peak_bytes_per_s": 1.4e6, "peak_from": "t"},
+                                                     {"host": "b", "peak_bytes_per_s": 900.0}]}
+    (f,) = run("log_volume", collector).findings
+    assert f["hosts"] == ["a"] and f["evidence"]["details"]["source"] == "collector bytes_written"
     cd = {"collector_health": [{"host": "a", "dropped": 118}, {"host": "b", "dropped": 0}]}
     assert [f["hosts"] for f in run("collector_drops", cd).findings] == [["a"]]
     out = run("bad_lines", {}, ingest={**NO_INGEST, "bad_lines": 3,
