@@ -227,14 +227,15 @@ def stage_latency_chart(series: dict) -> Chart | None:
     rows = [r for r in rows if r["stage"] in keep]
     rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
     # log scale: a zero or missing percentile has no place on it
-    rows = [dict(r, p50_ms=r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
-                 p95_ms=r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None) for r in rows]
-    base = alt.Chart(_data(rows, "bucket")).transform_fold(["p50_ms", "p95_ms"], as_=["percentile", "ms"]).encode(
+    rows = [{"bucket": r["bucket"], "stage": r["stage"], "count": r.get("count"),
+             "p50": r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
+             "p95": r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None} for r in rows]
+    base = alt.Chart(_data(rows, "bucket")).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
         x=_time_x("bucket"),
-        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")),
         color=alt.Color("stage:N", title="stage"),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile",
-                                  scale=alt.Scale(domain=["p50_ms", "p95_ms"], range=[[1, 0], [5, 3]])),
+                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]])),
         tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "stage:N", "percentile:N",
                  alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
     )
@@ -347,7 +348,8 @@ def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
         y=alt.Y("mb:Q", title="MB"),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
-                                  scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]])),
+                                  scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
+                                  legend=alt.Legend(labelExpr="replace(datum.label, '_mb', '')")),
         tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S"), "session_id:N", "kind:N",
                  alt.Tooltip("mb:Q", format=",.0f")],
     )
