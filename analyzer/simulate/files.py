@@ -13,9 +13,12 @@ import gzip
 from concurrent.futures import Executor
 from pathlib import Path
 
+# Level 3 compresses JSONL ~10x at ~2x the speed of the default 6 (which gets ~12x).
+GZIP_LEVEL = 3
+
 
 def _write_gz(path: Path, data: bytes) -> None:
-    path.write_bytes(gzip.compress(data, compresslevel=6, mtime=0))
+    path.write_bytes(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0))
 
 
 class RotatingWriter:

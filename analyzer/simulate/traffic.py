@@ -16,6 +16,7 @@ import math
 import uuid
 from dataclasses import dataclass, field
 from random import Random
+from statistics import NormalDist
 
 MS_PER_HOUR = 3_600_000
 WEIGHTS_MB = 3390.0  # 1.78 B parameters in bf16
@@ -82,6 +83,11 @@ class Session:
     kind: int = KIND_NORMAL
 
 
+# Standard normal quantiles: Z[int(random() * NZ)] is a normal draw at ~1/5 of gauss()'s cost.
+NZ = 4096
+Z = [NormalDist().inv_cdf((i + 0.5) / NZ) for i in range(NZ)]
+
+
 def new_uuid(rng: Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
@@ -130,16 +136,18 @@ class Planner:
         t = float(host.start_ms)
         off = host.offset_min * 60_000
         i = 0
+        random, log = rng.random, math.log
+        mean_gap = 1.0 / self.peak_per_ms
         while True:
-            t += rng.expovariate(self.peak_per_ms)
+            t -= mean_gap * log(1.0 - random())
             if t >= host.end_ms:
                 return
             hour = ((t + off) % (24 * MS_PER_HOUR)) / MS_PER_HOUR
-            if rng.random() * LOAD_MAX > load_curve(hour):
+            if random() * LOAD_MAX > load_curve(hour):
                 continue
             fault = self._fault_for(i)
             i += 1
-            state = self.rng.getstate()
+            state = self.rng.getstate() if fault else None
             session = self._session(t, fault)
             if fault and not _expressed(session):
                 # Cut short by the end of the window: not a clear case, so make it healthy.
@@ -210,42 +218,55 @@ class Planner:
             s.kind = KIND_THROTTLED
 
         history: list[int] = []
+        hist_sum = 0
         t = t_start
         num_ooms = 0
         retries = 0
+        # Hot loop: draw with random()/gauss() directly (uniform/lognormvariate cost 2-4x more).
+        random, exp, log = rng.random, math.exp, math.log
+        slow_tok = "slow_tokenize" in g
+        slow_ttft = "slow_ttft" in g
+        slow_prefill = "slow_prefill" in g
+        slow_format = "slow_format" in g
+        low_util = "low_gpu_util" in host.faults
+        end_ms = host.end_ms
+        log_chars = log(chars_median)
+        is_bloat = fault == "kv_cache_bloat"
+        is_oom = fault == "oom"
+        is_long = fault == "long_output"
         for turn in range(1, n_turns + 1):
             r = Req()
             r.rid = f"{rng.getrandbits(64):016x}"
             r.turn = turn
             r.t0 = t
             # Prompt: characters, then tokens (Chinese-heavy chat: ~0.7 token per character).
-            if fault == "kv_cache_bloat":
-                chars = _clip(rng.lognormvariate(math.log(260), 0.4), 100, 600)
-            elif fault == "oom" and turn >= 2:
-                chars = _clip(rng.lognormvariate(math.log(600), 0.3), 300, 900)
+            if is_bloat:
+                chars = _clip(220 * exp(0.4 * Z[int(random() * NZ)]), 100, 450)
+            elif is_oom and turn >= 2:
+                chars = _clip(600 * exp(0.3 * Z[int(random() * NZ)]), 300, 900)
             else:
-                chars = _clip(rng.lognormvariate(math.log(chars_median), 0.9), 2, 900)
+                chars = _clip(exp(log_chars + 0.9 * Z[int(random() * NZ)]), 2, 900)
             r.input_chars = int(chars)
             prompt_tokens = int(chars * 0.7) + 2
             if truncate:
-                while len(history) > HISTORY_TURNS or sum(history) > HISTORY_TOKENS:
-                    history.pop(0)
-            r.input_tokens = L = 12 + sum(history) + prompt_tokens
+                while len(history) > HISTORY_TURNS or hist_sum > HISTORY_TOKENS:
+                    hist_sum -= history.pop(0)
+            r.input_tokens = L = 12 + hist_sum + prompt_tokens
 
             # Output: reasoning inside <think>...</think>, then the answer.
-            if fault == "long_output":
-                reasoning = int(rng.uniform(2500, 3200))
-                answer = int(rng.uniform(700, 1000))
-            elif fault == "kv_cache_bloat":
-                reasoning = int(_clip(rng.lognormvariate(math.log(140), 0.5), 30, 400))
-                answer = int(rng.uniform(80, 220))
+            if is_long:
+                reasoning = int(2500 + 700 * random())
+                answer = int(700 + 300 * random())
+            elif is_bloat:
+                reasoning = int(_clip(140 * exp(0.5 * Z[int(random() * NZ)]), 30, 400))
+                answer = int(80 + 140 * random())
             else:
-                reasoning = int(_clip(rng.lognormvariate(math.log(200), 0.6), 20, 1400))
-                answer = int(_clip(rng.lognormvariate(math.log(110), 0.6), 15, 550))
+                reasoning = int(_clip(200 * exp(0.6 * Z[int(random() * NZ)]), 20, 1400))
+                answer = int(_clip(110 * exp(0.6 * Z[int(random() * NZ)]), 15, 550))
             output = reasoning + 1 + answer
             finish = "stop"
-            if fault is None and rng.random() < 0.01:
-                reasoning = int(rng.uniform(1500, 1900))
+            if fault is None and random() < 0.01:
+                reasoning = int(1500 + 400 * random())
                 output = max_new
                 answer = output - 1 - reasoning
                 finish = "length"
@@ -256,86 +277,90 @@ class Planner:
             r.output_len, r.reasoning_len, r.finish = output, reasoning, finish
 
             # Stage durations (ms).
-            if "slow_tokenize" in g:
-                tok = (150 + 0.12 * L) * rng.lognormvariate(0, 0.3)
+            if slow_tok:
+                tok = (150 + 0.12 * L) * exp(0.3 * Z[int(random() * NZ)])
             else:
-                tok = (12 + 0.02 * L) * rng.lognormvariate(0, 0.25)
-            if "slow_ttft" in g:
-                queue = _clip(rng.lognormvariate(math.log(1400), 0.35), 600, 4000)
+                tok = (12 + 0.02 * L) * exp(0.25 * Z[int(random() * NZ)])
+            if slow_ttft:
+                queue = _clip(1400 * exp(0.35 * Z[int(random() * NZ)]), 600, 4000)
             else:
-                queue = rng.expovariate(1 / 4.0)
-                if rng.random() < 0.03:
-                    queue += rng.uniform(50, 400)
-            prefill = (90 + 0.32 * L + 6e-5 * L * L) * rng.lognormvariate(0, 0.12)
-            if "slow_prefill" in g:
+                queue = -4.0 * log(1.0 - random())
+                if random() < 0.03:
+                    queue += 50 + 350 * random()
+            prefill = (90 + 0.32 * L + 6e-5 * L * L) * exp(0.12 * Z[int(random() * NZ)])
+            if slow_prefill:
                 prefill *= 7.0
             if beams > 1:
                 prefill *= 1.6
-            tpot = tpot_base * rng.lognormvariate(0, 0.07) + 0.004 * L
+            tpot = tpot_base * exp(0.07 * Z[int(random() * NZ)]) + 0.004 * L
             decode = tpot * (output - 1)
-            if "slow_format" in g:
-                fmt = rng.lognormvariate(math.log(180), 0.35)
-            elif fault == "long_output":
-                fmt = rng.uniform(60, 140)
+            if slow_format:
+                fmt = 180 * exp(0.35 * Z[int(random() * NZ)])
+            elif is_long:
+                fmt = 60 + 80 * random()
             else:
-                fmt = (1.2 + 0.004 * answer) * rng.lognormvariate(0, 0.3)
+                fmt = (1.2 + 0.004 * answer) * exp(0.3 * Z[int(random() * NZ)])
             r.tok_ms, r.queue_ms, r.prefill_ms, r.format_ms = tok, queue, prefill, fmt
             r.tpot = tpot
 
-            r.gpu_wait = _clip(gw_base + rng.gauss(0, 4), 1, 95)
-            r.util = _clip(util_base + rng.gauss(0, 3), 2, 99)
-            if "low_gpu_util" in host.faults:
-                r.util = min(r.util, 56.0)
+            r.gpu_wait = _clip(gw_base + 4 * Z[int(random() * NZ)], 1, 95)
+            util = _clip(util_base + 3 * Z[int(random() * NZ)], 2, 99)
+            r.util = 56.0 if low_util and util > 56.0 else util
             r.beams, r.max_new = beams, max_new
             r.kv_len = L
             r.kv_mb = L * KV_MB_PER_TOKEN * beams
 
             # Timeline.
-            r.t_tok = t + rng.uniform(0.3, 1.5) + tok
-            r.t_gen = r.t_tok + queue
-            r.t_first = r.t_gen + prefill
-            oom_now = fault == "oom" and (turn == 2 or (turn > 2 and rng.random() < 0.4))
+            r.t_tok = t_tok = t + 0.3 + 1.2 * random() + tok
+            r.t_gen = t_gen = t_tok + queue
+            r.t_first = t_first = t_gen + prefill
+            oom_now = is_oom and (turn == 2 or (turn > 2 and random() < 0.4))
             if oom_now:
                 name, msg = OOM_MESSAGES[oom_kind]
-                msg = msg.format(gib=rng.uniform(1.2, 3.5), free=rng.uniform(0.3, 1.4), alloc=rng.uniform(20.1, 21.4))
+                msg = msg.format(
+                    gib=rng.uniform(1.2, 3.5), free=rng.uniform(0.3, 1.4), alloc=rng.uniform(20.1, 21.4)
+                )
                 r.error = (name, msg, "decode")
                 num_ooms += 1
                 retries += rng.randint(2, 6)
-                r.t_oom = r.t_first + tpot * int(rng.uniform(0.1, 0.6) * output)
+                r.t_oom = t_first + tpot * int(rng.uniform(0.1, 0.6) * output)
                 if oom_kind == 1:
                     # 003 §3.2: catch the OOM and generate again greedily; the answer still comes.
-                    r.t_dec = r.t_oom + rng.uniform(3, 8) + prefill + decode
+                    t_dec = r.t_oom + rng.uniform(3, 8) + prefill + decode
                 else:
                     r.status = "error"
                     r.output_len = r.reasoning_len = None
                     r.finish = "error"
-                    r.t_dec = r.t_oom
-                    decode = r.t_oom - r.t_first
+                    t_dec = r.t_oom
+                    decode = t_dec - t_first
             else:
-                r.t_dec = r.t_first + decode
+                t_dec = t_first + decode
+            r.t_dec = t_dec
             r.decode_ms = decode
             if r.status == "error":
                 r.format_ms = 0.0
-                r.t_fmt = r.t_dec + rng.uniform(0.5, 2.0)
+                t_fmt = t_dec + 0.5 + 1.5 * random()
             else:
-                r.t_fmt = r.t_dec + rng.uniform(0.2, 1.0) + fmt
-            r.t_mem = r.t_fmt + rng.uniform(1.0, 4.0)
-            if r.t_mem + 11_000 > host.end_ms or r.t_mem - t_start > MAX_SESSION_MS:
+                t_fmt = t_dec + 0.2 + 0.8 * random() + fmt
+            r.t_fmt = t_fmt
+            r.t_mem = t_mem = t_fmt + 1.0 + 3.0 * random()
+            if t_mem + 11_000 > end_ms or t_mem - t_start > MAX_SESSION_MS:
                 break
             r.cpu_ms = (prefill + decode) * (1 - r.gpu_wait / 100)
-            r.ttft = r.t_first - t
+            r.ttft = t_first - t
             r.ttfa = None if r.status == "error" else r.ttft + tpot * (reasoning + 1)
-            r.e2e = r.t_fmt - t
+            r.e2e = t_fmt - t
 
             # GPU memory after the request (read after the reply is rendered, 003 §4.1).
-            r.allocated = WEIGHTS_MB + rng.uniform(15, 240)
-            peak = WEIGHTS_MB + 350 + 0.05 * L + rng.uniform(0, 120) + (beams - 1) * 260
-            max_alloc = max(max_alloc, peak)
-            reserved = reserved_base + 20 * rng.randint(-2, 2)
-            if fault == "memory_leak":
-                reserved += leak_step * (turn - 1) + rng.gauss(0, 10)
+            r.allocated = WEIGHTS_MB + 15 + 225 * random()
+            peak = WEIGHTS_MB + 350 + 0.05 * L + 120 * random() + (beams - 1) * 260
+            if peak > max_alloc:
+                max_alloc = peak
+            reserved = reserved_base + 20 * int(5 * random() - 2.5)
+            if leak_step:
+                reserved += leak_step * (turn - 1) + 10 * Z[int(random() * NZ)]
             if oom_now:
-                max_alloc = max(max_alloc, 21500 + rng.uniform(0, 900))
+                max_alloc = max(max_alloc, 21500 + 900 * random())
             r.reserved = reserved
             r.max_allocated = max_alloc
             r.num_ooms = num_ooms
@@ -344,8 +369,9 @@ class Planner:
 
             if r.status == "ok":
                 history.append(prompt_tokens + answer)
-            think = min(8_000 + rng.expovariate(1 / 25_000), think_cap)
-            t = r.t_mem + think
+                hist_sum += prompt_tokens + answer
+            think = 8_000 - 25_000 * log(1.0 - random())
+            t = t_mem + (think if think < think_cap else think_cap)
         return s
 
 

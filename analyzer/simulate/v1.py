@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from functools import cache
+from operator import itemgetter
 from random import Random
 
 from analyzer.simulate.files import RotatingWriter
@@ -24,9 +26,11 @@ from analyzer.simulate.traffic import (
     KIND_CPU,
     KIND_THROTTLED,
     MS_PER_HOUR,
+    NZ,
     Host,
     Req,
     Session,
+    Z,
 )
 
 TAIL_MS = 10_000  # samplers stay at 1 Hz this long after a request ends
@@ -35,15 +39,21 @@ RSS_GROWTH_MB = 420.0
 BURST_BYTES_PER_S = 1.4e6  # log_volume: 1.4x the 1 MB/s of 000 §3.2
 BURST_LINE_CHARS = 65_000
 QUEUE_CAPACITY = 10_000
+SLEW_MB = 300.0  # healthy memory never moves faster than this per sampler second
 # A debug logger dumping logits: repetitive, so the gzipped files stay small.
 DEBUG_PAYLOAD = "logits=tensor([[" + "0., " * ((BURST_LINE_CHARS - 80) // 4) + "]], device='cuda:0')"
+
+
+_first = itemgetter(0)
 
 
 def _r(x: float) -> int:
     return int(x + 0.5)
 
 
+@cache
 def _params(beams: int, max_new: int) -> str:
+    """generate() arguments of article 003 §2.2 (num_beams and max_new_tokens vary by fault)."""
     return (
         f'{{"num_beams":{beams},"max_new_tokens":{max_new},"temperature":0.6,'
         f'"top_p":0.95,"do_sample":true}}'
@@ -66,6 +76,8 @@ class V1Host:
         self.last_bucket = (host.end_ms - 1) // MS_PER_HOUR
         self.phase = 100 + rng.randint(0, 799)  # the sampler thread's ms offset in each second
         self.events = 0
+        self.request_events = 0  # count-only: events of requests (linear in the arrival rate)
+        self.hour_load: list[tuple[int, int]] = []  # count-only: (seconds, busy seconds) per hour
         self.last_reserved = host.reserved_mb
         self.rss_base = rng.uniform(1230, 1320)
         self.threads = rng.randint(23, 27)
@@ -82,7 +94,8 @@ class V1Host:
         self.burst_ms = None
         if "log_volume" in host.faults:
             span = host.end_ms - host.start_ms
-            at = host.start_ms + min(20 * 60_000, span // 3)
+            # Mid-morning when the run covers it (traffic is up), else early in the run.
+            at = host.start_ms + (10 * MS_PER_HOUR + 20 * 60_000 if span > 11 * MS_PER_HOUR else min(20 * 60_000, span // 3))
             self.burst_ms = -(-at // 60_000) * 60_000  # next whole minute (UTC offsets are whole hours)
 
     # -- requests --------------------------------------------------------------------------
@@ -94,57 +107,63 @@ class V1Host:
             for b in range(info[0] // MS_PER_HOUR, (info[3] + TAIL_MS) // MS_PER_HOUR + 1):
                 intervals[b].append(info)
             if self.count_only:
-                self.events += self._count(r)
+                n = self._count(r)
+                self.events += n
+                self.request_events += n
                 continue
-            for key, line in self._request_lines(s, r):
-                buckets[(key >> 4) // MS_PER_HOUR].append((key, line))
+            lines = self._request_lines(s, r)
+            b0 = info[0] // MS_PER_HOUR
+            if b0 == info[3] // MS_PER_HOUR:
+                buckets[b0].extend(lines)
+            else:
+                for item in lines:
+                    buckets[(item[0] >> 4) // MS_PER_HOUR].append(item)
 
     @staticmethod
     def _count(r: Req) -> int:
         return 8 if r.status == "error" else (10 if r.error else 9)
 
     def _request_lines(self, s: Session, r: Req):
-        ts = self.ts
         ids = f'"session_id":"{s.sid}","request_id":"{r.rid}",{self.hid}'
-        head = '{"v":1,"ts":"'
         L = r.input_tokens
-        a = _r(r.t0)
-        b = _r(r.t_tok)
-        c = _r(r.t_gen)
-        d = _r(r.t_first)
-        e = _r(r.t_dec)
-        f = _r(r.t_fmt)
-        m = _r(r.t_mem)
+        a = int(r.t0 + 0.5)
+        b = int(r.t_tok + 0.5)
+        c = int(r.t_gen + 0.5)
+        d = int(r.t_first + 0.5)
+        e = int(r.t_dec + 0.5)
+        f = int(r.t_fmt + 0.5)
+        m = int(r.t_mem + 0.5)
+        ta, tb, tc, td, te, tf, tm = self.ts.many(a, b, c, d, e, f, m)
         out = [
-            (a << 4, f'{head}{ts(a)}","stage":"input",{ids},"input_len":{r.input_chars}}}'),
-            ((b << 4) | 1, f'{head}{ts(b)}","stage":"tokenize",{ids},"duration_ms":{r.tok_ms:.2f},"input_len":{L}}}'),
-            ((c << 4) | 2, f'{head}{ts(c)}","stage":"queue",{ids},"duration_ms":{r.queue_ms:.2f}}}'),
-            ((c << 4) | 3, f'{head}{ts(c)}","stage":"kv_cache",{ids},"kv_seq_len":{r.kv_len},"kv_cache_size_mb":{r.kv_mb:.1f}}}'),
-            ((d << 4) | 4, f'{head}{ts(d)}","stage":"prefill",{ids},"duration_ms":{r.prefill_ms:.2f},"input_len":{L},"kv_seq_len":{r.kv_len}}}'),
+            (a << 4, f'{{"v":1,"ts":"{ta}","stage":"input",{ids},"input_len":{r.input_chars}}}'),
+            ((b << 4) | 1, f'{{"v":1,"ts":"{tb}","stage":"tokenize",{ids},"duration_ms":{r.tok_ms:.2f},"input_len":{L}}}'),
+            ((c << 4) | 2, f'{{"v":1,"ts":"{tc}","stage":"queue",{ids},"duration_ms":{r.queue_ms:.2f}}}'),
+            ((c << 4) | 3, f'{{"v":1,"ts":"{tc}","stage":"kv_cache",{ids},"kv_seq_len":{L},"kv_cache_size_mb":{r.kv_mb:.1f}}}'),
+            ((d << 4) | 4, f'{{"v":1,"ts":"{td}","stage":"prefill",{ids},"duration_ms":{r.prefill_ms:.2f},"input_len":{L},"kv_seq_len":{L}}}'),
         ]  # fmt: skip
         if r.error:
-            o = _r(r.t_oom)
+            o = int(r.t_oom + 0.5)
             etype, emsg, estage = r.error
-            out.append(((o << 4) | 5, f'{head}{ts(o)}","stage":"error",{ids},"error_type":"{etype}","error_msg":"{emsg}","failed_stage":"{estage}"}}'))  # fmt: skip
+            out.append(((o << 4) | 5, f'{{"v":1,"ts":"{self.ts(o)}","stage":"error",{ids},"error_type":"{etype}","error_msg":"{emsg}","failed_stage":"{estage}"}}'))  # fmt: skip
         if r.status == "ok":
             out.append(((e << 4) | 6, (
-                f'{head}{ts(e)}","stage":"decode",{ids},"duration_ms":{r.decode_ms:.2f},"output_len":{r.output_len},'
+                f'{{"v":1,"ts":"{te}","stage":"decode",{ids},"duration_ms":{r.decode_ms:.2f},"output_len":{r.output_len},'
                 f'"reasoning_len":{r.reasoning_len},"cpu_time_ms":{r.cpu_ms:.2f},"gpu_wait_pct":{r.gpu_wait:.1f},'
                 f'"gpu_util_pct":{r.util:.1f},"params":{_params(r.beams, r.max_new)}}}'
             )))  # fmt: skip
-            out.append(((f << 4) | 7, f'{head}{ts(f)}","stage":"format",{ids},"duration_ms":{r.format_ms:.2f}}}'))
+            out.append(((f << 4) | 7, f'{{"v":1,"ts":"{tf}","stage":"format",{ids},"duration_ms":{r.format_ms:.2f}}}'))
             out.append(((f << 4) | 8, (
-                f'{head}{ts(f)}","stage":"request",{ids},"duration_ms":{r.e2e:.2f},"ttft_ms":{r.ttft:.2f},'
+                f'{{"v":1,"ts":"{tf}","stage":"request",{ids},"duration_ms":{r.e2e:.2f},"ttft_ms":{r.ttft:.2f},'
                 f'"ttfa_ms":{r.ttfa:.2f},"input_len":{L},"output_len":{r.output_len},"reasoning_len":{r.reasoning_len},'
                 f'"status":"ok","finish_reason":"{r.finish}"}}'
             )))  # fmt: skip
         else:
             out.append(((f << 4) | 8, (
-                f'{head}{ts(f)}","stage":"request",{ids},"duration_ms":{r.e2e:.2f},"ttft_ms":{r.ttft:.2f},'
+                f'{{"v":1,"ts":"{tf}","stage":"request",{ids},"duration_ms":{r.e2e:.2f},"ttft_ms":{r.ttft:.2f},'
                 f'"input_len":{L},"status":"error","finish_reason":"error"}}'
             )))  # fmt: skip
         out.append(((m << 4) | 9, (
-            f'{head}{ts(m)}","stage":"gpu_memory",{ids},"allocated_mb":{r.allocated:.1f},"reserved_mb":{r.reserved:.1f},'
+            f'{{"v":1,"ts":"{tm}","stage":"gpu_memory",{ids},"allocated_mb":{r.allocated:.1f},"reserved_mb":{r.reserved:.1f},'
             f'"max_allocated_mb":{r.max_allocated:.1f},"num_ooms":{r.num_ooms},"num_alloc_retries":{r.retries},"gpu_index":0}}'
         )))  # fmt: skip
         return out
@@ -177,29 +196,40 @@ class V1Host:
         if self.count_only:
             self.events += n_samples + len(hbs)
             return
-        items.sort()
+        items.sort(key=_first)  # stable: equal keys keep their drawing order
         self._post_sort(items)
         w = self.w
         w.set_date(self.ts.local_date(lo))
-        write = w.write
-        hb_iter = iter(hbs)
-        hb_next = next(hb_iter, None)
         inf = 1 << 62
-        if hb_next is None:
-            hb_next = inf
+        hb_iter = iter(hbs)
+        hb_next = next(hb_iter, inf)
         bad = self.bad_plan
         bad_at = bad.next_at if bad is not None else inf
+        # The writer's bookkeeping, inlined: this loop runs once per line.
+        buf, size, written, nbytes, max_bytes = w.buf, w.size, w.written, w.bytes_written, w.max_bytes
+        append = buf.append
         for key, line in items:
-            ms = key >> 4
-            while hb_next <= ms:
-                write(self._heartbeat(hb_next))
-                hb_next = next(hb_iter, inf)
-            if w.written >= bad_at:
-                bad.insert(ms)
-                bad_at = bad.next_at
-            write(line)
+            n = len(line) + 1
+            if (key >> 4) >= hb_next or written >= bad_at or size + n > max_bytes:
+                w.size, w.written, w.bytes_written = size, written, nbytes
+                ms = key >> 4
+                while hb_next <= ms:
+                    w.write(self._heartbeat(hb_next))
+                    hb_next = next(hb_iter, inf)
+                if w.written >= bad_at:
+                    bad.insert(ms)
+                    bad_at = bad.next_at
+                w.write(line)
+                buf, size, written, nbytes = w.buf, w.size, w.written, w.bytes_written
+                append = buf.append
+                continue
+            append(line)
+            size += n
+            written += 1
+            nbytes += n
+        w.size, w.written, w.bytes_written = size, written, nbytes
         while hb_next < inf:
-            write(self._heartbeat(hb_next))
+            w.write(self._heartbeat(hb_next))
             hb_next = next(hb_iter, inf)
         self.events += len(items) + len(hbs)
 
@@ -247,19 +277,22 @@ class V1Host:
             s1 = min(n - 1, (g1 - bstart - phase) // 1000)
             if s1 >= s0:
                 gen[s0 : s1 + 1] = [(util, reserved, kind)] * (s1 - s0 + 1)
-        for s in range(0, n, 60):
-            active[s] = 1  # the idle once-a-minute tick
         s_lo = max(0, -(-(lo - bstart - phase) // 1000))
         s_hi = min(n - 1, (hi - 1 - bstart - phase) // 1000)
         if s_hi < s_lo:
             return 0
+        if self.count_only:
+            # Busy seconds before the minute ticks: the calibration's load model needs them.
+            self.hour_load.append((s_hi - s_lo + 1, active[s_lo : s_hi + 1].count(1)))
+        for s in range(0, n, 60):
+            active[s] = 1  # the idle once-a-minute tick
         if self.count_only and not self.faults:
             return 2 * active[s_lo : s_hi + 1].count(1)
         return self._sampler_lines(bstart, s_lo, s_hi, active, gen, items)
 
     def _sampler_lines(self, bstart, s_lo, s_hi, active, gen, items) -> int:
         host, rng, ts, stats = self.host, self.rng, self.ts, self.stats
-        random, gauss = rng.random, rng.gauss
+        random = rng.random
         faults = self.faults
         count_only = self.count_only
         low = "low_gpu_util" in faults
@@ -282,7 +315,7 @@ class V1Host:
             if g is not None:
                 util, reserved, kind = g
                 last_reserved = reserved
-                u = util + gauss(0, 4)
+                u = util + 4 * Z[int(random() * NZ)]
                 if kind == KIND_CPU:
                     u = 4 + random() * 12
                 if low and u > 58:
@@ -290,7 +323,7 @@ class V1Host:
                 if thrash and u < 84:
                     u = 84 + random() * 12
                 u = 0 if u < 0 else 99 if u > 99 else u
-                mem = reserved + CONTEXT_MB + 180 + random() * 120
+                mem = self._slew(reserved + CONTEXT_MB + 180 + random() * 120)
                 if thrash:
                     self.thrash_up = not self.thrash_up
                     if self.thrash_up:
@@ -305,7 +338,7 @@ class V1Host:
                     stats["gen_util_max"] = u
             else:
                 u = random() * 4
-                mem = last_reserved + CONTEXT_MB + random() * 20
+                mem = self._slew(last_reserved + CONTEXT_MB + random() * 20)
                 temp, clock, power = 40 + random() * 5, 210 + int(random() * 90), 24 + random() * 8
                 cpu = 0.3 + random() * 2.5 if s % 60 == 0 and not self._recent(s, active) else 12 + random() * 18
             mem += other_mb
@@ -319,7 +352,7 @@ class V1Host:
                 if swing > stats["swing_max_mb"]:
                     stats["swing_max_mb"] = swing
             self.prev_mem = mem if g is not None else None
-            rss = self.rss_base + gauss(0, 3)
+            rss = self.rss_base + 3 * Z[int(random() * NZ)]
             if rss_growth:
                 rss += RSS_GROWTH_MB * (t - host.start_ms) / span
             if stats["rss_first"] is None:
@@ -347,6 +380,18 @@ class V1Host:
         if self.burst_ms is not None and bstart <= self.burst_ms < bstart + MS_PER_HOUR:
             count += self._burst(items, prefix_p)
         return count
+
+    _level = None
+
+    def _slew(self, target: float) -> float:
+        """Process memory moves at most SLEW_MB per second: one process serves every session."""
+        level = self._level
+        if level is None or abs(target - level) <= SLEW_MB:
+            level = target
+        else:
+            level += SLEW_MB if target > level else -SLEW_MB
+        self._level = level
+        return level
 
     @staticmethod
     def _recent(s: int, active: bytearray) -> bool:
