@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +59,9 @@ def _parse_start(start: str | None) -> datetime:
     return value
 
 
-def _hosts(n: int, fmt: str, start: datetime, span_ms: int, host_faults: dict[str, int], key: str) -> list[Host]:
+def _hosts(
+    n: int, fmt: str, start: datetime, span_ms: int, host_faults: dict[str, int], key: str, prefix: str = "gpu"
+) -> list[Host]:
     hosts = []
     for i in range(n):
         offset = LEGACY_OFFSET_MIN if fmt == "legacy" else (480 if i == 1 else 0)
@@ -69,7 +72,7 @@ def _hosts(n: int, fmt: str, start: datetime, span_ms: int, host_faults: dict[st
         hosts.append(
             Host(
                 index=i,
-                name=f"gpu-{i + 1:02d}",
+                name=f"{prefix}-{i + 1:02d}",
                 pid=rng.randint(1200, 64000),
                 offset_min=offset,
                 start_ms=start_ms,
@@ -188,10 +191,17 @@ def _calibrate(key, fmt, hosts, names, target: int) -> float:
                 hi = mid
         return (lo * hi) ** 0.5
 
-    for _ in range(10):
-        total, req, load = _Run(key, fmt, hosts, names, scale).profile()
+    tried: dict[float, int] = {}
+
+    def count(sc: float):
+        total, req, load = _Run(key, fmt, hosts, names, sc).profile()
+        tried[sc] = total
+        return total, req, load
+
+    for _ in range(6):
+        total, req, load = count(scale)
         if abs(total / target - 1) < 0.03:
-            break
+            return scale
         if req == 0:
             scale *= 4
             continue
@@ -199,11 +209,25 @@ def _calibrate(key, fmt, hosts, names, target: int) -> float:
             scale *= solve(total, req, load, target)
         elif total >= EXACT_CALIBRATION_MAX_EVENTS / 2:
             # A pilot this big averages out session-to-session variance: extrapolate from it.
-            scale *= solve(total, req, load, target)
-            break
+            return scale * solve(total, req, load, target)
         else:
             scale *= solve(total, req, load, EXACT_CALIBRATION_MAX_EVENTS)
-    return scale
+    # Small runs: a few sessions more or less move the count by 10 %+ and every scale draws
+    # other sessions, so the model overshoots; bisect between the closest scales below and
+    # above the target and keep the closest count.
+    for _ in range(12):
+        best = min(tried, key=lambda sc: abs(tried[sc] - target))
+        if abs(tried[best] / target - 1) < 0.03:
+            break
+        below = [sc for sc, n in tried.items() if n < target]
+        above = [sc for sc, n in tried.items() if n > target]
+        lo = max(below) if below else min(tried) / 2
+        hi = min(above) if above else max(tried) * 2
+        if hi <= lo:  # counts are not monotonic here: probe next to the best one
+            lo, hi = best * 0.9, best * 1.1
+        count((lo * hi) ** 0.5)
+    best = min(tried, key=lambda sc: abs(tried[sc] - target))
+    return best
 
 
 def _prepare(outdir: Path) -> None:
@@ -337,24 +361,31 @@ def simulate(
     *,
     hours: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    host_prefix: str = "gpu",
 ) -> dict:
     """Write simulated logs and truth.json into ``outdir``; return a summary.
 
     ``hours`` (Python API only) limits the run to that many hours from ``start`` instead of
-    whole days; ``max_bytes`` is the rotation size (tests use small values).
+    whole days; ``max_bytes`` is the rotation size (tests use small values); hosts are named
+    ``<host_prefix>-01``, ... (sample_logs/ gives each folder its own, so that analysing all
+    folders at once does not merge different runs' hosts).
     """
     # Millions of short-lived tuples and no reference cycles: the cyclic GC would only rescan
     # them (it costs ~30 % of the run), so it is paused for the run.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes)
+        return _simulate(
+            outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix
+        )
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes) -> dict:
+def _simulate(
+    outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix
+) -> dict:
     t_begin = time.perf_counter()
     outdir = Path(outdir)
     names = normalise(list(scenarios or ["healthy"]), fmt)
@@ -372,7 +403,9 @@ def _simulate(outdir, scenarios, days, seed, fmt, events, hosts, start, hours, m
     span_ms = int((hours if hours is not None else 24 * days) * MS_PER_HOUR)
     host_faults = assign_hosts(names, hosts)
     key = f"dslogs-sim|{seed}|{'+'.join(names)}|{fmt}"
-    host_list = _hosts(hosts, fmt, start_dt, span_ms, host_faults, key)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", host_prefix):
+        raise UsageError(f"host prefix {host_prefix!r}: use letters, digits, '.', '_' or '-'")
+    host_list = _hosts(hosts, fmt, start_dt, span_ms, host_faults, key, host_prefix)
 
     scale = _calibrate(key, fmt, host_list, names, events) if events else 1.0
     _prepare(outdir)
@@ -413,7 +446,8 @@ def _simulate(outdir, scenarios, days, seed, fmt, events, hosts, start, hours, m
     doc = {
         "seed": seed,
         "args": {"scenarios": list(scenarios or ["healthy"]), "days": days, "seed": seed, "format": fmt,
-                 "events": events, "hosts": hosts, "start": start, "hours": hours, "max_bytes": max_bytes},  # fmt: skip
+                 "events": events, "hosts": hosts, "start": start, "hours": hours, "max_bytes": max_bytes,
+                 "host_prefix": host_prefix},  # fmt: skip
         "format": fmt,
         "start": start_dt.isoformat(),
         "scale": round(scale, 6),

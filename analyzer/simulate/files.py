@@ -13,8 +13,9 @@ import gzip
 from concurrent.futures import Executor
 from pathlib import Path
 
-# Level 3 compresses JSONL ~10x at ~2x the speed of the default 6 (which gets ~12x).
-GZIP_LEVEL = 3
+# Level 5: JSONL ~11x at ~120 MB/s; the default 6 gains 5 % for half the speed, 3 halves the
+# ratio on repetitive debug dumps.
+GZIP_LEVEL = 5
 
 
 def _write_gz(path: Path, data: bytes) -> None:

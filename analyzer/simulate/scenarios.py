@@ -98,7 +98,7 @@ SCENARIOS: dict[str, ScenarioSpec] = dict(
             conflicts=("low_gpu_util", "gpu_starved"),
         ),
         _s("rss_growth", "one host's process RSS rises ~420 MB linearly over the run", PROCESS, formats=V1_ONLY),
-        _s("log_volume", "one host writes ~1.4 MB/s of debug dumps for one minute", HOST, formats=V1_ONLY),
+        _s("log_volume", "one host writes ~1.3 MB/s of debug dumps for one minute", HOST, formats=V1_ONLY),
         _s("collector_drops", "one host's collector drops sampler events (dropped > 0)", HOST, formats=V1_ONLY),
         _s(
             "bad_lines",

@@ -16,7 +16,7 @@ import math
 import uuid
 from dataclasses import dataclass, field
 from random import Random
-from statistics import NormalDist
+from statistics import NormalDist, median
 
 MS_PER_HOUR = 3_600_000
 WEIGHTS_MB = 3390.0  # 1.78 B parameters in bf16
@@ -399,6 +399,17 @@ def _expressed(s: Session) -> bool:
         return max(r.kv_len for r in reqs) > 2600
     if s.fault == "oom":
         return any(r.error for r in reqs)
-    if s.fault in ("gpu_wait", "cpu_bound", "slow_decode"):
-        return len(reqs) >= 1
+    ok = [r for r in reqs if r.status == "ok" and not r.error]
+    if s.fault == "gpu_wait":
+        return median(r.gpu_wait for r in reqs) > 66
+    if s.fault == "cpu_bound":
+        return bool(ok) and median(r.util for r in ok) < 16 and median(_tpot(r) for r in ok) > 150
+    if s.fault == "slow_decode":
+        return bool(ok) and median(_tpot(r) for r in ok) > 145
+    if s.fault == "long_output":
+        return any(r.output_len > 3100 for r in ok)
     return True
+
+
+def _tpot(r: Req) -> float:
+    return r.decode_ms / (r.output_len - 1)

@@ -36,7 +36,7 @@ from analyzer.simulate.traffic import (
 TAIL_MS = 10_000  # samplers stay at 1 Hz this long after a request ends
 STARVED_OTHER_MB = 18_500.0  # gpu_starved: another process's memory on the GPU
 RSS_GROWTH_MB = 420.0
-BURST_BYTES_PER_S = 1.4e6  # log_volume: 1.4x the 1 MB/s of 000 §3.2
+BURST_BYTES_PER_S = 1.3e6  # log_volume: 1.3x the 1 MB/s of 000 §3.2
 BURST_LINE_CHARS = 65_000
 QUEUE_CAPACITY = 10_000
 SLEW_MB = 300.0  # healthy memory never moves faster than this per sampler second

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Regenerate sample_logs/: one small folder per scenario, seed_format/, mixed/, README.md.
+
+    .venv/bin/python scripts/make_sample_logs.py [OUTDIR]     # default: sample_logs/
+
+Deterministic (fixed seeds, no clock): tests/test_simulate.py regenerates into a temporary
+folder and compares with the checked-in copy, so run this after changing the simulator and
+commit the result.
+
+Sizes: each v1 folder covers 22:00-00:03 local time, so the first local day's file is closed
+and gzipped and only three minutes stay plain. Each folder names its hosts after itself
+(``memory-leak-gpu-01``), and session ids derive from the seed and the scenario names, so
+``dslogs analyze sample_logs/`` can read every folder at once without mixing hosts or sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+from analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
+
+SEED = 2026
+V1_WINDOW = {"start": "2026-11-23T22:00", "hours": 2.05}
+V1_EVENTS = 5000
+
+
+def folders() -> list[dict]:
+    """Every sample folder and the simulate() arguments that make it."""
+    out = []
+    for name, spec in SCENARIOS.items():
+        hosts = 2 if spec.scope in (HOST, PROCESS) else 1
+        out.append(
+            {
+                "folder": name,
+                "scenarios": [name],
+                "fmt": "v1",
+                "hosts": hosts,
+                "events": V1_EVENTS * hosts,
+                **V1_WINDOW,
+            }
+        )
+    out.append(
+        {
+            "folder": "seed_format",
+            "scenarios": ["memory_leak", "oom"],
+            "fmt": "legacy",
+            "hosts": 1,
+            "events": 1500,
+            "start": "2026-11-23T09:00",
+            "hours": 8.0,
+        }
+    )
+    out.append(
+        {
+            "folder": "mixed",
+            "scenarios": [
+                "memory_leak", "oom", "kv_cache_bloat", "gpu_wait", "slow_decode",
+                "low_gpu_util", "rss_growth", "collector_drops", "bad_lines",
+            ],
+            "fmt": "v1",
+            "hosts": 3,
+            "events": 15000,
+            **V1_WINDOW,
+        }
+    )  # fmt: skip
+    return out
+
+
+def generate(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    made = []
+    for f in folders():
+        target = root / f["folder"]
+        if target.exists():
+            shutil.rmtree(target)
+        simulate(
+            target,
+            f["scenarios"],
+            seed=SEED,
+            fmt=f["fmt"],
+            events=f["events"],
+            hosts=f["hosts"],
+            start=f["start"],
+            hours=f["hours"],
+            host_prefix=f["folder"].replace("_", "-") + "-gpu",
+        )
+        made.append((f, json.loads((target / "truth.json").read_text(encoding="utf-8"))))
+    (root / "README.md").write_text(readme(made), encoding="utf-8")
+
+
+def _expect(truth: dict) -> str:
+    parts = []
+    for name, entry in sorted(truth["scenarios"].items()):
+        if entry["rule"] is None:
+            continue
+        scope = entry["scope"]
+        if scope == "session":
+            n = len(entry["sessions"])
+            who = f"{n} session{'s' if n != 1 else ''} (e.g. `{entry['sessions'][0][:8]}…`)" if n else "no session"
+        elif scope == "ingest":
+            who = f"{len(truth['bad_lines'])} bad lines/files"
+        elif scope == "global":
+            who = "all traffic"
+        else:
+            who = ", ".join(f"`{h}`" for h in entry["hosts"])
+            if scope == "process":
+                who += f" pid {entry['details']['pid']}"
+        also = f"; also {', '.join(f'`{a}`' for a in entry['also_fires'])}" if entry["also_fires"] else ""
+        parts.append(f"`{name}`: {who}{also}")
+    return "<br>".join(parts) or "nothing: every rule passes"
+
+
+def readme(made: list[tuple[dict, dict]]) -> str:
+    rows = []
+    for f, truth in made:
+        n_healthy = len(truth["healthy_sessions"])
+        rows.append(
+            f"| `{f['folder']}/` | {f['fmt']} | {f['hosts']} | {truth['events']} | "
+            f"{truth['sessions']} ({n_healthy} healthy) | {_expect(truth)} |"
+        )
+    table = "\n".join(rows)
+    return f"""# sample_logs
+
+Simulated logs with known faults, made by `scripts/make_sample_logs.py` (seed {SEED}; do not
+edit by hand: regenerate and commit). Each folder holds the logs of one `dslogs simulate` run and
+its `truth.json`: which sessions and hosts carry which fault, per-session evidence values, the
+deliberately bad lines (file and line), the files and the event count.
+
+```bash
+dslogs analyze sample_logs/memory_leak --format md     # one folder: exactly the table's findings
+dslogs analyze sample_logs/                             # all folders at once
+```
+
+Read one folder to get exactly what the table says. All folders at once also works (hosts and
+session ids are unique per folder), but the global rules (`slow_tokenize`, `slow_prefill`,
+`slow_ttft`, `slow_format`: p50 over all requests) then see the slow folder's traffic diluted by
+the others and stay quiet.
+
+- v1 folders cover 22:00–00:03 local time on 2026-11-23/24: the first day's file is closed and
+  gzipped (`ds15b_20261123.jsonl.gz`), the second stays plain. Host `…-02` writes `+08:00`
+  timestamps, the others `+00:00`.
+- `seed_format/` is article 003 §2.2's logger output as-is: no `v`, naive Asia/Shanghai
+  `timestamp`, `duration_ms: -1` for unmeasured stages, one `inference` stage, allocated memory in
+  `kv_cache_size_mb`, neighbouring lines sometimes swapped (two writer threads). Read it with
+  `--tz Asia/Shanghai` for true UTC times.
+- "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
+  some sessions (session rules), one host (host rules) or all traffic (global rules).
+
+| folder | format | hosts | events | sessions | dslogs should report |
+|---|---|---|---|---|---|
+{table}
+"""
+
+
+if __name__ == "__main__":
+    generate(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "sample_logs")
