@@ -242,7 +242,7 @@ def stage_latency_chart(series: dict) -> Chart | None:
     chart = base.transform_filter("isValid(datum.ms)").mark_line(clip=True, point=False, strokeWidth=1.6).add_params(_time_param()).properties(
         width=WIDTH - 140, height=220)
     sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
-    return Chart("stage_latency_timeline", "latency", "Stage latency over time",
+    return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
                  _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
 
 

@@ -248,7 +248,7 @@ def _flagged_sessions(model: dict) -> dict[str, int]:
     return worst
 
 
-def _findings(model: dict, drill: set[str]) -> list[dict]:
+def _findings(model: dict, drill: set[str], chart_ids: set[str]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
                     key=lambda f: (charts_mod.severity_rank(f.get("severity")), str(f.get("rule")))):
@@ -264,6 +264,7 @@ def _findings(model: dict, drill: set[str]) -> list[dict]:
             "sessions": [{"id": s, "anchor": anchor(s) if s in drill else None} for s in sids[:MAX_FINDING_SESSIONS]],
             "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
             "section": section if section in SECTION_IDS else None,
+            "chart": evidence.get("chart") if evidence.get("chart") in chart_ids else None,
             "details": [(k, v) for k, v in details.items() if not isinstance(v, (dict, list))] if isinstance(details, dict) else [],
         })
     return out
@@ -347,8 +348,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     flagged = _flagged_sessions(model)
     sessions, drill, session_total = _sessions(model, flagged)
     drill_set = {d["id"] for d in drill}
-    findings = _findings(model, drill_set)
     by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
+    findings = _findings(model, drill_set, set(specs))
     rules = model.get("rules") or []
     counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
     series = model.get("series") or {}

@@ -131,13 +131,13 @@ def test_brush_filters_every_timeline_chart(real):
     for cid in timeline_ids:
         assert page.evaluate(f"window.dslogs.views[{cid!r}].signal('time_range')") == rng, cid
     page.wait_for_timeout(200)
-    domain = page.evaluate("window.dslogs.views.stage_latency_timeline.scale('x').domain().map(Number)")
+    domain = page.evaluate("window.dslogs.views.stage_latency_by_hour.scale('x').domain().map(Number)")
     assert domain == rng, "the stage chart's x axis now shows the brushed range"
     assert "→" in page.inner_text("#range-label")
     page.screenshot(path=str(OUT / "report-brushed.png"))
     page.mouse.dblclick(box["x"] + box["w"] * 0.45, y)
     page.wait_for_function("window.dslogs.range === null")
-    assert page.evaluate("window.dslogs.views.stage_latency_timeline.signal('time_range')") is None
+    assert page.evaluate("window.dslogs.views.stage_latency_by_hour.signal('time_range')") is None
 
 
 def test_sessions_table_sorts_on_click(real):

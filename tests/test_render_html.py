@@ -149,7 +149,7 @@ def test_checklist_header_and_no_data_rules_are_shown(parsed, model):
 
 def test_every_chart_has_a_container_and_a_noscript_svg(page, model):
     made = charts.build_charts(model)
-    assert {c.id for c in made} >= {"overview", "stage_latency_timeline", "latency_hist", "gpu_timeline",
+    assert {c.id for c in made} >= {"overview", "stage_latency_by_hour", "latency_hist", "gpu_timeline",
                                      "memory_timeline", "kv_growth", "errors_timeline", "log_volume"}
     for c in made:
         block = re.search(rf'<div class="chart" id="chart-{c.id}".*?</div>', page, re.S).group(0)
@@ -274,14 +274,9 @@ def test_gold_html(request):
 
 def _build_gold_model() -> dict:
     """The real model of sample_logs/ when the analyzer can build it, else the fixture."""
-    sample = REPO / "sample_logs"
-    try:
-        from analyzer.report import analyze_logs
-    except ImportError:
-        return fixture_model()
-    if not any(sample.rglob("*.jsonl*")):
-        return fixture_model()
-    return analyze_logs([str(sample)], tz="UTC", use_cache=False)
+    from fixtures.report_models import real_model
+
+    return real_model()
 
 
 def test_gold_scrub_removes_only_volatile_parts(model):
