@@ -1,0 +1,484 @@
+"""HF transformers integration: ``Tracer.generate`` and ``Tracer.tokenize``.
+
+First-token time comes from forward hooks on the model, registered for the one call and
+filtered to the calling thread (so concurrent requests on a shared model don't see each
+other). HF ``generate`` runs the prompt through the model first (input length L > 1, or several
+chunks with ``prefill_chunk_size``) and then one forward per step with L = 1, for greedy,
+sampling and beam search alike; a streamer can't tell the first token under beam search (its
+first ``put`` is the prompt, and beams refuse streamers). On CUDA the prefill forward's
+end is synchronised once, so the time is when the first token's logits exist, not when the
+kernels were queued; the end of generate is synchronised as well.
+
+If the hooks saw no forward (the model passed wraps another that does the work), one
+``inference`` event (article 003's combined stage) is written instead of prefill + decode.
+
+Nothing here may raise into the host app: instrumentation sits in ``try`` blocks and the
+exceptions of ``generate`` itself propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Mapping
+
+THINK_END = "</think>"
+PARAM_DEFAULTS = {"num_beams": 1, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0, "do_sample": False}
+MB = 1024 * 1024
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def is_oom(exc: BaseException) -> bool:
+    torch = _torch()
+    oom_cls = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch else None
+    if oom_cls is not None and isinstance(exc, oom_cls):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _seq_len(x):
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) < 1:
+        return None
+    return int(shape[-1]) if len(shape) <= 2 else int(shape[1])
+
+
+def _prompt_len(inputs, kwargs) -> tuple[int | None, bool]:
+    """(prompt tokens, whether the prompt came as inputs_embeds only: then decoder-only
+    models return the new tokens alone)."""
+    if inputs is not None and not isinstance(inputs, Mapping):
+        return _seq_len(inputs), False
+    for src in (inputs, kwargs):
+        if isinstance(src, Mapping):
+            if src.get("input_ids") is not None:
+                return _seq_len(src["input_ids"]), False
+            if src.get("inputs_embeds") is not None:
+                return _seq_len(src["inputs_embeds"]), True
+    return None, False
+
+
+def _params(model, kwargs, prompt_len) -> dict:
+    gc = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    out = {}
+    for key, default in PARAM_DEFAULTS.items():
+        v = kwargs[key] if key in kwargs else getattr(gc, key, None)
+        out[key] = default if v is None else v
+    if out["max_new_tokens"] is None and prompt_len is not None:
+        max_length = kwargs.get("max_length") or getattr(gc, "max_length", None)
+        if max_length:
+            out["max_new_tokens"] = max(0, int(max_length) - prompt_len)
+    for key in ("num_beams", "max_new_tokens"):
+        if out[key] is not None:
+            out[key] = int(out[key])
+    for key in ("temperature", "top_p"):
+        if out[key] is not None:
+            out[key] = float(out[key])
+    out["do_sample"] = bool(out["do_sample"])
+    return out
+
+
+def _eos_ids(model, kwargs, tokenizer) -> set:
+    ids = set()
+    gc = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    for v in (kwargs.get("eos_token_id"), getattr(gc, "eos_token_id", None),
+              getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None):
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple, set)):
+            ids.update(int(x) for x in v)
+        else:
+            try:
+                ids.add(int(v))
+            except (TypeError, ValueError):
+                pass
+    return ids
+
+
+def think_end_id(tokenizer) -> int | None:
+    """The ``</think>`` token id if the tokenizer has it as one token, else None."""
+    if tokenizer is None:
+        return None
+    try:
+        tid = tokenizer.convert_tokens_to_ids(THINK_END)
+    except Exception:
+        return None
+    if tid is None or isinstance(tid, list) or tid == getattr(tokenizer, "unk_token_id", None):
+        return None
+    return int(tid)
+
+
+def _cache_len(cache) -> int | None:
+    if cache is None:
+        return None
+    try:
+        if hasattr(cache, "get_seq_length"):
+            return int(cache.get_seq_length())
+        return int(cache[0][0].shape[-2])  # legacy tuple of (key, value) per layer
+    except Exception:
+        return None
+
+
+def _cache_mb(cache) -> float | None:
+    """Bytes held by the KV cache's key/value tensors, in MiB."""
+    if cache is None:
+        return None
+    try:
+        tensors = []
+        layers = getattr(cache, "layers", None)
+        if layers is not None:  # transformers >= 4.54
+            for layer in layers:
+                tensors += [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        elif hasattr(cache, "key_cache"):
+            tensors = list(cache.key_cache) + list(cache.value_cache)
+        else:
+            for kv in cache:
+                tensors += list(kv[:2])
+        total = sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "numel"))
+        return round(total / MB, 3)
+    except Exception:
+        return None
+
+
+class _Probe:
+    """Forward hooks for one generate call on one thread."""
+
+    def __init__(self, prompt_len: int | None):
+        self.tid = threading.get_ident()
+        self.prompt_len = prompt_len
+        self.calls = 0
+        self.fed = 0  # prompt tokens consumed by prefill forwards so far
+        self.prefill_done = False
+        self.started = False
+        self.first_end = None  # perf_counter when the first token's logits were ready
+        self.prefill_kv = None
+        self.step_ends: list[float] = []  # end of decode forward k produces generated token k
+        self.cache = None
+        self._cur_len = None
+        self.handles = []
+        self._compiling = None
+        torch = _torch()
+        try:
+            self._compiling = torch.compiler.is_compiling
+        except Exception:
+            self._compiling = None
+
+    def attach(self, model) -> None:
+        self.handles = [
+            model.register_forward_pre_hook(self._pre, with_kwargs=True),
+            model.register_forward_hook(self._post, with_kwargs=True),
+        ]
+
+    def detach(self) -> None:
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.handles = []
+
+    def _skip(self) -> bool:
+        # Other threads' requests, and decode steps under torch.compile (dynamo must not trace us).
+        return threading.get_ident() != self.tid or (self._compiling is not None and self._compiling())
+
+    def _pre(self, module, args, kwargs):
+        try:
+            if self._skip():
+                return None
+            self.started = True
+            x = kwargs.get("input_ids")
+            if x is None:
+                x = args[0] if args else kwargs.get("inputs_embeds")
+            self._cur_len = _seq_len(x)
+            # A one-token step after a prefill forward: the prompt was shorter than input_ids
+            # (a reused cache held the rest), so the prefill ended with the previous forward.
+            if not self.prefill_done and self.calls > 0 and self._cur_len == 1:
+                self.prefill_done = True
+        except Exception:
+            pass
+        return None
+
+    def _post(self, module, args, kwargs, out):
+        try:
+            if self._skip():
+                return None
+            cache = getattr(out, "cache", None)
+            if cache is None:
+                cache = getattr(out, "past_key_values", None)
+            self.cache = cache
+            if not self.prefill_done:
+                logits = getattr(out, "logits", None)
+                if logits is not None and getattr(logits.device, "type", "") == "cuda":
+                    _torch().cuda.synchronize(logits.device)
+                self.first_end = time.perf_counter()
+                self.prefill_kv = _cache_len(cache)
+                self.fed += self._cur_len or 0
+                if self.prompt_len is None or self.fed >= self.prompt_len or self._cur_len is None:
+                    self.prefill_done = True
+            else:
+                self.step_ends.append(time.perf_counter())
+            self.calls += 1
+        except Exception:
+            pass
+        return None
+
+
+def _model_device(model):
+    try:
+        return next(model.parameters()).device
+    except Exception:
+        return getattr(model, "device", None)
+
+
+def _sync(device) -> None:
+    try:
+        if device is not None and device.type == "cuda":
+            _torch().cuda.synchronize(device)
+    except Exception:
+        pass
+
+
+def _call(model, inputs, kwargs):
+    if inputs is None:
+        return model.generate(**kwargs)
+    if isinstance(inputs, Mapping):
+        return model.generate(**inputs, **kwargs)
+    return model.generate(inputs, **kwargs)
+
+
+def _sequences(out):
+    if hasattr(out, "shape"):
+        return out
+    seq = getattr(out, "sequences", None)
+    if seq is None and isinstance(out, Mapping):
+        seq = out.get("sequences")
+    return seq
+
+
+def _r(x, nd=3):
+    return None if x is None else round(x, nd)
+
+
+def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                    think_end_token_id=None, oom_fallback=False, log_text=False, _fallback=None,
+                    **kwargs):
+    ids = {"session_id": session_id, "request_id": request_id}
+    extra = {"fallback": _fallback} if _fallback else {}
+    probe = None
+    prompt_len = params = device = None
+    embeds_only = False
+    try:
+        prompt_len, embeds_only = _prompt_len(inputs, kwargs)
+        params = _params(model, kwargs, prompt_len)
+        device = _model_device(model)
+        probe = _Probe(prompt_len)
+        probe.attach(model)
+    except Exception:
+        if probe is not None:
+            probe.detach()
+        probe = None
+
+    failed = False
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    try:
+        out = _call(model, inputs, kwargs)
+    except BaseException as e:
+        t_end = time.perf_counter()
+        c_end = time.process_time()
+        if probe is not None:
+            probe.detach()
+        oom = False
+        try:
+            oom = is_oom(e)
+            _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, prompt_len,
+                            params, device, will_fallback=oom and oom_fallback and isinstance(e, Exception))
+        except Exception:
+            pass
+        if not (oom and oom_fallback and isinstance(e, Exception)):
+            raise
+        failed = True  # leave the except block first: its traceback pins the failed tensors
+    if failed:
+        try:
+            torch = _torch()
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+        greedy = {**kwargs, "num_beams": 1, "do_sample": False}
+        # article 003 §3.2: fall back to greedy search after a beam-search OOM
+        return traced_generate(tracer, model, inputs, session_id=session_id, request_id=request_id,
+                               tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                               oom_fallback=False, log_text=log_text, _fallback="greedy", **greedy)
+
+    _sync(device)
+    t_end = time.perf_counter()
+    c_end = time.process_time()
+    try:
+        if probe is not None:
+            probe.detach()
+        _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end, prompt_len,
+                        params, device, kwargs, tokenizer, think_end_token_id, log_text, embeds_only)
+    except Exception:
+        pass
+    finally:
+        if probe is not None:
+            probe.cache = None
+    return out
+
+
+def _gpu_index(device):
+    if device is not None and getattr(device, "type", None) == "cuda":
+        return device.index if device.index is not None else _torch().cuda.current_device()
+    return None
+
+
+def _gpu_memory(tracer, device, ids, extra):
+    idx = _gpu_index(device)
+    if idx is not None:
+        tracer.gpu_memory(gpu_index=idx, **ids, **extra)
+
+
+def _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, prompt_len, params,
+                    device, will_fallback):
+    if probe is None or not probe.started:
+        stage = "generate"
+    elif probe.first_end is None:
+        stage = "prefill"
+    else:
+        stage = "decode"
+    fields = dict(ids, **extra)
+    if will_fallback:
+        fields["fallback"] = "greedy"
+    msg = str(e)
+    if len(msg) > 300:
+        msg = msg[:300] + "…"
+    tracer.event("error", error_type="OutOfMemoryError" if oom else type(e).__name__, error_msg=msg,
+                 failed_stage=stage, params=params, **fields)
+    wall = (t_end - t0) * 1000.0
+    req = {"duration_ms": wall, "input_len": prompt_len, "status": "error", "finish_reason": "error"}
+    if probe is not None and probe.first_end is not None:
+        req["ttft_ms"] = _r((probe.first_end - t0) * 1000.0 + _tok_ms(tracer, ids, pop=will_fallback is False))
+    tracer.event("request", req.pop("duration_ms"), **req, **ids, **extra)
+    _gpu_memory(tracer, device, ids, extra)
+
+
+def _tok_ms(tracer, ids, pop=True) -> float:
+    rid = ids.get("request_id")
+    if rid is None:
+        return 0.0
+    d = tracer._tokenize_ms
+    return (d.pop(rid, 0.0) if pop else d.get(rid, 0.0)) or 0.0
+
+
+def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end, prompt_len, params,
+                    device, kwargs, tokenizer, think_id, log_text, embeds_only):
+    wall = (t_end - t0) * 1000.0
+    cpu = (c_end - c0) * 1000.0
+    gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 else 0.0  # article 003 §4.2
+    seq = _sequences(out)
+    output_len = reasoning_len = None
+    finish = None
+    gen_row = None
+    if seq is not None and prompt_len is not None:
+        if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+            start = 1  # the decoder start token
+        else:
+            start = 0 if embeds_only else prompt_len
+        output_len = max(0, int(seq.shape[-1]) - start)
+        gen_row = seq[0, start:].tolist() if seq.dim() == 2 else None
+    if think_id is None:
+        think_id = think_end_id(tokenizer)
+    if gen_row is not None:
+        if think_id is not None:
+            try:
+                reasoning_len = gen_row.index(think_id) + 1
+            except ValueError:
+                reasoning_len = 0
+        eos = _eos_ids(model, kwargs, tokenizer)
+        if gen_row and gen_row[-1] in eos:
+            finish = "stop"
+        elif params and params.get("max_new_tokens") is not None and output_len >= params["max_new_tokens"]:
+            finish = "length"
+        else:
+            finish = "stop"
+    cache = probe.cache if probe is not None else None
+    kv_len = _cache_len(cache)
+    decode = {
+        "output_len": output_len, "reasoning_len": reasoning_len, "cpu_time_ms": _r(cpu),
+        "gpu_wait_pct": round(gpu_wait, 1), "params": params, "input_len": prompt_len,
+        "kv_seq_len": kv_len,
+    }
+    sampler = tracer._samplers
+    idx = _gpu_index(device)
+    if sampler is not None and idx is not None:
+        util = sampler.gpu_util(idx)
+        if util is not None:
+            decode["gpu_util_pct"] = util
+    tok = _tok_ms(tracer, ids)
+    split = probe is not None and probe.first_end is not None
+    ttft = ttfa = None
+    if split:
+        prefill_ms = (probe.first_end - t0) * 1000.0
+        # the prefill line carries the first token's time, so a timeline reads in order
+        first_ts = tracer._clock() - (time.perf_counter() - probe.first_end)
+        tracer.event_at(first_ts, "prefill", prefill_ms, input_len=prompt_len,
+                     kv_seq_len=probe.prefill_kv if probe.prefill_kv is not None else prompt_len, **ids, **extra)
+        tracer.event("decode", (t_end - probe.first_end) * 1000.0, **decode, **ids, **extra)
+        ttft = prefill_ms + tok
+        if reasoning_len and output_len and reasoning_len < output_len:
+            k = reasoning_len  # index of the first answer token among the generated ones
+            if k <= len(probe.step_ends):
+                ttfa = (probe.step_ends[k - 1] - t0) * 1000.0 + tok
+    else:
+        tracer.event("inference", wall, **decode, **ids, **extra)
+    req = {"ttft_ms": _r(ttft), "input_len": prompt_len, "output_len": output_len,
+           "reasoning_len": reasoning_len, "status": "ok", "finish_reason": finish}
+    if ttfa is not None:
+        req["ttfa_ms"] = _r(ttfa)
+    if log_text and tokenizer is not None:
+        try:
+            first = seq[0]
+            cut = seq.shape[-1] - output_len
+            req["prompt_text"] = tokenizer.decode(first[:cut], skip_special_tokens=True)
+            req["response_text"] = tokenizer.decode(first[cut:], skip_special_tokens=True)
+        except Exception:
+            pass
+    tracer.event("request", wall + tok, **req, **ids, **extra)
+    if kv_len is not None:
+        tracer.event("kv_cache", kv_seq_len=kv_len, kv_cache_size_mb=_cache_mb(cache), **ids, **extra)
+    _gpu_memory(tracer, device, ids, extra)
+
+
+def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None, device=None,
+                    log_text=False, **kwargs):
+    ids = {"session_id": session_id, "request_id": request_id}
+    try:
+        chars = len(text) if isinstance(text, str) else sum(len(t) for t in text)
+        fields = {"input_len": chars}
+        if log_text:
+            fields["prompt_text"] = text
+        tracer.event("input", **fields, **ids)
+    except Exception:
+        pass
+    kwargs.setdefault("return_tensors", "pt")
+    t0 = time.perf_counter()
+    enc = tokenizer(text, **kwargs)
+    ms = (time.perf_counter() - t0) * 1000.0
+    if device is not None:
+        enc = enc.to(device)
+    try:
+        x = enc["input_ids"] if isinstance(enc, Mapping) else getattr(enc, "input_ids", None)
+        n = _seq_len(x) if hasattr(x, "shape") else (len(x[0]) if x and isinstance(x[0], list) else len(x or []))
+        tracer.event("tokenize", ms, input_len=n, **ids)
+        if request_id is not None:
+            d = tracer._tokenize_ms
+            if len(d) > 1000:  # requests tokenized but never generated: don't grow forever
+                d.clear()
+            d[request_id] = ms
+    except Exception:
+        pass
+    return enc

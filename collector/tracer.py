@@ -1,0 +1,308 @@
+"""``Tracer``: the collector's front door. Cheap on the caller's thread, never raises.
+
+``tracer.event()`` costs one ``time.time()``, one tuple and one ``deque.append``; timestamps are
+formatted and JSON is encoded by the writer thread (collector/writer.py). ``log_event`` is a
+drop-in for article 003 §2.2's ``utils/logger.log_event`` on a default tracer.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+
+from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
+from collector.writer import MAX_ERROR_MSG, Flush, Writer
+
+DEFAULT_QUEUE_SIZE = 100_000  # ~30 MB of queued tuples at worst; 10 s at 10 k events/s
+ENV_LOG_DIR = "DSLOGS_LOG_DIR"
+
+
+class Span:
+    """``with tracer.stage(...) as span``: wall and CPU time of the block, extra fields via
+    ``span.set()``. An exception in the block adds an ``error`` event and propagates unchanged."""
+
+    __slots__ = ("_tracer", "stage", "fields", "t0", "c0", "duration_ms", "cpu_time_ms")
+
+    def __init__(self, tracer: Tracer, stage: str, fields: dict):
+        self._tracer = tracer
+        self.stage = stage
+        self.fields = fields
+        self.duration_ms = None
+        self.cpu_time_ms = None
+
+    def set(self, **fields) -> Span:
+        self.fields.update(fields)
+        return self
+
+    def __enter__(self) -> Span:
+        self.c0 = time.process_time()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, et, ev, tb) -> bool:
+        try:
+            wall = (time.perf_counter() - self.t0) * 1000.0
+            cpu = (time.process_time() - self.c0) * 1000.0
+            self.duration_ms = wall
+            self.cpu_time_ms = cpu
+            f = self.fields
+            f.setdefault("cpu_time_ms", round(cpu, 3))
+            if et is not None:
+                f["status"] = "error"
+                self._tracer.error(ev if ev is not None else et(), failed_stage=self.stage,
+                                   session_id=f.get("session_id"), request_id=f.get("request_id"))
+            self._tracer.event(self.stage, wall, **f)
+        except Exception:
+            pass
+        return False
+
+
+class Tracer:
+    """Writes trace schema v1 lines (DESIGN.md §3) to ``<log_dir>/<prefix>_YYYYMMDD[.N].jsonl``.
+
+    Several processes may share ``log_dir``. ``samplers`` turns on background samplers:
+    ``True`` for all, or any of ``"gpu"`` (NVML ``gpu_sample``), ``"torch"`` (``gpu_memory``),
+    ``"process"`` (``process_sample``), every ``sample_interval_s`` seconds.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike | None = "./logs", prefix: str = DEFAULT_PREFIX,
+                 max_bytes: int = DEFAULT_MAX_BYTES, *, gzip: bool = False,
+                 queue_size: int = DEFAULT_QUEUE_SIZE, flush_interval_s: float = 0.1,
+                 health_interval_s: float = 60.0, host: str | None = None, clock=None,
+                 samplers=None, sample_interval_s: float = 5.0, _write=os.write, _stderr=None):
+        if log_dir is None:
+            log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
+        self.log_dir = os.fspath(log_dir)
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self._clock = clock or time.time
+        self._queue: deque = deque()
+        self._max_queue = max(1, int(queue_size))
+        self._dropped = 0
+        self._drop_lock = threading.Lock()
+        self._closed = False
+        self._said_closed = False
+        self._samplers = None
+        self._sampler_args = None
+        self._tokenize_ms: dict = {}  # request_id -> tokenize ms, for the request summary's ttft
+        self._writer = Writer(self._queue, log_dir=self.log_dir, prefix=prefix, max_bytes=max_bytes,
+                              gzip_closed=gzip, clock=self._clock, host=host, poll_s=flush_interval_s,
+                              health_interval_s=health_interval_s, write=_write, stderr=_stderr)
+        self._writer.dropped_queue = lambda: self._dropped
+        self.host = self._writer.host
+        ref = weakref.ref(self)
+        atexit.register(_close_at_exit, ref)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+        if samplers:
+            self.start_samplers(samplers, interval_s=sample_interval_s)
+
+    # -- the hot path ----------------------------------------------------------------------
+    def event(self, stage: str, duration_ms: float | None = None, **fields) -> None:
+        """Queue one event. ``duration_ms`` None leaves it out (-1 is article 003's "not
+        measured"). Fields are written as given; values json can't encode go through
+        ``item()``/``tolist()``/``str()``."""
+        q = self._queue
+        if len(q) < self._max_queue:
+            q.append((self._clock(), stage, duration_ms, fields))
+        else:
+            self._overflow()
+
+    def event_at(self, ts: float, stage: str, duration_ms: float | None = None, **fields) -> None:
+        """``event`` with its own timestamp (seconds since the epoch, as ``time.time()``)."""
+        q = self._queue
+        if len(q) < self._max_queue:
+            q.append((ts, stage, duration_ms, fields))
+        else:
+            self._overflow()
+
+    def _overflow(self) -> None:
+        with self._drop_lock:
+            self._dropped += 1
+        if self._closed and not self._said_closed:
+            self._said_closed = True
+            self._writer._report("event after close() dropped (and counted)", once=False)
+
+    def stage(self, stage: str, **fields) -> Span:
+        """Time a block: ``with tracer.stage("prefill", session_id=s) as span: ...``."""
+        return Span(self, stage, fields)
+
+    def error(self, exc: BaseException, failed_stage: str | None = None, **fields) -> None:
+        """An ``error`` event for ``exc`` (type name, first 300 characters of its message)."""
+        try:
+            msg = str(exc)
+            if len(msg) > MAX_ERROR_MSG:
+                msg = msg[:MAX_ERROR_MSG] + "…"
+            self.event("error", error_type=type(exc).__name__, error_msg=msg,
+                       failed_stage=failed_stage, **fields)
+        except Exception:
+            pass
+
+    # -- control ---------------------------------------------------------------------------
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Block until every event queued before this call is written (or ``timeout``)."""
+        if self._closed or not self._writer.thread.is_alive():
+            return False
+        marker = Flush()
+        self._queue.append(marker)
+        self._writer.wake()
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop samplers, write what is queued, a last ``collector`` event, close files. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.stop_samplers()
+        except Exception:
+            pass
+        self._writer.stop(timeout)
+        self._max_queue = 0  # later events are counted as dropped
+
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def stats(self) -> dict:
+        """The counters the ``collector`` events carry, now."""
+        w = self._writer
+        return {"queued": len(self._queue), "written": w.written,
+                "dropped": self._dropped + w.dropped_write, "bytes_written": w.bytes_written,
+                "dropped_queue": self._dropped, "dropped_write": w.dropped_write}
+
+    def current_file(self) -> str | None:
+        return self._writer.files.current_path()
+
+    # -- samplers --------------------------------------------------------------------------
+    def start_samplers(self, which=True, interval_s: float = 5.0) -> dict:
+        """Start background samplers (see the class doc); returns {name: "on" | reason off}."""
+        from collector.samplers import SamplerThread
+
+        self.stop_samplers()
+        self._sampler_args = (which, interval_s)
+        self._samplers = SamplerThread(self, which, interval_s)
+        return self._samplers.status
+
+    def stop_samplers(self) -> None:
+        s, self._samplers = self._samplers, None
+        if s is not None:
+            s.stop()
+
+    @property
+    def sampler_status(self) -> dict:
+        return dict(self._samplers.status) if self._samplers else {}
+
+    def gpu_memory(self, **fields) -> None:
+        """A ``gpu_memory`` event now (article 003 §4.1's log_gpu_memory), if CUDA is in use."""
+        from collector.samplers import torch_memory_rows
+
+        try:
+            for row in torch_memory_rows(only_device=fields.pop("gpu_index", None)):
+                self.event("gpu_memory", **row, **fields)
+        except Exception:
+            pass
+
+    # -- HF transformers -------------------------------------------------------------------
+    def generate(self, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                 think_end_token_id=None, oom_fallback: bool = False, log_text: bool = False,
+                 **generate_kwargs):
+        """``model.generate(inputs, **generate_kwargs)``, traced: prefill, decode, request,
+        kv_cache, gpu_memory and (on failure) error events. Returns what generate returned;
+        generate's own exceptions propagate unchanged. See collector/hf.py."""
+        from collector.hf import traced_generate
+
+        return traced_generate(self, model, inputs, session_id=session_id, request_id=request_id,
+                               tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                               oom_fallback=oom_fallback, log_text=log_text, **generate_kwargs)
+
+    def tokenize(self, tokenizer, text, *, session_id=None, request_id=None, device=None,
+                 log_text: bool = False, **tokenizer_kwargs):
+        """``tokenizer(text, return_tensors="pt", **kw)`` (moved to ``device``), traced as an
+        ``input`` event (characters) and a ``tokenize`` event (tokens, ms)."""
+        from collector.hf import traced_tokenize
+
+        return traced_tokenize(self, tokenizer, text, session_id=session_id, request_id=request_id,
+                               device=device, log_text=log_text, **tokenizer_kwargs)
+
+    # -- process lifecycle -----------------------------------------------------------------
+    def _after_fork_in_child(self) -> None:
+        # The parent writes what it had queued; the child must not write it again.
+        self._queue.clear()
+        self._dropped = 0
+        self._drop_lock = threading.Lock()
+        self._samplers = None
+        if self._closed:
+            return
+        self._writer.after_fork()
+        if self._sampler_args:
+            which, interval = self._sampler_args
+            try:
+                self.start_samplers(which, interval)
+            except Exception:
+                pass
+
+
+def _close_at_exit(ref) -> None:
+    t = ref()
+    if t is not None:
+        try:
+            t.close()
+        except Exception:
+            pass
+
+
+def _after_fork(ref) -> None:
+    t = ref()
+    if t is not None:
+        try:
+            t._after_fork_in_child()
+        except Exception:
+            pass
+
+
+# -- article 003's log_event, on a default tracer --------------------------------------------
+_default: Tracer | None = None
+_default_lock = threading.Lock()
+
+
+def default_tracer() -> Tracer:
+    """The tracer ``log_event`` writes to: log dir ``$DSLOGS_LOG_DIR`` or ``./logs``."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Tracer(log_dir=None)
+    return _default
+
+
+def set_default_tracer(tracer: Tracer | None) -> None:
+    """Make ``log_event`` write to ``tracer`` (e.g. one with samplers or another log dir)."""
+    global _default
+    _default = tracer
+
+
+def log_event(stage: str, duration_ms: float = -1, **fields) -> None:
+    """Drop-in for article 003 §2.2's ``utils/logger.log_event``: same arguments, same stages;
+    lines are schema v1 (``v``, ``ts`` with offset, host, pid). Pass ``session_id=`` (the
+    article read it from ``st.session_state``)."""
+    t = _default or default_tracer()
+    q = t._queue
+    if len(q) < t._max_queue:
+        q.append((t._clock(), stage, duration_ms, fields))
+    else:
+        t._overflow()
+
+
+def _warn(msg: str) -> None:
+    try:
+        sys.stderr.write(f"dslogs collector: {msg}\n")
+    except Exception:
+        pass

@@ -1,0 +1,315 @@
+"""The background writer: turns queued event tuples into JSONL lines and appends them.
+
+The caller's thread only appends ``(ts, stage, duration_ms, fields)`` to a ``collections.deque``
+(measured cheaper than ``queue.SimpleQueue.put``: bench/collector_overhead.py). This thread wakes
+every ``poll_s`` (0.1 s; at most 1 s), drains the deque, formats timestamps and encodes JSON,
+groups lines by local date and appends each group with one ``os.write`` under the directory
+lock (collector/files.py). It never raises: failures count the lines as dropped and print one
+line to stderr per outage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+from collections import deque
+
+from collector.files import LogFiles, gzip_file
+from collector.schema import SCHEMA_VERSION
+
+# Fields the writer owns; a caller's field of the same name is renamed with a trailing "_".
+RESERVED = frozenset({"v", "ts", "stage", "host", "pid", "duration_ms"})
+MAX_BATCH = 20_000  # events per write: bounds the memory of one batch
+MAX_ERROR_MSG = 300
+
+
+class Flush:
+    """A marker put in the queue by ``flush()``; set once everything before it is written."""
+
+    __slots__ = ("done",)
+
+    def __init__(self):
+        self.done = threading.Event()
+
+
+def _json_default(o):
+    """Encode what json can't: tensors/numpy scalars via item()/tolist(), the rest as str."""
+    for attr in ("item", "tolist"):
+        f = getattr(o, attr, None)
+        if f is not None:
+            try:
+                return f()
+            except Exception:
+                pass
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+_encode = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_json_default
+).encode
+_encode_ascii = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_json_default
+).encode
+
+
+def _finite(o):
+    """NaN/inf are not JSON: they become null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+class TsFormatter:
+    """RFC 3339 local time with milliseconds and offset; one localtime() per second."""
+
+    __slots__ = ("_sec", "_base", "_off", "_date")
+
+    def __init__(self):
+        self._sec = None
+
+    def __call__(self, t: float) -> tuple[str, str]:
+        total_ms = math.floor(t * 1000.0 + 0.5)  # nearest ms: 0.1 s after midnight is .100
+        sec, ms = divmod(total_ms, 1000)
+        if sec != self._sec:
+            lt = time.localtime(sec)
+            off = lt.tm_gmtoff or 0
+            sign = "+" if off >= 0 else "-"
+            off = abs(off)
+            self._sec = sec
+            self._base = time.strftime("%Y-%m-%dT%H:%M:%S", lt)
+            self._off = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}"
+            self._date = time.strftime("%Y%m%d", lt)
+        return f"{self._base}.{ms:03d}{self._off}", self._date
+
+
+class Writer:
+    """Owns the queue's consumer side, the files and the counters."""
+
+    def __init__(self, queue: deque, *, log_dir: str, prefix: str, max_bytes: int, gzip_closed: bool,
+                 clock, host: str | None = None, poll_s: float = 0.1, health_interval_s: float = 60.0,
+                 write=os.write, stderr=None):
+        self.queue = queue
+        self.files = LogFiles(log_dir, prefix, max_bytes, write=write)
+        self.gzip_closed = gzip_closed
+        self.clock = clock
+        self.host = host or socket.gethostname()
+        self.poll_s = min(max(poll_s, 0.001), 1.0)  # "flush at least every second"
+        self.health_interval_s = health_interval_s
+        self._stderr = stderr
+        self.written = 0
+        self.dropped_write = 0  # lines lost to I/O errors (queue overflow is counted by the Tracer)
+        self.bytes_written = 0
+        self.max_queued = 0
+        self.dropped_queue = lambda: 0  # the Tracer's overflow counter, read for health events
+        self._fmt = TsFormatter()
+        self._stage_json: dict[str, str] = {}
+        self._failing = False
+        self._next_health = 0.0  # first health event at the first drain
+        self._gzip_jobs: deque[str] = deque()
+        self._gzip_thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._set_identity()
+        self.thread = self._start()
+
+    def _set_identity(self) -> None:
+        self.pid = os.getpid()
+        self._tail = f',"host":{_encode(self.host)},"pid":{self.pid}}}\n'
+
+    def _start(self) -> threading.Thread:
+        t = threading.Thread(target=self._run, name="dslogs-writer", daemon=True)
+        t.start()
+        return t
+
+    # -- control (any thread) --------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float) -> bool:
+        self._stopping = True
+        self._wake.set()
+        if self.thread is threading.current_thread():
+            return False
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def after_fork(self) -> None:
+        """Forked child: no writer thread survived; start one with fresh identity and fds."""
+        self.files.after_fork()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._gzip_jobs = deque()
+        self._gzip_thread = None
+        self.written = self.dropped_write = self.bytes_written = self.max_queued = 0
+        self._next_health = 0.0
+        self._set_identity()
+        self.thread = self._start()
+
+    # -- the thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            stopping = self._stopping
+            try:
+                self._drain()
+                if self.clock() >= self._next_health or stopping:
+                    self._health()
+            except Exception as e:  # never let the thread die
+                self._report(f"writer error: {type(e).__name__}: {e}")
+            if stopping:
+                break
+        self._finish_gzip()
+        self.files.close()
+
+    def _drain(self) -> None:
+        q = self.queue
+        n = len(q)
+        if n > self.max_queued:
+            self.max_queued = n
+        while q:
+            items = []
+            markers = []
+            pop = q.popleft
+            try:
+                for _ in range(MAX_BATCH):
+                    item = pop()
+                    if item.__class__ is tuple:
+                        items.append(item)
+                    else:
+                        markers.append(item)
+            except IndexError:
+                pass
+            if items:
+                self._write_items(items)
+            for m in markers:
+                m.done.set()
+
+    def _line(self, ts: float, stage, dur, fields: dict) -> tuple[str, str]:
+        tstr, date = self._fmt(ts)
+        sj = self._stage_json.get(stage)
+        if sj is None:
+            sj = _encode(str(stage))
+            if stage.__class__ is str:
+                self._stage_json[stage] = sj
+        head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{sj}'
+        if dur is not None:
+            if dur.__class__ is float and math.isfinite(dur):
+                head += f',"duration_ms":{round(dur, 3)!r}'
+            elif dur.__class__ is int:
+                head += f',"duration_ms":{dur}'
+            else:
+                fields = {**fields, "duration_ms_raw": dur}
+        if not fields:
+            return head + self._tail, date
+        if not RESERVED.isdisjoint(fields):
+            fields = {(k + "_" if k in RESERVED else k): v for k, v in fields.items()}
+        try:
+            body = _encode(fields)
+        except (ValueError, TypeError, RecursionError):
+            body = _encode(_finite(fields))
+        return f"{head},{body[1:-1]}{self._tail}", date
+
+    def _write_items(self, items: list) -> None:
+        groups: dict[str, list[str]] = {}
+        bad = 0
+        line = self._line
+        for ts, stage, dur, fields in items:
+            try:
+                text, date = line(ts, stage, dur, fields)
+            except Exception:
+                bad += 1
+                continue
+            g = groups.get(date)
+            if g is None:
+                g = groups[date] = []
+            g.append(text)
+        if bad:
+            self.dropped_write += bad
+            self._report(f"{bad} events could not be encoded as JSON and were dropped", once=False)
+        for date, lines in groups.items():
+            self._append(date, lines)
+
+    def _append(self, date: str, lines: list[str]) -> None:
+        try:
+            try:
+                n = self.files.append(date, lines)
+            except UnicodeEncodeError:  # lone surrogates: \u-escape them
+                lines = [_reencode_ascii(x) for x in lines]
+                n = self.files.append(date, lines)
+        except OSError as e:
+            self.dropped_write += len(lines)
+            self._report(f"cannot write logs to {self.files.dir!r} ({e.strerror or e}); "
+                         "events are dropped and counted until it works again")
+            self._failing = True
+            return
+        self.written += len(lines)
+        self.bytes_written += n
+        if self._failing:
+            self._failing = False
+            self._report(f"writing logs to {self.files.dir!r} works again", once=False)
+        if self.files.closed_files:
+            if self.gzip_closed:
+                self._gzip_jobs.extend(self.files.closed_files)
+                self._kick_gzip()
+            self.files.closed_files.clear()
+
+    def _health(self) -> None:
+        self._next_health = self.clock() + self.health_interval_s
+        ts = self.clock()
+        dropped = self.dropped_queue() + self.dropped_write
+        fields = {"queued": self.max_queued, "written": self.written, "dropped": dropped,
+                  "bytes_written": self.bytes_written}
+        self.max_queued = len(self.queue)
+        text, date = self._line(ts, "collector", None, fields)
+        self._append(date, [text])
+
+    def _report(self, msg: str, once: bool = True) -> None:
+        """One stderr line per outage (``once``): not one per event or per batch."""
+        if once and self._failing:
+            return
+        try:
+            (self._stderr or sys.stderr).write(f"dslogs collector: {msg}\n")
+        except Exception:
+            pass
+
+    # -- gzip of rotated files, on its own thread (10 MB takes ~0.3 s) ---------------------
+    def _kick_gzip(self) -> None:
+        t = self._gzip_thread
+        if t is None or not t.is_alive():
+            self._gzip_thread = threading.Thread(target=self._gzip_loop, name="dslogs-gzip", daemon=True)
+            self._gzip_thread.start()
+
+    def _gzip_loop(self) -> None:
+        while self._gzip_jobs:
+            path = self._gzip_jobs.popleft()
+            try:
+                gzip_file(path)
+            except Exception as e:
+                self._report(f"cannot gzip {path!r}: {e}", once=False)
+
+    def _finish_gzip(self) -> None:
+        t = self._gzip_thread
+        if t is not None:
+            t.join(30)
+        if self._gzip_jobs:  # queued after that thread's last look
+            self._gzip_loop()
+
+
+def _reencode_ascii(line: str) -> str:
+    try:
+        line.encode("utf-8")
+        return line
+    except UnicodeEncodeError:
+        return _encode_ascii(json.loads(line)) + "\n"
