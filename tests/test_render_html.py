@@ -335,3 +335,14 @@ def test_analyze_then_json_then_render_equals_analyze_html(sample_model, tmp_pat
     saved = tmp_path / "m.json"
     saved.write_text(report_to_json(sample_model), encoding="utf-8")
     assert render_html(load_report_json(saved)) == render_html(sample_model)
+
+
+def test_a_minimal_model_renders(tmp_path):
+    """Only the normative keys (DESIGN §7): every other part is optional to the renderer."""
+    m = {"schema": "dslogs.report/1", "window": {"since": None, "until": None}, "ingest": {"files": 1, "events": 3},
+         "stages": [], "requests": {"count": 0}, "sessions": [], "findings": []}
+    page = render_html(m)
+    parsed = parse_page(page)
+    assert "No stage timings in these logs." in parsed.texts
+    assert "No sessions in this window." in parsed.texts
+    assert "window.vegaEmbed=" not in page
