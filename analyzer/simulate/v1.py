@@ -13,6 +13,7 @@ lines per host-day.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from functools import cache
 from operator import itemgetter
@@ -45,6 +46,7 @@ DEBUG_PAYLOAD = "logits=tensor([[" + "0., " * ((BURST_LINE_CHARS - 80) // 4) + "
 
 
 _first = itemgetter(0)
+_second = itemgetter(1)
 
 
 def _r(x: float) -> int:
@@ -200,38 +202,54 @@ class V1Host:
         self._post_sort(items)
         w = self.w
         w.set_date(self.ts.local_date(lo))
+        if self.bad_plan is not None:
+            self._write_per_line(items, hbs)
+        else:
+            self._write_segments(items, hbs)
+        self.events += len(items) + len(hbs)
+
+    def _write_segments(self, items: list, hbs: list[int]) -> None:
+        """Lines between two heartbeats go in as one slice (C-level extend/sum, no per-line
+        Python); a slice that would cross max_bytes falls back to line-by-line rotation."""
+        w = self.w
+        keys = list(map(_first, items))
+        texts = list(map(_second, items))
+        start = 0
+        for hb in [*hbs, None]:
+            end = len(texts) if hb is None else bisect_left(keys, hb << 4)
+            if end > start:
+                seg = texts[start:end]
+                seg_bytes = sum(map(len, seg)) + len(seg)
+                if w.size + seg_bytes <= w.max_bytes:
+                    w.buf.extend(seg)
+                    w.size += seg_bytes
+                    w.written += len(seg)
+                    w.bytes_written += seg_bytes
+                else:
+                    for line in seg:
+                        w.write(line)
+                start = end
+            if hb is not None:
+                w.write(self._heartbeat(hb))
+
+    def _write_per_line(self, items: list, hbs: list[int]) -> None:
+        """One line at a time: the bad_lines host inserts broken lines at line counts."""
+        w = self.w
+        bad = self.bad_plan
         inf = 1 << 62
         hb_iter = iter(hbs)
         hb_next = next(hb_iter, inf)
-        bad = self.bad_plan
-        bad_at = bad.next_at if bad is not None else inf
-        # The writer's bookkeeping, inlined: this loop runs once per line.
-        buf, size, written, nbytes, max_bytes = w.buf, w.size, w.written, w.bytes_written, w.max_bytes
-        append = buf.append
         for key, line in items:
-            n = len(line) + 1
-            if (key >> 4) >= hb_next or written >= bad_at or size + n > max_bytes:
-                w.size, w.written, w.bytes_written = size, written, nbytes
-                ms = key >> 4
-                while hb_next <= ms:
-                    w.write(self._heartbeat(hb_next))
-                    hb_next = next(hb_iter, inf)
-                if w.written >= bad_at:
-                    bad.insert(ms)
-                    bad_at = bad.next_at
-                w.write(line)
-                buf, size, written, nbytes = w.buf, w.size, w.written, w.bytes_written
-                append = buf.append
-                continue
-            append(line)
-            size += n
-            written += 1
-            nbytes += n
-        w.size, w.written, w.bytes_written = size, written, nbytes
+            ms = key >> 4
+            while hb_next <= ms:
+                w.write(self._heartbeat(hb_next))
+                hb_next = next(hb_iter, inf)
+            if w.written >= bad.next_at:
+                bad.insert(ms)
+            w.write(line)
         while hb_next < inf:
             w.write(self._heartbeat(hb_next))
             hb_next = next(hb_iter, inf)
-        self.events += len(items) + len(hbs)
 
     heartbeats = True
 
