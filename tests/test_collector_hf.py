@@ -1,0 +1,302 @@
+"""Tracer.generate on a real model.generate(): a tiny randomly initialised Qwen2ForCausalLM on
+CPU torch (no download), a word-level tokenizer built here. Checks the events against what
+generate returned and against the wall time measured around the call."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from collector import Tracer  # noqa: E402
+from tests.collector_helpers import data_events, read_lines, validate  # noqa: E402
+
+pytestmark = pytest.mark.hf
+
+VOCAB = 96
+PROMPT = 12
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256,
+        eos_token_id=2, pad_token_id=0,
+    )
+    m = transformers.Qwen2ForCausalLM(cfg).eval()
+    ids = torch.randint(3, VOCAB, (1, PROMPT))
+    m.generate(ids, max_new_tokens=2, do_sample=False)  # warm-up: first calls are slow
+    m.generate(ids, max_new_tokens=2, num_beams=2)
+    return m
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "<pad>", "<eos>", "</think>"] + [f"w{i}" for i in range(VOCAB - 4)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", eos_token="<eos>",
+        additional_special_tokens=["</think>"],
+    )
+
+
+def prompt_ids(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, VOCAB, (1, PROMPT), generator=g)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def events_of(tmp_path):
+    events = read_lines(tmp_path)
+    for e in events:
+        validate(e)
+    return data_events(events)
+
+
+def by_stage(events, stage):
+    return [e for e in events if e["stage"] == stage]
+
+
+def test_greedy_events_match_generate(model, tmp_path):
+    t = Tracer(tmp_path)
+    inputs = prompt_ids()
+    w0 = time.perf_counter()
+    out = t.generate(model, inputs, session_id="s1", request_id="r1", max_new_tokens=10, do_sample=False,
+                     eos_token_id=None)
+    wall_ms = (time.perf_counter() - w0) * 1000
+    t.close()
+    ev = events_of(tmp_path)
+    (pre,) = by_stage(ev, "prefill")
+    (dec,) = by_stage(ev, "decode")
+    (req,) = by_stage(ev, "request")
+    (kv,) = by_stage(ev, "kv_cache")
+    generated = out.shape[1] - PROMPT
+    assert generated == 10
+    assert dec["output_len"] == generated and req["output_len"] == generated
+    assert pre["input_len"] == PROMPT and pre["kv_seq_len"] == PROMPT
+    assert dec["kv_seq_len"] == PROMPT + generated - 1 == kv["kv_seq_len"]  # last token not fed back
+    assert kv["kv_cache_size_mb"] > 0
+    # prefill + decode is the generate call: within 5 % (or 10 ms) of the wall time around it
+    total = pre["duration_ms"] + dec["duration_ms"]
+    assert total <= wall_ms + 1
+    assert wall_ms - total <= max(10.0, 0.05 * wall_ms), (total, wall_ms)
+    assert 0 < pre["duration_ms"] < total and dec["duration_ms"] > 0
+    assert req["ttft_ms"] == pytest.approx(pre["duration_ms"], abs=0.01)
+    assert req["duration_ms"] == pytest.approx(total, abs=0.01)
+    assert req["status"] == "ok" and req["finish_reason"] == "length"
+    assert dec["params"] == {"num_beams": 1, "max_new_tokens": 10, "temperature": 1.0, "top_p": 1.0,
+                             "do_sample": False}
+    assert dec["cpu_time_ms"] > 0
+    # article 003 §4.2: (wall - cpu) / wall, over the same call
+    assert dec["gpu_wait_pct"] == pytest.approx((total - dec["cpu_time_ms"]) / total * 100, abs=1.5)
+    assert pre["ts"] <= dec["ts"]
+    assert {e["session_id"] for e in ev} == {"s1"} and {e["request_id"] for e in ev} == {"r1"}
+    assert not by_stage(ev, "gpu_memory")  # CPU: no CUDA memory to report
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_beam_search_and_sampling_params(model, tmp_path):
+    t = Tracer(tmp_path)
+    out_b = t.generate(model, prompt_ids(2), request_id="beam", max_new_tokens=6, num_beams=2,
+                       num_return_sequences=2, eos_token_id=None)
+    out_s = t.generate(model, prompt_ids(3)["input_ids"], request_id="sample", max_new_tokens=5,
+                       do_sample=True, temperature=0.6, top_p=0.95, eos_token_id=None)
+    t.close()
+    ev = events_of(tmp_path)
+    beam = {e["stage"]: e for e in ev if e["request_id"] == "beam"}
+    assert out_b.shape == (2, PROMPT + 6)
+    assert beam["decode"]["output_len"] == 6 and beam["decode"]["params"]["num_beams"] == 2
+    assert beam["prefill"]["duration_ms"] > 0 and beam["decode"]["duration_ms"] > 0
+    samp = {e["stage"]: e for e in ev if e["request_id"] == "sample"}
+    assert samp["decode"]["output_len"] == out_s.shape[1] - PROMPT == 5
+    assert samp["decode"]["params"] == {"num_beams": 1, "max_new_tokens": 5, "temperature": 0.6,
+                                        "top_p": 0.95, "do_sample": True}
+
+
+def test_reasoning_len_and_ttfa_from_think_end_token(model, tmp_path):
+    plain = model.generate(**prompt_ids(4), max_new_tokens=12, do_sample=False, eos_token_id=None)
+    gen = plain[0, PROMPT:].tolist()
+    k = 4
+    think_end = gen[k]
+    expected = gen.index(think_end) + 1  # tokens up to and including the first </think>
+    t = Tracer(tmp_path)
+    t.generate(model, prompt_ids(4), request_id="r", max_new_tokens=12, do_sample=False, eos_token_id=None,
+               think_end_token_id=think_end)
+    t.generate(model, prompt_ids(4), request_id="none", max_new_tokens=12, do_sample=False, eos_token_id=None)
+    t.close()
+    ev = events_of(tmp_path)
+    dec = next(e for e in ev if e["stage"] == "decode" and e["request_id"] == "r")
+    req = next(e for e in ev if e["stage"] == "request" and e["request_id"] == "r")
+    assert dec["reasoning_len"] == expected == req["reasoning_len"]
+    assert req["ttft_ms"] < req["ttfa_ms"] < req["duration_ms"]
+    none = next(e for e in ev if e["stage"] == "decode" and e["request_id"] == "none")
+    assert none.get("reasoning_len") is None  # no tokenizer, no id: not measured
+
+
+def test_tokenize_helper_and_tokenizer_think_id(model, tokenizer, tmp_path):
+    t = Tracer(tmp_path)
+    text = " ".join(f"w{i}" for i in range(5, 5 + PROMPT))
+    enc = t.tokenize(tokenizer, text, session_id="s", request_id="r")
+    out = t.generate(model, enc, session_id="s", request_id="r", tokenizer=tokenizer, max_new_tokens=8,
+                     do_sample=False)
+    t.close()
+    ev = events_of(tmp_path)
+    stages = [e["stage"] for e in ev]
+    assert stages[:3] == ["input", "tokenize", "prefill"]
+    inp, tok = ev[0], ev[1]
+    assert inp["input_len"] == len(text) and tok["input_len"] == PROMPT and tok["duration_ms"] > 0
+    dec = next(e for e in ev if e["stage"] == "decode")
+    req = next(e for e in ev if e["stage"] == "request")
+    pre = next(e for e in ev if e["stage"] == "prefill")
+    gen = out[0, PROMPT:].tolist()
+    think = tokenizer.convert_tokens_to_ids("</think>")
+    assert dec["reasoning_len"] == (gen.index(think) + 1 if think in gen else 0)
+    # ttft = tokenize + prefill (DESIGN.md §5)
+    assert req["ttft_ms"] == pytest.approx(tok["duration_ms"] + pre["duration_ms"], abs=0.01)
+    assert req["finish_reason"] == ("stop" if gen[-1] == tokenizer.eos_token_id else "length")
+    # no prompt or response text unless asked
+    raw = "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+    assert "w5 w6" not in raw and "prompt_text" not in raw and "response_text" not in raw
+
+
+def test_log_text_opt_in(model, tokenizer, tmp_path):
+    t = Tracer(tmp_path)
+    text = " ".join(f"w{i}" for i in range(20, 20 + PROMPT))
+    enc = t.tokenize(tokenizer, text, request_id="r", log_text=True)
+    t.generate(model, enc, request_id="r", tokenizer=tokenizer, max_new_tokens=4, log_text=True)
+    t.close()
+    ev = events_of(tmp_path)
+    req = next(e for e in ev if e["stage"] == "request")
+    assert req["prompt_text"] == text and isinstance(req["response_text"], str)
+
+
+class _OomOn:
+    """Make the model's forward raise torch.cuda.OutOfMemoryError on call number ``n``."""
+
+    def __init__(self, model, n, times=1, exc=None):
+        self.model, self.n, self.times, self.calls = model, n, times, 0
+        self.exc = exc or torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        self.orig = model.forward
+
+    def __enter__(self):
+        def forward(*args, **kwargs):
+            self.calls += 1
+            if self.n <= self.calls < self.n + self.times:
+                raise self.exc
+            return self.orig(*args, **kwargs)
+
+        self.model.forward = forward
+        return self
+
+    def __exit__(self, *exc):
+        del self.model.forward  # back to the class's forward
+
+
+def test_injected_oom_in_decode_logs_error_and_reraises(model, tmp_path):
+    t = Tracer(tmp_path)
+    with _OomOn(model, 3) as inj:
+        with pytest.raises(torch.cuda.OutOfMemoryError) as got:
+            t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=8, num_beams=2)
+    t.close()
+    assert got.value is inj.exc  # the app sees generate's own exception
+    ev = events_of(tmp_path)
+    (err,) = by_stage(ev, "error")
+    assert err["error_type"] == "OutOfMemoryError" and err["failed_stage"] == "decode"
+    assert "out of memory" in err["error_msg"] and err["params"]["num_beams"] == 2
+    (req,) = by_stage(ev, "request")
+    assert req["status"] == "error" and req["ttft_ms"] > 0
+    assert not by_stage(ev, "decode")
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_injected_oom_in_prefill(model, tmp_path):
+    t = Tracer(tmp_path)
+    with _OomOn(model, 1):
+        with pytest.raises(torch.cuda.OutOfMemoryError):
+            t.generate(model, prompt_ids(), request_id="r", max_new_tokens=4)
+    t.close()
+    (err,) = by_stage(events_of(tmp_path), "error")
+    assert err["failed_stage"] == "prefill"
+
+
+def test_oom_fallback_to_greedy(model, tmp_path):
+    t = Tracer(tmp_path)
+    with _OomOn(model, 3):
+        out = t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=6, num_beams=3,
+                         do_sample=True, eos_token_id=None, oom_fallback=True)
+    t.close()
+    assert out.shape == (1, PROMPT + 6)
+    ev = events_of(tmp_path)
+    assert [e["stage"] for e in ev] == ["error", "request", "prefill", "decode", "request", "kv_cache"]
+    err, failed_req, _, dec, ok_req, _ = ev
+    assert err["error_type"] == "OutOfMemoryError" and err["fallback"] == "greedy"
+    assert failed_req["status"] == "error"
+    assert dec["fallback"] == "greedy" and dec["params"]["num_beams"] == 1 and dec["params"]["do_sample"] is False
+    assert ok_req["status"] == "ok" and ok_req["output_len"] == 6
+
+
+def test_user_exception_propagates_unchanged(model, tmp_path):
+    t = Tracer(tmp_path)
+    boom = ValueError("bad generation arguments")
+    with _OomOn(model, 2, exc=boom):
+        with pytest.raises(ValueError) as got:
+            t.generate(model, prompt_ids(), request_id="r", max_new_tokens=4, oom_fallback=True)
+    t.close()
+    assert got.value is boom
+    (err,) = by_stage(events_of(tmp_path), "error")
+    assert err["error_type"] == "ValueError" and err["failed_stage"] == "decode" and "fallback" not in err
+
+
+def test_concurrent_requests_on_one_model_stay_apart(model, tmp_path):
+    t = Tracer(tmp_path)
+    outs = {}
+
+    def run(name, n):
+        outs[name] = t.generate(model, prompt_ids(7), request_id=name, max_new_tokens=n, eos_token_id=None)
+
+    threads = [threading.Thread(target=run, args=(f"r{n}", n)) for n in (3, 9)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    t.close()
+    ev = events_of(tmp_path)
+    for name, n in (("r3", 3), ("r9", 9)):
+        dec = next(e for e in ev if e["stage"] == "decode" and e["request_id"] == name)
+        assert dec["output_len"] == n == outs[name].shape[1] - PROMPT
+        assert dec["kv_seq_len"] == PROMPT + n - 1
+
+
+def test_wrapper_model_without_forward_gets_one_inference_event(model, tmp_path):
+    class Wrapper:  # e.g. a PEFT-style wrapper: its generate runs another module's forward
+        def __init__(self, inner):
+            self.inner = inner
+            self.generation_config = inner.generation_config
+
+        def register_forward_pre_hook(self, *a, **k):
+            return torch.nn.Module().register_forward_pre_hook(lambda *x: None)
+
+        def register_forward_hook(self, *a, **k):
+            return torch.nn.Module().register_forward_hook(lambda *x: None)
+
+        def parameters(self):
+            return self.inner.parameters()
+
+        def generate(self, *args, **kwargs):
+            return self.inner.generate(*args, **kwargs)
+
+    t = Tracer(tmp_path)
+    out = t.generate(Wrapper(model), prompt_ids(), request_id="r", max_new_tokens=5, eos_token_id=None)
+    t.close()
+    ev = events_of(tmp_path)
+    assert [e["stage"] for e in ev] == ["inference", "request"]  # no forward seen: no split, no cache
+    assert ev[0]["output_len"] == out.shape[1] - PROMPT == 5 and ev[1].get("ttft_ms") is None
