@@ -150,6 +150,9 @@ the others and stay quiet.
   `timestamp`, `duration_ms: -1` for unmeasured stages, one `inference` stage, allocated memory in
   `kv_cache_size_mb`, neighbouring lines sometimes swapped (two writer threads). Read it with
   `--tz Asia/Shanghai` for true UTC times.
+- Samplers: `gpu_sample` + `process_sample` at 1 Hz while a request is in flight and for 10 s
+  after, once a minute while the host is idle; a `collector` heartbeat every minute (its
+  `bytes_written` counts the writer's bytes, `dropped` the events it lost).
 - "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 
