@@ -6,10 +6,10 @@ fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.js
 
 - recall: share of the injected sessions / hosts (or the one global / ingest fault) that the
   scenario's rule flagged;
-- precision: share of flagged items that were injected. Flagged items are every session or host
-  named by a warning or critical finding of any rule, plus global findings of rules the scenario
-  does not inject (``also_fires`` rules, which the fault makes fire by construction, count as
-  expected on the injected items).
+- precision: share of flagged items that truth.json allows. Flagged items are every session or
+  host named by a warning or critical finding of any rule, and global findings; an item is
+  allowed for a rule when it was injected with that rule's fault (or with a fault whose
+  ``also_fires`` lists the rule: it fires by construction on the same items).
 
 Usage: ``python bench/accuracy.py [--seed N] [--hosts N] [--hours H] [--format v1|legacy|both]
 [SCENARIO ...]``; prints a table and exits 1 when any row is below 100 %.
@@ -62,52 +62,56 @@ class Score:
         return self.recall == 1.0 and self.precision == 1.0
 
 
+def _items(scope: str | None, rule: str, sessions, hosts) -> set:
+    if scope == "session":
+        return {("session", x) for x in sessions or []}
+    if scope in ("host", "process"):
+        return {("host", x) for x in hosts or []}
+    return {(scope, rule)}  # global, ingest: the fault is the whole run / the files
+
+
+def allowed_items(truth: dict) -> dict[str, set]:
+    """rule -> the items truth.json says it may flag (its own injected items, and those of the
+    scenarios that list it in also_fires)."""
+    allowed: dict[str, set] = {}
+    for name, spec in (truth.get("scenarios") or {}).items():
+        rule = spec.get("rule") or (None if name == "healthy" else name)
+        if not rule:
+            continue
+        items = _items(spec.get("scope"), rule, spec.get("sessions"), spec.get("hosts"))
+        allowed.setdefault(rule, set()).update(items)
+        for also in spec.get("also_fires") or []:
+            allowed.setdefault(also, set()).update(
+                i for i in items if i[0] in ("session", "host")
+            )
+            if spec.get("scope") in ("global", "ingest"):
+                allowed[also].add((spec.get("scope"), also))
+    return allowed
+
+
 def score(model: dict, truth: dict, scenario: str) -> Score:
-    """Compare a report model with truth.json for one injected scenario (or healthy)."""
+    """Compare a report model with truth.json for one injected scenario (or healthy).
+
+    Recall is about ``scenario``'s rule; a false positive is any item that any warning or critical
+    finding (or a finding of an injected rule) names without truth.json allowing it for that rule,
+    so in a multi-fault run every stray finding counts against every scenario.
+    """
     result = Score(scenario, truth.get("format", "v1"))
     spec = (truth.get("scenarios") or {}).get(scenario) or {}
     rule = spec.get("rule")
-    scope = spec.get("scope")
-    also = set(spec.get("also_fires") or [])
-    injected_sessions = set(spec.get("sessions") or [])
-    injected_hosts = set(spec.get("hosts") or [])
-    healthy_sessions = set(truth.get("healthy_sessions") or [])
-    healthy_hosts = {h["host"] for h in truth.get("hosts") or [] if not h.get("faults")}
-    findings = model.get("findings") or []
+    allowed = allowed_items(truth)
+    if rule:
+        result.expected = _items(spec.get("scope"), rule, spec.get("sessions"), spec.get("hosts"))
     statuses = {r["rule"]: r["status"] for r in model.get("rules") or []}
-
-    if rule is None:
-        pass
-    elif scope == "session":
-        result.expected = {("session", s) for s in injected_sessions}
-    elif scope in ("host", "process"):
-        result.expected = {("host", h) for h in injected_hosts}
-    else:  # global, ingest: the fault is the whole run / the files
-        result.expected = {(scope, rule)}
     result.status = statuses.get(rule, "") if rule else ""
-
-    for f in findings:
-        if f.get("severity") not in FLAG_SEVERITIES and f.get("rule") != rule:
+    for f in model.get("findings") or []:
+        frule = f["rule"]
+        if f.get("severity") not in FLAG_SEVERITIES and frule not in allowed:
             continue
-        frule, fscope = f["rule"], f.get("scope")
-        items = set()
-        if fscope == "session":
-            items = {("session", s) for s in f.get("session_ids") or []}
-        elif fscope in ("host", "process"):
-            items = {("host", h) for h in f.get("hosts") or []}
-        elif fscope in ("global", "ingest"):
-            items = {(fscope, frule)}
+        items = _items(f.get("scope"), frule, f.get("session_ids"), f.get("hosts"))
         if frule == rule:
             result.flagged_by_rule |= items
-            extra = items - result.expected
-            # A session/host rule naming items the scenario did not inject is a false positive.
-            result.false_positives += [(frule, i) for i in sorted(extra)]
-        elif frule in also:
-            stray = {i for i in items if i[0] == "session" and i[1] in healthy_sessions}
-            stray |= {i for i in items if i[0] == "host" and i[1] in healthy_hosts}
-            result.false_positives += [(frule, i) for i in sorted(stray)]
-        else:
-            result.false_positives += [(frule, i) for i in sorted(items)]
+        result.false_positives += [(frule, i) for i in sorted(items - allowed.get(frule, set()))]
     return result
 
 
