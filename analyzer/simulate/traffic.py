@@ -68,11 +68,6 @@ class Req:
         "kv_len", "kv_mb", "ttft", "ttfa", "e2e", "t_oom", "status",
     )  # fmt: skip
 
-    def __init__(self):
-        self.error = None
-        self.t_oom = None
-        self.status = "ok"
-
 
 @dataclass
 class Session:
@@ -90,10 +85,6 @@ Z = [NormalDist().inv_cdf((i + 0.5) / NZ) for i in range(NZ)]
 
 def new_uuid(rng: Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-
-
-def _clip(x: float, lo: float, hi: float) -> float:
-    return lo if x < lo else hi if x > hi else x
 
 
 OOM_MESSAGES = (
@@ -236,16 +227,18 @@ class Planner:
         is_long = fault == "long_output"
         for turn in range(1, n_turns + 1):
             r = Req()
+            r.error = r.t_oom = None
+            r.status = "ok"
             r.rid = f"{rng.getrandbits(64):016x}"
             r.turn = turn
             r.t0 = t
             # Prompt: characters, then tokens (Chinese-heavy chat: ~0.7 token per character).
             if is_bloat:
-                chars = _clip(220 * exp(0.4 * Z[int(random() * NZ)]), 100, 450)
+                chars = min(max(220 * exp(0.4 * Z[int(random() * NZ)]), 100), 450)
             elif is_oom and turn >= 2:
-                chars = _clip(600 * exp(0.3 * Z[int(random() * NZ)]), 300, 900)
+                chars = min(max(600 * exp(0.3 * Z[int(random() * NZ)]), 300), 900)
             else:
-                chars = _clip(exp(log_chars + 0.9 * Z[int(random() * NZ)]), 2, 900)
+                chars = min(max(exp(log_chars + 0.9 * Z[int(random() * NZ)]), 2), 900)
             r.input_chars = int(chars)
             prompt_tokens = int(chars * 0.7) + 2
             if truncate:
@@ -258,11 +251,11 @@ class Planner:
                 reasoning = int(2500 + 700 * random())
                 answer = int(700 + 300 * random())
             elif is_bloat:
-                reasoning = int(_clip(140 * exp(0.5 * Z[int(random() * NZ)]), 30, 400))
+                reasoning = int(min(max(140 * exp(0.5 * Z[int(random() * NZ)]), 30), 400))
                 answer = int(80 + 140 * random())
             else:
-                reasoning = int(_clip(200 * exp(0.6 * Z[int(random() * NZ)]), 20, 1400))
-                answer = int(_clip(110 * exp(0.6 * Z[int(random() * NZ)]), 15, 550))
+                reasoning = int(min(max(200 * exp(0.6 * Z[int(random() * NZ)]), 20), 1400))
+                answer = int(min(max(110 * exp(0.6 * Z[int(random() * NZ)]), 15), 550))
             output = reasoning + 1 + answer
             finish = "stop"
             if fault is None and random() < 0.01:
@@ -282,7 +275,7 @@ class Planner:
             else:
                 tok = (12 + 0.02 * L) * exp(0.25 * Z[int(random() * NZ)])
             if slow_ttft:
-                queue = _clip(1400 * exp(0.35 * Z[int(random() * NZ)]), 600, 4000)
+                queue = min(max(1400 * exp(0.35 * Z[int(random() * NZ)]), 600), 4000)
             else:
                 queue = -4.0 * log(1.0 - random())
                 if random() < 0.03:
@@ -303,8 +296,8 @@ class Planner:
             r.tok_ms, r.queue_ms, r.prefill_ms, r.format_ms = tok, queue, prefill, fmt
             r.tpot = tpot
 
-            r.gpu_wait = _clip(gw_base + 4 * Z[int(random() * NZ)], 1, 95)
-            util = _clip(util_base + 3 * Z[int(random() * NZ)], 2, 99)
+            r.gpu_wait = min(max(gw_base + 4 * Z[int(random() * NZ)], 1), 95)
+            util = min(max(util_base + 3 * Z[int(random() * NZ)], 2), 99)
             r.util = 56.0 if low_util and util > 56.0 else util
             r.beams, r.max_new = beams, max_new
             r.kv_len = L
