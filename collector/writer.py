@@ -54,6 +54,15 @@ def _json_default(o):
 _encode = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_json_default
 ).encode
+try:  # the C encoder made once: JSONEncoder.encode builds a new one per call (~1 µs here)
+    from json.encoder import c_make_encoder as _c_make_encoder
+    from json.encoder import encode_basestring as _c_basestring
+except ImportError:  # pragma: no cover - no C accelerator
+    _c_make_encoder = None
+_fast_chunks = (
+    _c_make_encoder(None, _json_default, _c_basestring, None, ":", ",", False, False, False)
+    if _c_make_encoder is not None else None
+)
 _encode_ascii = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_json_default
 ).encode
@@ -78,9 +87,8 @@ class TsFormatter:
     def __init__(self):
         self._sec = None
 
-    def __call__(self, t: float) -> tuple[str, str]:
-        total_ms = math.floor(t * 1000.0 + 0.5)  # nearest ms: 0.1 s after midnight is .100
-        sec, ms = divmod(total_ms, 1000)
+    def parts(self, sec: int) -> tuple[str, str, str]:
+        """(``YYYY-MM-DDTHH:MM:SS``, ``+HH:MM``, ``YYYYMMDD``) of local second ``sec``."""
         if sec != self._sec:
             lt = time.localtime(sec)
             off = lt.tm_gmtoff or 0
@@ -90,7 +98,13 @@ class TsFormatter:
             self._base = time.strftime("%Y-%m-%dT%H:%M:%S", lt)
             self._off = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}"
             self._date = time.strftime("%Y%m%d", lt)
-        return f"{self._base}.{ms:03d}{self._off}", self._date
+        return self._base, self._off, self._date
+
+    def __call__(self, t: float) -> tuple[str, str]:
+        total_ms = math.floor(t * 1000.0 + 0.5)  # nearest ms: 0.1 s after midnight is .100
+        sec, ms = divmod(total_ms, 1000)
+        base, off, date = self.parts(sec)
+        return f"{base}.{ms:03d}{off}", date
 
 
 class Writer:
@@ -158,6 +172,10 @@ class Writer:
 
     # -- the thread ------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._health()  # a start heartbeat: this process began writing here
+        except Exception:
+            pass
         while True:
             self._wake.wait(self.poll_s)
             self._wake.clear()
@@ -206,7 +224,7 @@ class Writer:
         head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{sj}'
         if dur is not None:
             if dur.__class__ is float and math.isfinite(dur):
-                head += f',"duration_ms":{round(dur, 3)!r}'
+                head += f',"duration_ms":{dur:.3f}'
             elif dur.__class__ is int:
                 head += f',"duration_ms":{dur}'
             else:
@@ -222,24 +240,61 @@ class Writer:
         return f"{head},{body[1:-1]}{self._tail}", date
 
     def _write_items(self, items: list) -> None:
+        """Encode and append. The loop inlines the common case (float or no duration, no
+        reserved field names, plain JSON values): ~2x faster than calling ``_line`` per event."""
         groups: dict[str, list[str]] = {}
         bad = 0
         line = self._line
-        for ts, stage, dur, fields in items:
+        chunks = _fast_chunks
+        parts = self._fmt.parts
+        stage_json = self._stage_json
+        reserved_free = RESERVED.isdisjoint
+        isfinite = math.isfinite
+        floor = math.floor
+        join = "".join
+        tail = self._tail
+        v = SCHEMA_VERSION
+        cur_sec = None
+        base = off = ""
+        lines: list[str] = []
+        for item in items:
+            ts, stage, dur, fields = item
             try:
-                text, date = line(ts, stage, dur, fields)
+                sec, ms = divmod(floor(ts * 1000.0 + 0.5), 1000)
+                if sec != cur_sec:
+                    base, off, date = parts(sec)
+                    cur_sec = sec
+                    lines = groups.get(date)
+                    if lines is None:
+                        lines = groups[date] = []
+                sj = stage_json.get(stage)
+                if (sj is not None and fields and chunks is not None and reserved_free(fields)
+                        and (dur is None or dur.__class__ is int
+                             or (dur.__class__ is float and isfinite(dur)))):
+                    try:
+                        body = join(chunks(fields, 0))
+                    except Exception:
+                        body = None
+                    if body is not None:
+                        if dur is None:
+                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},{body[1:-1]}{tail}')
+                        elif dur.__class__ is int:
+                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},'
+                                         f'"duration_ms":{dur},{body[1:-1]}{tail}')
+                        else:  # 3 decimals (µs); '%.3f' is ~2.5x cheaper than repr(round())
+                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},'
+                                         f'"duration_ms":{dur:.3f},{body[1:-1]}{tail}')
+                        continue
+                text, date2 = line(ts, stage, dur, fields)
+                lines.append(text)
             except Exception:
                 bad += 1
-                continue
-            g = groups.get(date)
-            if g is None:
-                g = groups[date] = []
-            g.append(text)
         if bad:
             self.dropped_write += bad
             self._report(f"{bad} events could not be encoded as JSON and were dropped", once=False)
-        for date, lines in groups.items():
-            self._append(date, lines)
+        for date, group in groups.items():
+            if group:
+                self._append(date, group)
 
     def _append(self, date: str, lines: list[str]) -> None:
         try:
