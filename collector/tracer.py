@@ -77,7 +77,7 @@ class Tracer:
                  samplers=None, sample_interval_s: float = 5.0, _write=os.write, _stderr=None):
         if log_dir is None:
             log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
-        self.log_dir = os.fspath(log_dir)
+        self.log_dir = os.path.abspath(os.fspath(log_dir))  # an app's later chdir must not move logs
         self.prefix = prefix
         self.max_bytes = max_bytes
         self._clock = clock or time.time
