@@ -3,6 +3,7 @@ bad report files, the markdown summary; end to end through the real ingest and t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -181,3 +182,117 @@ def test_markdown_of_an_empty_model():
     empty = build_report_from_metrics({}, {}, {}, defaults())
     md = render_markdown(empty)
     assert "No rule fired." in md and "No timed stages." in md
+
+
+# -- end to end: real ingest, the CLI ---------------------------------------------------------
+
+needs_ingest = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest") is None,
+                                  reason="analyzer.ingest (open_logs) is not there yet")
+
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@needs_ingest
+def test_cli_analyze_json_md_and_fail_on(tmp_path):
+    from tests.diag_sim import simulated
+
+    folder, truth = simulated("memory_leak")
+    result = _cli("analyze", folder, "--format", "json", "--no-cache")
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.stdout)
+    assert model["schema"] == SCHEMA
+    assert model["ingest"]["events"] == truth["events"]
+    leak = [f for f in model["findings"] if f["rule"] == "memory_leak"][0]
+    assert set(leak["session_ids"]) == set(truth["scenarios"]["memory_leak"]["sessions"])
+
+    out = tmp_path / "r.md"
+    result = _cli("analyze", folder, "--format", "md", "--out", out, "--no-cache", "--fail-on", "critical")
+    assert result.exit_code == 1  # memory_leak is critical
+    assert out.read_text(encoding="utf-8").startswith("# dslogs diagnosis report")
+
+    healthy, _ = simulated("healthy")
+    assert _cli("analyze", healthy, "--format", "json", "--no-cache", "--fail-on", "warning").exit_code == 0
+
+
+@needs_ingest
+def test_cli_thresholds_file_changes_findings_and_rejects_unknown_keys(tmp_path):
+    from tests.diag_sim import simulated
+
+    folder, _ = simulated("memory_leak")
+    lax = tmp_path / "lax.toml"
+    lax.write_text("[memory_leak]\nslope_mb_per_min = 100000\n", encoding="utf-8")
+    result = _cli("analyze", folder, "--format", "json", "--no-cache", "--thresholds", lax)
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.stdout)
+    assert "memory_leak" not in {f["rule"] for f in model["findings"]}
+    assert model["thresholds"]["memory_leak"]["slope_mb_per_min"] == 100000
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[memory_leak]\nslope = 1\n", encoding="utf-8")
+    result = _cli("analyze", folder, "--format", "json", "--no-cache", "--thresholds", bad)
+    assert result.exit_code == 2
+    assert "memory_leak.slope" in result.output and str(bad) in result.output
+
+
+@needs_ingest
+def test_analyze_reads_the_logs_once(monkeypatch):
+    """Every metric runs on the one connection open_logs built; nothing else opens the logs."""
+    import analyzer.ingest as ingest
+
+    from analyzer.report import analyze_logs
+    from tests.diag_sim import simulated
+
+    folder, _ = simulated("healthy")
+    calls = []
+    real = ingest.open_logs
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "open_logs", counting)
+    model = analyze_logs([str(folder)], use_cache=False)
+    assert len(calls) == 1 and model["requests"]["count"] > 0
+
+
+def test_spark_engine_missing_is_a_usage_error(monkeypatch):
+    import builtins
+
+    from analyzer.report import analyze_logs
+
+    real_import = builtins.__import__
+
+    def no_spark(name, *args, **kwargs):
+        if name == "analyzer.spark_engine":
+            raise ImportError("No module named 'pyspark'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_spark)
+    with pytest.raises(UsageError, match="--engine spark is not available"):
+        analyze_logs(["nowhere"], engine="spark")
+
+
+@needs_ingest
+def test_metrics_do_not_reread_the_files(tmp_path):
+    """The queries run on what open_logs loaded: deleting the files afterwards changes nothing."""
+    import shutil
+
+    from analyzer.ingest import open_logs
+
+    from analyzer.report import analyze_logs, build_report
+    from tests.diag_sim import simulated
+
+    folder, _ = simulated("oom")
+    copy = tmp_path / "logs"
+    shutil.copytree(folder, copy)
+    db = open_logs([str(copy)], use_cache=False)
+    shutil.rmtree(copy)
+    model = build_report(db)
+    again = analyze_logs([str(folder)], use_cache=False)
+    for key in ("stages", "requests", "findings", "checklist", "rules"):
+        assert model[key] == again[key], key
