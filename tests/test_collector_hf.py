@@ -300,3 +300,21 @@ def test_wrapper_model_without_forward_gets_one_inference_event(model, tmp_path)
     ev = events_of(tmp_path)
     assert [e["stage"] for e in ev] == ["inference", "request"]  # no forward seen: no split, no cache
     assert ev[0]["output_len"] == out.shape[1] - PROMPT == 5 and ev[1].get("ttft_ms") is None
+
+
+def test_streaming_generate_on_its_own_thread(model, tokenizer, tmp_path):
+    # the Gradio pattern: generate on a worker thread feeding a TextIteratorStreamer
+    t = Tracer(tmp_path)
+    enc = t.tokenize(tokenizer, " ".join(f"w{i}" for i in range(30, 30 + PROMPT)), request_id="r")
+    streamer = transformers.TextIteratorStreamer(tokenizer, skip_prompt=True)
+    th = threading.Thread(target=t.generate, args=(model, enc),
+                          kwargs=dict(request_id="r", tokenizer=tokenizer, streamer=streamer,
+                                      max_new_tokens=6, eos_token_id=None))
+    th.start()
+    pieces = list(streamer)
+    th.join()
+    t.close()
+    ev = events_of(tmp_path)
+    dec = next(e for e in ev if e["stage"] == "decode")
+    assert dec["output_len"] == 6 and pieces
+    assert next(e for e in ev if e["stage"] == "prefill")["duration_ms"] > 0
