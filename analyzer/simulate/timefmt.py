@@ -1,4 +1,4 @@
-"""Fast timestamp strings from epoch milliseconds (one datetime call per second, cached)."""
+"""Fast timestamp strings from epoch milliseconds (one datetime call per minute, cached)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ class TsFormatter:
         a = abs(offset_min)
         suffix = "" if naive else f"{sign}{a // 60:02d}:{a % 60:02d}"
         self._ms = [f"{i:03d}{suffix}" for i in range(1000)]
+        self._ss = [f"{i:02d}." for i in range(60)]
         self._secs: dict[int, str] = {}
+        self._minutes: dict[int, str] = {}
 
     def __call__(self, ms: int) -> str:
         sec, rem = divmod(ms + self.off, 1000)
@@ -38,7 +40,13 @@ class TsFormatter:
     def _prefix(self, sec: int) -> str:
         if len(self._secs) > 200_000:
             self._secs.clear()
-        prefix = datetime.fromtimestamp(sec, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+            self._minutes.clear()
+        minute, s = divmod(sec, 60)
+        head = self._minutes.get(minute)
+        if head is None:
+            head = datetime.fromtimestamp(minute * 60, tz=UTC).strftime("%Y-%m-%dT%H:%M:")
+            self._minutes[minute] = head
+        prefix = head + self._ss[s]
         self._secs[sec] = prefix
         return prefix
 
