@@ -123,7 +123,7 @@ def readme(made: list[tuple[dict, dict]]) -> str:
         n_healthy = len(truth["healthy_sessions"])
         rows.append(
             f"| `{f['folder']}/` | {f['fmt']} | {f['hosts']} | {truth['events']} | "
-            f"{truth['sessions']} ({n_healthy} healthy) | {_expect(truth)} |"
+            f"{truth['sessions']} ({n_healthy}) | {_expect(truth)} |"
         )
     table = "\n".join(rows)
     return f"""# sample_logs
@@ -156,7 +156,7 @@ the others and stay quiet.
 - "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 
-| folder | format | hosts | events | sessions | dslogs should report |
+| folder | format | hosts | events | sessions (without a session fault) | dslogs should report |
 |---|---|---|---|---|---|
 {table}
 """

@@ -6,6 +6,10 @@ article's flat ``<outdir>/ds15b_YYYYMMDD.jsonl``) and ``<outdir>/truth.json``. S
 give the same bytes: every random draw comes from ``random.Random`` seeded with a string made
 of the seed, the scenarios, the format and the host, and nothing reads the clock.
 
+``--events N`` scales the session arrival rate (count-only passes calibrate it, ±10 %); a host
+still writes its idle samplers and heartbeats once a minute, so one host-day never has fewer
+than ~4.3 k events (use ``hours=`` for smaller runs).
+
 Hosts: ``gpu-01``, ``gpu-02``, ...; v1 hosts write UTC offsets ``+00:00`` except ``gpu-02`` at
 ``+08:00`` (to exercise time zones); legacy hosts write naive Asia/Shanghai (+08:00) local time,
 like the article's readers. Files follow each writer's local day.
