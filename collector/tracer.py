@@ -162,8 +162,8 @@ class Tracer:
             self.stop_samplers()
         except Exception:
             pass
+        self._max_queue = 0  # from now on events are counted as dropped (the last heartbeat has them)
         self._writer.stop(timeout)
-        self._max_queue = 0  # later events are counted as dropped
 
     def __enter__(self) -> Tracer:
         return self

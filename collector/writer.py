@@ -129,6 +129,7 @@ class Writer:
         self._fmt = TsFormatter()
         self._stage_json: dict[str, str] = {}
         self._failing = False
+        self._said: set[str] = set()
         self._next_health = 0.0  # first health event at the first drain
         self._gzip_jobs: deque[str] = deque()
         self._gzip_thread: threading.Thread | None = None
@@ -185,7 +186,7 @@ class Writer:
                 if self.clock() >= self._next_health or stopping:
                     self._health()
             except Exception as e:  # never let the thread die
-                self._report(f"writer error: {type(e).__name__}: {e}")
+                self._report(f"writer error: {type(e).__name__}: {e}", key=type(e).__name__)
             if stopping:
                 break
         self._finish_gzip()
@@ -291,7 +292,8 @@ class Writer:
                 bad += 1
         if bad:
             self.dropped_write += bad
-            self._report(f"{bad} events could not be encoded as JSON and were dropped", once=False)
+            self._report(f"{bad} events could not be encoded as JSON and were dropped (counted; "
+                         "further ones are only counted)", key="encode")
         for date, group in groups.items():
             if group:
                 self._append(date, group)
@@ -330,9 +332,13 @@ class Writer:
         text, date = self._line(ts, "collector", None, fields)
         self._append(date, [text])
 
-    def _report(self, msg: str, once: bool = True) -> None:
-        """One stderr line per outage (``once``): not one per event or per batch."""
-        if once and self._failing:
+    def _report(self, msg: str, once: bool = True, key: str | None = None) -> None:
+        """One stderr line per outage (``once``), or per ``key`` ever: never one per event."""
+        if key is not None:
+            if key in self._said:
+                return
+            self._said.add(key)
+        elif once and self._failing:
             return
         try:
             (self._stderr or sys.stderr).write(f"dslogs collector: {msg}\n")
@@ -352,7 +358,7 @@ class Writer:
             try:
                 gzip_file(path)
             except Exception as e:
-                self._report(f"cannot gzip {path!r}: {e}", once=False)
+                self._report(f"cannot gzip {path!r}: {e}", key="gzip")
 
     def _finish_gzip(self) -> None:
         t = self._gzip_thread
