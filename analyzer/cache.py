@@ -1,0 +1,73 @@
+"""The persistent DuckDB cache of normalised events (``--cache PATH``, ``--no-cache``).
+
+Default location: ``$XDG_CACHE_HOME/dslogs/`` (``~/.cache/dslogs/``), one file per log folder,
+named after the folder and a hash of its absolute path. Not next to the logs: dslogs never
+writes into a log folder (it may be read-only, shipped by a log forwarder or rotated by a
+``*`` pattern, and several users may read it); a cache is per user and disposable.
+
+A cached file is reused while its path, size and mtime are unchanged. A file whose path is new
+but whose content fingerprint (decompressed length and a hash of its first 64 KiB) matches a
+cached file is the same log renamed by rotation or gzipped: its rows are kept, not re-read. A
+file that changed (today's growing file) is read again and replaces its old rows. Files that no
+longer exist are dropped. The cache carries ``SCHEMA_VERSION``; any other version is rebuilt.
+Another process holding the file (DuckDB locks a database against other processes) makes the
+run go on without a cache, with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import struct
+from pathlib import Path
+
+# Bump when the stored tables or the normalisation change: older caches are rebuilt.
+SCHEMA_VERSION = 3
+FINGERPRINT_BYTES = 64 << 10
+
+
+def cache_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dslogs"
+
+
+def default_cache_path(files: list[Path]) -> Path:
+    """One cache per log folder: the deepest folder holding every discovered file."""
+    folders = [str(Path(f).resolve().parent) for f in files] or [os.getcwd()]
+    root = os.path.commonpath(folders)
+    digest = hashlib.sha1(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(root).name or "root")[:40]
+    return cache_home() / f"{label}-{digest}.duckdb"
+
+
+def fingerprint(path: Path) -> str | None:
+    """Identity of a log's content, plain or gzipped: decompressed length and the SHA-1 of its
+    first 64 KiB. None when the file cannot be read (it is then read, and fails, normally)."""
+    try:
+        if path.name.endswith(".gz"):
+            with open(path, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                # gzip's ISIZE trailer: the decompressed length mod 2**32.
+                (length,) = struct.unpack("<I", fh.read(4))
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(FINGERPRINT_BYTES)
+        else:
+            length = path.stat().st_size % (1 << 32)
+            with open(path, "rb") as fh:
+                head = fh.read(FINGERPRINT_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile, struct.error):
+        return None
+    if not head:
+        return None
+    return f"{length}:{hashlib.sha1(head).hexdigest()}"
+
+
+class CacheBusy(Exception):
+    """Another process holds the cache file."""
+
+
+def is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text or "being used by another" in text

@@ -1,0 +1,832 @@
+"""Read trace logs (v1 and the legacy seed format) into DuckDB and define the SQL views.
+
+``open_logs`` discovers the files (``analyzer.discovery``), reads each JSON line once with
+DuckDB ``read_json`` and one explicit schema (``RAW_COLUMNS``: every v1 field plus the legacy
+``timestamp``), normalises it (``analyzer/views/events.sql``) into a table of events, and defines
+the views ``events``, ``requests`` and ``sessions`` (docs/internals.md, docs/sql.md) over it, so
+queries never re-scan JSON. The table lives in the cache file (``analyzer.cache``) or in memory.
+
+Damaged input never aborts a run. A file is first read strictly (fast: one statement for a batch
+of files); a file that fails (malformed or truncated lines, wrong value types, invalid UTF-8,
+a line over 16 MiB, a line without stage or time) is scanned line by line in Python, and only
+its good lines go to DuckDB; the bad ones are counted per file with file, line and reason for
+the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
+``skipped_files``; an unreadable or empty file is skipped and counted. ``InputError`` only when
+nothing is readable: a missing path, no log files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+import duckdb
+
+from analyzer import cache as cache_mod
+from analyzer.discovery import Discovery, LogFile, discover
+from analyzer.errors import InputError, UsageError
+from analyzer.output import QueryResult
+from analyzer.timewindow import iso, parse_window, zone_name
+
+VIEWS_DIR = Path(__file__).resolve().parent / "views"
+MAX_LINE_BYTES = 16 << 20  # a longer line is damage (a dumped tensor, a missing newline), not an event
+SAMPLES_PER_FILE = 5
+SAMPLES_TOTAL = 50
+BATCH_BYTES = 512 << 20  # decompressed bytes per read statement (bounds memory, paces progress)
+GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
+RETRIES = 20  # DuckDB rejections of Python-validated lines before giving up on line numbers
+
+_PARAMS = "STRUCT(num_beams BIGINT, max_new_tokens BIGINT, temperature DOUBLE, top_p DOUBLE, do_sample BOOLEAN)"
+# The one read schema for both formats: every v1 field (DESIGN.md §3) and legacy's timestamp.
+# v is read as text: any value present means v1. Unknown fields are not read.
+RAW_COLUMNS: dict[str, str] = {
+    "v": "VARCHAR", "ts": "TIMESTAMPTZ", "timestamp": "VARCHAR", "stage": "VARCHAR",
+    "session_id": "VARCHAR", "request_id": "VARCHAR", "host": "VARCHAR", "pid": "BIGINT",
+    "duration_ms": "DOUBLE", "input_len": "BIGINT", "output_len": "BIGINT",
+    "reasoning_len": "BIGINT", "kv_seq_len": "BIGINT", "cpu_time_ms": "DOUBLE",
+    "gpu_wait_pct": "DOUBLE", "gpu_util_pct": "DOUBLE", "params": _PARAMS, "ttft_ms": "DOUBLE",
+    "ttfa_ms": "DOUBLE", "status": "VARCHAR", "finish_reason": "VARCHAR", "error_type": "VARCHAR",
+    "error_msg": "VARCHAR", "failed_stage": "VARCHAR", "allocated_mb": "DOUBLE",
+    "reserved_mb": "DOUBLE", "max_allocated_mb": "DOUBLE", "num_ooms": "BIGINT",
+    "num_alloc_retries": "BIGINT", "gpu_index": "BIGINT", "kv_cache_size_mb": "DOUBLE",
+    "gpu_mem_util_pct": "DOUBLE", "gpu_mem_used_mb": "DOUBLE", "gpu_mem_total_mb": "DOUBLE",
+    "power_w": "DOUBLE", "temp_c": "DOUBLE", "sm_clock_mhz": "DOUBLE", "rss_mb": "DOUBLE",
+    "cpu_pct": "DOUBLE", "threads": "BIGINT", "queued": "BIGINT", "written": "BIGINT",
+    "dropped": "BIGINT", "bytes_written": "BIGINT",
+}  # fmt: skip
+_PARAM_TYPES = {"num_beams": "BIGINT", "max_new_tokens": "BIGINT", "temperature": "DOUBLE",
+                "top_p": "DOUBLE", "do_sample": "BOOLEAN"}  # fmt: skip
+
+# The user-facing events columns (docs/internals.md), in order.
+EVENT_COLUMNS = [
+    "ts", "stage", "session_id", "request_id", "host", "pid", "duration_ms", "input_len",
+    "output_len", "reasoning_len", "kv_seq_len", "cpu_time_ms", "gpu_wait_pct", "gpu_util_pct",
+    "num_beams", "max_new_tokens", "temperature", "top_p", "do_sample", "ttft_ms", "ttfa_ms",
+    "status", "finish_reason", "error_type", "error_msg", "failed_stage", "allocated_mb",
+    "reserved_mb", "max_allocated_mb", "num_ooms", "num_alloc_retries", "gpu_index",
+    "kv_cache_size_mb", "gpu_mem_util_pct", "gpu_mem_used_mb", "gpu_mem_total_mb", "power_w",
+    "temp_c", "sm_clock_mhz", "rss_mb", "cpu_pct", "threads", "queued", "written", "dropped",
+    "bytes_written", "source_format", "source_file", "line_bytes",
+]  # fmt: skip
+
+
+@cache
+def view_sql(name: str) -> str:
+    return (VIEWS_DIR / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _q(text: str) -> str:
+    """A SQL string literal of our own making (paths we discovered, zone names we validated)."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _columns_struct() -> str:
+    return "{" + ", ".join(f"{_ident(k)}: {_q(v)}" for k, v in RAW_COLUMNS.items()) + "}"
+
+
+# -- the database ------------------------------------------------------------------------------
+
+
+@dataclass
+class LogDB:
+    """Logs opened in DuckDB: ``con`` has the views events, requests, sessions."""
+
+    con: duckdb.DuckDBPyConnection
+    ingest: dict
+    window: dict
+    tz: str
+    files: list[str] = field(default_factory=list)
+    cache_path: Path | None = None
+    _tmp: tempfile.TemporaryDirectory | None = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.con.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LogDB:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class FileStats:
+    file_id: int
+    path: str  # resolved
+    display: str
+    size: int
+    mtime_ns: int
+    fingerprint: str | None
+    rows: int = 0
+    legacy_rows: int = 0
+    bad_lines: int = 0
+    samples: list[dict] = field(default_factory=list)
+    unreadable: str | None = None  # why the file (or its tail) could not be read
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    tz: str | None = None
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _read_sql(store: str) -> str:
+    """INSERT of the normalised events of the files in $files (read paths) into store.events.
+
+    read_json gives the typed fields; a parallel read_csv of the same files gives each line's
+    byte length (line_bytes). Both skip blank lines and keep file order, so they line up row by
+    row (POSITIONAL JOIN); the post-read check sends any file where they do not to the slow path.
+    """
+    raw = (
+        f"SELECT j.* EXCLUDE (filename), c.line_bytes, f.file_id "
+        f"FROM read_json($files, columns={_columns_struct()}, format='newline_delimited', "
+        f"filename=true, maximum_object_size={MAX_LINE_BYTES + 1024}) AS j "
+        "POSITIONAL JOIN ("
+        "  SELECT strlen(line) + 1 AS line_bytes"
+        "  FROM read_csv($files, columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='',"
+        f"   header=false, auto_detect=false, max_line_size={MAX_LINE_BYTES + 2})"
+        "  WHERE trim(line, ' \t\r') <> ''"
+        ") AS c "
+        "JOIN _dslogs_load AS f ON f.read_path = j.filename"
+    )
+    return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
+
+
+def _empty_raw_sql() -> str:
+    cols = ", ".join(f"NULL::{t} AS {_ident(k)}" for k, t in RAW_COLUMNS.items())
+    return f"SELECT {cols}, NULL::BIGINT AS line_bytes, NULL::INTEGER AS file_id WHERE false"
+
+
+def _create_store(con, store: str) -> None:
+    con.execute(f"CREATE TABLE IF NOT EXISTS {store}.meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute(
+        f"""CREATE TABLE IF NOT EXISTS {store}.files (
+            file_id INTEGER PRIMARY KEY, path VARCHAR, display VARCHAR, size BIGINT, mtime_ns BIGINT,
+            fingerprint VARCHAR, tz VARCHAR, rows BIGINT, legacy_rows BIGINT, bad_lines BIGINT,
+            samples VARCHAR, unreadable VARCHAR, first_ts TIMESTAMPTZ, last_ts TIMESTAMPTZ)"""
+    )
+    exists = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'events'", [store]
+    ).fetchall()[0][0]
+    if not exists:
+        con.execute(
+            f"CREATE TABLE {store}.events AS WITH dslogs_raw AS ({_empty_raw_sql()}) {view_sql('events')}",
+            {"tz": "UTC"},
+        )
+    con.execute(
+        f"INSERT OR REPLACE INTO {store}.meta VALUES ('schema_version', ?)", [str(cache_mod.SCHEMA_VERSION)]
+    )
+
+
+# Errors that are bugs in our SQL, not damage in a file: never hidden by the slow path.
+_OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+
+class Reader:
+    """Reads files into ``store.events`` and records what it found per file."""
+
+    def __init__(self, con, store: str, tz: str, workdir: Path):
+        self.con = con
+        self.store = store
+        self.tz = tz
+        self.workdir = workdir
+
+    # One statement for many files; raises when DuckDB rejects one of them (nothing is kept).
+    def _insert(self, loads: list[tuple[str, int]], lenient: bool = False) -> None:
+        con = self.con
+        con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_load (read_path VARCHAR, file_id INTEGER)")
+        con.executemany("INSERT INTO _dslogs_load VALUES (?, ?)", loads)
+        sql = _read_sql(self.store)
+        if lenient:
+            sql = sql.replace("format='newline_delimited',", "format='newline_delimited', ignore_errors=true,")
+        con.execute(sql, {"files": [p for p, _ in loads], "tz": self.tz})
+
+    def _delete(self, file_ids: list[int]) -> None:
+        if file_ids:
+            self.con.execute(f"DELETE FROM {self.store}.events WHERE list_contains(?, file_id)", [file_ids])
+
+    def _suspect_rows(self, file_ids: list[int]) -> dict[int, int]:
+        """Rows a clean read cannot have: no stage, no time, no line length, an oversized line."""
+        rows = self.con.execute(
+            f"SELECT file_id, count(*) FROM {self.store}.events WHERE list_contains(?, file_id) "
+            f"AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR line_bytes > {MAX_LINE_BYTES + 1}) "
+            "GROUP BY file_id",
+            [file_ids],
+        ).fetchall()
+        return {fid: n for fid, n in rows}
+
+    def read(self, files: list[FileStats], on_progress=None) -> None:
+        """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones."""
+        batches: list[list[FileStats]] = []
+        current: list[FileStats] = []
+        weight = 0
+        for f in files:
+            w = f.size * (GZ_RATIO if f.display.endswith(".gz") else 1)
+            if current and weight + w > BATCH_BYTES:
+                batches.append(current)
+                current, weight = [], 0
+            current.append(f)
+            weight += w
+        if current:
+            batches.append(current)
+        for batch in batches:
+            readable = [f for f in batch if f.size > 0]
+            for f in batch:
+                if f.size == 0:
+                    f.unreadable = "empty file"
+            slow: list[FileStats] = []
+            try:
+                if readable:
+                    self._insert([(str(f.path), f.file_id) for f in readable])
+            except _OUR_BUGS:
+                raise
+            except duckdb.Error:
+                # One of them is damaged: read them one by one.
+                for f in readable:
+                    try:
+                        self._insert([(str(f.path), f.file_id)])
+                    except _OUR_BUGS:
+                        raise
+                    except duckdb.Error:
+                        slow.append(f)
+            suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
+            for f in readable:
+                if f.file_id in suspects and f not in slow:
+                    slow.append(f)
+            self._delete([f.file_id for f in slow])
+            for f in slow:
+                self._read_slow(f)
+            if on_progress:
+                on_progress(sum(f.size for f in batch))
+
+    # -- the slow path: one damaged file, line by line --------------------------------------
+
+    def _read_slow(self, f: FileStats) -> None:
+        clean = self.workdir / f"clean-{f.file_id}.jsonl"
+        kept = _scan_lines(f, clean)
+        if not kept:
+            clean.unlink(missing_ok=True)
+            return
+        for _ in range(RETRIES):
+            try:
+                self._insert([(str(clean), f.file_id)])
+                break
+            except duckdb.Error as exc:
+                line = _error_line(str(exc))
+                if line is None or not 1 <= line <= len(kept):
+                    self._delete([f.file_id])
+                    self._insert([(str(clean), f.file_id)], lenient=True)
+                    break
+                _add_bad(f, kept[line - 1], _duckdb_reason(str(exc)))
+                kept = _drop_line(clean, kept, line)
+                if not kept:
+                    clean.unlink(missing_ok=True)
+                    return
+        else:
+            self._delete([f.file_id])
+            self._insert([(str(clean), f.file_id)], lenient=True)
+        # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
+        bad = self.con.execute(
+            f"""SELECT k, stage IS NULL, ts IS NULL FROM (
+                    SELECT row_number() OVER (ORDER BY rowid) AS k, stage, ts, line_bytes
+                    FROM {self.store}.events WHERE file_id = ?)
+                WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL""",
+            [f.file_id],
+        ).fetchall()
+        for k, no_stage, no_ts in bad:
+            line = kept[k - 1] if k - 1 < len(kept) else 0
+            _add_bad(f, line, "no stage" if no_stage else ("timestamp not readable" if no_ts else "unreadable line"))
+        if bad:
+            self.con.execute(
+                f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
+                [f.file_id],
+            )
+        clean.unlink(missing_ok=True)
+
+
+def _error_line(message: str) -> int | None:
+    m = re.search(r"\bline (\d+)", message)
+    return int(m.group(1)) if m else None
+
+
+def _duckdb_reason(message: str) -> str:
+    first = message.splitlines()[0] if message else "rejected"
+    first = re.sub(r'^.*?Error: (JSON transform error in file ".*?", in line \d+: )?', "", first)
+    return ("wrong value type: " + first)[:200]
+
+
+def _add_bad(f: FileStats, line: int, reason: str) -> None:
+    f.bad_lines += 1
+    if len(f.samples) < SAMPLES_PER_FILE:
+        f.samples.append({"file": f.display, "line": int(line), "reason": reason})
+
+
+def _drop_line(clean: Path, kept: list[int], line: int) -> list[int]:
+    """Rewrite the clean file without its ``line``-th line (1-based)."""
+    tmp = clean.with_suffix(".tmp")
+    with open(clean, "rb") as src, open(tmp, "wb") as dst:
+        for i, raw in enumerate(src, start=1):
+            if i != line:
+                dst.write(raw)
+    os.replace(tmp, clean)
+    return kept[: line - 1] + kept[line:]
+
+
+# -- line validation (the slow path) -------------------------------------------------------------
+
+_NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+_INT64 = 2**63
+
+
+def _number_ok(value, integer: bool) -> bool:
+    """What DuckDB's strict JSON reader casts to a number: numbers, booleans, numeric strings."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return not integer or -_INT64 <= value < _INT64
+    if isinstance(value, float):
+        return math.isfinite(value) and (not integer or abs(value) < 9.2e18)
+    if isinstance(value, str) and _NUMERIC.match(value):
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        return math.isfinite(number) and (not integer or abs(number) < 9.2e18)
+    return False
+
+
+def _time_ok(value) -> bool:
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _type_problem(obj: dict) -> str | None:
+    """Why DuckDB would reject this object's known fields, or None."""
+    for name, kind in RAW_COLUMNS.items():
+        value = obj.get(name)
+        if value is None:
+            continue
+        if kind in ("BIGINT", "DOUBLE"):
+            if not _number_ok(value, kind == "BIGINT"):
+                return f"wrong value type: {name}={_short(value)} (a number expected)"
+        elif kind == "TIMESTAMPTZ":
+            if not _time_ok(value):
+                return f"wrong value type: {name}={_short(value)} (an ISO timestamp expected)"
+        elif name == "params":
+            if not isinstance(value, dict):
+                return f"wrong value type: params={_short(value)} (an object expected)"
+            for key, sub in _PARAM_TYPES.items():
+                v = value.get(key)
+                if v is None:
+                    continue
+                if sub == "BOOLEAN":
+                    if not (isinstance(v, bool) or v in (0, 1) or (isinstance(v, str) and v.lower() in ("true", "false"))):
+                        return f"wrong value type: params.{key}={_short(v)} (true/false expected)"
+                elif not _number_ok(v, sub == "BIGINT"):
+                    return f"wrong value type: params.{key}={_short(v)} (a number expected)"
+    if not isinstance(obj.get("stage"), str):
+        return "no stage" if obj.get("stage") is None else f"wrong value type: stage={_short(obj.get('stage'))}"
+    if obj.get("v") is None and obj.get("ts") is None:
+        stamp = obj.get("timestamp")
+        if stamp is None:
+            return "no timestamp (ts or timestamp)"
+        if not _time_ok(stamp):
+            return f"wrong value type: timestamp={_short(stamp)} (an ISO timestamp expected)"
+    elif obj.get("ts") is None:
+        return "no ts"
+    return None
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _scan_lines(f: FileStats, clean: Path) -> list[int]:
+    """Copy the good lines of ``f`` into ``clean``; count the bad ones. The kept line numbers."""
+    kept: list[int] = []
+    opener = gzip.open if f.display.endswith(".gz") else open
+    line_no = 0
+    try:
+        src = opener(f.path, "rb")
+    except OSError as exc:
+        f.unreadable = f"cannot open ({exc.strerror or exc})"
+        return kept
+    with src, open(clean, "wb") as out:
+        try:
+            while True:
+                raw = src.readline(MAX_LINE_BYTES + 2)
+                if not raw:
+                    break
+                line_no += 1
+                if len(raw) > MAX_LINE_BYTES + 1 and not raw.endswith(b"\n"):
+                    # Skip the rest of an oversized line without holding it.
+                    while raw and not raw.endswith(b"\n"):
+                        raw = src.readline(1 << 20)
+                    _add_bad(f, line_no, f"line over {MAX_LINE_BYTES >> 20} MiB")
+                    continue
+                reason = _line_problem(raw)
+                if reason is None:
+                    out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                    kept.append(line_no)
+                elif reason != "blank":
+                    _add_bad(f, line_no, reason)
+        except (OSError, EOFError, zlib.error) as exc:
+            # A corrupt or truncated .gz: what came before the damage is kept.
+            f.unreadable = f"corrupt gzip after line {line_no} ({_one_line(exc)})"
+    return kept
+
+
+def _line_problem(raw: bytes) -> str | None:
+    body = raw.rstrip(b"\r\n")
+    if not body.strip():
+        return "blank"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}"
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        if not raw.endswith(b"\n"):
+            return "truncated line at end of file"
+        msg = getattr(exc, "msg", str(exc))
+        col = getattr(exc, "colno", None)
+        return f"malformed JSON ({msg}" + (f", column {col})" if col else ")")
+    if not isinstance(obj, dict):
+        return f"not a JSON object ({type(obj).__name__})"
+    return _type_problem(obj)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# -- the store: cache file or memory -------------------------------------------------------------
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(f"dslogs: {message}\n")
+
+
+def _attach_cache(con, path: Path) -> bool:
+    """Attach the cache read-write as ``dslogs_cache``; rebuild it on a schema version mismatch.
+    False (and a line on stderr) when it cannot be used: the run goes on without a cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _stderr(f"cache {path}: cannot create its folder ({exc.strerror or exc}); reading without a cache")
+        return False
+    for attempt in range(2):
+        try:
+            con.execute(f"ATTACH {_q(str(path))} AS dslogs_cache")
+        except duckdb.Error as exc:
+            if cache_mod.is_lock_error(exc):
+                _stderr(f"cache {path} is in use by another dslogs process; reading without a cache")
+            elif attempt == 0 and path.exists():
+                # Not a DuckDB file, or one of another DuckDB version: start a new one.
+                _remove_cache(path)
+                continue
+            else:
+                _stderr(f"cache {path}: {_one_line(exc)}; reading without a cache")
+            return False
+        try:
+            version = con.execute(
+                "SELECT value FROM dslogs_cache.meta WHERE key = 'schema_version'"
+            ).fetchall()
+        except duckdb.Error:
+            version = []
+        tables = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dslogs_cache'"
+        ).fetchall()[0][0]
+        if tables and (not version or version[0][0] != str(cache_mod.SCHEMA_VERSION)):
+            con.execute("DETACH dslogs_cache")
+            _remove_cache(path)
+            continue
+        return True
+    return False
+
+
+def _remove_cache(path: Path) -> None:
+    for p in (path, Path(str(path) + ".wal")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+# -- open_logs -----------------------------------------------------------------------------------
+
+
+def _progress(total_bytes: int, files: int):
+    """A rich progress bar on stderr for long reads on a terminal; a no-op otherwise."""
+    if files < 8 or total_bytes < (64 << 20) or not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.console import Console
+
+    bar = Progress(
+        TextColumn("reading logs"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+    return bar
+
+
+def open_logs(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    materialize: bool = True,
+) -> LogDB:
+    """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
+
+    ``materialize`` computes requests and sessions once into temporary tables (many queries, as
+    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``)."""
+    started = time.perf_counter()
+    zone = zone_name(tz)
+    lo, hi = parse_window(since, until, tz)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [str(paths)]
+    found: Discovery = discover([str(p) for p in paths], lo, hi)
+    con = duckdb.connect()
+    # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
+    con.execute(f"SET TimeZone = {_q(zone)}")
+    workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
+    con.execute(f"SET temp_directory = {_q(workdir.name)}")
+    db = LogDB(con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir)
+    try:
+        _load(db, found, zone, lo, hi, cache, use_cache, materialize, Path(workdir.name))
+    except BaseException:
+        db.close()
+        raise
+    db.ingest["seconds"] = round(time.perf_counter() - started, 3)
+    return db
+
+
+def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path) -> None:
+    con = db.con
+    store = "memory"
+    cache_path = None
+    if use_cache and found.files:
+        cache_path = Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
+        if _attach_cache(con, cache_path):
+            store = "dslogs_cache"
+        else:
+            cache_path = None
+    db.cache_path = cache_path
+    con.execute("SET preserve_insertion_order = true")
+    _create_store(con, store)
+    reader = Reader(con, store, zone, workdir)
+
+    known = {row[1]: row for row in con.execute(
+        f"SELECT file_id, path, size, mtime_ns, fingerprint, tz, legacy_rows FROM {store}.files"
+    ).fetchall()}  # fmt: skip
+    by_print = {row[4]: row for row in known.values() if row[4]}
+    next_id = 1 + max([row[0] for row in known.values()], default=0)
+    run: list[FileStats] = []  # files of this run (read now or from the cache)
+    to_read: list[FileStats] = []
+    reused = renamed = duplicates = 0
+    dropped_ids: list[int] = []
+    claimed: set[int] = set()
+    prints_in_run: dict[str, str] = {}
+    skipped: list[dict] = [{"file": f.display, "reason": "outside the window"} for f in found.pruned]
+    for lf in found.files:
+        resolved = str(lf.path.resolve())
+        rec = known.get(resolved)
+        if rec and rec[2] == lf.size and rec[3] == lf.mtime_ns and (rec[6] == 0 or rec[5] == zone):
+            run.append(_stats_from(lf, resolved, rec[0], rec[4]))
+            claimed.add(rec[0])
+            reused += 1
+            if rec[4]:
+                prints_in_run[rec[4]] = lf.display
+            continue
+        fp = cache_mod.fingerprint(lf.path)
+        if fp and fp in prints_in_run:
+            duplicates += 1
+            skipped.append({"file": lf.display, "reason": f"same content as {prints_in_run[fp]}"})
+            continue
+        other = by_print.get(fp) if fp else None
+        if other and other[0] not in claimed and (other[6] == 0 or other[5] == zone):
+            # Renamed by rotation or gzipped: the rows are already there.
+            if rec and rec[0] != other[0]:
+                dropped_ids.append(rec[0])
+            con.execute(
+                f"UPDATE {store}.files SET path = ?, display = ?, size = ?, mtime_ns = ? WHERE file_id = ?",
+                [resolved, lf.display, lf.size, lf.mtime_ns, other[0]],
+            )
+            known.pop(other[1], None)
+            run.append(_stats_from(lf, resolved, other[0], fp))
+            claimed.add(other[0])
+            renamed += 1
+            prints_in_run[fp] = lf.display
+            continue
+        if rec:
+            dropped_ids.append(rec[0])
+        stats = FileStats(next_id, resolved, lf.display, lf.size, lf.mtime_ns, fp, tz=zone)
+        next_id += 1
+        run.append(stats)
+        to_read.append(stats)
+        if fp:
+            prints_in_run[fp] = lf.display
+    # Records of files gone from disk (and of files replaced above) are dropped.
+    for path, rec in known.items():
+        if rec[0] in claimed or rec[0] in dropped_ids:
+            continue
+        if not os.path.exists(path):
+            dropped_ids.append(rec[0])
+    if dropped_ids:
+        legacy_sessions = [r[0] for r in con.execute(
+            f"SELECT DISTINCT session_id FROM {store}.events WHERE list_contains(?, file_id) "
+            "AND source_format = 'legacy' AND session_id IS NOT NULL", [dropped_ids]).fetchall()]  # fmt: skip
+        con.execute(f"DELETE FROM {store}.events WHERE list_contains(?, file_id)", [dropped_ids])
+        con.execute(f"DELETE FROM {store}.files WHERE list_contains(?, file_id)", [dropped_ids])
+    else:
+        legacy_sessions = []
+
+    total = sum(f.size for f in to_read)
+    with _progress(total, len(to_read)) as bar:
+        task = bar.add_task("read", total=total) if bar is not None else None
+        reader.read(to_read, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None)
+
+    if to_read:
+        counts = {fid: (n, leg, t0, t1) for fid, n, leg, t0, t1 in con.execute(
+            f"SELECT file_id, count(*), count(*) FILTER (WHERE source_format = 'legacy'), min(ts), max(ts) "
+            f"FROM {store}.events WHERE list_contains(?, file_id) GROUP BY file_id",
+            [[f.file_id for f in to_read]]).fetchall()}  # fmt: skip
+        for f in to_read:
+            f.rows, f.legacy_rows, f.first_ts, f.last_ts = counts.get(f.file_id, (0, 0, None, None))
+        con.executemany(
+            f"INSERT INTO {store}.files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [[f.file_id, f.path, f.display, f.size, f.mtime_ns, f.fingerprint, zone, f.rows, f.legacy_rows,
+              f.bad_lines, json.dumps(f.samples, ensure_ascii=False), f.unreadable, f.first_ts, f.last_ts]
+             for f in to_read],
+        )  # fmt: skip
+        legacy_sessions += [r[0] for r in con.execute(
+            f"SELECT DISTINCT session_id FROM {store}.events WHERE list_contains(?, file_id) "
+            "AND source_format = 'legacy' AND session_id IS NOT NULL",
+            [[f.file_id for f in to_read if f.legacy_rows]]).fetchall()]  # fmt: skip
+    if legacy_sessions:
+        con.execute(
+            view_sql("legacy_request_ids").replace("UPDATE events", f"UPDATE {store}.events").replace(
+                "FROM events", f"FROM {store}.events"),
+            {"sessions": sorted(set(legacy_sessions))},
+        )  # fmt: skip
+    if store == "dslogs_cache":
+        # The write phase is over: reattach read-only, so user SQL cannot change the cache and
+        # other dslogs processes can read it while this one runs.
+        con.execute("CHECKPOINT dslogs_cache")
+        con.execute("DETACH dslogs_cache")
+        con.execute(f"ATTACH {_q(str(db.cache_path))} AS dslogs_cache (READ_ONLY)")
+
+    # Per-file records of this run (cached files keep what was found when they were read).
+    ids = [f.file_id for f in run]
+    records = con.execute(
+        f"SELECT file_id, rows, legacy_rows, bad_lines, samples, unreadable, size FROM {store}.files "
+        "WHERE list_contains(?, file_id)", [ids]).fetchall() if ids else []  # fmt: skip
+    _define_views(db, store, run, lo, hi, materialize)
+    db.files = [f.display for f in run]
+    bad_lines = sum(r[3] for r in records)
+    samples: list[dict] = []
+    for r in sorted(records, key=lambda r: ids.index(r[0])):
+        samples.extend(json.loads(r[4] or "[]"))
+        if r[5]:
+            display = next(f.display for f in run if f.file_id == r[0])
+            skipped.append({"file": display, "reason": r[5]})
+    unreadable = sum(1 for r in records if r[5])
+    v1, legacy = db.con.execute(
+        "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
+    ).fetchall()[0]
+    events = v1 + legacy
+    formats = {k: v for k, v in (("v1", v1), ("legacy", legacy)) if v}
+    db.ingest = {
+        "files": len(run),
+        "events": int(events),
+        "bad_lines": int(bad_lines),
+        "skipped_files": len(found.pruned) + unreadable + duplicates,
+        "bad_line_samples": samples[:SAMPLES_TOTAL],
+        "formats": formats,
+        "bytes": int(sum(r[6] for r in records)),
+        "skipped": skipped[:SAMPLES_TOTAL],
+        "pruned_files": len(found.pruned),
+        "unreadable_files": unreadable,
+        "duplicate_files": duplicates,
+        "read_files": len(to_read),
+        "cached_files": reused + renamed,
+        "renamed_files": renamed,
+        "cache": str(db.cache_path) if db.cache_path else None,
+    }
+    if not run and not found.datasets:
+        # Every file was outside the window: nothing to read is not an error.
+        return
+
+
+def _stats_from(lf: LogFile, resolved: str, file_id: int, fp: str | None) -> FileStats:
+    return FileStats(file_id, resolved, lf.display, lf.size, lf.mtime_ns, fp)
+
+
+def _define_views(db: LogDB, store: str, run: list[FileStats], lo, hi, materialize: bool) -> None:
+    con = db.con
+    con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_run_files (file_id INTEGER PRIMARY KEY, source_file VARCHAR)")
+    if run:
+        con.executemany("INSERT INTO _dslogs_run_files VALUES (?, ?)", [(f.file_id, f.display) for f in run])
+    where = []
+    if lo is not None:
+        where.append(f"e.ts >= {_q(lo.isoformat())}::TIMESTAMPTZ")
+    if hi is not None:
+        where.append(f"e.ts < {_q(hi.isoformat())}::TIMESTAMPTZ")
+    cols = ", ".join("f.source_file" if c == "source_file" else f"e.{c}" for c in EVENT_COLUMNS)
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM {store}.events AS e "
+        f"JOIN _dslogs_run_files AS f ON f.file_id = e.file_id"
+        + (" WHERE " + " AND ".join(where) if where else "")
+    )
+    kind = "TABLE" if materialize else "VIEW"
+    con.execute(f"CREATE OR REPLACE TEMP {kind} requests AS {view_sql('requests')}")
+    con.execute(f"CREATE OR REPLACE TEMP {kind} sessions AS {view_sql('sessions')}")
+
+
+# -- queries -------------------------------------------------------------------------------------
+
+
+def _sql_error(exc: Exception) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text[:500]
+
+
+def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
+    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+    if not sql or not sql.strip():
+        raise UsageError("empty SQL: try \"SELECT stage, count(*) FROM events GROUP BY stage\"")
+    try:
+        cur = db.con.execute(sql, params) if params is not None else db.con.execute(sql)
+        if cur.description is None:
+            return QueryResult(columns=[], rows=[])
+        columns = [d[0] for d in cur.description]
+        types = [str(d[1]) for d in cur.description]
+        rows = cur.fetchall()
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+    return QueryResult(columns=columns, rows=rows, types=types)
+
+
+# The timeline of one session, one row per request (dslogs session --format table).
+_TIMELINE_COLUMNS = (
+    "turn_index", "request_id", "start_ts", "status", "input_len", "output_len", "tokenize_ms",
+    "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "format_ms", "ttft_ms", "tpot_ms",
+    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "error_type",
+)  # fmt: skip
+
+
+def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
+    """One session: its request timeline (``timeline``) or all its events in ts order."""
+    if timeline:
+        sql = (
+            f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
+            "ORDER BY turn_index"
+        )
+    else:
+        sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
+    return run_query(db, sql, [session_id])
+
+
+def ingest_summary_line(db: LogDB) -> str:
+    i = db.ingest
+    return (
+        f"{i['files']} files, {i['events']} events, {i['bad_lines']} bad lines, "
+        f"{i['skipped_files']} skipped files"
+    )
+
+
+__all__ = ["LogDB", "open_logs", "run_query", "session_events", "RAW_COLUMNS", "EVENT_COLUMNS"]
+_ = (shutil,)
