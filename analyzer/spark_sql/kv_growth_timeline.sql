@@ -1,0 +1,25 @@
+-- Spark SQL twin of queries/kv_growth_timeline.sql (mirrors sha256:3b0ebb76d6951d60).
+-- KV cache length and size over time for the :max_sessions sessions with the longest KV cache,
+-- each thinned to about :max_points points (rows stay bounded). Units: tokens, MiB.
+-- Source: article 003 §4.3 (kv_seq_len > 2048, kv_cache_size_mb 1.8 -> 12.4 GB).
+WITH k AS (
+    SELECT session_id, ts, kv_seq_len,
+           CASE WHEN stage = 'kv_cache' THEN kv_cache_size_mb END AS kv_cache_size_mb
+    FROM events
+    WHERE stage IN ('kv_cache', 'prefill') AND session_id IS NOT NULL
+      AND (kv_seq_len IS NOT NULL OR kv_cache_size_mb IS NOT NULL)
+), chosen AS (
+    SELECT session_id, count(*) AS n
+    FROM k
+    GROUP BY session_id
+    ORDER BY max(coalesce(kv_seq_len, 0)) DESC, max(coalesce(kv_cache_size_mb, 0)) DESC, session_id NULLS LAST
+    LIMIT :max_sessions
+), numbered AS (
+    SELECT k.session_id, k.ts, k.kv_seq_len, k.kv_cache_size_mb, c.n,
+           row_number() OVER (PARTITION BY k.session_id ORDER BY k.ts NULLS LAST) AS rn
+    FROM k JOIN chosen AS c ON k.session_id = c.session_id
+)
+SELECT ts, session_id, kv_seq_len, kv_cache_size_mb
+FROM numbered
+WHERE (rn - 1) % CAST(ceil(n * 1.0 / :max_points) AS BIGINT) = 0 OR rn = n
+ORDER BY session_id NULLS LAST, ts NULLS LAST
