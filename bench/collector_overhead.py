@@ -157,6 +157,26 @@ def sustained(make, n, folder: Path) -> dict:
     return {"events": n, "enqueue_s": t_enq, "total_s": t_all, "events_per_s": n / t_all, "lines_on_disk": on_disk}
 
 
+def writer_capacity(n, folder: Path) -> dict:
+    """The writer alone: format, encode and append ``n`` queued events on this thread (its own
+    thread stopped), no producer sharing the GIL. The ceiling of the end-to-end rate."""
+    from collector.writer import Writer
+
+    q: deque = deque()
+    w = Writer(q, log_dir=str(folder), prefix="ds15b", max_bytes=10 * 2**20, gzip_closed=False,
+               clock=time.time, poll_s=1.0, health_interval_s=1e9)
+    w.stop(5)
+    now = time.time()
+    q.extend((now + i * 1e-6, "tokenize", 12.3, {"session_id": FIELDS["session_id"], "input_len": i})
+             for i in range(n))
+    gc.collect()
+    t0 = time.perf_counter()
+    w._drain()
+    dt = time.perf_counter() - t0
+    w.files.close()
+    return {"events": n, "seconds": dt, "events_per_s": n / dt, "lines_on_disk": data_lines(folder)}
+
+
 def make_ours(**kw):
     def make(folder):
         t = Tracer(folder, **kw)
@@ -212,6 +232,7 @@ def main(argv=None) -> dict:
         res["ours_sustained"] = sustained(make_ours(queue_size=args.sustained + 10), args.sustained,
                                           root / "ours_sus")
         res["article_sustained"] = sustained(make_article, args.article_events, root / "article_sus")
+        res["ours_writer_capacity"] = writer_capacity(args.sustained, root / "ours_cap")
 
         # 10 k events/s for a while with default settings: drops?
         folder = root / "ours_10k"
@@ -249,6 +270,15 @@ def main(argv=None) -> dict:
           f"{r['sustained']:7.1f}x")
     print(f"  ours: {os_['events']:,} events, {os_['lines_on_disk']:,} lines on disk; "
           f"article: {as_['events']:,} events, {as_['lines_on_disk']:,} lines on disk")
+    cap = res["ours_writer_capacity"]
+    print(f"  our writer alone (no producer on the GIL): {cap['events_per_s']:,.0f} events/s "
+          f"({cap['lines_on_disk']:,} lines)")
+    try:
+        res["load_avg_1m"] = os.getloadavg()[0]
+        print(f"  load average during the run: {res['load_avg_1m']:.1f} on {res['cpus']} CPUs "
+              "(a shared machine: quote ratios)")
+    except OSError:
+        pass
     k = res["ours_10k"]
     print(f"paced {PACED_RATE:,}/s for {k['seconds']:.0f} s, default settings: {k['lines_on_disk']:,} of "
           f"{k['events']:,} lines on disk, {k['dropped']} dropped")

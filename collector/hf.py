@@ -26,6 +26,8 @@ from collections.abc import Mapping
 THINK_END = "</think>"
 PARAM_DEFAULTS = {"num_beams": 1, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0, "do_sample": False}
 MB = 1024 * 1024
+# generate() arguments that greedy search rejects or ignores
+BEAM_ONLY = ("num_return_sequences", "num_beam_groups", "diversity_penalty", "length_penalty", "early_stopping")
 
 
 def _torch():
@@ -291,6 +293,7 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         c_end = time.process_time()
         if probe is not None:
             probe.detach()
+            probe.cache = None  # the failed run's KV cache must not outlive it (the retry needs the memory)
         oom = False
         try:
             oom = is_oom(e)
@@ -308,7 +311,8 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
                 torch.cuda.empty_cache()
         except Exception:
             pass
-        greedy = {**kwargs, "num_beams": 1, "do_sample": False}
+        greedy = {k: v for k, v in kwargs.items() if k not in BEAM_ONLY}
+        greedy.update(num_beams=1, do_sample=False)
         # article 003 §3.2: fall back to greedy search after a beam-search OOM
         return traced_generate(tracer, model, inputs, session_id=session_id, request_id=request_id,
                                tokenizer=tokenizer, think_end_token_id=think_end_token_id,
@@ -358,11 +362,12 @@ def _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, pro
         msg = msg[:300] + "…"
     tracer.event("error", error_type="OutOfMemoryError" if oom else type(e).__name__, error_msg=msg,
                  failed_stage=stage, params=params, **fields)
-    wall = (t_end - t0) * 1000.0
-    req = {"duration_ms": wall, "input_len": prompt_len, "status": "error", "finish_reason": "error"}
+    tok = _tok_ms(tracer, ids, pop=not will_fallback)  # the retry reports the same tokenize
+    wall = (t_end - t0) * 1000.0 + tok
+    req = {"input_len": prompt_len, "status": "error", "finish_reason": "error"}
     if probe is not None and probe.first_end is not None:
-        req["ttft_ms"] = _r((probe.first_end - t0) * 1000.0 + _tok_ms(tracer, ids, pop=will_fallback is False))
-    tracer.event("request", req.pop("duration_ms"), **req, **ids, **extra)
+        req["ttft_ms"] = _r((probe.first_end - t0) * 1000.0 + tok)
+    tracer.event("request", wall, **req, **ids, **extra)
     _gpu_memory(tracer, device, ids, extra)
 
 

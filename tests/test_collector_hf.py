@@ -232,7 +232,7 @@ def test_oom_fallback_to_greedy(model, tmp_path):
     t = Tracer(tmp_path)
     with _OomOn(model, 3):
         out = t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=6, num_beams=3,
-                         do_sample=True, eos_token_id=None, oom_fallback=True)
+                         num_return_sequences=2, do_sample=True, eos_token_id=None, oom_fallback=True)
     t.close()
     assert out.shape == (1, PROMPT + 6)
     ev = events_of(tmp_path)
