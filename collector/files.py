@@ -234,10 +234,10 @@ class LogFiles:
         self._date = None
 
     def after_fork(self) -> None:
-        """In a forked child: the inherited lock fd shares the parent's flock, so drop it."""
-        self._fd = -1
-        self._ino = None
-        self._lock_fd = -1
+        """In a forked child: the inherited lock fd shares the parent's flock (one open file
+        description), so take a new one. Closing the copy doesn't unlock the parent's."""
+        self._close_fd()
+        self._drop_lock_fd()
         self._date = None
 
 

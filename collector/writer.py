@@ -130,7 +130,7 @@ class Writer:
         self._stage_json: dict[str, str] = {}
         self._failing = False
         self._said: set[str] = set()
-        self._next_health = 0.0  # first health event at the first drain
+        self._next_health = 0.0
         self._gzip_jobs: deque[str] = deque()
         self._gzip_thread: threading.Thread | None = None
         self._wake = threading.Event()
