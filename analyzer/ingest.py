@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ import duckdb
 
 from analyzer import cache as cache_mod
 from analyzer.discovery import Discovery, LogFile, discover
-from analyzer.errors import InputError, UsageError
+from analyzer.errors import UsageError
 from analyzer.output import QueryResult
 from analyzer.timewindow import iso, parse_window, zone_name
 
@@ -550,8 +549,8 @@ def _progress(total_bytes: int, files: int):
     """A rich progress bar on stderr for long reads on a terminal; a no-op otherwise."""
     if files < 8 or total_bytes < (64 << 20) or not sys.stderr.isatty():
         return contextlib.nullcontext(None)
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     bar = Progress(
         TextColumn("reading logs"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
@@ -829,4 +828,3 @@ def ingest_summary_line(db: LogDB) -> str:
 
 
 __all__ = ["LogDB", "open_logs", "run_query", "session_events", "RAW_COLUMNS", "EVENT_COLUMNS"]
-_ = (shutil,)
