@@ -158,6 +158,7 @@ def _env() -> Environment:
         loader=FileSystemLoader(str(templates_dir())),
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
+        finalize=lambda v: "—" if v is None else v,  # a missing value (JSON null) prints as a dash
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -248,7 +249,7 @@ def _flagged_sessions(model: dict) -> dict[str, int]:
     return worst
 
 
-def _findings(model: dict, drill: set[str], chart_ids: set[str]) -> list[dict]:
+def _findings(model: dict, links: dict[str, str], chart_ids: set[str]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
                     key=lambda f: (charts_mod.severity_rank(f.get("severity")), str(f.get("rule")))):
@@ -261,7 +262,7 @@ def _findings(model: dict, drill: set[str], chart_ids: set[str]) -> list[dict]:
             "message": f.get("message"), "fix": f.get("fix"), "source": f.get("source"),
             "value": f.get("value"), "threshold": f.get("threshold"), "unit": f.get("unit") or "",
             "hosts": f.get("hosts") or [],
-            "sessions": [{"id": s, "anchor": anchor(s) if s in drill else None} for s in sids[:MAX_FINDING_SESSIONS]],
+            "sessions": [{"id": s, "anchor": links.get(s)} for s in sids[:MAX_FINDING_SESSIONS]],
             "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
             "section": section if section in SECTION_IDS else None,
             "chart": evidence.get("chart") if evidence.get("chart") in chart_ids else None,
@@ -299,7 +300,10 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
                       "columns": _detail_columns(shown), "rows": shown, "total_rows": len(rows),
                       "more_rows": len(rows) - len(shown)})
     drill_set = set(drill_ids)
-    rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set else None,
+    # A session links to its drill-down, else to its row in the sessions table.
+    rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
+                 else "row-" + anchor(s.get("session_id")),
+                 row_id="row-" + anchor(s.get("session_id")),
                  flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
     return rows, drill, len(sessions)
 
@@ -347,9 +351,10 @@ def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
 def view_model(model: dict, fallback_svg: bool = True) -> dict:
     flagged = _flagged_sessions(model)
     sessions, drill, session_total = _sessions(model, flagged)
-    drill_set = {d["id"] for d in drill}
+    links = {r.get("session_id"): r["anchor"] for r in sessions}
+    links.update({d["id"]: d["anchor"] for d in drill})
     by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
-    findings = _findings(model, drill_set, set(specs))
+    findings = _findings(model, links, set(specs))
     rules = model.get("rules") or []
     counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
     series = model.get("series") or {}

@@ -122,8 +122,8 @@ def two_weeks_of_logs(tmp_path_factory):
     from analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("weeks")
-    simulate(root / "w48", scenarios=["healthy"], days=7, seed=1, fmt="v1", events=6000, hosts=1, start="2026-11-23")
-    simulate(root / "w49", scenarios=["memory_leak"], days=7, seed=2, fmt="v1", events=6000, hosts=1, start="2026-11-30")
+    simulate(root / "w48", scenarios=["healthy"], days=7, seed=1, fmt="v1", events=40000, hosts=1, start="2026-11-23")
+    simulate(root / "w49", scenarios=["memory_leak"], days=7, seed=2, fmt="v1", events=40000, hosts=1, start="2026-11-30")
     return root
 
 
