@@ -333,54 +333,62 @@ def gpu_wait_hist_chart(series: dict) -> Chart | None:
                  _finish(chart, "gpu_wait distribution", "share of generate wall time not spent on CPU (003 §4.2)"))
 
 
-def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
-    rows = [r for r in series.get("memory_timeline") or [] if r.get("ts")]
-    if not rows:
-        return None
-    keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
+def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...]) -> list[dict]:
+    """Rows of the kept sessions with `minute` = minutes since the session's first point, thinned."""
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
-        out += [{"ts": r["ts"], "session_id": sid, "reserved_mb": r.get("reserved_mb"),
-                 "allocated_mb": r.get("allocated_mb")} for r in thin(pts)]
-    base = alt.Chart(_data(out, "ts")).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
-        x=_time_x("ts"),
-        y=alt.Y("mb:Q", title="MB"),
+        t0 = parse_ts(pts[0]["ts"])
+        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": r["ts"], "session_id": sid,
+                 **{f: r.get(f) for f in fields}} for r in thin(pts)]
+    return out
+
+
+def _shown_note(keep: list, rows: list[dict]) -> list[str]:
+    total = len({r.get("session_id") for r in rows})
+    return [f"{len(keep)} of {total} sessions shown (flagged first, then the largest)"] if len(keep) < total else []
+
+
+def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
+    # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
+    # would be slivers, and on a common origin their slopes compare at a glance.
+    rows = [r for r in series.get("memory_timeline") or [] if r.get("ts") and r.get("session_id") is not None]
+    if not rows:
+        return None
+    keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
+    out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"))
+    base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
+        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        y=alt.Y("mb:Q", title="MB", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
                                   scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
                                   legend=alt.Legend(labelExpr="replace(datum.label, '_mb', '')")),
-        tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S"), "session_id:N", "kind:N",
-                 alt.Tooltip("mb:Q", format=",.0f")],
+        tooltip=["session_id:N", alt.Tooltip("ts:T", title="time", format="%Y-%m-%d %H:%M:%S"),
+                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", format=",.0f")],
     )
-    chart = base.mark_line(clip=True, strokeWidth=1.6).add_params(_time_param()).properties(width=WIDTH - 220, height=220)
-    sub = "reserved solid, allocated dashed; flagged sessions first"
-    notes = [f"{len(keep)} of {len({r.get('session_id') for r in rows})} sessions shown"] if len(keep) < len(
-        {r.get("session_id") for r in rows}) else []
+    chart = base.mark_line(strokeWidth=1.6).properties(width=WIDTH - 220, height=220)
+    sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
-                 timeline=True, notes=notes)
+                 notes=_shown_note(keep, rows))
 
 
 def kv_chart(series: dict, flagged: list[str]) -> Chart | None:
-    rows = [r for r in series.get("kv_growth") or [] if r.get("ts")]
+    rows = [r for r in series.get("kv_growth") or [] if r.get("ts") and r.get("session_id") is not None]
     if not rows:
         return None
     keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
-    out = []
-    for sid in keep:
-        pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
-        out += [{"ts": r["ts"], "session_id": sid, "kv_seq_len": r.get("kv_seq_len"),
-                 "kv_cache_size_mb": r.get("kv_cache_size_mb")} for r in thin(pts)]
-    chart = alt.Chart(_data(out, "ts")).mark_line(clip=True, point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
-        x=_time_x("ts"),
+    out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"))
+    chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
+        x=alt.X("minute:Q", title="minutes since the session's first sample"),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
-        tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S"), "session_id:N", "kv_seq_len:Q",
-                 alt.Tooltip("kv_cache_size_mb:Q", format=",.1f")],
-    ).add_params(_time_param()).properties(width=WIDTH - 220, height=200)
+        tooltip=["session_id:N", alt.Tooltip("ts:T", title="time", format="%Y-%m-%d %H:%M:%S"),
+                 "kv_seq_len:Q", alt.Tooltip("kv_cache_size_mb:Q", format=",.1f")],
+    ).properties(width=WIDTH - 220, height=200)
     return Chart("kv_growth", "kv", "KV cache growth",
                  _finish(chart, "KV cache growth", "kv_seq_len per session (threshold 2048 tokens, 003 §4.3)"),
-                 timeline=True)
+                 notes=_shown_note(keep, rows))
 
 
 def errors_chart(series: dict) -> Chart | None:

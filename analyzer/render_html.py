@@ -59,7 +59,7 @@ def fmt_num(value, digits: int = 1) -> str:
     if isinstance(value, float):
         if value != value:  # NaN should not reach here; show it as missing
             return "—"
-        if value.is_integer() and abs(value) >= 1:
+        if value.is_integer() and abs(value) >= 1 and digits <= 1:
             return f"{int(value):,}"
         if abs(value) >= 1000:
             return f"{value:,.0f}"

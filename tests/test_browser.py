@@ -127,7 +127,7 @@ def test_brush_filters_every_timeline_chart(real):
         "() => document.querySelector('#chart-overview .brush_brush path').getBoundingClientRect().width")
     assert brush_width > 50
     timeline_ids = page.eval_on_selector_all(".chart[data-timeline='1']", "els => els.map(e => e.dataset.chart)")
-    assert len(timeline_ids) >= 5
+    assert len(timeline_ids) >= 4
     for cid in timeline_ids:
         assert page.evaluate(f"window.dslogs.views[{cid!r}].signal('time_range')") == rng, cid
     page.wait_for_timeout(200)
