@@ -346,3 +346,25 @@ def test_a_minimal_model_renders(tmp_path):
     assert "No stage timings in these logs." in parsed.texts
     assert "No sessions in this window." in parsed.texts
     assert "window.vegaEmbed=" not in page
+
+
+def test_cli_analyze_html_equals_analyze_json_then_render(sample_model, tmp_path):
+    """The user's path: `analyze --format json` then `render` gives the page `analyze` writes
+    (two analyze runs differ only in generated_at)."""
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    logs = str(REPO / "sample_logs" / "mixed")
+    runner = CliRunner()
+    direct, saved, rebuilt = tmp_path / "a.html", tmp_path / "m.json", tmp_path / "r.html"
+    for args in (["analyze", logs, "--no-cache", "--tz", "UTC", "--out", str(direct)],
+                 ["analyze", logs, "--no-cache", "--tz", "UTC", "--format", "json", "--out", str(saved)],
+                 ["render", str(saved), "--out", str(rebuilt)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    model = json.loads(saved.read_text(encoding="utf-8"))
+    a = direct.read_text(encoding="utf-8")
+    b = rebuilt.read_text(encoding="utf-8")
+    assert scrub(a, model) == scrub(b, model)
+    assert len(a.encode("utf-8")) <= MAX_BYTES
