@@ -15,6 +15,7 @@ from analyzer.simulate import simulate
 
 SEED = 7
 HOSTS = 2
+EVENTS = 15_000  # about 7 000 per host: enough sessions for every fault, fast to analyse
 _ROOT = Path(tempfile.mkdtemp(prefix="dslogs-diag-"))
 atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 
@@ -22,7 +23,7 @@ atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 @cache
 def simulated(scenario: str, fmt: str = "v1", seed: int = SEED, hosts: int = HOSTS) -> tuple[Path, dict]:
     out = _ROOT / f"{scenario}-{fmt}-{seed}-{hosts}"
-    simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts)
+    simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, events=EVENTS)
     return out, json.loads((out / "truth.json").read_text(encoding="utf-8"))
 
 

@@ -34,6 +34,7 @@ def test_scenario_recall_and_precision(scenario, fmt):
     assert not result.false_positives, f"{scenario}: false positives {result.false_positives[:5]}"
     assert result.recall == 1.0 and result.precision == 1.0
     if SCENARIOS[scenario].rule:
+        assert result.expected, f"{scenario}: the simulation injected nothing to find"
         assert result.status == "fired"
 
 
@@ -60,9 +61,10 @@ def test_legacy_logs_report_no_data_not_pass():
     model, _truth = analysed("healthy", "legacy")
     status = {r["rule"]: r["status"] for r in model["rules"]}
     for rule in ("slow_prefill", "beam_search", "high_max_tokens", "slow_format", "gpu_starved",
-                 "memory_thrash", "rss_growth", "collector_drops", "slow_ttft", "log_volume"):
+                 "memory_thrash", "rss_growth", "collector_drops", "slow_ttft"):
         assert status[rule] == "no_data", (rule, status[rule])
-    for rule in ("memory_leak", "slow_tokenize", "oom", "gpu_wait", "low_gpu_util", "kv_cache_bloat"):
+    # Line sizes come from ingest for any log, and the seed logger writes gpu_util_pct.
+    for rule in ("memory_leak", "slow_tokenize", "oom", "gpu_wait", "low_gpu_util", "kv_cache_bloat", "log_volume"):
         assert status[rule] == "pass", (rule, status[rule])
     assert model["requests"]["tpot_is_upper_bound"] is True
 
