@@ -24,8 +24,12 @@ def _esc(text) -> str:
     if text is None:
         return "—"
     s = str(text)
-    for ch in "\\`*_[]<>|#":
+    # Enough to stop HTML (<), links ([]), code spans (`) and table breaks (|); underscores in
+    # ids like num_ooms stay readable.
+    for ch in "\\`[]|":
         s = s.replace(ch, "\\" + ch)
+    # Entities, so not even the raw text holds a tag ("&" first: a logged "&lt;" stays visible).
+    s = s.replace("&", "&amp;").replace("<", "&lt;")
     return " ".join(s.split())
 
 

@@ -1,7 +1,8 @@
 -- Out-of-memory events per session (or per host when no session is known): error events whose
 -- type is OutOfMemoryError / OOMError or whose message says "out of memory", and rises of the
 -- allocator's cumulative num_ooms counter between consecutive gpu_memory snapshots of one
--- process. Unit: events. Source: article 003 §3.2 (OOMError logging), §5.3 (no OOM).
+-- process within one session (a value carried in from earlier traffic is not this session's OOM).
+-- Unit: events. Source: article 003 §3.2 (OOMError logging), §5.3 (no OOM).
 WITH errs AS (
     SELECT session_id, host, ts, 1 AS oom_errors, 0 AS num_ooms_rise, error_type, error_msg
     FROM events
@@ -11,7 +12,7 @@ WITH errs AS (
            OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
 ), counter AS (
     SELECT session_id, host, ts,
-           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid ORDER BY ts) AS rise
+           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts) AS rise
     FROM events
     WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL
 ), rises AS (

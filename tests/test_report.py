@@ -162,7 +162,7 @@ def test_markdown_summary_escapes_log_strings(model):
     for heading in ("## Health checklist", "## Findings", "### Critical", "## Stage latency (ms)", "## Requests"):
         assert heading in md
     assert "<script>" not in md and "</script>" not in md
-    assert "\\<script\\>" in md  # the id is shown, escaped
+    assert "&lt;script>alert(1)&lt;/script>" in md  # the id is shown, escaped
     assert "| tokenize |" in md
     assert "del outputs" in md  # the fix is printed
     # Every row of a table has the header's column count, despite '|' in log strings.
