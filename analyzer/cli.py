@@ -241,7 +241,7 @@ def render(
 
 @app.command()
 def simulate(
-    outdir: Annotated[Path, typer.Argument(help="Folder to write simulated logs and truth.json into.")],
+    outdir: Annotated[Path | None, typer.Argument(help="Folder to write simulated logs and truth.json into.")] = None,
     scenario: Annotated[list[str] | None, typer.Option("--scenario", help="Fault scenario (repeatable); default: healthy.")] = None,
     days: Annotated[int, typer.Option("--days", min=1, help="Days of traffic.")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="Random seed (same arguments give the same bytes).")] = 0,
@@ -258,6 +258,8 @@ def simulate(
         for name, spec in SCENARIOS.items():
             typer.echo(f"{name:18} {spec.description}")
         return
+    if outdir is None:
+        _fail("usage: dslogs simulate OUTDIR [--scenario NAME]... (or --list)")
     summary = _run(
         run_simulation,
         outdir,
