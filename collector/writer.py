@@ -26,6 +26,7 @@ from collector.schema import SCHEMA_VERSION
 RESERVED = frozenset({"v", "ts", "stage", "host", "pid", "duration_ms"})
 MAX_BATCH = 20_000  # events per write: bounds the memory of one batch
 MAX_ERROR_MSG = 300
+_MS3 = [f"{i:03d}" for i in range(1000)]
 
 
 class Flush:
@@ -127,7 +128,6 @@ class Writer:
         self.max_queued = 0
         self.dropped_queue = lambda: 0  # the Tracer's overflow counter, read for health events
         self._fmt = TsFormatter()
-        self._stage_json: dict[str, str] = {}
         self._failing = False
         self._said: set[str] = set()
         self._next_health = 0.0
@@ -140,7 +140,9 @@ class Writer:
 
     def _set_identity(self) -> None:
         self.pid = os.getpid()
-        self._tail = f',"host":{_encode(self.host)},"pid":{self.pid}}}\n'
+        self._idpart = f'"host":{_encode(self.host)},"pid":{self.pid}'
+        self._mids: dict[str, str] = {}  # stage -> '<offset>","stage":"<stage>","host":…,"pid":…'
+        self._mids_off = None
 
     def _start(self) -> threading.Thread:
         t = threading.Thread(target=self._run, name="dslogs-writer", daemon=True)
@@ -216,13 +218,9 @@ class Writer:
                 m.done.set()
 
     def _line(self, ts: float, stage, dur, fields: dict) -> tuple[str, str]:
+        """One line, any input (the slow path): odd durations, reserved names, NaN, objects."""
         tstr, date = self._fmt(ts)
-        sj = self._stage_json.get(stage)
-        if sj is None:
-            sj = _encode(str(stage))
-            if stage.__class__ is str:
-                self._stage_json[stage] = sj
-        head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{sj}'
+        head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{_encode(str(stage))},{self._idpart}'
         if dur is not None:
             if dur.__class__ is float and math.isfinite(dur):
                 head += f',"duration_ms":{dur:.3f}'
@@ -231,32 +229,32 @@ class Writer:
             else:
                 fields = {**fields, "duration_ms_raw": dur}
         if not fields:
-            return head + self._tail, date
+            return head + "}\n", date
         if not RESERVED.isdisjoint(fields):
             fields = {(k + "_" if k in RESERVED else k): v for k, v in fields.items()}
         try:
             body = _encode(fields)
         except (ValueError, TypeError, RecursionError):
             body = _encode(_finite(fields))
-        return f"{head},{body[1:-1]}{self._tail}", date
+        return f"{head},{body[1:]}\n", date
 
     def _write_items(self, items: list) -> None:
-        """Encode and append. The loop inlines the common case (float or no duration, no
-        reserved field names, plain JSON values): ~2x faster than calling ``_line`` per event."""
+        """Encode and append. The loop inlines the common case (int/float/no duration, no
+        reserved field names, plain JSON values) with the line's head cached per second and
+        stage: ~2x faster than calling ``_line`` per event."""
         groups: dict[str, list[str]] = {}
         bad = 0
         line = self._line
         chunks = _fast_chunks
         parts = self._fmt.parts
-        stage_json = self._stage_json
+        mids = self._mids
         reserved_free = RESERVED.isdisjoint
         isfinite = math.isfinite
         floor = math.floor
         join = "".join
-        tail = self._tail
-        v = SCHEMA_VERSION
+        ms3 = _MS3
         cur_sec = None
-        base = off = ""
+        head = ""
         lines: list[str] = []
         for item in items:
             ts, stage, dur, fields = item
@@ -264,12 +262,16 @@ class Writer:
                 sec, ms = divmod(floor(ts * 1000.0 + 0.5), 1000)
                 if sec != cur_sec:
                     base, off, date = parts(sec)
+                    if off != self._mids_off:  # DST or TZ change: the cached heads are stale
+                        mids.clear()
+                        self._mids_off = off
+                    head = f'{{"v":{SCHEMA_VERSION},"ts":"{base}.'
                     cur_sec = sec
                     lines = groups.get(date)
                     if lines is None:
                         lines = groups[date] = []
-                sj = stage_json.get(stage)
-                if (sj is not None and fields and chunks is not None and reserved_free(fields)
+                mid = mids.get(stage)
+                if (mid is not None and fields and chunks is not None and reserved_free(fields)
                         and (dur is None or dur.__class__ is int
                              or (dur.__class__ is float and isfinite(dur)))):
                     try:
@@ -278,15 +280,15 @@ class Writer:
                         body = None
                     if body is not None:
                         if dur is None:
-                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},{body[1:-1]}{tail}')
+                            lines.append(f"{head}{ms3[ms]}{mid},{body[1:]}\n")
                         elif dur.__class__ is int:
-                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},'
-                                         f'"duration_ms":{dur},{body[1:-1]}{tail}')
+                            lines.append(f'{head}{ms3[ms]}{mid},"duration_ms":{dur},{body[1:]}\n')
                         else:  # 3 decimals (µs); '%.3f' is ~2.5x cheaper than repr(round())
-                            lines.append(f'{{"v":{v},"ts":"{base}.{ms:03d}{off}","stage":{sj},'
-                                         f'"duration_ms":{dur:.3f},{body[1:-1]}{tail}')
+                            lines.append(f'{head}{ms3[ms]}{mid},"duration_ms":{dur:.3f},{body[1:]}\n')
                         continue
-                text, date2 = line(ts, stage, dur, fields)
+                if mid is None and stage.__class__ is str:
+                    mids[stage] = f'{self._mids_off}","stage":{_encode(stage)},{self._idpart}'
+                text, _ = line(ts, stage, dur, fields)
                 lines.append(text)
             except Exception:
                 bad += 1
