@@ -372,3 +372,13 @@ def test_every_query_runs_on_sample_logs_with_the_expected_columns():
     may_be_empty = {"memory_per_host"}
     empty = [name for name, n in rows_seen.items() if n == 0 and name not in may_be_empty]
     assert not empty, f"queries that returned no rows on any sample folder: {empty}"
+
+
+def test_bucket_width_follows_the_span():
+    from analyzer.metrics import bucket_for_span
+
+    t = "2026-01-01T00:00:00+00:00"
+    assert bucket_for_span(t, "2026-01-01T02:59:00+00:00") == "minute"
+    assert bucket_for_span(t, "2026-01-20T00:00:00+00:00") == "hour"
+    assert bucket_for_span(t, "2026-12-31T00:00:00+00:00") == "day"  # a year: 365 buckets, not 8760
+    assert bucket_for_span(None, None) == "hour"
