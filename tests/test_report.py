@@ -243,7 +243,6 @@ def test_cli_thresholds_file_changes_findings_and_rejects_unknown_keys(tmp_path)
 def test_analyze_reads_the_logs_once(monkeypatch):
     """Every metric runs on the one connection open_logs built; nothing else opens the logs."""
     import analyzer.ingest as ingest
-
     from analyzer.report import analyze_logs
     from tests.diag_sim import simulated
 
@@ -283,7 +282,6 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     import shutil
 
     from analyzer.ingest import open_logs
-
     from analyzer.report import analyze_logs, build_report
     from tests.diag_sim import simulated
 
