@@ -66,7 +66,7 @@ TzOpt = Annotated[
     str | None, typer.Option("--tz", help="Time zone for naive (legacy) timestamps, e.g. Asia/Shanghai.")
 ]
 CacheOpt = Annotated[
-    Path | None, typer.Option("--cache", help="DuckDB cache file (default: .dslogs-cache.duckdb in the log dir).")
+    Path | None, typer.Option("--cache", help="DuckDB cache file (default: one per log folder under ~/.cache/dslogs).")
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
@@ -88,10 +88,11 @@ def _run(fn, *args, **kwargs):
         _fail(str(exc))
 
 
-def _open(logs, since, until, tz, cache, no_cache):
+def _open(logs, since, until, tz, cache, no_cache, materialize=True):
     from analyzer.ingest import open_logs
 
-    return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache)
+    return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
+                materialize=materialize)
 
 
 def _write_or_print(text: str, out: Path | None) -> None:
@@ -186,8 +187,6 @@ def query(
     master: MasterOpt = "local[*]",
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions)."""
-    from analyzer.output import write_result
-
     if engine is Engine.spark:
         from analyzer.spark_engine import spark_query
 
@@ -195,9 +194,10 @@ def query(
     else:
         from analyzer.ingest import run_query
 
-        db = _open(logs, since, until, tz, cache, no_cache)
+        # One query: views, computed only as far as the query needs them.
+        db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
         result = _run(run_query, db, sql)
-    write_result(result, format.value, sys.stdout)
+    _print_result(result, format.value)
 
 
 @app.command()
@@ -212,16 +212,29 @@ def session(
 ) -> None:
     """Show one session: its timeline, or its events as JSONL."""
     from analyzer.ingest import session_events
-    from analyzer.output import write_result
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
-    db = _open(paths, since, until, tz, cache, no_cache)
+    db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         _fail(f"no events for session {session_id!r} in {', '.join(paths)}")
-    write_result(result, format.value, sys.stdout)
+    _print_result(result, format.value)
+
+
+def _print_result(result, fmt: str) -> None:
+    """Print a query result; a closed pipe (`| head`) ends the command quietly."""
+    import os
+
+    from analyzer.output import write_result
+
+    try:
+        write_result(result, fmt, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would complain again at exit when flushing stdout: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @app.command()

@@ -158,16 +158,16 @@ def _read_sql(store: str) -> str:
     row (POSITIONAL JOIN); the post-read check sends any file where they do not to the slow path.
     """
     raw = (
-        f"SELECT j.* EXCLUDE (filename), c.line_bytes, f.file_id "
+        "SELECT j.*, c.line_bytes, "
+        "CAST(list_extract($file_ids, CAST(j.file_index AS BIGINT) + 1) AS INTEGER) AS file_id "
         f"FROM read_json($files, columns={_columns_struct()}, format='newline_delimited', "
-        f"filename=true, maximum_object_size={MAX_LINE_BYTES + 1024}) AS j "
+        f"maximum_object_size={MAX_LINE_BYTES + 1024}) AS j "
         "POSITIONAL JOIN ("
         "  SELECT strlen(line) + 1 AS line_bytes"
         "  FROM read_csv($files, columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='',"
         f"   header=false, auto_detect=false, max_line_size={MAX_LINE_BYTES + 2})"
-        "  WHERE trim(line, ' \t\r') <> ''"
-        ") AS c "
-        "JOIN _dslogs_load AS f ON f.read_path = j.filename"
+        "  WHERE line IS NOT NULL"
+        ") AS c"
     )
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
@@ -213,13 +213,10 @@ class Reader:
 
     # One statement for many files; raises when DuckDB rejects one of them (nothing is kept).
     def _insert(self, loads: list[tuple[str, int]], lenient: bool = False) -> None:
-        con = self.con
-        con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_load (read_path VARCHAR, file_id INTEGER)")
-        con.executemany("INSERT INTO _dslogs_load VALUES (?, ?)", loads)
         sql = _read_sql(self.store)
         if lenient:
             sql = sql.replace("format='newline_delimited',", "format='newline_delimited', ignore_errors=true,")
-        con.execute(sql, {"files": [p for p, _ in loads], "tz": self.tz})
+        self.con.execute(sql, {"files": [p for p, _ in loads], "file_ids": [i for _, i in loads], "tz": self.tz})
 
     def _delete(self, file_ids: list[int]) -> None:
         if file_ids:
@@ -579,6 +576,7 @@ def open_logs(
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {_q(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
@@ -701,7 +699,11 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
                 "FROM events", f"FROM {store}.events"),
             {"sessions": sorted(set(legacy_sessions))},
         )  # fmt: skip
+    ids = [f.file_id for f in run]
+    derived = None
     if store == "dslogs_cache":
+        derived = _refresh_derived(db, store, run, lo, hi, changed=bool(to_read or dropped_ids or renamed),
+                                   materialize=materialize)  # fmt: skip
         # The write phase is over: reattach read-only, so user SQL cannot change the cache and
         # other dslogs processes can read it while this one runs.
         con.execute("CHECKPOINT dslogs_cache")
@@ -709,11 +711,10 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         con.execute(f"ATTACH {_q(str(db.cache_path))} AS dslogs_cache (READ_ONLY)")
 
     # Per-file records of this run (cached files keep what was found when they were read).
-    ids = [f.file_id for f in run]
     records = con.execute(
         f"SELECT file_id, rows, legacy_rows, bad_lines, samples, unreadable, size FROM {store}.files "
         "WHERE list_contains(?, file_id)", [ids]).fetchall() if ids else []  # fmt: skip
-    _define_views(db, store, run, lo, hi, materialize)
+    _define_views(db, store, run, lo, hi, materialize, derived)
     db.files = [f.display for f in run]
     bad_lines = sum(r[3] for r in records)
     samples: list[dict] = []
@@ -754,7 +755,39 @@ def _stats_from(lf: LogFile, resolved: str, file_id: int, fp: str | None) -> Fil
     return FileStats(file_id, resolved, lf.display, lf.size, lf.mtime_ns, fp)
 
 
-def _define_views(db: LogDB, store: str, run: list[FileStats], lo, hi, materialize: bool) -> None:
+def _derived_key(run: list[FileStats], lo, hi) -> str | None:
+    """What the cached requests/sessions tables were computed from: the run's files, no window."""
+    if lo is not None or hi is not None or not run:
+        return None
+    import hashlib
+
+    ids = ",".join(str(i) for i in sorted(f.file_id for f in run))
+    return hashlib.sha1(f"{cache_mod.SCHEMA_VERSION}|{ids}".encode()).hexdigest()
+
+
+def _refresh_derived(db: LogDB, store: str, run, lo, hi, changed: bool, materialize: bool) -> bool:
+    """Keep requests and sessions of this file set in the cache (they cost more than a query):
+    built by a run that materialises anyway, or by the first run that finds the files unchanged.
+    True when the cached tables match this run."""
+    con = db.con
+    key = _derived_key(run, lo, hi)
+    if key is None:
+        return False
+    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
+    if stored and stored[0][0] == key:
+        return True
+    if changed and not materialize:
+        return False
+    _define_views(db, store, run, lo, hi, materialize=False, derived=False)
+    con.execute(f"CREATE OR REPLACE TABLE {store}.requests_all AS SELECT * FROM requests")
+    con.execute(f"CREATE OR REPLACE TABLE {store}.sessions_all AS {view_sql('sessions').replace('FROM requests', f'FROM {store}.requests_all')}")
+    con.execute(f"INSERT OR REPLACE INTO {store}.meta VALUES ('derived_key', ?)", [key])
+    for name in ("sessions", "requests", "events"):
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+    return True
+
+
+def _define_views(db: LogDB, store: str, run: list[FileStats], lo, hi, materialize: bool, derived: bool | None) -> None:
     con = db.con
     con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_run_files (file_id INTEGER PRIMARY KEY, source_file VARCHAR)")
     if run:
@@ -770,6 +803,10 @@ def _define_views(db: LogDB, store: str, run: list[FileStats], lo, hi, materiali
         f"JOIN _dslogs_run_files AS f ON f.file_id = e.file_id"
         + (" WHERE " + " AND ".join(where) if where else "")
     )
+    if derived:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM {store}.requests_all")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW sessions AS SELECT * FROM {store}.sessions_all")
+        return
     kind = "TABLE" if materialize else "VIEW"
     con.execute(f"CREATE OR REPLACE TEMP {kind} requests AS {view_sql('requests')}")
     con.execute(f"CREATE OR REPLACE TEMP {kind} sessions AS {view_sql('sessions')}")

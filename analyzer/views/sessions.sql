@@ -1,8 +1,8 @@
 -- sessions: one row per session_id. Request counts and latency medians come from the requests
 -- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
 -- reserved_slope_mb_per_min = regr_slope(reserved_mb, epoch(ts) / 60) with regr_r2, ghost =
--- reserved - allocated (000 §1.1); ooms = error events naming an OOM (003 §3.2) plus the largest
--- rise of num_ooms; rss_slope_mb_per_min = the slope of the session's process (host, pid) RSS
+-- reserved - allocated (000 §1.1); ooms = error events naming an OOM (003 §3.2) or the rise of
+-- num_ooms, whichever is larger (a collector may log both for one OOM); rss_slope_mb_per_min = the slope of the session's process (host, pid) RSS
 -- while the session ran (000 §3.3). Medians are quantile_cont (linear interpolation). A slope
 -- over samples at one instant is NULL, not NaN.
 WITH ev AS (
@@ -50,16 +50,38 @@ WITH ev AS (
         quantile_cont(gpu_util_pct, 0.5) AS gpu_util_pct_p50
     FROM requests
     GROUP BY session_id
+), rss_points AS (
+    -- One point per process and instant; x in minutes since the process's first sample keeps
+    -- the sums below well conditioned.
+    SELECT host, pid, ts, (epoch(ts) - epoch(min(ts) OVER (PARTITION BY host, pid))) / 60.0 AS x,
+           avg(rss_mb) AS y, count(*) AS n
+    FROM events
+    WHERE stage = 'process_sample' AND rss_mb IS NOT NULL AND host IS NOT NULL AND pid IS NOT NULL
+    GROUP BY host, pid, ts
+), rss_cum AS (
+    -- Running sums per process: a session's regression over its time range is the difference
+    -- of two of them (found with ASOF joins), not a range join over every sample.
+    SELECT host, pid, ts,
+           sum(n) OVER w AS n, sum(n * x) OVER w AS sx, sum(n * y) OVER w AS sy,
+           sum(n * x * x) OVER w AS sxx, sum(n * x * y) OVER w AS sxy
+    FROM rss_points
+    WINDOW w AS (PARTITION BY host, pid ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), rss AS (
     SELECT
-        ev.session_id,
-        nullif(regr_slope(p.rss_mb, epoch(p.ts) / 60.0), 'NaN'::DOUBLE) AS rss_slope_mb_per_min,
-        max(p.rss_mb) - min(p.rss_mb) AS rss_rise_mb
-    FROM ev
-    JOIN events AS p
-      ON p.stage = 'process_sample' AND p.host = ev.host AND p.pid = ev.pid
-     AND p.ts BETWEEN ev.first_ts AND ev.last_ts
-    GROUP BY ev.session_id
+        s.session_id,
+        hi.n - coalesce(lo.n, 0) AS n,
+        hi.sx - coalesce(lo.sx, 0) AS sx,
+        hi.sy - coalesce(lo.sy, 0) AS sy,
+        hi.sxx - coalesce(lo.sxx, 0) AS sxx,
+        hi.sxy - coalesce(lo.sxy, 0) AS sxy
+    FROM ev AS s
+    ASOF JOIN rss_cum AS hi ON hi.host = s.host AND hi.pid = s.pid AND hi.ts <= s.last_ts
+    ASOF LEFT JOIN rss_cum AS lo ON lo.host = s.host AND lo.pid = s.pid AND lo.ts < s.first_ts
+), rss_slope AS (
+    SELECT session_id,
+           CASE WHEN n >= 2 AND n * sxx - sx * sx > 1e-9
+                THEN (n * sxy - sx * sy) / (n * sxx - sx * sx) END AS rss_slope_mb_per_min
+    FROM rss
 )
 SELECT
     ev.session_id,
@@ -69,7 +91,7 @@ SELECT
     (epoch(ev.last_ts) - epoch(ev.first_ts)) / 60.0 AS duration_min,
     coalesce(rq.requests, 0) AS requests,
     coalesce(rq.errors, 0) AS errors,
-    ev.oom_errors + greatest(coalesce(ev.num_ooms_rise, 0), 0) AS ooms,
+    greatest(ev.oom_errors, coalesce(ev.num_ooms_rise, 0)) AS ooms,
     ev.reserved_first_mb,
     ev.reserved_last_mb,
     ev.reserved_min_mb,
@@ -94,9 +116,8 @@ SELECT
     rq.gpu_util_pct_p50,
     ev.source_format,
     ev.pid,
-    rss.rss_slope_mb_per_min,
-    rss.rss_rise_mb,
+    rss_slope.rss_slope_mb_per_min,
     ev.events
 FROM ev
 LEFT JOIN rq ON rq.session_id = ev.session_id
-LEFT JOIN rss ON rss.session_id = ev.session_id
+LEFT JOIN rss_slope ON rss_slope.session_id = ev.session_id
