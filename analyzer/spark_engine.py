@@ -21,6 +21,7 @@ The pieces mirror the DuckDB path one to one:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -145,16 +146,6 @@ def _one_line(exc: BaseException) -> str:
 # -- sources -----------------------------------------------------------------------------------
 
 
-def raw_fields() -> list[str]:
-    """The fields read from each JSON line: every v1 field plus the legacy ``timestamp``."""
-    from collector.schema import COMMON_FIELDS, STAGES
-
-    names = list(COMMON_FIELDS)
-    for fields in STAGES.values():
-        names.extend(k for k in fields if k not in names)
-    return [*names, "timestamp"]
-
-
 def is_url(path: str) -> bool:
     """A path for Hadoop's FileSystem (s3a://, hdfs://, gs://, ...) rather than the local disk."""
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path)) and not path.startswith("file://")
@@ -183,7 +174,8 @@ class Dataset:
 class Sources:
     jsonl: list[SourceFile] = field(default_factory=list)
     datasets: list[Dataset] = field(default_factory=list)
-    skipped_files: int = 0
+    skipped_files: int = 0  # outside the window, or the same content as another file
+    empty_files: int = 0  # read as nothing and counted as skipped, as DuckDB's path does
 
 
 def _escape_glob(path: str) -> str:
@@ -249,20 +241,105 @@ def _manifest_name() -> str:
 
 
 # -- reading -----------------------------------------------------------------------------------
+#
+# Mirrors analyzer/ingest.py: the same read schema (ingest.RAW_COLUMNS), the same notion of a bad
+# line (malformed JSON, not an object, invalid UTF-8, a line over 16 MiB, a known field of the
+# wrong type, no stage, no readable time), blank lines skipped, samples per file and in total.
+# Lines are read as text and parsed with every field as a string, so each check is one SQL
+# expression and a bad field condemns its line (as DuckDB's strict read does), not the file.
 
-BAD_LINE_SAMPLES = 20
+
+def _ingest_limits() -> tuple[int, int, int]:
+    from analyzer.ingest import MAX_LINE_BYTES, SAMPLES_PER_FILE, SAMPLES_TOTAL
+
+    return MAX_LINE_BYTES, SAMPLES_PER_FILE, SAMPLES_TOTAL
+
+
+def raw_fields() -> list[str]:
+    """The fields read from each line (ingest.RAW_COLUMNS: every v1 field, legacy ``timestamp``)."""
+    from analyzer.ingest import RAW_COLUMNS
+
+    return list(RAW_COLUMNS)
 
 
 def _raw_schema():
     from pyspark.sql.types import StringType, StructField, StructType
 
-    fields = [StructField(name, StringType()) for name in raw_fields()]
+    from analyzer.ingest import _PARAM_TYPES
+
+    fields = []
+    for name in raw_fields():
+        if name == "params":
+            # An object of strings: a params that is not an object makes the line malformed.
+            fields.append(StructField(name, StructType([StructField(k, StringType()) for k in _PARAM_TYPES])))
+        else:
+            fields.append(StructField(name, StringType()))
     return StructType([*fields, StructField("_corrupt_record", StringType())])
 
 
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _as_type(expr: str, kind: str) -> str:
+    """SQL: the JSON value text ``expr`` as DuckDB's reader types it (numeric strings and
+    booleans become numbers; a fractional value cast to an integer rounds, as in DuckDB)."""
+    if kind == "BIGINT":
+        return (
+            f"CASE WHEN {expr} IN ('true', 'false') THEN CAST({expr} = 'true' AS BIGINT) "
+            f"WHEN instr({expr}, '.') > 0 OR instr(lower({expr}), 'e') > 0 "
+            f"THEN CAST(round(CAST({expr} AS DOUBLE)) AS BIGINT) ELSE CAST({expr} AS BIGINT) END"
+        )
+    if kind == "DOUBLE":
+        return f"CASE WHEN {expr} IN ('true', 'false') THEN CAST({expr} = 'true' AS DOUBLE) ELSE CAST({expr} AS DOUBLE) END"
+    if kind == "BOOLEAN":
+        return f"CASE WHEN {expr} IN ('true', '1') THEN true WHEN {expr} IN ('false', '0') THEN false END"
+    if kind == "TIMESTAMPTZ":
+        return f"to_timestamp({expr})"
+    return expr
+
+
+def _bad_sql() -> str:
+    """SQL: the line is bad, by the rules of ingest._line_problem (the reason itself is worked
+    out on the driver for the few sampled lines). One lambda checks every numeric field, which
+    keeps the generated code small."""
+    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
+
+    max_bytes, _, _ = _ingest_limits()
+    numbers = [f"j.{_q(n)}" for n, k in RAW_COLUMNS.items() if k in ("BIGINT", "DOUBLE")]
+    numbers += [f"j.params.{k}" for k, t in _PARAM_TYPES.items() if t in ("BIGINT", "DOUBLE")]
+    booleans = [f"j.params.{k}" for k, t in _PARAM_TYPES.items() if t == "BOOLEAN"]
+    times = [f"j.{_q(n)}" for n, k in RAW_COLUMNS.items() if k == "TIMESTAMPTZ"]
+    conditions = [
+        f"octet_length(value) > {max_bytes + 1}",
+        "NOT is_valid_utf8(value)",
+        "j._corrupt_record IS NOT NULL",
+        f"exists(array({', '.join(numbers)}), x -> x IS NOT NULL AND x NOT IN ('true', 'false') "
+        "AND (CAST(x AS DOUBLE) IS NULL OR isnan(CAST(x AS DOUBLE)) OR abs(CAST(x AS DOUBLE)) = double('inf')))",
+        *[f"({b} IS NOT NULL AND {b} NOT IN ('true', 'false', '0', '1'))" for b in booleans],
+        *[f"({t} IS NOT NULL AND to_timestamp({t}) IS NULL)" for t in times],
+        "j.stage IS NULL",
+        "(j.v IS NULL AND j.ts IS NULL AND to_timestamp(j.`timestamp`) IS NULL)",
+        "(j.v IS NOT NULL AND j.ts IS NULL)",
+    ]
+    return "(" + " OR ".join(conditions) + ")"
+
+
+def _reason(value: str | None, valid_utf8: bool) -> str:
+    """The DuckDB path's reason for a bad line (ingest._line_problem on its text)."""
+    from analyzer.ingest import _line_problem
+
+    if not valid_utf8:
+        return "invalid UTF-8"
+    if value is None:
+        return "unreadable line"
+    raw = value.encode("utf-8", "surrogateescape") + b"\n"
+    return _line_problem(raw) or "rejected by the reader"
+
+
 def _read_jsonl(spark, files: list[SourceFile]):
-    """(lines DataFrame, per-line ordering table): every line of ``files`` with its JSON fields
-    (strings), whether it is malformed, its bytes, file and 1-based line number."""
+    """Every line of ``files``: its text, file, split and position, parsed fields (strings),
+    whether it is blank, its problem (NULL when good) and its bytes as DuckDB counts them."""
     from pyspark.sql import functions as F
 
     lines = (
@@ -278,47 +355,46 @@ def _read_jsonl(spark, files: list[SourceFile]):
     parsed = F.from_json(
         F.col("value"), _raw_schema(), {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
     )
-    return lines.select(
+    lines = lines.select(
         "*",
         parsed.alias("j"),
-        (F.trim(F.col("value")) == "").alias("is_blank"),
-        (F.octet_length(F.col("value")) + 1).alias("line_bytes"),
+        F.expr("trim(BOTH ' \\t\\r' FROM value) = ''").alias("is_blank"),
+        # DuckDB: strlen of the line without its line break, plus the newline.
+        (F.octet_length(F.regexp_replace("value", "\r$", "")) + 1).alias("line_bytes"),
     )
+    return lines.withColumn("bad", ~F.col("is_blank") & F.expr(_bad_sql()))
 
 
 def _scan(spark, lines, files: list[SourceFile]):
-    """One pass over the lines: counts per (file, split) give the ingest counts and each split's
+    """One pass over the lines: counts per (file, split) give the bad-line count and each split's
     first line number (within a split, monotonically_increasing_id counts rows in file order).
-    Returns (order table DataFrame, counts dict)."""
+    Returns (order table DataFrame, bad lines)."""
     from pyspark.sql import functions as F
 
-    bad = (~F.col("is_blank")) & F.col("j._corrupt_record").isNotNull()
-    good = (~F.col("is_blank")) & F.col("j._corrupt_record").isNull()
     blocks = (
         lines.groupBy("file_uri", "block_start")
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.min("row_id").alias("first_row_id"),
-            F.sum(F.when(bad, 1).otherwise(0)).alias("bad"),
-            F.sum(F.when(good & F.col("j.v").isNotNull(), 1).otherwise(0)).alias("v1"),
-            F.sum(F.when(good & F.col("j.v").isNull(), 1).otherwise(0)).alias("legacy"),
+            F.sum(F.when(F.col("bad"), 1).otherwise(0)).alias("bad"),
         )
         .collect()
     )
-    display = {f.uri: f.display for f in files}
+    by_uri = {f.uri: (i, f.display) for i, f in enumerate(files)}
     offsets: dict[str, int] = {}
     table = []
-    counts = {"bad_lines": 0, "v1": 0, "legacy": 0}
+    bad = 0
     for b in sorted(blocks, key=lambda r: (r["file_uri"], r["block_start"])):
         start = offsets.get(b["file_uri"], 0)
-        name = display.get(b["file_uri"], b["file_uri"])
-        table.append((b["file_uri"], b["block_start"], b["first_row_id"], start, name))
+        order, name = by_uri.get(b["file_uri"], (len(files), b["file_uri"]))
+        table.append((b["file_uri"], b["block_start"], b["first_row_id"], start, order, name))
         offsets[b["file_uri"]] = start + b["n"]
-        counts["bad_lines"] += b["bad"]
-        counts["v1"] += b["v1"]
-        counts["legacy"] += b["legacy"]
-    schema = "file_uri string, block_start long, first_row_id long, lines_before long, source_file string"
-    return spark.createDataFrame(table, schema), counts
+        bad += b["bad"]
+    schema = (
+        "file_uri string, block_start long, first_row_id long, lines_before long, file_id int, "
+        "source_file string"
+    )
+    return spark.createDataFrame(table, schema), bad
 
 
 def _with_line_no(lines, order):
@@ -329,144 +405,118 @@ def _with_line_no(lines, order):
     )
 
 
-def _bad_line_samples(lines, order, limit: int = BAD_LINE_SAMPLES) -> list[dict]:
+def _bad_line_samples(lines, order) -> list[dict]:
+    """The first bad lines of each file (ingest.SAMPLES_PER_FILE), files in read order."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    bad = lines.filter((~F.col("is_blank")) & F.col("j._corrupt_record").isNotNull())
+    _, per_file, total = _ingest_limits()
+    bad = _with_line_no(lines.filter(F.col("bad")), order)
+    first = bad.withColumn("k", F.row_number().over(Window.partitionBy("file_id").orderBy("line_no")))
     rows = (
-        _with_line_no(bad, order)
-        .select("source_file", "line_no", "value")
-        .orderBy("source_file", "line_no")
-        .limit(limit)
+        first.filter(F.col("k") <= per_file)
+        .select("file_id", "source_file", "line_no", "value", F.expr("is_valid_utf8(value)").alias("utf8"))
+        .orderBy("file_id", "line_no")
+        .limit(total)
         .collect()
     )
-    return [{"file": r["source_file"], "line": int(r["line_no"]), "reason": _bad_reason(r["value"])} for r in rows]
-
-
-def _bad_reason(text: str) -> str:
-    import json
-
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return f"invalid JSON: {exc.msg}"
-    return f"not a JSON object ({type(value).__name__})"
+    return [
+        {"file": r["source_file"], "line": int(r["line_no"]), "reason": _reason(r["value"], r["utf8"])} for r in rows
+    ]
 
 
 def _raw_view(lines, order):
-    """dslogs_raw: the well-formed lines with their JSON fields, source_file, line_no, line_bytes."""
+    """dslogs_raw: the good lines typed as ingest.RAW_COLUMNS, plus file_id, line_no, line_bytes,
+    source_file (the input of views/events.sql)."""
     from pyspark.sql import functions as F
 
-    good = lines.filter((~F.col("is_blank")) & F.col("j._corrupt_record").isNull())
-    return _with_line_no(good, order).select(
-        *[F.col(f"j.`{name}`").alias(name) for name in raw_fields()],
-        "source_file",
-        "line_no",
-        "line_bytes",
-    )
+    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
+
+    good = lines.filter(~F.col("bad") & ~F.col("is_blank"))
+    cols = []
+    for name, kind in RAW_COLUMNS.items():
+        if name == "params":
+            fields = ", ".join(f"'{k}', {_as_type(f'j.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
+            cols.append(F.expr(f"CASE WHEN j.params IS NOT NULL THEN named_struct({fields}) END").alias(name))
+        else:
+            cols.append(F.expr(_as_type(f"j.{_q(name)}", kind)).alias(name))
+    return _with_line_no(good, order).select(*cols, "file_id", "line_no", "line_bytes", "source_file")
 
 
-# -- discovery and window ------------------------------------------------------------------------
-
-_LOG_NAME = re.compile(r".*\.jsonl(\.\d+)?(\.gz)?$")
-_NAME_DATE = re.compile(r"_(\d{8})(?:\.\d+)?\.jsonl")
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
-def _is_log_name(name: str) -> bool:
-    return bool(_LOG_NAME.match(name))
-
-
-def _name_day(name: str):
-    from datetime import date
-
-    m = _NAME_DATE.search(name)
-    if not m:
-        return None
-    try:
-        return date(int(m.group(1)[:4]), int(m.group(1)[4:6]), int(m.group(1)[6:]))
-    except ValueError:
-        return None
-
-
-def _outside_window(name: str, since: datetime | None, until: datetime | None) -> bool:
-    """A file whose name-date lies wholly outside the window (a day of margin either side: the
-    name is the writer's local day, in a zone we do not know)."""
-    from datetime import timedelta
-
-    day = _name_day(name)
-    if day is None:
-        return False
-    if since is not None and day + timedelta(days=2) <= since.astimezone(UTC).date():
-        return True
-    return until is not None and day - timedelta(days=1) > until.astimezone(UTC).date()
-
-
-def parse_window(since: str | None, until: str | None, tz: str | None):
-    """(since, until) as aware datetimes; the same parser as the DuckDB path."""
-    from analyzer.timewindow import parse_when
-
-    now = datetime.now(UTC)
-    lo = parse_when(since, now, tz) if since else None
-    hi = parse_when(until, now, tz) if until else None
-    if lo is not None and hi is not None and lo > hi:
-        raise UsageError(f"--since {since} is after --until {until}")
-    return lo, hi
+# -- discovery ---------------------------------------------------------------------------------
 
 
 def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
-    """The JSONL files and compacted datasets under ``paths`` (local paths, file:// or any
-    Hadoop URL), without files whose name-date is outside the window."""
-    from analyzer import compact
+    """The JSONL files and compacted datasets under ``paths``: local paths through
+    analyzer.discovery (the DuckDB path's files, order and pruning), Hadoop URLs (s3a://,
+    hdfs://, ...) listed with Hadoop's FileSystem and pruned by the same name-date rule."""
+    from analyzer import compact, discovery
 
     sources = Sources()
     local: list[str] = []
     for raw in paths:
-        if is_url(raw):
-            found, is_dataset = _list_url(spark, raw)
-            if is_dataset:
-                root = found[0][0]
-                manifest = compact.check_manifest(
-                    __import__("json").loads(_read_text_url(spark, f"{root}/{compact.MANIFEST}")), root
-                )
-                sources.datasets.append(Dataset(root, manifest, compact.dataset_files(manifest, since, until)))
+        if not is_url(raw):
+            local.append(raw[len("file://"):] if raw.startswith("file://") else raw)
+            continue
+        found, is_dataset = _list_url(spark, raw)
+        if is_dataset:
+            root = found[0][0]
+            text = _read_text_url(spark, f"{root}/{compact.MANIFEST}")
+            manifest = compact.check_manifest(_json_loads(text, root), root)
+            sources.datasets.append(Dataset(root, manifest, compact.dataset_files(manifest, since, until)))
+            continue
+        urls = []
+        for url, size in found:
+            name = url.rsplit("/", 1)[-1]
+            if not discovery.is_log_name(name):
                 continue
-            for url, size in found:
-                name = url.rsplit("/", 1)[-1]
-                if not _is_log_name(name):
-                    continue
-                if _outside_window(name, since, until):
-                    sources.skipped_files += 1
-                    continue
-                sources.jsonl.append(SourceFile(url, _escape_glob(url), _hadoop_uri(spark, url), size))
-        else:
-            path = raw[len("file://"):] if raw.startswith("file://") else raw
-            if compact.is_dataset(path):
-                manifest = compact.load_manifest(path)
-                root = str(Path(path).resolve())
-                sources.datasets.append(Dataset(root, manifest, compact.dataset_files(manifest, since, until)))
-            else:
-                local.append(path)
+            if discovery.outside_window(discovery.name_date(name), since, until):
+                sources.skipped_files += 1
+                continue
+            urls.append((url, size))
+        for url, size in sorted(urls, key=lambda u: discovery.name_sort_key(u[0])):
+            sources.jsonl.append(SourceFile(url, _escape_glob(url), _hadoop_uri(spark, url), size))
     if local:
-        files, skipped = _discover_local(local, since, until)
-        sources.skipped_files += skipped
-        for display, size in files:
+        from analyzer.cache import fingerprint
+
+        found = discovery.discover(local, since, until)
+        sources.skipped_files += found.skipped_files
+        seen: set[str] = set()
+        for lf in found.files:
+            # Same content twice (a copy, a file and its .gz) is read once, as DuckDB does.
+            fp = fingerprint(lf.path)
+            if fp and fp in seen:
+                sources.skipped_files += 1
+                continue
+            if fp:
+                seen.add(fp)
+            if lf.size == 0:
+                sources.empty_files += 1
             sources.jsonl.append(
-                SourceFile(display, _escape_glob(str(Path(display).resolve())), _hadoop_uri(spark, display), size)
+                SourceFile(lf.display, _escape_glob(str(lf.path.resolve())), _hadoop_uri(spark, str(lf.path)), lf.size)
+            )
+        for root in found.datasets:
+            manifest = compact.load_manifest(root)
+            sources.datasets.append(
+                Dataset(str(Path(root).resolve()), manifest, compact.dataset_files(manifest, since, until))
             )
     return sources
 
 
-def _discover_local(paths: list[str], since, until) -> tuple[list[tuple[str, int]], int]:
-    """Local files through the DuckDB path's discovery: the same files, the same pruning."""
-    from analyzer.discovery import discover
+def _json_loads(text: str, where: str):
+    import json
 
-    found = discover(paths, since=since, until=until)
-    return [(str(f.path), f.size) for f in found.files], found.skipped_files
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: not a dslogs compact manifest ({exc})") from None
 
 
 # -- the views -----------------------------------------------------------------------------------
-
-VIEW_NAMES = ("events", "requests", "sessions")
 
 
 @cache
@@ -477,21 +527,6 @@ def load_spark_sql(relpath: str) -> str:
 def spark_params(sql: str) -> set[str]:
     """Names of the ``:name`` parameters a Spark query uses (comments and strings ignored)."""
     return set(_SPARK_PARAM.findall(_STRING.sub("''", _COMMENT.sub("", sql))))
-
-
-def local_zone() -> str:
-    """The machine's IANA zone, as DuckDB's TimeZone default (ICU) sees it."""
-    env = os.environ.get("TZ")
-    if env:
-        return env.lstrip(":")
-    try:
-        target = os.path.realpath("/etc/localtime")
-        marker = "/zoneinfo/"
-        if marker in target:
-            return target.split(marker, 1)[1]
-    except OSError:
-        pass
-    return "UTC"
 
 
 @dataclass
@@ -510,11 +545,12 @@ class SparkLogs:
 
     def close(self) -> None:
         for df in self.cached:
-            df.unpersist()
+            with contextlib.suppress(Exception):
+                df.unpersist()
         self.cached.clear()
 
 
-# The events view's columns and Spark types (docs/internals.md; views/events.sql yields these).
+# The events view's columns and Spark types, in order (ingest.EVENT_COLUMNS, docs/internals.md).
 EVENT_TYPES: dict[str, str] = {
     "ts": "timestamp", "stage": "string", "session_id": "string", "request_id": "string",
     "host": "string", "pid": "bigint", "duration_ms": "double", "input_len": "bigint",
@@ -545,58 +581,60 @@ def open_logs_spark(
     tz: str | None = None,
     master: str = "local[*]",
 ) -> SparkLogs:
-    """Read the logs on Spark and register the views; the DuckDB ``open_logs`` on Spark."""
+    """``ingest.open_logs`` on Spark: the same files, views and ingest counts."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    spark = get_spark(master)
-    zone = tz or local_zone()
+    from analyzer.timewindow import iso, parse_window, zone_name
+
+    zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
-    try:
-        spark.conf.set("spark.sql.session.timeZone", zone)
-    except Exception as exc:
-        raise UsageError(f"--tz {tz}: unknown time zone ({_one_line(exc)})") from None
+    if isinstance(paths, str):
+        paths = [paths]
+    spark = get_spark(master)
+    # Naive timestamps parse, and date_trunc buckets, in the zone DuckDB is told (--tz or local).
+    spark.conf.set("spark.sql.session.timeZone", zone)
     # Partition values (host names) stay strings: a host called "0042" is not a number.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    # A corrupt .gz keeps the lines before the damage, as on the DuckDB path.
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
     sources = resolve_sources(spark, list(paths), lo, hi)
-    if not sources.jsonl and not any(d.files for d in sources.datasets) and not sources.datasets:
-        raise InputError(f"no log files found under {', '.join(paths)}")
-    ingest = {"files": 0, "events": 0, "bad_lines": 0, "skipped_files": sources.skipped_files,
-              "bad_line_samples": [], "formats": {}, "bytes": 0}  # fmt: skip
+    ingest = {"files": len(sources.jsonl), "events": 0, "bad_lines": 0,
+              "skipped_files": sources.skipped_files + sources.empty_files,
+              "bad_line_samples": [], "formats": {}, "bytes": sum(f.size for f in sources.jsonl)}  # fmt: skip
     parts = []
-    if sources.jsonl:
-        lines = _read_jsonl(spark, sources.jsonl)
-        order, counts = _scan(spark, lines, sources.jsonl)
-        ingest["files"] += len(sources.jsonl)
-        ingest["bytes"] += sum(f.size for f in sources.jsonl)
-        ingest["bad_lines"] += counts["bad_lines"]
-        for fmt in ("v1", "legacy"):
-            if counts[fmt]:
-                ingest["formats"][fmt] = counts[fmt]
-        if counts["bad_lines"]:
+    readable = [f for f in sources.jsonl if f.size != 0]
+    if readable:
+        lines = _read_jsonl(spark, readable)
+        order, bad = _scan(spark, lines, sources.jsonl)
+        ingest["bad_lines"] = bad
+        if bad:
             ingest["bad_line_samples"] = _bad_line_samples(lines, order)
         _raw_view(lines, order).createOrReplaceTempView("dslogs_raw")
         parts.append(spark.sql(load_spark_sql("views/events.sql")).select(*EVENT_TYPES))
     for ds in sources.datasets:
         parts.append(_dataset_events(spark, ds))
         block = _dataset_ingest(ds)
-        for key in ("files", "bad_lines", "bytes"):
+        for key in ("files", "bad_lines", "bytes", "skipped_files"):
             ingest[key] += block[key]
         ingest["bad_line_samples"].extend(block["bad_line_samples"])
-        for fmt, n in block["formats"].items():
-            ingest["formats"][fmt] = ingest["formats"].get(fmt, 0) + n
+    if not parts:
+        parts.append(spark.createDataFrame([], _events_ddl()))
     events = parts[0]
     for part in parts[1:]:
         events = events.unionByName(part)
+    # The window is half-open, since <= ts < until (analyzer.timewindow).
     if lo is not None:
         events = events.filter(F.col("ts") >= F.lit(lo))
     if hi is not None:
-        events = events.filter(F.col("ts") <= F.lit(hi))
+        events = events.filter(F.col("ts") < F.lit(hi))
     events = _materialise(spark, events)
     events.createOrReplaceTempView("events")
-    ingest["events"] = events.count()
-    ingest["bad_line_samples"] = ingest["bad_line_samples"][:BAD_LINE_SAMPLES]
-    logs = SparkLogs(spark, ingest, {"since": _iso(lo), "until": _iso(hi)}, zone, [events])
+    counts = events.groupBy("source_format").count().collect()
+    ingest["formats"] = {r["source_format"]: int(r["count"]) for r in sorted(counts, key=lambda r: r[0] != "v1") if r["count"]}
+    ingest["events"] = sum(ingest["formats"].values())
+    ingest["bad_line_samples"] = ingest["bad_line_samples"][: _ingest_limits()[2]]
+    logs = SparkLogs(spark, ingest, {"since": iso(lo), "until": iso(hi)}, zone, [events])
     for name in ("requests", "sessions"):
         df = spark.sql(load_spark_sql(f"views/{name}.sql")).persist(StorageLevel.MEMORY_AND_DISK)
         df.createOrReplaceTempView(name)
@@ -615,10 +653,6 @@ def _materialise(spark, events):
         spark.sparkContext.setCheckpointDir(folder)
         return events.checkpoint(eager=True)
     return events.localCheckpoint(eager=True)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _dataset_events(spark, ds: Dataset):

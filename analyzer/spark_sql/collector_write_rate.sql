@@ -21,8 +21,8 @@ SELECT
     host,
     count(*) AS intervals,
     max(bytes / dt_s) AS peak_bytes_per_s,
-    max_by(prev_ts, bytes / dt_s) AS peak_from,
-    max_by(bytes, bytes / dt_s) AS peak_bytes,
+    max_by(prev_ts, bytes / dt_s) FILTER (WHERE prev_ts IS NOT NULL) AS peak_from,
+    max_by(bytes, bytes / dt_s) FILTER (WHERE bytes IS NOT NULL) AS peak_bytes,
     sum(bytes) AS total_bytes
 FROM d
 GROUP BY host

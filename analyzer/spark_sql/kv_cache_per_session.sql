@@ -13,8 +13,8 @@ SELECT
     session_id,
     min(host) AS host,
     count(*) AS samples,
-    min_by(kv_seq_len, ts) AS kv_seq_len_first,
-    max_by(kv_seq_len, ts) AS kv_seq_len_last,
+    min_by(kv_seq_len, ts) FILTER (WHERE kv_seq_len IS NOT NULL) AS kv_seq_len_first,
+    max_by(kv_seq_len, ts) FILTER (WHERE kv_seq_len IS NOT NULL) AS kv_seq_len_last,
     max(kv_seq_len) AS kv_seq_len_max,
     count(kv_cache_size_mb) AS kv_size_samples,
     max(kv_cache_size_mb) AS kv_cache_size_max_mb

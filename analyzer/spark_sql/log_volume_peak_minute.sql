@@ -11,10 +11,10 @@ WITH per_minute AS (
 SELECT
     host,
     count(*) AS minutes,
-    max_by(minute, bytes) AS peak_minute,
+    max_by(minute, bytes) FILTER (WHERE minute IS NOT NULL) AS peak_minute,
     max(bytes) AS peak_bytes,
     max(bytes) / 60.0D AS peak_bytes_per_s,
-    max_by(events, bytes) AS peak_events,
+    max_by(events, bytes) FILTER (WHERE events IS NOT NULL) AS peak_events,
     sum(bytes) AS total_bytes
 FROM per_minute
 GROUP BY host

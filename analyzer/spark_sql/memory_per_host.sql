@@ -17,8 +17,8 @@ SELECT
     max(ghost_mb) AS ghost_max_mb,
     percentile(ghost_mb, 0.50) AS ghost_p50_mb,
     percentile(ghost_share, 0.50) AS ghost_share_p50,
-    max_by(ghost_mb, ts) AS ghost_last_mb,
-    max_by(ghost_share, ts) AS ghost_share_last
+    max_by(ghost_mb, ts) FILTER (WHERE ghost_mb IS NOT NULL) AS ghost_last_mb,
+    max_by(ghost_share, ts) FILTER (WHERE ghost_share IS NOT NULL) AS ghost_share_last
 FROM m
 GROUP BY host
 ORDER BY host NULLS LAST

@@ -1,6 +1,6 @@
 -- Spark SQL twin of queries/memory_per_session.sql (mirrors sha256:da7b644a3c65d663).
 -- GPU memory per session from gpu_memory events: reserved and allocated first/last/min/max,
--- their linear trend regr_slope(mb, minutes since the session's first sample) in MiB/min with
+-- their linear trend coalesce(regr_slope(mb, minutes since the session's first sample), CASE WHEN regr_count(mb, minutes since the session's first sample) > 0 THEN CAST('NaN' AS DOUBLE) END) in MiB/min with
 -- regr_r2, and ghost memory = reserved - allocated (cache PyTorch holds; nvidia-smi shows it as
 -- used: article 000 §1.1). Units: MiB, MiB/min, fraction.
 -- Sources: 000 §5 table (> 50 MiB/min), 003 §4.1 (reserved rising while allocated does not),
@@ -21,21 +21,21 @@ SELECT
     min(ts) AS first_ts,
     max(ts) AS last_ts,
     max(minute) AS minutes,
-    min_by(reserved_mb, ts) AS reserved_first_mb,
-    max_by(reserved_mb, ts) AS reserved_last_mb,
+    min_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) AS reserved_first_mb,
+    max_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) AS reserved_last_mb,
     min(reserved_mb) AS reserved_min_mb,
     max(reserved_mb) AS reserved_max_mb,
-    regr_slope(reserved_mb, minute) AS reserved_slope_mb_per_min,
+    coalesce(regr_slope(reserved_mb, minute), CASE WHEN regr_count(reserved_mb, minute) > 0 THEN CAST('NaN' AS DOUBLE) END) AS reserved_slope_mb_per_min,
     regr_r2(reserved_mb, minute) AS reserved_r2,
     count(allocated_mb) AS allocated_samples,
     max(allocated_mb) AS allocated_max_mb,
-    regr_slope(allocated_mb, minute) AS allocated_slope_mb_per_min,
+    coalesce(regr_slope(allocated_mb, minute), CASE WHEN regr_count(allocated_mb, minute) > 0 THEN CAST('NaN' AS DOUBLE) END) AS allocated_slope_mb_per_min,
     regr_r2(allocated_mb, minute) AS allocated_r2,
     max(ghost_mb) AS ghost_max_mb,
     percentile(ghost_mb, 0.50) AS ghost_p50_mb,
     percentile(ghost_share, 0.50) AS ghost_share_p50,
-    max_by(ghost_mb, ts) AS ghost_last_mb,
-    max_by(ghost_share, ts) AS ghost_share_last,
+    max_by(ghost_mb, ts) FILTER (WHERE ghost_mb IS NOT NULL) AS ghost_last_mb,
+    max_by(ghost_share, ts) FILTER (WHERE ghost_share IS NOT NULL) AS ghost_share_last,
     max(num_ooms) AS max_num_ooms
 FROM m
 GROUP BY session_id

@@ -11,8 +11,8 @@ WITH m AS (
     WHERE stage = 'gpu_memory' AND session_id IS NOT NULL AND reserved_mb IS NOT NULL
 ), per_session AS (
     SELECT session_id,
-           regr_slope(reserved_mb, minute) AS slope,
-           max_by(reserved_mb, ts) - min_by(reserved_mb, ts) AS rise,
+           coalesce(regr_slope(reserved_mb, minute), CASE WHEN regr_count(reserved_mb, minute) > 0 THEN CAST('NaN' AS DOUBLE) END) AS slope,
+           max_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) - min_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) AS rise,
            max(reserved_mb - allocated_mb) AS ghost,
            count(*) AS n
     FROM m

@@ -1,6 +1,6 @@
 -- Spark SQL twin of queries/rss_per_process.sql (mirrors sha256:517fd7214d60a42e).
 -- Host memory (RSS) trend per process from process_sample events: first/last/min/max rss_mb and
--- regr_slope(rss_mb, minutes since the process's first sample) with regr_r2. Units: MB, MB/min.
+-- coalesce(regr_slope(rss_mb, minutes since the process's first sample), CASE WHEN regr_count(rss_mb, minutes since the process's first sample) > 0 THEN CAST('NaN' AS DOUBLE) END) with regr_r2. Units: MB, MB/min.
 -- Source: article 000 §3.3 (RSS rising one way, 1250 -> 1380 -> 1520 MB, is a leak of Python
 -- objects; a steady 1200-1350 MB band is healthy).
 WITH p AS (
@@ -16,11 +16,11 @@ SELECT
     min(ts) AS first_ts,
     max(ts) AS last_ts,
     max(minute) AS minutes,
-    min_by(rss_mb, ts) AS rss_first_mb,
-    max_by(rss_mb, ts) AS rss_last_mb,
+    min_by(rss_mb, ts) FILTER (WHERE rss_mb IS NOT NULL) AS rss_first_mb,
+    max_by(rss_mb, ts) FILTER (WHERE rss_mb IS NOT NULL) AS rss_last_mb,
     min(rss_mb) AS rss_min_mb,
     max(rss_mb) AS rss_max_mb,
-    regr_slope(rss_mb, minute) AS rss_slope_mb_per_min,
+    coalesce(regr_slope(rss_mb, minute), CASE WHEN regr_count(rss_mb, minute) > 0 THEN CAST('NaN' AS DOUBLE) END) AS rss_slope_mb_per_min,
     regr_r2(rss_mb, minute) AS rss_r2
 FROM p
 GROUP BY host, pid
