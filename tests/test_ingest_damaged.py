@@ -1,0 +1,151 @@
+"""Damaged input never aborts a run: bad lines are skipped and counted with file, line, reason."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from analyzer.ingest import MAX_LINE_BYTES, SAMPLES_PER_FILE, open_logs, run_query
+from tests.ingest_lines import dumps, legacy, v1, write_lines
+
+GOOD = [v1(f"2026-11-23T10:00:{s:02d}.000+00:00", "gpu_sample", None, None, gpu_util_pct=float(s)) for s in range(6)]
+
+
+def good(k: int) -> bytes:
+    return dumps(GOOD[k]).encode() + b"\n"
+
+
+def read(*paths, **kw):
+    return open_logs([str(p) for p in paths], use_cache=False, **kw)
+
+
+def samples(db):
+    return [(s["line"], s["reason"]) for s in db.ingest["bad_line_samples"]]
+
+
+def util_values(db):
+    return [r[0] for r in run_query(db, "SELECT gpu_util_pct FROM events ORDER BY ts").rows]
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sa\n', "malformed JSON"),  # truncated mid-file
+        (b"Traceback (most recent call last):\n", "malformed JSON"),
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sample","gpu_util_pct":"87 %"}\n', "wrong value type: gpu_util_pct"),
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sample","pid":1e30}\n', "wrong value type: pid"),
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"decode","params":7}\n', "wrong value type: params"),
+        (b'{"v":1,"ts":"yesterday","stage":"gpu_sample"}\n', "wrong value type: ts"),
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"error","error_msg":"\xe5\x9c"}\n', "invalid UTF-8"),
+        (b'[1, 2, 3]\n', "not a JSON object"),
+        (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00"}\n', "no stage"),
+        (b'{"v":1,"stage":"gpu_sample"}\n', "no ts"),
+        (b'{"session_id":"x","stage":"input"}\n', "no timestamp"),
+        (b'{"session_id":"x","timestamp":"noon","stage":"input"}\n', "wrong value type: timestamp"),
+    ],
+)
+def test_one_bad_line_is_skipped_and_counted(tmp_path, bad, reason):
+    path = tmp_path / "ds15b_20261123.jsonl"
+    path.write_bytes(good(0) + good(1) + bad + good(2) + good(3))
+    db = read(path)
+    assert db.ingest["bad_lines"] == 1 and db.ingest["events"] == 4
+    (line, why), = samples(db)
+    assert line == 3 and why.startswith(reason), why
+    assert db.ingest["bad_line_samples"][0]["file"] == str(path)
+    assert util_values(db) == [0, 1, 2, 3]
+
+
+def test_blank_lines_are_not_bad_and_line_numbers_count_them(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(good(0) + b"\n" + b"  \t \n" + b"{oops}\n" + good(1) + b"\r\n")
+    db = read(path)
+    assert db.ingest["bad_lines"] == 1 and samples(db)[0][0] == 4 and db.ingest["events"] == 2
+
+
+def test_truncated_last_line_of_a_growing_file(tmp_path):
+    path = tmp_path / "ds15b_20261123.jsonl"
+    path.write_bytes(good(0) + good(1) + good(2)[:25])  # the writer is mid-line
+    db = read(path)
+    assert samples(db) == [(3, "truncated line at end of file")] and db.ingest["events"] == 2
+
+
+def test_last_line_without_newline_is_kept_when_complete(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(good(0) + good(1).rstrip(b"\n"))
+    db = read(path)
+    assert db.ingest["bad_lines"] == 0 and db.ingest["events"] == 2
+
+
+def test_line_over_16_mib_is_skipped_without_holding_it(tmp_path):
+    path = tmp_path / "x.jsonl"
+    huge = b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"error","error_msg":"' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
+    path.write_bytes(good(0) + huge + good(1))
+    db = read(path)
+    assert samples(db) == [(2, "line over 16 MiB")] and util_values(db) == [0, 1]
+
+
+def test_many_bad_lines_keep_a_few_samples_and_the_full_count(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"".join(good(k % 6) if k % 3 else b"garbage\n" for k in range(60)))
+    db = read(path)
+    assert db.ingest["bad_lines"] == 20 and db.ingest["events"] == 40
+    assert [s[0] for s in samples(db)] == [1, 4, 7, 10, 13][:SAMPLES_PER_FILE]
+
+
+def test_legacy_wrong_type_and_bad_utf8_lines(tmp_path):
+    lines = [
+        legacy("2026-11-23T10:00:00.000", "input", input_len=3),
+        b'{"session_id": "unknown", "timestamp": "2026-11-23T10:00:01.000", "stage": "gpu_memory", '
+        b'"duration_ms": -1, "kv_cache_size_mb": "3412.5 MiB", "reserved_mb": 4200.0}\n',
+        b'{"session_id": "unknown", "timestamp": "2026-11-23T10:00:02.000", "stage": "error", "error_msg": "\xe6\x8f\x90\xe7"}\n',
+        legacy("2026-11-23T10:00:03.000", "format"),
+    ]
+    db = read(write_lines(tmp_path / "ds15b_20261123.jsonl", lines, legacy_style=True), tz="UTC")
+    assert [line for line, _ in samples(db)] == [2, 3]
+    assert samples(db)[0][1].startswith("wrong value type: kv_cache_size_mb")
+    assert db.ingest["events"] == 2 and db.ingest["formats"] == {"legacy": 2}
+
+
+def test_corrupt_gzip_keeps_what_came_before_the_damage(tmp_path):
+    body = b"".join(good(k % 6) for k in range(3000))
+    blob = gzip.compress(body)
+    path = tmp_path / "ds15b_20261122.jsonl.gz"
+    path.write_bytes(blob[: len(blob) // 2])  # cut in the middle (a crash during gzip)
+    other = write_lines(tmp_path / "ds15b_20261123.jsonl", GOOD[:2])
+    db = read(tmp_path)
+    assert db.ingest["skipped_files"] == 1 and db.ingest["unreadable_files"] == 1
+    (skip,) = db.ingest["skipped"]
+    assert skip["file"] == str(path) and skip["reason"].startswith("corrupt gzip after line")
+    kept = int(skip["reason"].split("after line ")[1].split()[0])
+    assert 0 < kept < 3000 and db.ingest["events"] == 2 + kept
+    assert other.exists()
+
+
+def test_not_a_gzip_and_an_empty_file_are_skipped(tmp_path):
+    (tmp_path / "ds15b_20261121.jsonl.gz").write_bytes(b"this is not gzip at all\n")
+    (tmp_path / "ds15b_20261122.jsonl").write_bytes(b"")
+    write_lines(tmp_path / "ds15b_20261123.jsonl", GOOD[:3])
+    db = read(tmp_path)
+    assert db.ingest["events"] == 3 and db.ingest["skipped_files"] == 2
+    reasons = sorted(s["reason"].split(" (")[0] for s in db.ingest["skipped"])
+    assert reasons == ["corrupt gzip after line 0", "empty file"]
+
+
+def test_only_damaged_files_still_give_an_empty_run_not_an_error(tmp_path):
+    (tmp_path / "ds15b_20261122.jsonl").write_bytes(b"nothing useful\n{\n")
+    db = read(tmp_path)
+    assert db.ingest["events"] == 0 and db.ingest["bad_lines"] == 2
+    assert run_query(db, "SELECT count(*) FROM requests").rows == [(0,)]
+
+
+def test_damage_in_one_file_does_not_touch_its_neighbours(tmp_path):
+    write_lines(tmp_path / "a" / "ds15b_20261122.jsonl", GOOD[:3])
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "ds15b_20261122.jsonl").write_bytes(good(3) + b"{bad\n" + good(4))
+    write_lines(tmp_path / "c" / "ds15b_20261122.jsonl.gz", GOOD[5:], gz=True)
+    db = read(tmp_path)
+    assert db.ingest["events"] == 6 and db.ingest["bad_lines"] == 1 and db.ingest["files"] == 3
+    assert util_values(db) == [0, 1, 2, 3, 4, 5]
+    per_file = dict(run_query(db, "SELECT regexp_extract(source_file, '/(a|b|c)/', 1), count(*) FROM events GROUP BY 1").rows)
+    assert per_file == {"a": 3, "b": 2, "c": 1}
