@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/collector_health.sql (mirrors sha256:018067c74aa05ae0).
+-- Spark SQL twin of queries/collector_health.sql (mirrors sha256:018067c74aa05ae0); rewrites: analyzer/spark_sql/twin.py.
 -- Collector health per host: its own counters (cumulative per writer process, so the max per
 -- process is summed per host): events written, dropped, bytes written; the largest queue seen.
 -- Unit: events, bytes. A dropped event is a hole in every other metric.

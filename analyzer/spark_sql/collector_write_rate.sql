@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/collector_write_rate.sql (mirrors sha256:851c78a2388f4313).
+-- Spark SQL twin of queries/collector_write_rate.sql (mirrors sha256:851c78a2388f4313); rewrites: analyzer/spark_sql/twin.py.
 -- Log write rate per host from the collector's own cumulative bytes_written counter: the largest
 -- increase between two consecutive collector heartbeats of one process, divided by the seconds
 -- between them (pairs more than :max_heartbeat_gap_s apart are skipped). Units: bytes, bytes/s.

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/decode_per_session.sql (mirrors sha256:c296328f339bab2c).
+-- Spark SQL twin of queries/decode_per_session.sql (mirrors sha256:c296328f339bab2c); rewrites: analyzer/spark_sql/twin.py.
 -- Decode speed and GPU utilisation per session: tpot_ms p50 (time per output token; legacy logs
 -- give an upper bound) and gpu_util_pct p50 as measured around generate. Units: ms, %.
 -- Sources: article 003 §5.2 (decode < 130 ms/token), §4.2 (GPU < 20 % while decode is slow).

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/gpu_memory_swing.sql (mirrors sha256:81b8b715bc1bfc8b).
+-- Spark SQL twin of queries/gpu_memory_swing.sql (mirrors sha256:81b8b715bc1bfc8b); rewrites: analyzer/spark_sql/twin.py.
 -- GPU memory swing per host and GPU: |delta gpu_mem_used_mb| / delta seconds between consecutive
 -- gpu_sample events of one GPU (pairs more than :max_gap_s apart are ignored: a gap is not a
 -- swing). Reports the largest swing overall and while util > :thrash_util_pct, and how many such

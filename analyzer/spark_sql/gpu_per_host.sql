@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/gpu_per_host.sql (mirrors sha256:73480597aef0b23d).
+-- Spark SQL twin of queries/gpu_per_host.sql (mirrors sha256:73480597aef0b23d); rewrites: analyzer/spark_sql/twin.py.
 -- GPU sampler summary per host and GPU (gpu_sample events, NVML): utilisation peak / median /
 -- mean, memory used max and median (MiB and share of total), and the time the GPU was
 -- "starved": util < :starved_util_pct while memory used > :starved_mem_share of total. Samplers

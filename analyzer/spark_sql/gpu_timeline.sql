@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/gpu_timeline.sql (mirrors sha256:6df63bb4c0f44e4c).
+-- Spark SQL twin of queries/gpu_timeline.sql (mirrors sha256:6df63bb4c0f44e4c); rewrites: analyzer/spark_sql/twin.py.
 -- GPU utilisation and memory used per time bucket, host and GPU (:bucket from the span of the
 -- logs: 'minute', 'hour' or 'day'). Units: %, MiB. Source: article 000 §2.1.
 SELECT

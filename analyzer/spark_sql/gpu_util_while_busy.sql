@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/gpu_util_while_busy.sql (mirrors sha256:9eb796add86301d4).
+-- Spark SQL twin of queries/gpu_util_while_busy.sql (mirrors sha256:9eb796add86301d4); rewrites: analyzer/spark_sql/twin.py.
 -- GPU utilisation while requests ran, per host and GPU: gpu_sample events in a minute in which a
 -- request of that host was in flight (request start..end expanded to minutes: an equi-join that
 -- stays cheap over a year of 1 Hz samples): peak and median util. Units: %, samples.
@@ -8,8 +8,8 @@ WITH busy AS (
     FROM (
         SELECT host,
                explode(sequence(date_trunc('minute', coalesce(start_ts, end_ts)),
-                                date_trunc('minute', coalesce(end_ts, start_ts)),
-                                INTERVAL 1 MINUTE)) AS minute
+                                      date_trunc('minute', coalesce(end_ts, start_ts)),
+                                      INTERVAL 1 MINUTE)) AS minute
         FROM requests
         WHERE coalesce(start_ts, end_ts) IS NOT NULL
     ) AS expanded

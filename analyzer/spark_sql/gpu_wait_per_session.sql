@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/gpu_wait_per_session.sql (mirrors sha256:02e8a192d8e13789).
+-- Spark SQL twin of queries/gpu_wait_per_session.sql (mirrors sha256:02e8a192d8e13789); rewrites: analyzer/spark_sql/twin.py.
 -- gpu_wait_pct distribution per session: (wall - process CPU time) / wall x 100 over generate,
 -- the seed's definition (article 003 §4.2; > 60 % means the CPU sits waiting on the GPU).
 -- Unit: %. One row per session that measured it.

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/hosts_summary.sql (mirrors sha256:4ce8d789403a9ce2).
+-- Spark SQL twin of queries/hosts_summary.sql (mirrors sha256:4ce8d789403a9ce2); rewrites: analyzer/spark_sql/twin.py.
 -- Per host: events, sessions, requests and time range. Unit: counts.
 SELECT
     host,

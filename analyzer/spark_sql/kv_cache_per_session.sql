@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/kv_cache_per_session.sql (mirrors sha256:ce22b961cb2c9767).
+-- Spark SQL twin of queries/kv_cache_per_session.sql (mirrors sha256:ce22b961cb2c9767); rewrites: analyzer/spark_sql/twin.py.
 -- KV cache growth per session: kv_seq_len (prefill and kv_cache events) and kv_cache_size_mb
 -- (kv_cache events only), first, last and max. Units: tokens, MiB.
 -- Source: article 003 §4.3 (kv_seq_len > 2048 grows memory fast), §5.4 (kv_cache_size_mb < 8 GB).

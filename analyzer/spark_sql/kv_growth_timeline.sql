@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/kv_growth_timeline.sql (mirrors sha256:3b0ebb76d6951d60).
+-- Spark SQL twin of queries/kv_growth_timeline.sql (mirrors sha256:3b0ebb76d6951d60); rewrites: analyzer/spark_sql/twin.py.
 -- KV cache length and size over time for the :max_sessions sessions with the longest KV cache,
 -- each thinned to about :max_points points (rows stay bounded). Units: tokens, MiB.
 -- Source: article 003 §4.3 (kv_seq_len > 2048, kv_cache_size_mb 1.8 -> 12.4 GB).

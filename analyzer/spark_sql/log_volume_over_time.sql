@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/log_volume_over_time.sql (mirrors sha256:c56d218565a86582).
+-- Spark SQL twin of queries/log_volume_over_time.sql (mirrors sha256:c56d218565a86582); rewrites: analyzer/spark_sql/twin.py.
 -- Log volume per time bucket and host: bytes of log lines written (line_bytes, the length of the
 -- raw line as ingest read it, newline included) and events (:bucket: 'minute', 'hour' or 'day').
 -- Units: bytes, events. Source: article 000 §3.2 (log writes eating the disk's IOPS).

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/log_volume_peak_minute.sql (mirrors sha256:adc6a67f32677cf7).
+-- Spark SQL twin of queries/log_volume_peak_minute.sql (mirrors sha256:adc6a67f32677cf7); rewrites: analyzer/spark_sql/twin.py.
 -- The busiest minute of log writing per host: bytes of log lines (line_bytes) in that minute and
 -- the rate in bytes per second (bytes / 60). Units: bytes, bytes/s.
 -- Source: article 000 §3.2 (iotop WRITE > 2 MB/s), §5 table (> 1 MB/s: logging too often).

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/memory_per_host.sql (mirrors sha256:ef2c60f42e1f96a0).
+-- Spark SQL twin of queries/memory_per_host.sql (mirrors sha256:ef2c60f42e1f96a0); rewrites: analyzer/spark_sql/twin.py.
 -- GPU memory per host from gpu_memory events written outside any session (periodic snapshots):
 -- reserved max and ghost memory = reserved - allocated (article 000 §1.1). Units: MiB, fraction.
 -- Sessions' own snapshots are in memory_per_session.

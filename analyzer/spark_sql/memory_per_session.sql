@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/memory_per_session.sql (mirrors sha256:da7b644a3c65d663).
+-- Spark SQL twin of queries/memory_per_session.sql (mirrors sha256:da7b644a3c65d663); rewrites: analyzer/spark_sql/twin.py.
 -- GPU memory per session from gpu_memory events: reserved and allocated first/last/min/max,
 -- their linear trend coalesce(regr_slope(mb, minutes since the session's first sample), CASE WHEN regr_count(mb, minutes since the session's first sample) > 0 THEN CAST('NaN' AS DOUBLE) END) in MiB/min with
 -- regr_r2, and ghost memory = reserved - allocated (cache PyTorch holds; nvidia-smi shows it as

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/memory_timeline.sql (mirrors sha256:bd319697182887f0).
+-- Spark SQL twin of queries/memory_timeline.sql (mirrors sha256:bd319697182887f0); rewrites: analyzer/spark_sql/twin.py.
 -- Reserved and allocated GPU memory over time for at most :max_sessions sessions: those whose
 -- trend looks like a leak (slope > :leak_slope_mb_per_min and rise > :leak_rise_mb) or that hold
 -- ghost memory (reserved - allocated > :ghost_mb) first, then the steepest others. Each session is
@@ -24,7 +24,7 @@ WITH m AS (
         CASE WHEN (slope > :leak_slope_mb_per_min AND rise > :leak_rise_mb) OR ghost > :ghost_mb
              THEN 0 ELSE 1 END,
         coalesce(slope, 0) DESC,
-        session_id NULLS LAST
+        session_id
     LIMIT :max_sessions
 ), numbered AS (
     SELECT m.session_id, m.ts, m.reserved_mb, m.allocated_mb, c.n,

@@ -1,8 +1,9 @@
--- Spark SQL twin of queries/oom_per_session.sql (mirrors sha256:36d66b0df2cdb8fa).
+-- Spark SQL twin of queries/oom_per_session.sql (mirrors sha256:d21d337365e4c1c9); rewrites: analyzer/spark_sql/twin.py.
 -- Out-of-memory events per session (or per host when no session is known): error events whose
 -- type is OutOfMemoryError / OOMError or whose message says "out of memory", and rises of the
 -- allocator's cumulative num_ooms counter between consecutive gpu_memory snapshots of one
--- process. Unit: events. Source: article 003 §3.2 (OOMError logging), §5.3 (no OOM).
+-- process within one session (a value carried in from earlier traffic is not this session's OOM).
+-- Unit: events. Source: article 003 §3.2 (OOMError logging), §5.3 (no OOM).
 WITH errs AS (
     SELECT session_id, host, ts, 1 AS oom_errors, 0 AS num_ooms_rise, error_type, error_msg
     FROM events
@@ -12,7 +13,7 @@ WITH errs AS (
            OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
 ), counter AS (
     SELECT session_id, host, ts,
-           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid ORDER BY ts NULLS LAST) AS rise
+           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts NULLS LAST) AS rise
     FROM events
     WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL
 ), rises AS (

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/prefill_by_input_class.sql (mirrors sha256:6a27a54793813769).
+-- Spark SQL twin of queries/prefill_by_input_class.sql (mirrors sha256:6a27a54793813769); rewrites: analyzer/spark_sql/twin.py.
 -- Prefill percentiles for short prompts (input_len < :long_input_tokens) and long ones (>=).
 -- Unit: ms. Thresholds differ by class: 900 ms short (article 003 §5.2), 2500 ms for a
 -- 1200-token prompt (003 §5.4). Prompts without a token count are class 'unknown'.

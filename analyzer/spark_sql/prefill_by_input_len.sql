@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/prefill_by_input_len.sql (mirrors sha256:1ab49fa0502cc86c).
+-- Spark SQL twin of queries/prefill_by_input_len.sql (mirrors sha256:1ab49fa0502cc86c); rewrites: analyzer/spark_sql/twin.py.
 -- Prefill latency against prompt length: requests binned by input_len (tokens) in bins of
 -- :input_bin_tokens; inputs beyond :max_input_tokens share the last bin (bounded rows).
 -- Unit: ms. Shows whether prefill cost follows context length (article 003 §4.3, §5.4).

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/prefill_by_turn.sql (mirrors sha256:33aa1599e01aadd0).
+-- Spark SQL twin of queries/prefill_by_turn.sql (mirrors sha256:33aa1599e01aadd0); rewrites: analyzer/spark_sql/twin.py.
 -- Prefill latency against turn index (1-based request number within a session); turns beyond
 -- :max_turn share the last row. Unit: ms (input_len in tokens). Context growth shows as prefill
 -- rising with turns: article 003 §4.3 ("over 20 turns prefill 800 ms -> 4.2 s").

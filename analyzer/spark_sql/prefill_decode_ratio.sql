@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/prefill_decode_ratio.sql (mirrors sha256:5129ee2e7bbaccd9).
+-- Spark SQL twin of queries/prefill_decode_ratio.sql (mirrors sha256:5129ee2e7bbaccd9); rewrites: analyzer/spark_sql/twin.py.
 -- Prefill against decode: percentiles of prefill_ms / decode_ms per request, and the ratio of
 -- their sums (where the time goes overall). Unit: ratio. A high ratio means prompt processing
 -- (long context, article 003 §4.3) dominates; a low one means token generation does.

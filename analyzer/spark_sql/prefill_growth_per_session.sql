@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/prefill_growth_per_session.sql (mirrors sha256:f5958d2dc8455d90).
+-- Spark SQL twin of queries/prefill_growth_per_session.sql (mirrors sha256:f5958d2dc8455d90); rewrites: analyzer/spark_sql/twin.py.
 -- Prefill growth with turns per session: prefill_ms of the first and last measured turn, the max,
 -- and coalesce(regr_slope(prefill_ms, turn_index), CASE WHEN regr_count(prefill_ms, turn_index) > 0 THEN CAST('NaN' AS DOUBLE) END) with regr_r2. Units: ms, ms/turn, tokens.
 -- Long chats that resend their whole history make prefill climb turn after turn

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/reasoning_share.sql (mirrors sha256:851947a60dfea7c7).
+-- Spark SQL twin of queries/reasoning_share.sql (mirrors sha256:851947a60dfea7c7); rewrites: analyzer/spark_sql/twin.py.
 -- Reasoning share (reasoning_len / output_len, the <think> part of an R1-style answer) and time
 -- to first answer token (ttfa_ms, after </think>). Units: fraction 0..1, tokens, ms.
 -- Source: DESIGN.md §5.

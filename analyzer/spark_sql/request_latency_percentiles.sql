@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/request_latency_percentiles.sql (mirrors sha256:2ec27430134156b1).
+-- Spark SQL twin of queries/request_latency_percentiles.sql (mirrors sha256:2ec27430134156b1); rewrites: analyzer/spark_sql/twin.py.
 -- Per-request latency percentiles: ttft_ms, tpot_ms, e2e_ms, tokens_per_s, ttfa_ms.
 -- Units: ms (tokens/s for tokens_per_s). One row per metric; count = requests where it was
 -- measured. tpot_upper_bound counts legacy requests whose tpot is inference_ms/output_len

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/rss_per_process.sql (mirrors sha256:517fd7214d60a42e).
+-- Spark SQL twin of queries/rss_per_process.sql (mirrors sha256:517fd7214d60a42e); rewrites: analyzer/spark_sql/twin.py.
 -- Host memory (RSS) trend per process from process_sample events: first/last/min/max rss_mb and
 -- coalesce(regr_slope(rss_mb, minutes since the process's first sample), CASE WHEN regr_count(rss_mb, minutes since the process's first sample) > 0 THEN CAST('NaN' AS DOUBLE) END) with regr_r2. Units: MB, MB/min.
 -- Source: article 000 §3.3 (RSS rising one way, 1250 -> 1380 -> 1520 MB, is a leak of Python

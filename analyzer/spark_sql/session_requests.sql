@@ -1,16 +1,24 @@
--- Spark SQL twin of queries/session_requests.sql (mirrors sha256:3197490a854f7dfc).
+-- Spark SQL twin of queries/session_requests.sql (mirrors sha256:ad2bcead3e201982); rewrites: analyzer/spark_sql/twin.py.
 -- The requests of the sessions in :session_ids (the report's drill-down for flagged and slowest
--- sessions), at most :max_requests per session, in turn order. Units: ms, tokens, %.
+-- sessions), at most :max_requests per session, in turn order, with the gpu_memory snapshot taken
+-- after each request (003 §4.1). Units: ms, tokens, %, MiB.
 -- The list is a bound parameter, never spliced into the SQL.
 WITH r AS (
     SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY turn_index NULLS LAST) AS rn
     FROM requests
     WHERE array_contains(:session_ids, session_id)
+), mem AS (
+    SELECT request_id, max_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) AS reserved_mb, max_by(allocated_mb, ts) FILTER (WHERE allocated_mb IS NOT NULL) AS allocated_mb
+    FROM events
+    WHERE stage = 'gpu_memory' AND request_id IS NOT NULL AND array_contains(:session_ids, session_id)
+    GROUP BY request_id
 )
 SELECT
-    session_id, request_id, turn_index, start_ts, input_len, output_len, reasoning_len,
-    tokenize_ms, queue_ms, prefill_ms, decode_ms, inference_ms, format_ms, ttft_ms, tpot_ms,
-    e2e_ms, gpu_wait_pct, gpu_util_pct, kv_seq_len, num_beams, max_new_tokens, status, error_type
+    r.session_id, r.request_id, r.turn_index, r.start_ts, r.input_len, r.output_len, r.reasoning_len,
+    r.tokenize_ms, r.queue_ms, r.prefill_ms, r.decode_ms, r.inference_ms, r.format_ms, r.ttft_ms,
+    r.tpot_ms, r.e2e_ms, r.gpu_wait_pct, r.gpu_util_pct, r.kv_seq_len, r.num_beams, r.max_new_tokens,
+    mem.reserved_mb, mem.allocated_mb, r.status, r.error_type
 FROM r
-WHERE rn <= :max_requests
-ORDER BY session_id NULLS LAST, turn_index NULLS LAST
+LEFT JOIN mem ON mem.request_id = r.request_id
+WHERE r.rn <= :max_requests
+ORDER BY r.session_id NULLS LAST, r.turn_index NULLS LAST

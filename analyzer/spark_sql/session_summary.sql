@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/session_summary.sql (mirrors sha256:0ea2809f63871aff).
+-- Spark SQL twin of queries/session_summary.sql (mirrors sha256:0ea2809f63871aff); rewrites: analyzer/spark_sql/twin.py.
 -- One row per session from the sessions view: requests, errors, time range, memory trend and the
 -- latency medians the report's session table shows. Units: ms, MiB/min, %.
 -- Source: docs/internals.md (sessions view), DESIGN.md §7 (sessions keys).

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/short_prompt_e2e.sql (mirrors sha256:70204e2344c82f37).
+-- Spark SQL twin of queries/short_prompt_e2e.sql (mirrors sha256:70204e2344c82f37); rewrites: analyzer/spark_sql/twin.py.
 -- End-to-end latency of short prompts (input_len < :short_input_tokens tokens), the
 -- "simple question" case of article 003 §5.2 (total < 1.2 s). Unit: ms. With R1-style
 -- reasoning the <think> block alone often exceeds that; reasoning_share_p50 says how much.

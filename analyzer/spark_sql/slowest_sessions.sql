@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/slowest_sessions.sql (mirrors sha256:b5b05a695cd04998).
+-- Spark SQL twin of queries/slowest_sessions.sql (mirrors sha256:b5b05a695cd04998); rewrites: analyzer/spark_sql/twin.py.
 -- The :limit slowest sessions by median end-to-end latency, with their request count, ttft and
 -- tpot medians and worst e2e. Units: ms. Source: DESIGN.md §5.
 SELECT

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/stage_percentiles.sql (mirrors sha256:5a853ce71d480c18).
+-- Spark SQL twin of queries/stage_percentiles.sql (mirrors sha256:5a853ce71d480c18); rewrites: analyzer/spark_sql/twin.py.
 -- Stage latency percentiles over the whole window: count, p50, p90, p95, p99, max.
 -- Unit: ms. One row per stage with measured durations (duration_ms NULL or -1 = not measured).
 -- Percentiles are linear-interpolated (quantile_cont = numpy's default). Source: DESIGN.md §5;
@@ -19,4 +19,4 @@ ORDER BY
         WHEN 'tokenize' THEN 1 WHEN 'queue' THEN 2 WHEN 'prefill' THEN 3 WHEN 'decode' THEN 4
         WHEN 'inference' THEN 5 WHEN 'format' THEN 6 WHEN 'request' THEN 7 ELSE 8
     END,
-    stage NULLS LAST
+    stage

@@ -1,4 +1,4 @@
--- Spark SQL twin of queries/stage_percentiles_over_time.sql (mirrors sha256:4c9b2071ff97267e).
+-- Spark SQL twin of queries/stage_percentiles_over_time.sql (mirrors sha256:4c9b2071ff97267e); rewrites: analyzer/spark_sql/twin.py.
 -- Stage latency percentiles per time bucket (the "p95 prefill by hour" chart).
 -- Unit: ms. :bucket is a date_trunc unit ('minute', 'hour' or 'day') chosen from the span of the
 -- logs so a year of logs stays a few thousand rows. Source: DESIGN.md §5; 003 §3.1.

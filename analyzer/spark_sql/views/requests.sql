@@ -1,7 +1,15 @@
--- Spark SQL twin of analyzer/views/requests.sql (mirrors sha256:d8268e0aa79eae8d); see it for the
--- definitions. Differences: min_by with the NULL arguments filtered out for DuckDB's arg_min
--- (which skips them), NULLS LAST explicit (Spark sorts NULLs first ascending), 1000.0D (a
--- double, as DuckDB's division gives).
+-- Spark SQL twin of analyzer/views/requests.sql (mirrors sha256:d8268e0aa79eae8d); rewrites: analyzer/spark_sql/twin.py.
+-- requests: one row per request (session_id, request_id) from the events view, in ts order within
+-- its session (turn_index). Derived metrics (DESIGN.md §5, names after vLLM / OTel GenAI):
+--   ttft_ms = the request event's ttft_ms, else tokenize + queue + prefill (a missing part counts
+--             0; NULL when prefill was not measured);
+--   tpot_ms = decode_ms / (output_len - 1); a request with one unsplit inference stage (legacy)
+--             gets inference_ms / output_len and tpot_is_upper_bound (it includes prefill);
+--   e2e_ms  = the request event's duration_ms, else the sum of the measured stages;
+--   tokens_per_s = output_len / e2e seconds; prefill_decode_ratio = prefill_ms / decode_ms;
+--   reasoning_share = reasoning_len / output_len.
+-- Stage times are summed over a request's lines of that stage (a retried generate counts twice);
+-- generate parameters and GPU figures are the largest seen in its decode/inference lines.
 WITH r AS (
     SELECT
         session_id,
@@ -39,9 +47,9 @@ WITH r AS (
         max(status) FILTER (WHERE stage = 'request') AS request_status,
         max(finish_reason) FILTER (WHERE stage = 'request') AS finish_reason,
         count(*) FILTER (WHERE stage = 'error') AS error_events,
-        min_by(error_type, ts) FILTER (WHERE stage = 'error' AND error_type IS NOT NULL) AS error_type,
-        min_by(error_msg, ts) FILTER (WHERE stage = 'error' AND error_msg IS NOT NULL) AS error_msg,
-        min_by(failed_stage, ts) FILTER (WHERE stage = 'error' AND failed_stage IS NOT NULL) AS failed_stage,
+        min_by(error_type, ts) FILTER (WHERE error_type IS NOT NULL AND stage = 'error') AS error_type,
+        min_by(error_msg, ts) FILTER (WHERE error_msg IS NOT NULL AND stage = 'error') AS error_msg,
+        min_by(failed_stage, ts) FILTER (WHERE failed_stage IS NOT NULL AND stage = 'error') AS failed_stage,
         min(source_format) AS source_format,
         count(*) AS events
     FROM events

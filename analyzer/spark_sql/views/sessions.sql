@@ -1,7 +1,12 @@
--- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:f98f60d2a2370f94); see it for the
--- definitions. Differences: percentile for quantile_cont (both exact, linear interpolation),
--- unix_micros(ts) / 1e6 for epoch(ts), min_by/max_by for arg_min/arg_max (NULLs filtered in the
--- FILTER clause), CAST('NaN' AS DOUBLE) for 'NaN'::DOUBLE, 60.0D for 60.0 (a double).
+-- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:45c47e1c6522f7cf); rewrites: analyzer/spark_sql/twin.py,
+-- and by hand: DuckDB's ASOF JOINs become a carried-forward window (rss_marks .. rss_bounds).
+-- sessions: one row per session_id. Request counts and latency medians come from the requests
+-- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
+-- reserved_slope_mb_per_min = regr_slope(reserved_mb, epoch(ts) / 60) with regr_r2, ghost =
+-- reserved - allocated (000 §1.1); ooms = error events naming an OOM (003 §3.2) or the rise of
+-- num_ooms, whichever is larger (a collector may log both for one OOM); rss_slope_mb_per_min = the slope of the session's process (host, pid) RSS
+-- while the session ran (000 §3.3). Medians are quantile_cont (linear interpolation). A slope
+-- over samples at one instant is NULL, not NaN.
 WITH ev AS (
     SELECT
         session_id,
@@ -47,16 +52,63 @@ WITH ev AS (
         percentile(gpu_util_pct, 0.5) AS gpu_util_pct_p50
     FROM requests
     GROUP BY session_id
+), rss_points AS (
+    -- One point per process and instant; x in minutes since the process's first sample keeps
+    -- the sums below well conditioned.
+    SELECT host, pid, ts, ((unix_micros(ts) / 1e6) - (unix_micros(min(ts) OVER (PARTITION BY host, pid)) / 1e6)) / 60.0D AS x,
+           avg(rss_mb) AS y, count(*) AS n
+    FROM events
+    WHERE stage = 'process_sample' AND rss_mb IS NOT NULL AND host IS NOT NULL AND pid IS NOT NULL
+    GROUP BY host, pid, ts
+), rss_cum AS (
+    -- Running sums per process: a session's regression over its time range is the difference
+    -- of two of them (found with ASOF joins), not a range join over every sample.
+    SELECT host, pid, ts,
+           sum(n) OVER w AS n, sum(n * x) OVER w AS sx, sum(n * y) OVER w AS sy,
+           sum(n * x * x) OVER w AS sxx, sum(n * x * y) OVER w AS sxy
+    FROM rss_points
+    WINDOW w AS (PARTITION BY host, pid ORDER BY ts NULLS LAST ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+), rss_marks AS (
+    -- DuckDB's two ASOF joins, in Spark SQL: each session's first_ts and last_ts interleaved with
+    -- its process's running sums, each bound carrying the last sums before it. Ties: kind -1
+    -- (first_ts) sorts before a sample at the same instant (lo.ts < first_ts), kind 1 (last_ts)
+    -- after it (hi.ts <= last_ts).
+    SELECT host, pid, ts, 0 AS kind, CAST(NULL AS STRING) AS session_id,
+           named_struct('n', n, 'sx', sx, 'sy', sy, 'sxx', sxx, 'sxy', sxy) AS sums
+    FROM rss_cum
+    UNION ALL
+    SELECT host, pid, first_ts, -1, session_id, NULL
+    FROM ev WHERE host IS NOT NULL AND pid IS NOT NULL AND first_ts IS NOT NULL
+    UNION ALL
+    SELECT host, pid, last_ts, 1, session_id, NULL
+    FROM ev WHERE host IS NOT NULL AND pid IS NOT NULL AND last_ts IS NOT NULL
+), rss_carried AS (
+    SELECT session_id, kind,
+           last(sums, true) OVER (PARTITION BY host, pid ORDER BY ts, kind
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sums
+    FROM rss_marks
+), rss_bounds AS (
+    SELECT session_id,
+           first(CASE WHEN kind = 1 THEN sums END, true) AS hi,
+           first(CASE WHEN kind = -1 THEN sums END, true) AS lo
+    FROM rss_carried
+    WHERE kind <> 0
+    GROUP BY session_id
 ), rss AS (
     SELECT
-        ev.session_id,
-        nullif(regr_slope(p.rss_mb, (unix_micros(p.ts) / 1e6) / 60.0D), CAST('NaN' AS DOUBLE)) AS rss_slope_mb_per_min,
-        max(p.rss_mb) - min(p.rss_mb) AS rss_rise_mb
-    FROM ev
-    JOIN events AS p
-      ON p.stage = 'process_sample' AND p.host = ev.host AND p.pid = ev.pid
-     AND p.ts BETWEEN ev.first_ts AND ev.last_ts
-    GROUP BY ev.session_id
+        session_id,
+        hi.n - coalesce(lo.n, 0) AS n,
+        hi.sx - coalesce(lo.sx, 0) AS sx,
+        hi.sy - coalesce(lo.sy, 0) AS sy,
+        hi.sxx - coalesce(lo.sxx, 0) AS sxx,
+        hi.sxy - coalesce(lo.sxy, 0) AS sxy
+    FROM rss_bounds
+    WHERE hi IS NOT NULL
+), rss_slope AS (
+    SELECT session_id,
+           CASE WHEN n >= 2 AND n * sxx - sx * sx > 1e-9
+                THEN (n * sxy - sx * sy) / (n * sxx - sx * sx) END AS rss_slope_mb_per_min
+    FROM rss
 )
 SELECT
     ev.session_id,
@@ -66,7 +118,7 @@ SELECT
     ((unix_micros(ev.last_ts) / 1e6) - (unix_micros(ev.first_ts) / 1e6)) / 60.0D AS duration_min,
     coalesce(rq.requests, 0) AS requests,
     coalesce(rq.errors, 0) AS errors,
-    ev.oom_errors + greatest(coalesce(ev.num_ooms_rise, 0), 0) AS ooms,
+    greatest(ev.oom_errors, coalesce(ev.num_ooms_rise, 0)) AS ooms,
     ev.reserved_first_mb,
     ev.reserved_last_mb,
     ev.reserved_min_mb,
@@ -91,9 +143,8 @@ SELECT
     rq.gpu_util_pct_p50,
     ev.source_format,
     ev.pid,
-    rss.rss_slope_mb_per_min,
-    rss.rss_rise_mb,
+    rss_slope.rss_slope_mb_per_min,
     ev.events
 FROM ev
 LEFT JOIN rq ON rq.session_id = ev.session_id
-LEFT JOIN rss ON rss.session_id = ev.session_id
+LEFT JOIN rss_slope ON rss_slope.session_id = ev.session_id
