@@ -750,7 +750,7 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         "files": len(run) + (dataset or {}).get("files", 0),
         "events": int(events),
         "bad_lines": int(bad_lines),
-        "skipped_files": len(found.pruned) + unreadable + duplicates,
+        "skipped_files": len(found.pruned) + unreadable + duplicates + (dataset or {}).get("skipped_files", 0),
         "bad_line_samples": samples[:SAMPLES_TOTAL],
         "formats": formats,
         "bytes": int(sum(r[6] for r in records)) + int((dataset or {}).get("bytes", 0)),
@@ -773,12 +773,12 @@ def _load_datasets(con, datasets: list[Path], lo, hi) -> dict | None:
     from analyzer import compact
 
     rows: list[tuple[str, str | None, str]] = []
-    counts = {"files": 0, "bad_lines": 0, "bytes": 0, "bad_line_samples": [], "sources": []}
+    counts = {"files": 0, "bad_lines": 0, "bytes": 0, "skipped_files": 0, "bad_line_samples": [], "sources": []}
     for root in datasets:
         manifest = compact.load_manifest(root)
         files = compact.dataset_files(manifest, lo, hi)
         block = compact.dataset_ingest(manifest, files)
-        for key in ("files", "bad_lines", "bytes"):
+        for key in ("files", "bad_lines", "bytes", "skipped_files"):
             counts[key] += int(block.get(key, 0))
         counts["bad_line_samples"].extend(block.get("bad_line_samples", []))
         for item in files:
