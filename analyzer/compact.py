@@ -100,7 +100,9 @@ def dataset_files(manifest: dict, since: datetime | None = None, until: datetime
 
 def dataset_ingest(manifest: dict, files: list[dict]) -> dict:
     """The ingest block of the sources whose files are read (counts as when they were compacted)."""
-    used = {f["source"] for f in files}
+    # Sources read: those with rows in the window, and those that gave no rows at all (an empty
+    # file counts as read and skipped, as when the JSONL is read).
+    used = {f["source"] for f in files} | {k for k, src in manifest.get("sources", {}).items() if not src.get("outputs")}
     ingest = {"files": 0, "events": 0, "bad_lines": 0, "skipped_files": 0, "bad_line_samples": [],
               "formats": {}, "bytes": 0}  # fmt: skip
     for key, src in manifest.get("sources", {}).items():
@@ -108,6 +110,7 @@ def dataset_ingest(manifest: dict, files: list[dict]) -> dict:
             continue
         ingest["files"] += 1
         ingest["bad_lines"] += int(src.get("bad_lines", 0))
+        ingest["skipped_files"] += int(src.get("skipped_files", 0))
         ingest["bytes"] += int(src.get("bytes", 0))
         ingest["bad_line_samples"].extend(src.get("bad_line_samples", []))
         for fmt, n in (src.get("formats") or {}).items():
@@ -198,13 +201,16 @@ def _partition_values(rel: str) -> dict[str, str | None]:
     return values
 
 
-def _legacy_offsets(manifest: dict, before_key: str) -> dict[str, int]:
-    """Per-session input counts of the legacy sources ordered before ``before_key``."""
-    order = _source_order_key(manifest)
-    mine = order(before_key)
+def _legacy_offsets(manifest: dict, before_key: str, path: Path) -> dict[str, int]:
+    """Per-session input counts of the legacy sources that precede ``path`` in write order."""
+    from analyzer.discovery import name_sort_key
+
+    mine = name_sort_key(str(path))
     offsets: dict[str, int] = {}
     for key, src in manifest["sources"].items():
-        if key == before_key or not src.get("legacy_inputs") or order(key) >= mine:
+        if key == before_key or not src.get("legacy_inputs"):
+            continue
+        if name_sort_key(src.get("path", key)) >= mine:
             continue
         for sid, n in src["legacy_inputs"].items():
             offsets[sid] = offsets.get(sid, 0) + int(n)
@@ -215,7 +221,7 @@ def _write_source(path: Path, key: str, sha: str, manifest: dict, out: Path, tz:
     """Normalise one source through the DuckDB ingest and write its partitions; its record."""
     from analyzer.ingest import open_logs
 
-    db = open_logs([str(path)], tz=tz, use_cache=False)
+    db = open_logs([str(path)], tz=tz, use_cache=False, materialize=False)
     con = db.con
     columns = [row[0] for row in con.execute("DESCRIBE events").fetchall()]
     legacy_inputs = dict(
@@ -224,7 +230,7 @@ def _write_source(path: Path, key: str, sha: str, manifest: dict, out: Path, tz:
             "AND stage = 'input' AND session_id IS NOT NULL GROUP BY session_id"
         ).fetchall()
     )
-    offsets = _legacy_offsets(manifest, key)
+    offsets = _legacy_offsets(manifest, key, path)
     con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_offsets (session_id VARCHAR, n BIGINT)")
     if offsets:
         con.executemany("INSERT INTO _dslogs_offsets VALUES (?, ?)", list(offsets.items()))
@@ -271,6 +277,7 @@ def _write_source(path: Path, key: str, sha: str, manifest: dict, out: Path, tz:
         "sha256": sha,
         "events": sum(o["rows"] for o in outputs),
         "bad_lines": int(ingest.get("bad_lines", 0)),
+        "skipped_files": int(ingest.get("skipped_files", 0)),
         "bad_line_samples": list(ingest.get("bad_line_samples", [])),
         "formats": dict(ingest.get("formats", {})),
         "bytes": int(ingest.get("bytes", size)),
@@ -305,7 +312,7 @@ def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dic
         raise UsageError(f"--out {out}: not a folder")
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    sources = [Path(p) for p in discover_log_files(list(logs))]
+    sources = [Path(p) for p in discover_log_files(list(logs)) if not _inside(Path(p), out)]
     summary = {"new_files": 0, "replaced_files": 0, "unchanged_files": 0, "renamed_files": 0,
                "duplicate_files": 0, "events": 0, "bad_lines": 0, "parquet_files": 0, "out": str(out)}  # fmt: skip
     with _locked(out):
@@ -327,15 +334,15 @@ def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dic
             key = source_key(path)
             size, mtime_ns = _stat(path)
             rec = known.get(key)
-            if rec and rec.get("path") == str(path) and rec.get("size") == size and rec.get("mtime_ns") == mtime_ns:
+            if rec and rec.get("size") == size and rec.get("mtime_ns") == mtime_ns:
                 summary["unchanged_files"] += 1
                 continue
             sha = content_sha256(path)
             if rec and rec.get("sha256") == sha:
-                rec.update(path=str(path), size=size, mtime_ns=mtime_ns)
                 summary["renamed_files" if rec.get("path") != str(path) else "unchanged_files"] += 1
+                rec.update(path=str(path), size=size, mtime_ns=mtime_ns)
                 continue
-            other = by_sha.get(sha)
+            other = by_sha.get(sha) if size else None  # empty files are not copies of each other
             if other is not None and other != key:
                 summary["duplicate_files"] += 1
                 continue
@@ -360,6 +367,14 @@ def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dic
     summary["parquet_files"] = sum(len(s.get("outputs", [])) for s in known.values())
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def _name_key(path: Path):
