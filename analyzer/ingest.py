@@ -509,19 +509,22 @@ def _stderr(message: str) -> None:
     sys.stderr.write(f"dslogs: {message}\n")
 
 
-def _attach_cache(con, path: Path) -> bool:
-    """Attach the cache read-write as ``dslogs_cache``; rebuild it on a schema version mismatch.
-    False (and a line on stderr) when it cannot be used: the run goes on without a cache."""
+def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
+    """Attach the cache as ``dslogs_cache``: ``"rw"``, or ``"ro"`` when another dslogs holds it
+    only to read and it already has every file of this run; rebuilt on a schema version mismatch.
+    None (and one line on stderr) when it cannot be used: the run goes on without a cache."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _stderr(f"cache {path}: cannot create its folder ({exc.strerror or exc}); reading without a cache")
-        return False
+        return None
     for attempt in range(2):
         try:
             con.execute(f"ATTACH {_q(str(path))} AS dslogs_cache")
         except duckdb.Error as exc:
             if cache_mod.is_lock_error(exc):
+                if _attach_read_only(con, path, found, zone):
+                    return "ro"
                 _stderr(f"cache {path} is in use by another dslogs process; reading without a cache")
             elif attempt == 0 and path.exists():
                 # Not a DuckDB file, or one of another DuckDB version: start a new one.
@@ -529,22 +532,45 @@ def _attach_cache(con, path: Path) -> bool:
                 continue
             else:
                 _stderr(f"cache {path}: {_one_line(exc)}; reading without a cache")
-            return False
-        try:
-            version = con.execute(
-                "SELECT value FROM dslogs_cache.meta WHERE key = 'schema_version'"
-            ).fetchall()
-        except duckdb.Error:
-            version = []
-        tables = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dslogs_cache'"
-        ).fetchall()[0][0]
-        if tables and (not version or version[0][0] != str(cache_mod.SCHEMA_VERSION)):
+            return None
+        if _cache_version(con) not in (None, str(cache_mod.SCHEMA_VERSION)):
             con.execute("DETACH dslogs_cache")
             _remove_cache(path)
             continue
-        return True
-    return False
+        return "rw"
+    return None
+
+
+def _cache_version(con) -> str | None:
+    """The attached cache's schema version; None for a new (empty) file, '?' for a foreign one."""
+    tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dslogs_cache'").fetchall()[0][0]
+    if not tables:
+        return None
+    try:
+        version = con.execute("SELECT value FROM dslogs_cache.meta WHERE key = 'schema_version'").fetchall()
+    except duckdb.Error:
+        return "?"
+    return version[0][0] if version else "?"
+
+
+def _attach_read_only(con, path: Path, found: Discovery, zone: str) -> bool:
+    """Another process reads the cache: use it read-only if it holds every file unchanged."""
+    try:
+        con.execute(f"ATTACH {_q(str(path))} AS dslogs_cache (READ_ONLY)")
+    except duckdb.Error:
+        return False
+    ok = _cache_version(con) == str(cache_mod.SCHEMA_VERSION)
+    if ok:
+        known = {r[0]: r[1:] for r in con.execute(
+            "SELECT path, size, mtime_ns, tz, legacy_rows FROM dslogs_cache.files").fetchall()}  # fmt: skip
+        for f in found.files:
+            rec = known.get(str(f.path.resolve()))
+            if not rec or rec[0] != f.size or rec[1] != f.mtime_ns or (rec[3] and rec[2] != zone):
+                ok = False
+                break
+    if not ok:
+        con.execute("DETACH dslogs_cache")
+    return ok
 
 
 def _remove_cache(path: Path) -> None:
@@ -609,15 +635,19 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     con = db.con
     store = "memory"
     cache_path = None
+    mode = None
     if use_cache and found.files:
         cache_path = Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
-        if _attach_cache(con, cache_path):
+        mode = _attach_cache(con, cache_path, found, zone)
+        if mode:
             store = "dslogs_cache"
         else:
             cache_path = None
+    readonly = mode == "ro"
     db.cache_path = cache_path
     con.execute("SET preserve_insertion_order = true")
-    _create_store(con, store)
+    if not readonly:
+        _create_store(con, store)
     reader = Reader(con, store, zone, workdir)
 
     known = {row[1]: row for row in con.execute(
@@ -676,6 +706,9 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
             continue
         if not os.path.exists(path):
             dropped_ids.append(rec[0])
+    if readonly:
+        # Everything is cached (checked when attaching); a reader leaves stale records alone.
+        dropped_ids = []
     if dropped_ids:
         legacy_sessions = [r[0] for r in con.execute(
             f"SELECT DISTINCT session_id FROM {store}.events WHERE list_contains(?, file_id) "
@@ -717,8 +750,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     derived = None
     if store == "dslogs_cache" and not found.datasets:
         derived = _refresh_derived(db, store, run, lo, hi, changed=bool(to_read or dropped_ids or renamed),
-                                   materialize=materialize)  # fmt: skip
-    if store == "dslogs_cache":
+                                   materialize=materialize, readonly=readonly)  # fmt: skip
+    if store == "dslogs_cache" and not readonly:
         # The write phase is over: reattach read-only, so user SQL cannot change the cache and
         # other dslogs processes can read it while this one runs.
         con.execute("CHECKPOINT dslogs_cache")
@@ -829,7 +862,8 @@ def _derived_key(run: list[FileStats], lo, hi) -> str | None:
     return hashlib.sha1(f"{cache_mod.SCHEMA_VERSION}|{ids}".encode()).hexdigest()
 
 
-def _refresh_derived(db: LogDB, store: str, run, lo, hi, changed: bool, materialize: bool) -> bool:
+def _refresh_derived(db: LogDB, store: str, run, lo, hi, changed: bool, materialize: bool,
+                     readonly: bool = False) -> bool:
     """Keep requests and sessions of this file set in the cache (they cost more than a query):
     built by a run that materialises anyway, or by the first run that finds the files unchanged.
     True when the cached tables match this run."""
@@ -840,7 +874,7 @@ def _refresh_derived(db: LogDB, store: str, run, lo, hi, changed: bool, material
     stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
     if stored and stored[0][0] == key:
         return True
-    if changed and not materialize:
+    if readonly or (changed and not materialize):
         return False
     _define_views(db, store, run, lo, hi, materialize=False, derived=False)
     con.execute(f"CREATE OR REPLACE TABLE {store}.requests_all AS SELECT * FROM requests")

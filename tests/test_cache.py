@@ -161,19 +161,31 @@ def test_legacy_files_are_read_again_under_another_zone(tmp_path, cache_file):
 
 HOLD = """
 import duckdb, sys
-con = duckdb.connect(sys.argv[1])
-con.execute("CREATE TABLE IF NOT EXISTS held (x INT)")
+read_only = len(sys.argv) > 2
+con = duckdb.connect(sys.argv[1], read_only=read_only)
+if not read_only:
+    con.execute("CREATE TABLE IF NOT EXISTS held (x INT)")
 print("ready", flush=True)
 sys.stdin.read()
 """
 
 
+def hold(cache_file, *extra):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cache_file), *extra], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout.readline().strip() == "ready"
+    return holder
+
+
+def release(holder):
+    holder.stdin.close()
+    holder.wait(timeout=30)
+
+
 def test_a_cache_locked_by_another_process_gives_a_cacheless_run(logs, cache_file, capfd):
     cache_file.parent.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cache_file)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = hold(cache_file)
     try:
-        assert holder.stdout.readline().strip() == "ready"
         db = open_logs([str(logs)], cache=cache_file)
         assert db.ingest["cache"] is None and counts(db) == (42, 6)
         db.close()
@@ -181,8 +193,25 @@ def test_a_cache_locked_by_another_process_gives_a_cacheless_run(logs, cache_fil
         assert "in use by another dslogs process" in err and str(cache_file) in err
         assert err.count("\n") == 1
     finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
+        release(holder)
+
+
+def test_a_cache_another_process_only_reads_is_used_read_only(logs, cache_file, capfd):
+    open_cached(logs, cache_file)
+    holder = hold(cache_file, "read-only")
+    try:
+        db = open_logs([str(logs)], cache=cache_file)
+        assert db.ingest["cache"] == str(cache_file) and db.ingest["read_files"] == 0 and counts(db) == (42, 6)
+        db.close()
+        assert capfd.readouterr().err == ""
+        # It cannot take a new file in while the other process reads: a cache-less run.
+        write_lines(logs / "ds15b_20261125.jsonl", day_lines(2))
+        db = open_logs([str(logs)], cache=cache_file)
+        assert db.ingest["cache"] is None and counts(db) == (63, 9)
+        db.close()
+        assert "in use by another dslogs process" in capfd.readouterr().err
+    finally:
+        release(holder)
 
 
 def test_no_cache_writes_nothing(logs, tmp_path, monkeypatch):
