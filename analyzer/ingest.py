@@ -621,6 +621,8 @@ def open_logs(
     con.execute(f"SET TimeZone = {_q(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
     con.execute(f"SET temp_directory = {_q(workdir.name)}")
+    # Bounded memory (DESIGN §8: weeks of logs on a small box): beyond it DuckDB spills to disk.
+    con.execute(f"SET memory_limit = {_q(os.environ.get('DSLOGS_MEMORY_LIMIT', '1GB'))}")
     db = LogDB(con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir)
     try:
         _load(db, found, zone, lo, hi, cache, use_cache, materialize, Path(workdir.name))
