@@ -656,7 +656,11 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         f"SELECT file_id, path, size, mtime_ns, fingerprint, tz, legacy_rows FROM {store}.files"
     ).fetchall()}  # fmt: skip
     by_print = {row[4]: row for row in known.values() if row[4]}
+    # Ids are never reused (the cached requests/sessions are keyed by them): a counter in meta.
+    counter = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'next_file_id'").fetchall()
     next_id = 1 + max([row[0] for row in known.values()], default=0)
+    if counter:
+        next_id = max(next_id, int(counter[0][0]))
     run: list[FileStats] = []  # files of this run (read now or from the cache)
     to_read: list[FileStats] = []
     reused = renamed = duplicates = 0
@@ -725,6 +729,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         task = bar.add_task("read", total=total) if bar is not None else None
         reader.read(to_read, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None)
 
+    if to_read and not readonly:
+        con.execute(f"INSERT OR REPLACE INTO {store}.meta VALUES ('next_file_id', ?)", [str(next_id)])
     if to_read:
         counts = {fid: (n, leg, t0, t1) for fid, n, leg, t0, t1 in con.execute(
             f"SELECT file_id, count(*), count(*) FILTER (WHERE source_format = 'legacy'), min(ts), max(ts) "
@@ -860,7 +866,7 @@ def _derived_key(run: list[FileStats], lo, hi) -> str | None:
         return None
     import hashlib
 
-    ids = ",".join(str(i) for i in sorted(f.file_id for f in run))
+    ids = ",".join(f"{f.file_id}:{f.size}:{f.mtime_ns}" for f in sorted(run, key=lambda f: f.file_id))
     return hashlib.sha1(f"{cache_mod.SCHEMA_VERSION}|{ids}".encode()).hexdigest()
 
 

@@ -255,3 +255,16 @@ def test_fingerprint_is_the_same_plain_and_gzipped(tmp_path):
     assert cache_mod.fingerprint(plain) == cache_mod.fingerprint(gz) is not None
     other = write_lines(tmp_path / "b.jsonl", day_lines(1))
     assert cache_mod.fingerprint(other) != cache_mod.fingerprint(plain)
+
+
+def test_a_replaced_newest_file_does_not_reuse_stale_requests(logs, cache_file):
+    for _ in range(2):
+        open_cached(logs, cache_file, materialize=False)  # the second run stores requests/sessions
+    newest = logs / "ds15b_20261124.jsonl"
+    newest.unlink()
+    open_cached(logs, cache_file, materialize=False)  # drops the file's rows
+    write_lines(logs / "ds15b_20261125.jsonl", day_lines(2, 1))  # a later run: a new file, a new id
+    db = open_logs([str(logs)], cache=cache_file, materialize=False)
+    assert sorted(r for (r,) in run_query(db, "SELECT request_id FROM requests").rows) == [
+        "r0-0", "r0-1", "r0-2", "r2-0"]  # fmt: skip
+    db.close()
