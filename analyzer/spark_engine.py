@@ -338,10 +338,18 @@ def _reason(value: str | None, valid_utf8: bool) -> str:
 
 
 def _read_jsonl(spark, files: list[SourceFile]):
-    """Every line of ``files``: its text, file, split and position, parsed fields (strings),
-    whether it is blank, its problem (NULL when good) and its bytes as DuckDB counts them."""
+    """Every line of ``files``, parsed once: file_id (read order), split and position, whether it
+    is blank or bad, its bytes as DuckDB counts them, its fields typed as DuckDB reads them, and
+    its text when it is bad (for the samples). Persisted: the counts, the samples and the events
+    all come from it."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
+
+    names = spark.createDataFrame(
+        [(f.uri, i, f.display) for i, f in enumerate(files)], "file_uri string, file_id int, source_file string"
+    )
     lines = (
         spark.read.option("lineSep", "\n")
         .text([f.spark_path for f in files])
@@ -351,96 +359,99 @@ def _read_jsonl(spark, files: list[SourceFile]):
             F.col("_metadata.file_block_start").alias("block_start"),
             F.monotonically_increasing_id().alias("row_id"),
         )
+        .join(F.broadcast(names), "file_uri")
     )
-    parsed = F.from_json(
-        F.col("value"), _raw_schema(), {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
-    )
-    lines = lines.select(
-        "*",
-        parsed.alias("j"),
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record",
+               "allowNonNumericNumbers": "false"}  # fmt: skip
+    parsed = lines.select(
+        "file_id",
+        "source_file",
+        "block_start",
+        "row_id",
+        F.col("value"),
+        F.from_json(F.col("value"), _raw_schema(), options).alias("j"),
         F.expr("trim(BOTH ' \\t\\r' FROM value) = ''").alias("is_blank"),
         # DuckDB: strlen of the line without its line break, plus the newline.
         (F.octet_length(F.regexp_replace("value", "\r$", "")) + 1).alias("line_bytes"),
-    )
-    return lines.withColumn("bad", ~F.col("is_blank") & F.expr(_bad_sql()))
+    ).withColumn("bad", ~F.col("is_blank") & F.expr(_bad_sql()))
+    typed = []
+    for name, kind in RAW_COLUMNS.items():
+        if name == "params":
+            fields = ", ".join(f"'{k}', {_as_type(f'j.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
+            typed.append(F.expr(f"CASE WHEN j.params IS NOT NULL THEN named_struct({fields}) END").alias(name))
+        else:
+            typed.append(F.expr(_as_type(f"j.{_q(name)}", kind)).alias(name))
+    out = parsed.select(
+        "file_id", "source_file", "block_start", "row_id", "is_blank", "bad", "line_bytes",
+        F.when(F.col("bad"), F.col("value")).alias("bad_text"),
+        F.when(F.col("bad"), F.expr("is_valid_utf8(value)")).alias("bad_utf8"),
+        *typed,
+    )  # fmt: skip
+    return out.persist(StorageLevel.MEMORY_AND_DISK)
 
 
-def _scan(spark, lines, files: list[SourceFile]):
-    """One pass over the lines: counts per (file, split) give the bad-line count and each split's
-    first line number (within a split, monotonically_increasing_id counts rows in file order).
-    Returns (order table DataFrame, bad lines)."""
+@dataclass
+class Scan:
+    """What one aggregate over the lines gives: bad lines, and where each split's lines start."""
+
+    bad_lines: int
+    splits: dict[tuple[int, int], tuple[int, int]]  # (file_id, block_start) -> (first row_id, lines before)
+
+
+def _scan(lines) -> Scan:
     from pyspark.sql import functions as F
 
     blocks = (
-        lines.groupBy("file_uri", "block_start")
+        lines.groupBy("file_id", "block_start")
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.min("row_id").alias("first_row_id"),
-            F.sum(F.when(F.col("bad"), 1).otherwise(0)).alias("bad"),
+            F.sum(F.col("bad").cast("long")).alias("bad"),
         )
         .collect()
     )
-    by_uri = {f.uri: (i, f.display) for i, f in enumerate(files)}
-    offsets: dict[str, int] = {}
-    table = []
-    bad = 0
-    for b in sorted(blocks, key=lambda r: (r["file_uri"], r["block_start"])):
-        start = offsets.get(b["file_uri"], 0)
-        order, name = by_uri.get(b["file_uri"], (len(files), b["file_uri"]))
-        table.append((b["file_uri"], b["block_start"], b["first_row_id"], start, order, name))
-        offsets[b["file_uri"]] = start + b["n"]
-        bad += b["bad"]
-    schema = (
-        "file_uri string, block_start long, first_row_id long, lines_before long, file_id int, "
-        "source_file string"
-    )
-    return spark.createDataFrame(table, schema), bad
+    splits: dict[tuple[int, int], tuple[int, int]] = {}
+    before: dict[int, int] = {}
+    for b in sorted(blocks, key=lambda r: (r["file_id"], r["block_start"])):
+        start = before.get(b["file_id"], 0)
+        splits[(b["file_id"], b["block_start"])] = (b["first_row_id"], start)
+        before[b["file_id"]] = start + b["n"]
+    return Scan(sum(int(b["bad"] or 0) for b in blocks), splits)
 
 
-def _with_line_no(lines, order):
-    from pyspark.sql import functions as F
-
-    return lines.join(F.broadcast(order), ["file_uri", "block_start"]).withColumn(
-        "line_no", F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1
-    )
-
-
-def _bad_line_samples(lines, order) -> list[dict]:
-    """The first bad lines of each file (ingest.SAMPLES_PER_FILE), files in read order."""
+def _bad_line_samples(lines, scan: Scan) -> list[dict]:
+    """The first bad lines of each file (ingest.SAMPLES_PER_FILE), files in read order, with
+    1-based line numbers (blank lines count, as in the DuckDB path)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     _, per_file, total = _ingest_limits()
-    bad = _with_line_no(lines.filter(F.col("bad")), order)
-    first = bad.withColumn("k", F.row_number().over(Window.partitionBy("file_id").orderBy("line_no")))
+    ranked = lines.filter(F.col("bad")).withColumn(
+        "k", F.row_number().over(Window.partitionBy("file_id").orderBy("block_start", "row_id"))
+    )
     rows = (
-        first.filter(F.col("k") <= per_file)
-        .select("file_id", "source_file", "line_no", "value", F.expr("is_valid_utf8(value)").alias("utf8"))
-        .orderBy("file_id", "line_no")
+        ranked.filter(F.col("k") <= per_file)
+        .select("file_id", "source_file", "block_start", "row_id", "bad_text", "bad_utf8")
+        .orderBy("file_id", "block_start", "row_id")
         .limit(total)
         .collect()
     )
-    return [
-        {"file": r["source_file"], "line": int(r["line_no"]), "reason": _reason(r["value"], r["utf8"])} for r in rows
-    ]
+    out = []
+    for r in rows:
+        first, before = scan.splits[(r["file_id"], r["block_start"])]
+        line = before + r["row_id"] - first + 1
+        out.append({"file": r["source_file"], "line": int(line), "reason": _reason(r["bad_text"], r["bad_utf8"])})
+    return out
 
 
-def _raw_view(lines, order):
-    """dslogs_raw: the good lines typed as ingest.RAW_COLUMNS, plus file_id, line_no, line_bytes,
-    source_file (the input of views/events.sql)."""
+def _raw_view(lines):
+    """dslogs_raw, the input of views/events.sql: the good lines' typed fields (ingest.RAW_COLUMNS)
+    plus file_id, block_start, row_id (file position), line_bytes, source_file."""
     from pyspark.sql import functions as F
 
-    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
-
-    good = lines.filter(~F.col("bad") & ~F.col("is_blank"))
-    cols = []
-    for name, kind in RAW_COLUMNS.items():
-        if name == "params":
-            fields = ", ".join(f"'{k}', {_as_type(f'j.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
-            cols.append(F.expr(f"CASE WHEN j.params IS NOT NULL THEN named_struct({fields}) END").alias(name))
-        else:
-            cols.append(F.expr(_as_type(f"j.{_q(name)}", kind)).alias(name))
-    return _with_line_no(good, order).select(*cols, "file_id", "line_no", "line_bytes", "source_file")
+    return lines.filter(~F.col("bad") & ~F.col("is_blank")).select(
+        *raw_fields(), "file_id", "block_start", "row_id", "line_bytes", "source_file"
+    )
 
 
 def _lit(text: str) -> str:
@@ -604,13 +615,14 @@ def open_logs_spark(
               "bad_line_samples": [], "formats": {}, "bytes": sum(f.size for f in sources.jsonl)}  # fmt: skip
     parts = []
     readable = [f for f in sources.jsonl if f.size != 0]
+    lines = None
     if readable:
         lines = _read_jsonl(spark, readable)
-        order, bad = _scan(spark, lines, sources.jsonl)
-        ingest["bad_lines"] = bad
-        if bad:
-            ingest["bad_line_samples"] = _bad_line_samples(lines, order)
-        _raw_view(lines, order).createOrReplaceTempView("dslogs_raw")
+        scan = _scan(lines)
+        ingest["bad_lines"] = scan.bad_lines
+        if scan.bad_lines:
+            ingest["bad_line_samples"] = _bad_line_samples(lines, scan)
+        _raw_view(lines).createOrReplaceTempView("dslogs_raw")
         parts.append(spark.sql(load_spark_sql("views/events.sql")).select(*EVENT_TYPES))
     for ds in sources.datasets:
         parts.append(_dataset_events(spark, ds))
@@ -629,6 +641,8 @@ def open_logs_spark(
     if hi is not None:
         events = events.filter(F.col("ts") < F.lit(hi))
     events = _materialise(spark, events)
+    if lines is not None:
+        lines.unpersist()
     events.createOrReplaceTempView("events")
     counts = events.groupBy("source_format").count().collect()
     ingest["formats"] = {r["source_format"]: int(r["count"]) for r in sorted(counts, key=lambda r: r[0] != "v1") if r["count"]}
@@ -762,13 +776,24 @@ def compute_metrics_on(logs: SparkLogs, thresholds: dict | None = None) -> dict[
     last = span[0]["last_event"] if span else None
     params = M.parameters(thresholds, M.bucket_for_span(first, last))
     out["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]
+    names = []
     for name in M.METRIC_QUERIES[1:]:
         needed = M._NEEDS_COLUMN.get(name)
         if needed and needed not in event_columns:
             out[name] = []
-            continue
-        out[name] = run_spark_metric(logs, name, params)
-    return out
+        else:
+            names.append(name)
+    # Spark runs jobs from several threads at once: the driver plans the next query while the
+    # executors run the last one, which matters more than the data for ~40 small queries.
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = int(os.environ.get("DSLOGS_SPARK_CONCURRENT_QUERIES", "4"))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = dict(zip(names, pool.map(lambda n: run_spark_metric(logs, n, params), names), strict=True))
+    for name in M.METRIC_QUERIES[1:]:
+        if name in results:
+            out[name] = results[name]
+    return {k: out[k] for k in ["time_span", "_params", *M.METRIC_QUERIES[1:]] if k in out}
 
 
 def compute_metrics_spark(

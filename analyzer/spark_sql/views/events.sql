@@ -2,9 +2,9 @@
 -- analyzer/views/legacy_request_ids.sql (mirrors sha256:3b0017bb6a4f2f3c), in one statement.
 -- events: one row per log line, v1 (DESIGN.md §3) and legacy (§4, article 003 §2.2) normalised.
 -- Input: dslogs_raw, the typed JSON fields of each good line (ingest.RAW_COLUMNS, typed as DuckDB
--- reads them, see spark_engine._raw_view) plus file_id (read order), line_no, line_bytes and
--- source_file. The session time zone is --tz (or local): naive timestamps parse in it, which is
--- DuckDB's timezone($tz, ...).
+-- reads them, see spark_engine._read_jsonl) plus file_id (read order), block_start and row_id
+-- (the line's place in its file), line_bytes and source_file. The session time zone is --tz (or
+-- local): naive timestamps parse in it, which is DuckDB's timezone($tz, ...).
 -- Legacy request ids: <session_id>#<n>, n = the 1-based index of the session's input events in
 -- (ts, file read order, file position) order across every file read; lines before a session's
 -- first input get NULL. DuckDB fills them with an UPDATE afterwards; here a window does it.
@@ -65,14 +65,15 @@ WITH typed AS (
         source_file,
         line_bytes,
         file_id,
-        line_no
+        block_start,
+        row_id
     FROM dslogs_raw
 ), numbered AS (
     SELECT
         *,
         sum(CASE WHEN stage = 'input' THEN 1 ELSE 0 END) OVER (
             PARTITION BY session_id
-            ORDER BY ts NULLS LAST, file_id, line_no
+            ORDER BY ts NULLS LAST, file_id, block_start, row_id
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
         ) AS k
     FROM typed
