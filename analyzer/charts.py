@@ -147,17 +147,117 @@ def thin(rows: list[dict], limit: int = MAX_POINTS_PER_LINE) -> list[dict]:
 # -- chart helpers --------------------------------------------------------------------------
 
 
-def _data(rows: list[dict], time_key: str | None = None) -> alt.Data:
+@dataclass
+class TimeAxis:
+    """How every timeline chart shows time: in the report's own zone (the offset of its first
+    event, as the page header prints it) rather than the viewer's, and over one shared extent
+    so the overview and the charts under it line up."""
+
+    offset_s: float = 0.0
+    label: str = "UTC"
+    domain: list[int] | None = None  # shifted epoch ms [start, end]
+    step_s: int = 3600
+
+    def ms(self, text: str) -> int:
+        # Epoch ms moved by the zone offset; charts read them on a UTC scale, so the axis
+        # prints the report zone's wall clock whatever the viewer's zone is.
+        return int((parse_ts(text).timestamp() + self.offset_s) * 1000)
+
+
+BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
+TIMELINE_SERIES = ("stage_latency_by_hour", "gpu_timeline", "errors_timeline", "log_volume")
+
+
+def time_axis(model: dict) -> TimeAxis:
+    window = model.get("window") or {}
+    first = window.get("first_event") or window.get("since")
+    offset = 0.0
+    if first:
+        try:
+            delta = parse_ts(str(first)).utcoffset()
+            offset = delta.total_seconds() if delta else 0.0
+        except ValueError:
+            offset = 0.0
+    if offset:
+        sign = "+" if offset > 0 else "-"
+        minutes = int(abs(offset)) // 60
+        label = f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    else:
+        label = "UTC"
+    tx = TimeAxis(offset_s=offset, label=label, step_s=BUCKET_STEP_S.get(model.get("series_bucket") or "hour", 3600))
+    series = model.get("series") or {}
+    stamps = [tx.ms(r["bucket"]) for k in TIMELINE_SERIES for r in series.get(k) or [] if r.get("bucket")]
+    if stamps:
+        end = max(stamps) + tx.step_s * 1000
+        last = window.get("last_event") or window.get("until")
+        if last:
+            try:
+                # the last bucket is cut where the logs end, not an hour (or a day) later
+                end = min(end, max(max(stamps) + 60_000, tx.ms(str(last))))
+            except ValueError:
+                pass
+        tx.domain = [min(stamps), end]
+    return tx
+
+
+def _data(rows: list[dict], time_key: str | None = None, tx: TimeAxis | None = None) -> alt.Data:
     """Inline rows; timestamps become epoch milliseconds (Vega-Lite reads them as times, and
-    they are half the bytes of ISO strings)."""
+    they are half the bytes of ISO strings), shifted into the report's zone."""
     if time_key:
-        rows = [dict(r, **{time_key: int(parse_ts(r[time_key]).timestamp() * 1000)}) for r in rows]
+        tx = tx or TimeAxis()
+        rows = [dict(r, **{time_key: tx.ms(r[time_key])}) for r in rows]
     return alt.Data(values=rows)
 
 
-def _time_x(field_name: str, title: str | None = None) -> alt.X:
-    return alt.X(f"{field_name}:T", title=title, scale=alt.Scale(domainRaw=alt.ExprRef(TIME_RANGE)),
-                 axis=alt.Axis(labelOverlap=True))
+def _time_scale(tx: TimeAxis | None, brushed: bool = True) -> alt.Scale:
+    kw = {"type": "utc"}
+    if tx is not None and tx.domain:
+        kw["domain"] = tx.domain
+    if brushed:
+        kw["domainRaw"] = alt.ExprRef(TIME_RANGE)  # overrides `domain` while a range is brushed
+    return alt.Scale(**kw)
+
+
+def _time_title(tx: TimeAxis | None) -> str:
+    return f"time ({(tx or TimeAxis()).label})"
+
+
+def _time_axis_def() -> alt.Axis:
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True)
+
+
+def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
+    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def())
+
+
+def _time_tip(field_name: str, title: str = "bucket", seconds: bool = False) -> alt.Tooltip:
+    fmt = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return alt.Tooltip(f"{field_name}:T", title=title, format=fmt, formatType="utc")
+
+
+def fill_gaps(rows: list[dict], ts_key: str, keys: tuple[str, ...], value: str, step_s: int,
+              groups: list[tuple] | None = None, max_fill: int = 10000) -> list[dict]:
+    """Zero rows for the empty buckets between a group's first and last bucket: a step line
+    otherwise carries the last value across hours with no traffic at all."""
+    by_group: dict[tuple, set[str]] = defaultdict(set)
+    for r in rows:
+        by_group[tuple(r.get(k) for k in keys)].add(r[ts_key])
+    out = list(rows)
+    for g, stamps in by_group.items():
+        if groups is not None and g not in groups:
+            continue
+        times = sorted(parse_ts(s) for s in stamps)
+        have = {t.timestamp() for t in times}
+        t, added = times[0], 0
+        while t < times[-1] and added < max_fill:
+            t = t + timedelta(seconds=step_s)
+            if t.timestamp() not in have:
+                out.append({ts_key: t.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
+                added += 1
+        # a step-after line ends at its last point: a closing zero lets the last bucket show its width
+        end = times[-1] + timedelta(seconds=step_s)
+        out.append({ts_key: end.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
+    return out
 
 
 def _time_param() -> alt.Parameter:
@@ -175,10 +275,36 @@ def _notes(*labels: tuple[str, str | None]) -> list[str]:
     return [f"{what} re-bucketed to {step}" for what, step in labels if step]
 
 
+def break_gaps(rows: list[dict], ts_key: str, key: str, fields: tuple[str, ...]) -> list[dict]:
+    """One null row per line inside each stretch with no buckets at all, so the line breaks there
+    instead of drawing a straight trend across hours that have no data."""
+    stamps = sorted({r[ts_key] for r in rows})
+    if len(stamps) < 3:
+        return rows
+    times = [parse_ts(t) for t in stamps]
+    diffs = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    step = min(d for d in diffs if d > 0)
+    groups = sorted({r.get(key) for r in rows}, key=str)
+    out = list(rows)
+    for a, d in zip(times, diffs, strict=False):
+        if d > step * 1.5:
+            gap = (a + timedelta(seconds=step)).isoformat(timespec="milliseconds")
+            out += [{ts_key: gap, key: g, **dict.fromkeys(fields)} for g in groups]
+    return out
+
+
+def _few_points(rows: list[dict], key: str, limit: int = 48) -> bool:
+    """Dots on a line when its buckets are few: three hourly points should not read as a trace."""
+    per: dict = defaultdict(int)
+    for r in rows:
+        per[r.get(key)] += 1
+    return bool(per) and max(per.values()) <= limit
+
+
 # -- the charts -----------------------------------------------------------------------------
 
 
-def overview_chart(series: dict) -> Chart | None:
+def overview_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
     stage_rows = series.get("stage_latency_by_hour") or []
     counts = defaultdict(int)
     stage_totals = defaultdict(int)
@@ -198,28 +324,33 @@ def overview_chart(series: dict) -> Chart | None:
     rows += [{"bucket": b, "kind": "errors", "count": c} for b, c in errs.items()]
     if not rows:
         return None
+    tx = tx or TimeAxis()
+    # hours without a single request are zero, not the previous hour's count held flat
+    rows = fill_gaps(rows, "bucket", ("kind",), "count", tx.step_s, groups=[("requests",)])
     rows, step = coarsen(rows, "bucket", ("kind",), {"count": "sum"})
     rows.sort(key=lambda r: (r["bucket"], r["kind"]))
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
-    base = alt.Chart(_data(rows, "bucket")).encode(
-        x=alt.X("bucket:T", title=None, axis=alt.Axis(labelOverlap=True)),
-        y=alt.Y("count:Q", title="per bucket", axis=alt.Axis(tickCount=3)),
+    bucket = _step_label(tx.step_s) if not step else step
+    base = alt.Chart(_data(rows, "bucket", tx)).encode(
+        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def()),
+        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
-        tooltip=[alt.Tooltip("bucket:T", title="bucket", format="%Y-%m-%d %H:%M"), "kind:N", "count:Q"],
+        tooltip=[_time_tip("bucket"), "kind:N", "count:Q"],
     )
     chart = (
-        base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True)
+        base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True, clip=True)
         .add_params(brush)
-        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9)
+        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9, clip=True)
     ).properties(width=WIDTH, height=56)
     what = f"{pick} events" if pick and pick != "request" else "requests"
-    sub = f"{what} and errors per bucket — drag to select a time range for every timeline chart; double-click clears it"
+    sub = (f"{what} and errors per {bucket}, times in {tx.label} — drag to select a time range for every "
+           "timeline chart; double-click clears it")
     return Chart("overview", "timeline", "Traffic overview", _finish(chart, "Traffic overview", sub),
                  notes=_notes(("overview", step)))
 
 
-def stage_latency_chart(series: dict) -> Chart | None:
+def stage_latency_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
     rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
     if not rows:
         return None
@@ -230,16 +361,19 @@ def stage_latency_chart(series: dict) -> Chart | None:
     rows = [{"bucket": r["bucket"], "stage": r["stage"], "count": r.get("count"),
              "p50": r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
              "p95": r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None} for r in rows]
-    base = alt.Chart(_data(rows, "bucket")).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
-        x=_time_x("bucket"),
+    rows = break_gaps(rows, "bucket", "stage", ("count", "p50", "p95"))
+    base = alt.Chart(_data(rows, "bucket", tx)).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
+        x=_time_x("bucket", tx),
         y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")),
         color=alt.Color("stage:N", title="stage"),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile",
-                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]])),
-        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "stage:N", "percentile:N",
+                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
+                                  legend=None),  # the subtitle names the dashes; a dashed-line-with-dots symbol draws empty
+        tooltip=[_time_tip("bucket"), "stage:N", "percentile:N",
                  alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
     )
-    chart = base.transform_filter("isValid(datum.ms)").mark_line(clip=True, point=False, strokeWidth=1.6).add_params(_time_param()).properties(
+    chart = base.mark_line(
+        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()).properties(
         width=WIDTH - 140, height=220)
     sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
     return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
@@ -295,7 +429,7 @@ def prefill_by_turn_chart(series: dict) -> Chart | None:
                  _finish(chart, "Prefill by turn", "growing prefill with turns means history/KV keeps growing"))
 
 
-def gpu_timeline_chart(series: dict) -> Chart | None:
+def gpu_timeline_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
     rows = [dict(r, gpu=f"{r.get('host')}/{r.get('gpu_index', 0)}") for r in series.get("gpu_timeline") or []
             if r.get("bucket")]
     if not rows:
@@ -303,19 +437,21 @@ def gpu_timeline_chart(series: dict) -> Chart | None:
     keep = set(top_groups(rows, "gpu", "util_avg"))
     rows = [r for r in rows if r["gpu"] in keep]
     rows, step = coarsen(rows, "bucket", ("gpu",), {"util_avg": "mean", "util_max": "max", "mem_used_mb_max": "max"})
-    base = alt.Chart(_data(rows, "bucket")).encode(x=_time_x("bucket"), color=alt.Color("gpu:N", title="host/GPU"))
-    tip = [alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "gpu:N"]
-    util = base.mark_line(clip=True, strokeWidth=1.5).encode(
+    base = alt.Chart(_data(rows, "bucket", tx)).encode(x=_time_x("bucket", tx), color=alt.Color("gpu:N", title="host/GPU"))
+    tip = [_time_tip("bucket"), "gpu:N"]
+    points = _few_points(rows, "gpu")
+    util = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
         y=alt.Y("util_avg:Q", title="GPU util avg (%)", scale=alt.Scale(domain=[0, 100])),
         tooltip=[*tip, alt.Tooltip("util_avg:Q", format=".1f"), alt.Tooltip("util_max:Q", format=".1f")],
     ).add_params(_time_param()).properties(width=WIDTH - 140, height=150)
-    mem = base.mark_line(clip=True, strokeWidth=1.5).encode(
+    mem = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
         y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MB)"),
         tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", format=",.0f")],
     ).properties(width=WIDTH - 140, height=150)
     chart = alt.vconcat(util, mem)
     return Chart("gpu_timeline", "gpu", "GPU utilisation and memory",
-                 _finish(chart, "GPU utilisation and memory per host", "from gpu_sample events"),
+                 _finish(chart, "GPU utilisation and memory per host",
+                         f"from gpu_sample events, per {step or _step_label((tx or TimeAxis()).step_s)}"),
                  timeline=True, notes=_notes(("GPU timeline", step)))
 
 
@@ -333,98 +469,124 @@ def gpu_wait_hist_chart(series: dict) -> Chart | None:
                  _finish(chart, "gpu_wait distribution", "share of generate wall time not spent on CPU (003 §4.2)"))
 
 
-def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...]) -> list[dict]:
+def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx: TimeAxis | None = None) -> list[dict]:
     """Rows of the kept sessions with `minute` = minutes since the session's first point, thinned."""
+    tx = tx or TimeAxis()
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
         t0 = parse_ts(pts[0]["ts"])
-        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": r["ts"], "session_id": sid,
+        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
                  **{f: r.get(f) for f in fields}} for r in thin(pts)]
     return out
 
 
-def _shown_note(keep: list, rows: list[dict]) -> list[str]:
+def _multi_point_rows(rows: list[dict]) -> list[dict]:
+    """Rows of sessions with two samples or more: one sample draws no line and says nothing
+    about growth, yet would take a legend entry."""
+    per: dict = defaultdict(int)
+    for r in rows:
+        per[r.get("session_id")] += 1
+    return [r for r in rows if per[r.get("session_id")] >= 2]
+
+
+def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None) -> list[str]:
     total = len({r.get("session_id") for r in rows})
-    return [f"{len(keep)} of {total} sessions shown (flagged first, then the largest)"] if len(keep) < total else []
+    notes = [f"{len(keep)} of {total} sessions with two or more samples shown (flagged first, then the largest)"] \
+        if len(keep) < total else []
+    single = len({r.get("session_id") for r in all_rows or []}) - total
+    if single > 0:
+        notes.append(f"{single} session{'s' if single != 1 else ''} with a single sample left out (no trend to draw)")
+    return notes
 
 
-def memory_chart(series: dict, flagged: list[str]) -> Chart | None:
+def memory_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None) -> Chart | None:
     # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
     # would be slivers, and on a common origin their slopes compare at a glance.
-    rows = [r for r in series.get("memory_timeline") or [] if r.get("ts") and r.get("session_id") is not None]
+    all_rows = [r for r in series.get("memory_timeline") or [] if r.get("ts") and r.get("session_id") is not None]
+    rows = _multi_point_rows(all_rows)
     if not rows:
         return None
     keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
-    out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"))
+    out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
         x=alt.X("minute:Q", title="minutes since the session's first sample"),
-        y=alt.Y("mb:Q", title="MB", scale=alt.Scale(zero=False)),
+        y=alt.Y("mb:Q", title="GPU memory (MB)", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
                                   scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
-                                  legend=alt.Legend(labelExpr="replace(datum.label, '_mb', '')")),
-        tooltip=["session_id:N", alt.Tooltip("ts:T", title="time", format="%Y-%m-%d %H:%M:%S"),
+                                  legend=None),  # named in the subtitle
+        tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
                  alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", format=",.0f")],
     )
-    chart = base.mark_line(strokeWidth=1.6).properties(width=WIDTH - 220, height=220)
+    chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
-                 notes=_shown_note(keep, rows))
+                 notes=_shown_note(keep, rows, all_rows))
 
 
-def kv_chart(series: dict, flagged: list[str]) -> Chart | None:
-    rows = [r for r in series.get("kv_growth") or [] if r.get("ts") and r.get("session_id") is not None]
+def kv_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None, limit_tokens: float | None = None) -> Chart | None:
+    all_rows = [r for r in series.get("kv_growth") or [] if r.get("ts") and r.get("session_id") is not None]
+    rows = _multi_point_rows(all_rows)
     if not rows:
         return None
     keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
-    out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"))
+    out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
     chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
         x=alt.X("minute:Q", title="minutes since the session's first sample"),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
-        tooltip=["session_id:N", alt.Tooltip("ts:T", title="time", format="%Y-%m-%d %H:%M:%S"),
+        tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
                  "kv_seq_len:Q", alt.Tooltip("kv_cache_size_mb:Q", format=",.1f")],
-    ).properties(width=WIDTH - 220, height=200)
-    return Chart("kv_growth", "kv", "KV cache growth",
-                 _finish(chart, "KV cache growth", "kv_seq_len per session (threshold 2048 tokens, 003 §4.3)"),
-                 notes=_shown_note(keep, rows))
+    )
+    sub = "kv_seq_len per session (003 §4.3)"
+    if limit_tokens:
+        # the rule's threshold drawn where it applies, so "past the line" reads at a glance
+        rule = alt.Chart(alt.Data(values=[{"limit": limit_tokens}])).mark_rule(
+            color=SEVERITY_COLORS["warning"], strokeDash=[6, 4]).encode(y="limit:Q")
+        chart = alt.layer(chart, rule)
+        sub = f"kv_seq_len per session; dashed line: the {limit_tokens:,.0f}-token threshold (003 §4.3)"
+    chart = chart.properties(width=WIDTH - 220, height=200)
+    return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
+                 notes=_shown_note(keep, rows, all_rows))
 
 
-def errors_chart(series: dict) -> Chart | None:
+def errors_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
     rows = [r for r in series.get("errors_timeline") or [] if r.get("bucket")]
     if not rows:
         return None
     keep = set(top_groups(rows, "error_type", "count"))
     rows = [dict(r, error_type=r.get("error_type") if r.get("error_type") in keep else "other") for r in rows]
     rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
-    chart = alt.Chart(_data(rows, "bucket")).mark_bar(clip=True).encode(
-        x=_time_x("bucket"),
+    chart = alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
+        x=_time_x("bucket", tx),
         y=alt.Y("count:Q", title="errors", stack=True),
         color=alt.Color("error_type:N", title="error type"),
-        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "error_type:N", "count:Q"],
+        tooltip=[_time_tip("bucket"), "error_type:N", "count:Q"],
     ).add_params(_time_param()).properties(width=WIDTH - 200, height=160)
-    return Chart("errors_timeline", "errors", "Errors over time", _finish(chart, "Errors over time", "per bucket and type"),
+    return Chart("errors_timeline", "errors", "Errors over time", _finish(chart, "Errors over time", f"per {step or _step_label((tx or TimeAxis()).step_s)} and type"),
                  timeline=True, notes=_notes(("errors", step)))
 
 
-def log_volume_chart(series: dict) -> Chart | None:
+def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
     rows = [r for r in series.get("log_volume") or [] if r.get("bucket")]
     if not rows:
         return None
     keep = set(top_groups(rows, "host", "bytes"))
     rows = [r for r in rows if r.get("host") in keep]
+    tx = tx or TimeAxis()
+    rows = fill_gaps(rows, "bucket", ("host",), "bytes", tx.step_s)
     rows, step = coarsen(rows, "bucket", ("host",), {"bytes": "sum", "events": "sum"})
-    rows = [{"bucket": r["bucket"], "host": r.get("host"), "mb": round((r.get("bytes") or 0) / 1e6, 3),
+    rows = [{"bucket": r["bucket"], "host": r.get("host") if r.get("host") is not None else "(no host field)", "mb": round((r.get("bytes") or 0) / 1e6, 3),
              "events": r.get("events")} for r in rows]
-    chart = alt.Chart(_data(rows, "bucket")).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
-        x=_time_x("bucket"),
-        y=alt.Y("mb:Q", title="log MB per bucket"),
+    chart = alt.Chart(_data(rows, "bucket", tx)).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
+        x=_time_x("bucket", tx),
+        y=alt.Y("mb:Q", title=f"MB written per {step or _step_label(tx.step_s)}"),
         color=alt.Color("host:N", title="host"),
-        tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M"), "host:N", alt.Tooltip("mb:Q", format=",.2f"),
+        tooltip=[_time_tip("bucket"), "host:N", alt.Tooltip("mb:Q", format=",.2f"),
                  alt.Tooltip("events:Q", format=",")],
     ).add_params(_time_param()).properties(width=WIDTH - 160, height=150)
-    return Chart("log_volume", "collector", "Log volume", _finish(chart, "Log volume", "bytes written per bucket and host"),
+    return Chart("log_volume", "collector", "Log volume", _finish(chart, "Log volume", "size of the log lines written, per bucket and host"),
                  timeline=True, notes=_notes(("log volume", step)))
 
 
@@ -440,18 +602,19 @@ def build_charts(model: dict) -> list[Chart]:
                 flagged_mem.append(sid)
             if f.get("rule") in kv_rules | memory_rules and sid not in flagged_kv:
                 flagged_kv.append(sid)
+    tx = time_axis(model)
     made = [
-        overview_chart(series),
+        overview_chart(series, tx),
         latency_hist_chart(series),
-        stage_latency_chart(series),
+        stage_latency_chart(series, tx),
         prefill_vs_input_chart(series),
         prefill_by_turn_chart(series),
-        gpu_timeline_chart(series),
+        gpu_timeline_chart(series, tx),
         gpu_wait_hist_chart(series),
-        memory_chart(series, flagged_mem),
-        kv_chart(series, flagged_kv),
-        errors_chart(series),
-        log_volume_chart(series),
+        memory_chart(series, flagged_mem, tx),
+        kv_chart(series, flagged_kv, tx, ((model.get("thresholds") or {}).get("kv_cache_bloat") or {}).get("kv_seq_len")),
+        errors_chart(series, tx),
+        log_volume_chart(series, tx),
     ]
     return [c for c in made if c is not None]
 

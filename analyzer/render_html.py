@@ -42,6 +42,8 @@ DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type"
                   "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
                   "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
                   "max_new_tokens"]
+LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
+                  ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")]
 TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "source_format")
 
 
@@ -249,7 +251,37 @@ def _flagged_sessions(model: dict) -> dict[str, int]:
     return worst
 
 
-def _findings(model: dict, links: dict[str, str], chart_ids: set[str]) -> list[dict]:
+LABEL_SUFFIXES = [("_mb_per_min", " MB/min"), ("_ts", " time"), ("_per_min", " /min"), ("_mb", " MB"), ("_ms", " ms"),
+                  ("_pct", " %"), ("_s", " s")]
+
+
+def detail_label(key: str) -> str:
+    """`kv_cache_size_max_mb` → `kv cache size max MB`: model keys read as words, units kept."""
+    text = str(key)
+    for suffix, unit in LABEL_SUFFIXES:
+        if text.endswith(suffix) and len(text) > len(suffix):
+            return text[: -len(suffix)].replace("_", " ") + unit
+    return text.replace("_", " ")
+
+
+def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
+    """Lists of records in a finding's evidence (per-session numbers, bad-line samples) as small
+    tables, so a card shows the numbers behind its claim, not only ids."""
+    tables = []
+    for key, value in details.items():
+        if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+            continue
+        columns: list[str] = []
+        for r in value:
+            columns += [c for c in r if c not in columns and not isinstance(r[c], (dict, list))]
+        rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
+        tables.append({"key": key, "columns": columns, "labels": [detail_label(c) for c in columns], "rows": rows,
+                       "more": max(0, len(value) - MAX_FINDING_SESSIONS),
+                       "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
+    return tables
+
+
+def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
                     key=lambda f: (charts_mod.severity_rank(f.get("severity")), str(f.get("rule")))):
@@ -257,6 +289,9 @@ def _findings(model: dict, links: dict[str, str], chart_ids: set[str]) -> list[d
         evidence = f.get("evidence") or {}
         section = evidence.get("section")
         details = evidence.get("details") or {}
+        chart = charts_by_id.get(evidence.get("chart"))
+        if chart is not None and chart["section"] in SECTION_IDS:
+            section = chart["section"]  # the finding is flagged where its evidence is drawn
         out.append({
             "rule": f.get("rule"), "severity": f.get("severity") or "info", "scope": f.get("scope"),
             "message": f.get("message"), "fix": f.get("fix"), "source": f.get("source"),
@@ -265,8 +300,10 @@ def _findings(model: dict, links: dict[str, str], chart_ids: set[str]) -> list[d
             "sessions": [{"id": s, "anchor": links.get(s)} for s in sids[:MAX_FINDING_SESSIONS]],
             "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
             "section": section if section in SECTION_IDS else None,
-            "chart": evidence.get("chart") if evidence.get("chart") in chart_ids else None,
-            "details": [(k, v) for k, v in details.items() if not isinstance(v, (dict, list))] if isinstance(details, dict) else [],
+            "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
+            "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
+            if isinstance(details, dict) else [],
+            "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
         })
     return out
 
@@ -354,7 +391,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     links = {r.get("session_id"): r["anchor"] for r in sessions}
     links.update({d["id"]: d["anchor"] for d in drill})
     by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
-    findings = _findings(model, links, set(specs))
+    charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
+    findings = _findings(model, links, charts_by_id)
     rules = model.get("rules") or []
     counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
     series = model.get("series") or {}
@@ -377,9 +415,11 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "counts": counts,
         "stages": model.get("stages") or [],
         "requests": requests,
-        "latency_metrics": [(k, label, requests.get(k)) for k, label in (
-            ("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
-            ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")) if isinstance(requests.get(k), dict)],
+        "latency_metrics": [(k, label, requests.get(k)) for k, label in LATENCY_LABELS if isinstance(requests.get(k), dict)],
+        "latency_missing": [label for k, label in LATENCY_LABELS
+                            if isinstance(requests.get(k), dict) and requests[k].get("p50") is None
+                            and requests[k].get("max") is None],
+        "section_labels": dict(SECTIONS),
         "sessions": sessions,
         "session_total": max(session_total, int(model.get("sessions_total") or 0)),
         "gpus": _table(model.get("gpus"), GPU_COLUMNS),
@@ -395,6 +435,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "specs": specs,
         "sections": SECTIONS,
         "text_columns": TEXT_COLUMNS,
+        "time_zone": charts_mod.time_axis(model).label,
     }
 
 

@@ -26,7 +26,8 @@
   function fmt(ms) {
     var d = new Date(ms);
     function p(n) { return (n < 10 ? "0" : "") + n; }
-    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes());
+    // Chart times are the report zone's wall clock stored on a UTC scale: read them back as UTC.
+    return d.getUTCFullYear() + "-" + p(d.getUTCMonth() + 1) + "-" + p(d.getUTCDate()) + " " + p(d.getUTCHours()) + ":" + p(d.getUTCMinutes());
   }
 
   function setRange(range) {
@@ -43,6 +44,8 @@
       var b = document.createElement("b");
       b.textContent = range ? fmt(range[0]) + " → " + fmt(range[1]) : "the whole window";
       label.appendChild(b);
+      var zone = label.getAttribute("data-zone");
+      if (zone) label.appendChild(document.createTextNode(" (times in " + zone + ")"));
       label.appendChild(document.createTextNode(range
         ? ". Double-click the overview to show everything again."
         : ". Drag across the overview to zoom every timeline chart; double-click it to clear."));
