@@ -325,16 +325,33 @@ def _bad_sql() -> str:
     return "(" + " OR ".join(conditions) + ")"
 
 
-def _reason(value: str | None, valid_utf8: bool) -> str:
-    """The DuckDB path's reason for a bad line (ingest._line_problem on its text)."""
+def _reason(raw: bytes, unterminated: bool) -> str:
+    """The DuckDB path's reason for a bad line: ingest._line_problem on its bytes."""
     from analyzer.ingest import _line_problem
 
-    if not valid_utf8:
-        return "invalid UTF-8"
-    if value is None:
-        return "unreadable line"
-    raw = value.encode("utf-8", "surrogateescape") + b"\n"
-    return _line_problem(raw) or "rejected by the reader"
+    return _line_problem(raw if unterminated else raw + b"\n") or "rejected by the reader"
+
+
+def _ends_with_newline(f: SourceFile) -> bool:
+    """Whether a file's last byte is a newline (asked only for a bad last line; a URL is
+    assumed to end with one)."""
+    if is_url(f.display):
+        return True
+    import gzip
+
+    path = Path(f.display)
+    try:
+        if path.name.endswith(".gz"):
+            tail = b""
+            with gzip.open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    tail = chunk
+            return tail.endswith(b"\n")
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) == b"\n"
+    except (OSError, EOFError):
+        return True
 
 
 def _read_jsonl(spark, files: list[SourceFile]):
@@ -383,8 +400,8 @@ def _read_jsonl(spark, files: list[SourceFile]):
             typed.append(F.expr(_as_type(f"j.{_q(name)}", kind)).alias(name))
     out = parsed.select(
         "file_id", "source_file", "block_start", "row_id", "is_blank", "bad", "line_bytes",
-        F.when(F.col("bad"), F.col("value")).alias("bad_text"),
-        F.when(F.col("bad"), F.expr("is_valid_utf8(value)")).alias("bad_utf8"),
+        # The raw bytes of a bad line (invalid UTF-8 included), for the reason of a sample.
+        F.when(F.col("bad"), F.col("value").cast("binary")).alias("bad_bytes"),
         *typed,
     )  # fmt: skip
     return out.persist(StorageLevel.MEMORY_AND_DISK)
@@ -396,6 +413,7 @@ class Scan:
 
     bad_lines: int
     splits: dict[tuple[int, int], tuple[int, int]]  # (file_id, block_start) -> (first row_id, lines before)
+    lines: dict[int, int]  # file_id -> lines in the file
 
 
 def _scan(lines) -> Scan:
@@ -416,10 +434,10 @@ def _scan(lines) -> Scan:
         start = before.get(b["file_id"], 0)
         splits[(b["file_id"], b["block_start"])] = (b["first_row_id"], start)
         before[b["file_id"]] = start + b["n"]
-    return Scan(sum(int(b["bad"] or 0) for b in blocks), splits)
+    return Scan(sum(int(b["bad"] or 0) for b in blocks), splits, before)
 
 
-def _bad_line_samples(lines, scan: Scan) -> list[dict]:
+def _bad_line_samples(lines, scan: Scan, files: list[SourceFile]) -> list[dict]:
     """The first bad lines of each file (ingest.SAMPLES_PER_FILE), files in read order, with
     1-based line numbers (blank lines count, as in the DuckDB path)."""
     from pyspark.sql import Window
@@ -431,7 +449,7 @@ def _bad_line_samples(lines, scan: Scan) -> list[dict]:
     )
     rows = (
         ranked.filter(F.col("k") <= per_file)
-        .select("file_id", "source_file", "block_start", "row_id", "bad_text", "bad_utf8")
+        .select("file_id", "source_file", "block_start", "row_id", "bad_bytes")
         .orderBy("file_id", "block_start", "row_id")
         .limit(total)
         .collect()
@@ -440,7 +458,9 @@ def _bad_line_samples(lines, scan: Scan) -> list[dict]:
     for r in rows:
         first, before = scan.splits[(r["file_id"], r["block_start"])]
         line = before + r["row_id"] - first + 1
-        out.append({"file": r["source_file"], "line": int(line), "reason": _reason(r["bad_text"], r["bad_utf8"])})
+        last = line == scan.lines.get(r["file_id"])
+        reason = _reason(bytes(r["bad_bytes"] or b""), last and not _ends_with_newline(files[r["file_id"]]))
+        out.append({"file": r["source_file"], "line": int(line), "reason": reason})
     return out
 
 
@@ -621,7 +641,7 @@ def open_logs_spark(
         scan = _scan(lines)
         ingest["bad_lines"] = scan.bad_lines
         if scan.bad_lines:
-            ingest["bad_line_samples"] = _bad_line_samples(lines, scan)
+            ingest["bad_line_samples"] = _bad_line_samples(lines, scan, readable)
         _raw_view(lines).createOrReplaceTempView("dslogs_raw")
         parts.append(spark.sql(load_spark_sql("views/events.sql")).select(*EVENT_TYPES))
     for ds in sources.datasets:

@@ -1,0 +1,20 @@
+-- Spark SQL twin of queries/generate_params_per_session.sql (mirrors sha256:fa53e6bde2ac2042); rewrites: analyzer/spark_sql/twin.py.
+-- Generation settings and output sizes per session: max num_beams, max max_new_tokens, max
+-- output_len, and how many requests logged params. Units: beams, tokens.
+-- Sources: article 003 §3.2 (num_beams=5 by mistake), 000 §2.2 (max_tokens 4096),
+-- 000 §4.2 (3000+ token outputs slow post-processing).
+SELECT
+    session_id,
+    min(host) AS host,
+    count(*) AS requests,
+    count(num_beams) AS num_beams_count,
+    max(num_beams) AS num_beams_max,
+    sum(CASE WHEN num_beams > 1 THEN 1 ELSE 0 END) AS beam_requests,
+    count(max_new_tokens) AS max_new_tokens_count,
+    max(max_new_tokens) AS max_new_tokens_max,
+    count(output_len) AS output_len_count,
+    max(output_len) AS output_len_max
+FROM requests
+WHERE session_id IS NOT NULL
+GROUP BY session_id
+ORDER BY session_id NULLS LAST
