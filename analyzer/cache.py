@@ -24,7 +24,7 @@ import struct
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FINGERPRINT_BYTES = 64 << 10
 
 

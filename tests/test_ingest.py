@@ -83,8 +83,9 @@ def test_v1_events_and_request_metrics(v1_logs):
     assert s["tpot_p50_ms"] == pytest.approx(20.0) and s["gpu_wait_pct_p50"] == 55.0
 
 
-def test_rss_slope_matches_regr_slope_over_the_session(tmp_path):
+def test_rss_slope_is_the_exact_least_squares_slope_over_the_session(tmp_path):
     import random
+    from fractions import Fraction
 
     rnd = random.Random(3)
     lines = []
@@ -94,9 +95,10 @@ def test_rss_slope_matches_regr_slope_over_the_session(tmp_path):
     lines += [v1("2026-11-23T10:05:00.000+00:00", "input", "a", "q1", input_len=3),
               v1("2026-11-23T10:20:00.000+00:00", "format", "a", "q1", duration_ms=1.0)]  # fmt: skip
     db = open_logs([str(write_lines(tmp_path / "x.jsonl", lines))], use_cache=False)
-    expected = one(db, "SELECT regr_slope(rss_mb, epoch(ts) / 60) AS m FROM events WHERE stage = 'process_sample' "
-                       "AND ts BETWEEN '2026-11-23 10:05:00+00' AND '2026-11-23 10:20:00+00'")["m"]  # fmt: skip
-    assert one(db, "SELECT rss_slope_mb_per_min FROM sessions")["rss_slope_mb_per_min"] == pytest.approx(expected, rel=1e-6)
+    pts = [(Fraction(k * 30, 60), Fraction(str(round(lines[k]["rss_mb"], 3)))) for k in range(10, 41)]  # 10:05..10:20
+    n, sx, sy = len(pts), sum(x for x, _ in pts), sum(y for _, y in pts)
+    exact = (n * sum(x * y for x, y in pts) - sx * sy) / (n * sum(x * x for x, _ in pts) - sx * sx)
+    assert one(db, "SELECT rss_slope_mb_per_min FROM sessions")["rss_slope_mb_per_min"] == pytest.approx(float(exact), rel=1e-12)
 
 
 def test_line_bytes_are_the_raw_line_lengths(tmp_path):

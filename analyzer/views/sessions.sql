@@ -51,10 +51,14 @@ WITH ev AS (
     FROM requests
     GROUP BY session_id
 ), rss_points AS (
-    -- One point per process and instant; x in minutes since the process's first sample keeps
-    -- the sums below well conditioned.
-    SELECT host, pid, ts, (epoch(ts) - epoch(min(ts) OVER (PARTITION BY host, pid))) / 60.0 AS x,
-           avg(rss_mb) AS y, count(*) AS n
+    -- One point per process and instant, in exact integers: x = ms since the process's first
+    -- sample, y = RSS in 1/1000 MB. The running sums below are then exact (HUGEINT), so the
+    -- difference of two of them loses nothing and every engine gets the same numbers; floating
+    -- sums over a process's lifetime would cancel badly for a short session late in it.
+    SELECT host, pid, ts,
+           epoch_ms(ts) - epoch_ms(min(ts) OVER (PARTITION BY host, pid)) AS x,
+           sum(CAST(round(rss_mb * 1000) AS HUGEINT)) AS sy,
+           count(*) AS n
     FROM events
     WHERE stage = 'process_sample' AND rss_mb IS NOT NULL AND host IS NOT NULL AND pid IS NOT NULL
     GROUP BY host, pid, ts
@@ -62,8 +66,11 @@ WITH ev AS (
     -- Running sums per process: a session's regression over its time range is the difference
     -- of two of them (found with ASOF joins), not a range join over every sample.
     SELECT host, pid, ts,
-           sum(n) OVER w AS n, sum(n * x) OVER w AS sx, sum(n * y) OVER w AS sy,
-           sum(n * x * x) OVER w AS sxx, sum(n * x * y) OVER w AS sxy
+           sum(CAST(n AS HUGEINT)) OVER w AS n,
+           sum(CAST(n AS HUGEINT) * x) OVER w AS sx,
+           sum(sy) OVER w AS sy,
+           sum(CAST(n AS HUGEINT) * x * x) OVER w AS sxx,
+           sum(CAST(x AS HUGEINT) * sy) OVER w AS sxy
     FROM rss_points
     WINDOW w AS (PARTITION BY host, pid ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), rss AS (
@@ -78,9 +85,11 @@ WITH ev AS (
     ASOF JOIN rss_cum AS hi ON hi.host = s.host AND hi.pid = s.pid AND hi.ts <= s.last_ts
     ASOF LEFT JOIN rss_cum AS lo ON lo.host = s.host AND lo.pid = s.pid AND lo.ts < s.first_ts
 ), rss_slope AS (
+    -- Least-squares slope in (MB / 1000) per ms, times 60 000 / 1000: MB per minute.
     SELECT session_id,
-           CASE WHEN n >= 2 AND n * sxx - sx * sx > 1e-9
-                THEN (n * sxy - sx * sy) / (n * sxx - sx * sx) END AS rss_slope_mb_per_min
+           CASE WHEN n >= 2 AND n * sxx - sx * sx > 0
+                THEN CAST(n * sxy - sx * sy AS DOUBLE) / CAST(n * sxx - sx * sx AS DOUBLE) * 60.0 END
+               AS rss_slope_mb_per_min
     FROM rss
 )
 SELECT
