@@ -437,8 +437,13 @@ def _type_problem(obj: dict) -> str | None:
 
 
 def _short(value) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:39] + "…"
+    """A wrong value for a reason: short ones quoted, long text only described (it could be a
+    prompt that a broken writer put in the wrong field; prompts never reach the report)."""
+    if isinstance(value, str) and len(value) > 16:
+        return f"<text of {len(value)} characters>"
+    if isinstance(value, (dict, list)):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _scan_lines(f: FileStats, clean: Path) -> list[int]:
@@ -961,14 +966,6 @@ def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryRe
     else:
         sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
     return run_query(db, sql, [session_id])
-
-
-def ingest_summary_line(db: LogDB) -> str:
-    i = db.ingest
-    return (
-        f"{i['files']} files, {i['events']} events, {i['bad_lines']} bad lines, "
-        f"{i['skipped_files']} skipped files"
-    )
 
 
 __all__ = ["LogDB", "open_logs", "run_query", "session_events", "RAW_COLUMNS", "EVENT_COLUMNS"]
