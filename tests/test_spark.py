@@ -19,7 +19,6 @@ One SparkSession (local[2]) for the module; the Spark tests skip only without py
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import shutil
 from pathlib import Path
@@ -159,12 +158,6 @@ def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
             duck_rows = [{c: jsonable(v) for c, v in r.items()} for r in run_query(db, sql).dicts()]
             cols, rows = _collect(sp.spark.sql(f"SELECT {', '.join(duck_rows[0])} FROM {view} ORDER BY {key}"), sp.zone)
             spark_rows = [{c: jsonable(v) for c, v in zip(cols, r, strict=True)} for r in rows]
-            # sessions.rss_slope_mb_per_min is a difference of running sums over the whole process
-            # (views/sessions.sql): it cancels, so float summation order shows at ~1e-5 relative.
-            # Compared at 1e-3 here; no metric or rule reads it (rss_per_process.sql fits its own).
-            for d, s_ in zip(duck_rows, spark_rows, strict=False):
-                if "rss_slope_mb_per_min" in d and d["rss_slope_mb_per_min"] is not None and s_.get("rss_slope_mb_per_min") is not None:
-                    assert math.isclose(d.pop("rss_slope_mb_per_min"), s_.pop("rss_slope_mb_per_min"), rel_tol=1e-3, abs_tol=1e-6)
             assert_same(duck_rows, spark_rows, f"{view} view")
         t = defaults()
         dm, sm = compute_metrics(db.con, t), compute_metrics_on(sp, t)

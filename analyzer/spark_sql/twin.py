@@ -18,7 +18,11 @@ rewrites below are the dialect differences met so far; review every draft (and r
 - ``regr_slope(y, x)`` without a FILTER -> NaN where DuckDB gives NaN (x constant), NULL
   where it gives NULL (no rows): NaN sorts first in a DESC ORDER BY in both engines;
 - ``list_contains`` -> ``array_contains``; ``unnest(generate_series(a, b, step))`` ->
-  ``explode(sequence(a, b, step))``; ``'NaN'::DOUBLE`` -> ``CAST('NaN' AS DOUBLE)``.
+  ``explode(sequence(a, b, step))``; ``'NaN'::DOUBLE`` -> ``CAST('NaN' AS DOUBLE)``;
+- ``epoch_ms(ts)`` -> ``unix_millis(ts)``; ``HUGEINT`` -> ``DECIMAL(38, 0)`` (exact integers
+  either way; Spark's decimal sums stay exact up to 38 digits);
+- the sessions view's two ``ASOF JOIN``s on ``rss_cum`` -> one window that carries the last
+  running sums forward to each session bound (Spark SQL has no ASOF JOIN; see ``_ASOF_RSS``).
 """
 
 from __future__ import annotations
@@ -126,8 +130,61 @@ def translate(src: str) -> str:
     return re.sub(r"\x00(\d+)\x00", lambda m: comments[int(m.group(1))], sql)
 
 
+# sessions.sql: "ASOF JOIN rss_cum AS hi ... hi.ts <= s.last_ts" and "ASOF LEFT JOIN rss_cum AS lo
+# ... lo.ts < s.first_ts", as a carried-forward window over the bounds and the running sums.
+_ASOF_RSS = """), rss_marks AS (
+    -- DuckDB's two ASOF joins in Spark SQL: each session's first_ts and last_ts interleaved with
+    -- its process's running sums, each bound carrying the last sums before it. Ties: kind -1
+    -- (first_ts) sorts before a sample at the same instant (lo.ts < first_ts), kind 1 (last_ts)
+    -- after it (hi.ts <= last_ts).
+    SELECT host, pid, ts, 0 AS kind, CAST(NULL AS STRING) AS session_id,
+           named_struct('n', n, 'sx', sx, 'sy', sy, 'sxx', sxx, 'sxy', sxy) AS sums
+    FROM rss_cum
+    UNION ALL
+    SELECT host, pid, first_ts, -1, session_id, NULL
+    FROM ev WHERE host IS NOT NULL AND pid IS NOT NULL AND first_ts IS NOT NULL
+    UNION ALL
+    SELECT host, pid, last_ts, 1, session_id, NULL
+    FROM ev WHERE host IS NOT NULL AND pid IS NOT NULL AND last_ts IS NOT NULL
+), rss_carried AS (
+    SELECT session_id, kind,
+           last(sums, true) OVER (PARTITION BY host, pid ORDER BY ts, kind
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sums
+    FROM rss_marks
+), rss_bounds AS (
+    SELECT session_id,
+           first(CASE WHEN kind = 1 THEN sums END, true) AS hi,
+           first(CASE WHEN kind = -1 THEN sums END, true) AS lo
+    FROM rss_carried
+    WHERE kind <> 0
+    GROUP BY session_id
+), rss AS (
+    SELECT
+        session_id,
+        hi.n - coalesce(lo.n, 0) AS n,
+        hi.sx - coalesce(lo.sx, 0) AS sx,
+        hi.sy - coalesce(lo.sy, 0) AS sy,
+        hi.sxx - coalesce(lo.sxx, 0) AS sxx,
+        hi.sxy - coalesce(lo.sxy, 0) AS sxy
+    FROM rss_bounds
+    WHERE hi IS NOT NULL
+"""
+
+
+def _asof(sql: str) -> str:
+    if "ASOF" not in sql:
+        return sql
+    m = re.search(r"\), rss AS \(.*?ASOF JOIN rss_cum AS hi.*?ASOF LEFT JOIN rss_cum AS lo[^\n]*\n", sql, re.DOTALL)
+    if not m:
+        raise ValueError("ASOF JOIN without a rule: translate it by hand")
+    return sql[: m.start()] + _ASOF_RSS + sql[m.end() :]
+
+
 def _translate_code(src: str) -> str:
-    sql = re.sub(r"\bquantile_cont\(", "percentile(", src)
+    sql = _asof(src)
+    sql = re.sub(r"\bquantile_cont\(", "percentile(", sql)
+    sql = _replace_calls(sql, "epoch_ms", lambda inner, _rest: f"unix_millis({inner})")
+    sql = re.sub(r"\bHUGEINT\b", "DECIMAL(38, 0)", sql)
     sql = _replace_calls(sql, "epoch", lambda inner, _rest: f"(unix_micros({inner}) / 1e6)")
     sql = re.sub(r"\$([A-Za-z_]\w*)", r":\1", sql)
     sql = re.sub(r"\bVARCHAR\b", "STRING", sql)

@@ -1,5 +1,4 @@
--- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:45c47e1c6522f7cf); rewrites: analyzer/spark_sql/twin.py,
--- and by hand: DuckDB's ASOF JOINs become a carried-forward window (rss_marks .. rss_bounds).
+-- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:073f900f6b11e1ec); rewrites: analyzer/spark_sql/twin.py.
 -- sessions: one row per session_id. Request counts and latency medians come from the requests
 -- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
 -- reserved_slope_mb_per_min = regr_slope(reserved_mb, epoch(ts) / 60) with regr_r2, ghost =
@@ -53,10 +52,14 @@ WITH ev AS (
     FROM requests
     GROUP BY session_id
 ), rss_points AS (
-    -- One point per process and instant; x in minutes since the process's first sample keeps
-    -- the sums below well conditioned.
-    SELECT host, pid, ts, ((unix_micros(ts) / 1e6) - (unix_micros(min(ts) OVER (PARTITION BY host, pid)) / 1e6)) / 60.0D AS x,
-           avg(rss_mb) AS y, count(*) AS n
+    -- One point per process and instant, in exact integers: x = ms since the process's first
+    -- sample, y = RSS in 1/1000 MB. The running sums below are then exact (HUGEINT), so the
+    -- difference of two of them loses nothing and every engine gets the same numbers; floating
+    -- sums over a process's lifetime would cancel badly for a short session late in it.
+    SELECT host, pid, ts,
+           unix_millis(ts) - unix_millis(min(ts) OVER (PARTITION BY host, pid)) AS x,
+           sum(CAST(round(rss_mb * 1000) AS DECIMAL(38, 0))) AS sy,
+           count(*) AS n
     FROM events
     WHERE stage = 'process_sample' AND rss_mb IS NOT NULL AND host IS NOT NULL AND pid IS NOT NULL
     GROUP BY host, pid, ts
@@ -64,12 +67,15 @@ WITH ev AS (
     -- Running sums per process: a session's regression over its time range is the difference
     -- of two of them (found with ASOF joins), not a range join over every sample.
     SELECT host, pid, ts,
-           sum(n) OVER w AS n, sum(n * x) OVER w AS sx, sum(n * y) OVER w AS sy,
-           sum(n * x * x) OVER w AS sxx, sum(n * x * y) OVER w AS sxy
+           sum(CAST(n AS DECIMAL(38, 0))) OVER w AS n,
+           sum(CAST(n AS DECIMAL(38, 0)) * x) OVER w AS sx,
+           sum(sy) OVER w AS sy,
+           sum(CAST(n AS DECIMAL(38, 0)) * x * x) OVER w AS sxx,
+           sum(CAST(x AS DECIMAL(38, 0)) * sy) OVER w AS sxy
     FROM rss_points
     WINDOW w AS (PARTITION BY host, pid ORDER BY ts NULLS LAST ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), rss_marks AS (
-    -- DuckDB's two ASOF joins, in Spark SQL: each session's first_ts and last_ts interleaved with
+    -- DuckDB's two ASOF joins in Spark SQL: each session's first_ts and last_ts interleaved with
     -- its process's running sums, each bound carrying the last sums before it. Ties: kind -1
     -- (first_ts) sorts before a sample at the same instant (lo.ts < first_ts), kind 1 (last_ts)
     -- after it (hi.ts <= last_ts).
@@ -84,7 +90,7 @@ WITH ev AS (
     FROM ev WHERE host IS NOT NULL AND pid IS NOT NULL AND last_ts IS NOT NULL
 ), rss_carried AS (
     SELECT session_id, kind,
-           last(sums, true) OVER (PARTITION BY host, pid ORDER BY ts, kind
+           last(sums, true) OVER (PARTITION BY host, pid ORDER BY ts NULLS LAST, kind NULLS LAST
                                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sums
     FROM rss_marks
 ), rss_bounds AS (
@@ -105,9 +111,11 @@ WITH ev AS (
     FROM rss_bounds
     WHERE hi IS NOT NULL
 ), rss_slope AS (
+    -- Least-squares slope in (MB / 1000) per ms, times 60 000 / 1000: MB per minute.
     SELECT session_id,
-           CASE WHEN n >= 2 AND n * sxx - sx * sx > 1e-9
-                THEN (n * sxy - sx * sy) / (n * sxx - sx * sx) END AS rss_slope_mb_per_min
+           CASE WHEN n >= 2 AND n * sxx - sx * sx > 0
+                THEN CAST(n * sxy - sx * sy AS DOUBLE) / CAST(n * sxx - sx * sx AS DOUBLE) * 60.0 END
+               AS rss_slope_mb_per_min
     FROM rss
 )
 SELECT
