@@ -76,7 +76,7 @@ def spark_conf(master: str) -> dict[str, str]:
         # task overhead on small data; adaptive execution coalesces further).
         conf["spark.ui.enabled"] = "false"
         conf["spark.sql.shuffle.partitions"] = os.environ.get(
-            "DSLOGS_SPARK_SHUFFLE_PARTITIONS", str(max(2, 2 * cores))
+            "DSLOGS_SPARK_SHUFFLE_PARTITIONS", str(max(2, cores))
         )
         conf["spark.driver.memory"] = os.environ.get("DSLOGS_SPARK_DRIVER_MEMORY", "2g")
     return conf
@@ -671,6 +671,8 @@ def open_logs_spark(
     logs = SparkLogs(spark, ingest, {"since": iso(lo), "until": iso(hi)}, zone, [events])
     for name in ("requests", "sessions"):
         df = spark.sql(load_spark_sql(f"views/{name}.sql")).persist(StorageLevel.MEMORY_AND_DISK)
+        # Filled now: the metric queries run concurrently and would each compute it otherwise.
+        df.count()
         df.createOrReplaceTempView(name)
         logs.cached.append(df)
     return logs
