@@ -211,27 +211,34 @@ def _read_text_url(spark, url: str) -> str:
         stream.close()
 
 
-def _list_url(spark, url: str) -> tuple[list[tuple[str, int]], bool]:
-    """Files under a Hadoop URL (a file, a folder searched recursively, or a glob) and whether
-    the URL is a compacted dataset root."""
+def _list_url(spark, url: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """(files, dataset roots) under a Hadoop URL: a file, a folder searched recursively, or a
+    glob (e.g. s3a://bucket/dslogs/*/ for one compacted dataset per host)."""
     path, fs = _fs(spark, url)
     jvm = spark._jvm
     statuses = fs.globStatus(path) or []
     if not statuses:
         raise InputError(f"{url}: no such file or directory")
-    out: list[tuple[str, int]] = []
+    files: list[tuple[str, int]] = []
+    datasets: list[str] = []
     for status in statuses:
         p = status.getPath()
-        if status.isDirectory():
-            if fs.exists(jvm.org.apache.hadoop.fs.Path(p, _manifest_name())):
-                return [(p.toString(), 0)], True
+        if not status.isDirectory():
+            files.append((p.toString(), int(status.getLen())))
+        elif fs.exists(jvm.org.apache.hadoop.fs.Path(p, _manifest_name())):
+            datasets.append(p.toString())
+        else:
             it = fs.listFiles(p, True)
+            found = []
             while it.hasNext():
                 f = it.next()
-                out.append((f.getPath().toString(), int(f.getLen())))
-        else:
-            out.append((p.toString(), int(status.getLen())))
-    return out, False
+                found.append((f.getPath().toString(), int(f.getLen())))
+            # Compacted datasets below the folder (one per host, say): their roots, not files.
+            manifest = "/" + _manifest_name()
+            roots = [u[: -len(manifest)] for u, _ in found if u.endswith(manifest)]
+            datasets.extend(roots)
+            files.extend((u, n) for u, n in found if not any(u.startswith(r + "/") for r in roots))
+    return files, datasets
 
 
 def _manifest_name() -> str:
@@ -262,18 +269,32 @@ def raw_fields() -> list[str]:
     return list(RAW_COLUMNS)
 
 
-def _raw_schema():
-    from pyspark.sql.types import StringType, StructField, StructType
+def _raw_schema(typed: bool = False):
+    """The read schema: every field a string (``typed=False``: the lenient second look at a line
+    the typed parse rejected), or typed as DuckDB reads them (``typed=True``, the fast path:
+    Spark's JSON parser converts numbers itself; ts and timestamp stay text)."""
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
-    from analyzer.ingest import _PARAM_TYPES
+    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
+
+    kinds = {"BIGINT": LongType(), "DOUBLE": DoubleType(), "BOOLEAN": BooleanType()}
+
+    def spark_type(kind: str):
+        return kinds.get(kind, StringType()) if typed else StringType()
 
     fields = []
-    for name in raw_fields():
+    for name, kind in RAW_COLUMNS.items():
         if name == "params":
-            # An object of strings: a params that is not an object makes the line malformed.
-            fields.append(StructField(name, StructType([StructField(k, StringType()) for k in _PARAM_TYPES])))
+            fields.append(StructField(name, StructType([StructField(k, spark_type(t)) for k, t in _PARAM_TYPES.items()])))
         else:
-            fields.append(StructField(name, StringType()))
+            fields.append(StructField(name, spark_type(kind)))
     return StructType([*fields, StructField("_corrupt_record", StringType())])
 
 
@@ -299,28 +320,37 @@ def _as_type(expr: str, kind: str) -> str:
     return expr
 
 
+def _text(name: str) -> str:
+    """SQL: a field's JSON text, from the lenient parse when the line needed one."""
+    return f"CASE WHEN j2 IS NULL THEN j1.{_q(name)} ELSE j2.{_q(name)} END"
+
+
 def _bad_sql() -> str:
     """SQL: the line is bad, by the rules of ingest._line_problem (the reason itself is worked
-    out on the driver for the few sampled lines). One lambda checks every numeric field, which
-    keeps the generated code small."""
+    out on the driver for the few sampled lines). A line the typed parse took is well typed; for
+    one it rejected (j2 is its lenient parse), one lambda checks every numeric field, which keeps
+    the generated code small."""
     from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
 
     max_bytes, _, _ = _ingest_limits()
-    numbers = [f"j.{_q(n)}" for n, k in RAW_COLUMNS.items() if k in ("BIGINT", "DOUBLE")]
-    numbers += [f"j.params.{k}" for k, t in _PARAM_TYPES.items() if t in ("BIGINT", "DOUBLE")]
-    booleans = [f"j.params.{k}" for k, t in _PARAM_TYPES.items() if t == "BOOLEAN"]
-    times = [f"j.{_q(n)}" for n, k in RAW_COLUMNS.items() if k == "TIMESTAMPTZ"]
-    conditions = [
-        f"octet_length(value) > {max_bytes + 1}",
-        "NOT is_valid_utf8(value)",
-        "j._corrupt_record IS NOT NULL",
+    numbers = [f"j2.{_q(n)}" for n, k in RAW_COLUMNS.items() if k in ("BIGINT", "DOUBLE")]
+    numbers += [f"j2.params.{k}" for k, t in _PARAM_TYPES.items() if t in ("BIGINT", "DOUBLE")]
+    booleans = [f"j2.params.{k}" for k, t in _PARAM_TYPES.items() if t == "BOOLEAN"]
+    lenient = [
+        "j2._corrupt_record IS NOT NULL",
         f"exists(array({', '.join(numbers)}), x -> x IS NOT NULL AND x NOT IN ('true', 'false') "
         "AND (CAST(x AS DOUBLE) IS NULL OR isnan(CAST(x AS DOUBLE)) OR abs(CAST(x AS DOUBLE)) = double('inf')))",
         *[f"({b} IS NOT NULL AND {b} NOT IN ('true', 'false', '0', '1'))" for b in booleans],
-        *[f"({t} IS NOT NULL AND to_timestamp({t}) IS NULL)" for t in times],
-        "j.stage IS NULL",
-        "(j.v IS NULL AND j.ts IS NULL AND to_timestamp(j.`timestamp`) IS NULL)",
-        "(j.v IS NOT NULL AND j.ts IS NULL)",
+    ]
+    v, ts, stamp, stage = _text("v"), _text("ts"), _text("timestamp"), _text("stage")
+    conditions = [
+        f"octet_length(value) > {max_bytes + 1}",
+        "NOT is_valid_utf8(value)",
+        f"(j2 IS NOT NULL AND ({' OR '.join(lenient)}))",
+        f"({ts} IS NOT NULL AND to_timestamp({ts}) IS NULL)",
+        f"({stage}) IS NULL",
+        f"(({v}) IS NULL AND ({ts}) IS NULL AND to_timestamp({stamp}) IS NULL)",
+        f"(({v}) IS NOT NULL AND ({ts}) IS NULL)",
     ]
     return "(" + " OR ".join(conditions) + ")"
 
@@ -380,24 +410,28 @@ def _read_jsonl(spark, files: list[SourceFile]):
     )
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record",
                "allowNonNumericNumbers": "false"}  # fmt: skip
-    parsed = lines.select(
-        "file_id",
-        "source_file",
-        "block_start",
-        "row_id",
-        F.col("value"),
-        F.from_json(F.col("value"), _raw_schema(), options).alias("j"),
+    # Typed parse first (fast); only a line it rejects is parsed again with every field a string,
+    # to be typed the lenient way DuckDB's reader does (numeric strings, 42.0 for an integer).
+    j1 = F.from_json(F.col("value"), _raw_schema(typed=True), options)
+    parsed = lines.select("file_id", "source_file", "block_start", "row_id", "value", j1.alias("j1"))
+    j2 = F.when(F.col("j1._corrupt_record").isNotNull(), F.from_json(F.col("value"), _raw_schema(), options))
+    parsed = parsed.select(
+        "*",
+        j2.alias("j2"),
         F.expr("trim(BOTH ' \\t\\r' FROM value) = ''").alias("is_blank"),
         # DuckDB: strlen of the line without its line break, plus the newline.
-        (F.octet_length(F.regexp_replace("value", "\r$", "")) + 1).alias("line_bytes"),
+        F.expr("octet_length(value) + 1 - CAST(endswith(value, '\\r') AS INT)").alias("line_bytes"),
     ).withColumn("bad", ~F.col("is_blank") & F.expr(_bad_sql()))
     typed = []
     for name, kind in RAW_COLUMNS.items():
         if name == "params":
-            fields = ", ".join(f"'{k}', {_as_type(f'j.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
-            typed.append(F.expr(f"CASE WHEN j.params IS NOT NULL THEN named_struct({fields}) END").alias(name))
+            fields = ", ".join(f"'{k}', {_as_type(f'j2.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
+            lenient = f"CASE WHEN j2.params IS NOT NULL THEN named_struct({fields}) END"
+            typed.append(F.expr(f"CASE WHEN j2 IS NULL THEN j1.params ELSE {lenient} END").alias(name))
         else:
-            typed.append(F.expr(_as_type(f"j.{_q(name)}", kind)).alias(name))
+            fast = f"to_timestamp(j1.{_q(name)})" if kind == "TIMESTAMPTZ" else f"j1.{_q(name)}"
+            slow = _as_type(f"j2.{_q(name)}", kind)
+            typed.append(F.expr(f"CASE WHEN j2 IS NULL THEN {fast} ELSE {slow} END").alias(name))
     out = parsed.select(
         "file_id", "source_file", "block_start", "row_id", "is_blank", "bad", "line_bytes",
         # The raw bytes of a bad line (invalid UTF-8 included), for the reason of a sample.
@@ -493,13 +527,11 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
         if not is_url(raw):
             local.append(raw[len("file://"):] if raw.startswith("file://") else raw)
             continue
-        found, is_dataset = _list_url(spark, raw)
-        if is_dataset:
-            root = found[0][0]
+        found, roots = _list_url(spark, raw)
+        for root in roots:
             text = _read_text_url(spark, f"{root}/{compact.MANIFEST}")
             manifest = compact.check_manifest(_json_loads(text, root), root)
             sources.datasets.append(Dataset(root, manifest, compact.dataset_files(manifest, since, until)))
-            continue
         urls = []
         for url, size in found:
             name = url.rsplit("/", 1)[-1]
@@ -747,9 +779,24 @@ def _collect(df, zone: str) -> tuple[list[str], list[tuple]]:
                     value = (epoch + timedelta(microseconds=value)).astimezone(out_zone)
                 elif isinstance(kind, DecimalType) or isinstance(value, Decimal):
                     value = float(value)
+                else:
+                    value = _plain(value)
             values.append(value)
         rows.append(tuple(values))
     return columns, rows
+
+
+def _plain(value):
+    """Spark Rows (structs) as dicts, recursively; other values as they are."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def spark_metric_sql(name: str) -> str:

@@ -207,3 +207,54 @@ def test_spark_errors_are_one_line(spark, fleet, tmp_path):
     assert "no_such_column" in message and "\n" not in message
     with pytest.raises(InputError, match="no such file or directory"):
         spark_query([str(tmp_path / "missing")], "SELECT 1", master=MASTER)
+
+
+@needs_spark
+@pytest.mark.spark
+def test_cli_engine_spark(spark, fleet):
+    """`analyze --engine spark` and `query --engine spark` through the CLI (legacy logs, --tz)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    legacy = str(REPO / "sample_logs" / "seed_format")
+    runner = CliRunner()
+    common = ["--tz", "Asia/Shanghai", "--format", "json"]
+    duck = runner.invoke(app, ["analyze", legacy, *common, "--no-cache"])
+    spk = runner.invoke(app, ["analyze", legacy, *common, "--engine", "spark", "--master", MASTER])
+    assert duck.exit_code == 0 and spk.exit_code == 0, spk.output
+    assert_same(comparable_model(json.loads(duck.output)), comparable_model(json.loads(spk.output)),
+                "report models (seed_format)", ROUNDED)  # fmt: skip
+    _, parquet = fleet
+    sql = "SELECT host, count(*) AS n FROM requests GROUP BY host ORDER BY host"
+    q = runner.invoke(app, ["query", str(parquet), sql, "--format", "csv", "--engine", "spark", "--master", MASTER])
+    d = runner.invoke(app, ["query", str(parquet), sql, "--format", "csv", "--no-cache"])
+    assert q.exit_code == 0, q.output
+    assert q.output == d.output and len(q.output.splitlines()) == 4
+    bad = runner.invoke(app, ["query", str(parquet), "SELECT nope FROM events", "--engine", "spark", "--master", MASTER])
+    assert bad.exit_code == 2 and "nope" in bad.output
+
+
+@needs_spark
+@pytest.mark.spark
+def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch):
+    """The URL path (s3a://, hdfs://: Hadoop's FileSystem), exercised on file: URLs: JSONL found
+    recursively and a compacted dataset below the same folder, read like the local paths."""
+    import analyzer.spark_engine as se
+    from analyzer.ingest import open_logs
+
+    logs, parquet = fleet
+    root = tmp_path / "bucket"
+    shutil.copytree(logs, root / "raw")
+    shutil.copytree(parquet, root / "compacted" / "fleet-a")
+    monkeypatch.setattr(se, "is_url", lambda p: p.startswith("file:"))
+    sources = se.resolve_sources(spark, [f"file:{root}"])
+    assert len(sources.jsonl) == len([p for p in logs.rglob("*.jsonl*")])
+    assert [d.root.rstrip("/").rsplit("/", 2)[-2:] for d in sources.datasets] == [["compacted", "fleet-a"]]
+    sql = "SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM events"
+    want = open_logs([str(logs)], use_cache=False).con.execute(sql).fetchall()[0]
+    for url in (f"file:{root}/raw", f"file:{root}/compacted/*"):
+        got = se.spark_query([url], sql, master=MASTER)
+        assert tuple(got.rows[0]) == tuple(want), url
