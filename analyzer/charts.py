@@ -445,8 +445,8 @@ def gpu_timeline_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None
         tooltip=[*tip, alt.Tooltip("util_avg:Q", format=".1f"), alt.Tooltip("util_max:Q", format=".1f")],
     ).add_params(_time_param()).properties(width=WIDTH - 140, height=150)
     mem = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
-        y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MB)"),
-        tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", format=",.0f")],
+        y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MiB)"),
+        tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", title="memory used max (MiB)", format=",.0f")],
     ).properties(width=WIDTH - 140, height=150)
     chart = alt.vconcat(util, mem)
     return Chart("gpu_timeline", "gpu", "GPU utilisation and memory",
@@ -492,7 +492,8 @@ def _multi_point_rows(rows: list[dict]) -> list[dict]:
 
 def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None) -> list[str]:
     total = len({r.get("session_id") for r in rows})
-    notes = [f"{len(keep)} of {total} sessions with two or more samples shown (flagged first, then the largest)"] \
+    # `total` is what the model's series kept (report.timeline_sessions), not every session
+    notes = [f"{len(keep)} of the {total} sessions in the report's timeline drawn (flagged first, then the largest)"] \
         if len(keep) < total else []
     single = len({r.get("session_id") for r in all_rows or []}) - total
     if single > 0:
@@ -511,13 +512,13 @@ def memory_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None) -
     out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
         x=alt.X("minute:Q", title="minutes since the session's first sample"),
-        y=alt.Y("mb:Q", title="GPU memory (MB)", scale=alt.Scale(zero=False)),
+        y=alt.Y("mb:Q", title="GPU memory (MiB)", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
                                   scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
                                   legend=None),  # named in the subtitle
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
-                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", format=",.0f")],
+                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
     )
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
@@ -537,7 +538,7 @@ def kv_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None, limit
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
-                 "kv_seq_len:Q", alt.Tooltip("kv_cache_size_mb:Q", format=",.1f")],
+                 "kv_seq_len:Q", alt.Tooltip("kv_cache_size_mb:Q", title="kv_cache_size (MiB)", format=",.1f")],
     )
     sub = "kv_seq_len per session (003 §4.3)"
     if limit_tokens:
@@ -595,13 +596,10 @@ def build_charts(model: dict) -> list[Chart]:
     series = model.get("series") or {}
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
     kv_rules = {"kv_cache_bloat"}
-    flagged_mem, flagged_kv = [], []
-    for f in sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity"))):
-        for sid in f.get("session_ids") or []:
-            if f.get("rule") in memory_rules and sid not in flagged_mem:
-                flagged_mem.append(sid)
-            if f.get("rule") in kv_rules | memory_rules and sid not in flagged_kv:
-                flagged_kv.append(sid)
+    ordered = sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity")))
+    flagged_mem = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in memory_rules])
+    flagged_kv = _take_turns([f.get("session_ids") or [] for f in ordered
+                              if f.get("rule") in kv_rules | memory_rules])
     tx = time_axis(model)
     made = [
         overview_chart(series, tx),
@@ -617,6 +615,17 @@ def build_charts(model: dict) -> list[Chart]:
         log_volume_chart(series, tx),
     ]
     return [c for c in made if c is not None]
+
+
+def _take_turns(groups: list[list]) -> list:
+    """Ids of several findings interleaved (first of each, then second of each, …), so a chart
+    with a few lines shows sessions of every finding, not only of the first one."""
+    out: list = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        for g in groups:
+            if i < len(g) and g[i] not in out:
+                out.append(g[i])
+    return out
 
 
 def severity_rank(severity: str | None) -> int:

@@ -251,12 +251,13 @@ def _flagged_sessions(model: dict) -> dict[str, int]:
     return worst
 
 
-LABEL_SUFFIXES = [("_mb_per_min", " MB/min"), ("_ts", " time"), ("_per_min", " /min"), ("_mb", " MB"), ("_ms", " ms"),
-                  ("_pct", " %"), ("_s", " s")]
+# *_mb fields are MiB (torch and NVML bytes / 2**20), hence MiB in every label.
+LABEL_SUFFIXES = [("_mb_per_min", " MiB/min"), ("_mb_per_s", " MiB/s"), ("_ts", " time"), ("_per_min", " /min"),
+                  ("_mb", " MiB"), ("_ms", " ms"), ("_pct", " %"), ("_s", " s")]
 
 
 def detail_label(key: str) -> str:
-    """`kv_cache_size_max_mb` → `kv cache size max MB`: model keys read as words, units kept."""
+    """`kv_cache_size_max_mb` → `kv cache size max MiB`: model keys read as words, units kept."""
     text = str(key)
     for suffix, unit in LABEL_SUFFIXES:
         if text.endswith(suffix) and len(text) > len(suffix):

@@ -45,6 +45,12 @@ def _num(value, digits: int = 1) -> str:
     return _esc(value)
 
 
+def _count(n, word: str) -> str:
+    """`1 host`, `3 hosts`; a missing count reads as 0."""
+    n = n or 0
+    return f"{_num(n)} {word}" + ("" if n == 1 else "s")
+
+
 def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
     align = align or "l" + "r" * (len(header) - 1)
     marks = ["---:" if a == "r" else "---" for a in align]
@@ -61,10 +67,11 @@ def render_markdown(model: dict) -> str:
     out.append(
         f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}"
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
-        f"{_num(ing.get('files'))} files, {_num(ing.get('events'))} events, "
-        f"{_num(ing.get('bad_lines'))} bad lines, {_num(req.get('count'))} requests "
-        f"({_num(req.get('errors'))} errors) in {_num(model.get('sessions_total', len(model.get('sessions') or [])))} sessions "
-        f"on {_num(len(model.get('hosts') or []))} hosts."
+        f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
+        f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
+        f"({_count(req.get('errors'), 'error')}) in "
+        f"{_count(model.get('sessions_total', len(model.get('sessions') or [])), 'session')} "
+        f"on {_count(len(model.get('hosts') or []), 'host')}."
     )
     out.append("")
 
@@ -107,7 +114,7 @@ def render_markdown(model: dict) -> str:
             out.append(f"- **{_text(f.get('rule'))}** ({_text(f.get('scope'))}): {_esc(f.get('message'))}{where}")
             out.append(
                 f"  - value {_num(f.get('value'))} {_text(f.get('unit'))}, threshold {_num(f.get('threshold'))}"
-                f" (source {_text(f.get('source'))})"
+                f" {_text(f.get('unit'))} (source {_text(f.get('source'))})"
             )
             out.append(f"  - fix: {_text(f.get('fix'))}")
         out.append("")

@@ -281,7 +281,7 @@ def build_checklist(metrics: dict, t: dict) -> list[dict]:
     def p50(row, key="p50_ms"):
         return row.get(key) if row and row.get("count") else None
 
-    # ±200 MB: the largest move of reserved_mb away from a session's first snapshot.
+    # ±200 MiB: the largest move of reserved_mb away from a session's first snapshot.
     deviations = [
         max((r.get("reserved_max_mb") or 0) - r["reserved_first_mb"], r["reserved_first_mb"] - (r.get("reserved_min_mb") or 0))
         for r in metrics.get("memory_per_session", [])
@@ -315,17 +315,17 @@ def build_checklist(metrics: dict, t: dict) -> list[dict]:
                t["slow_ttft"]["p50_ms"], "ms", "003 §5.2", _lt),
         _check("format_p50", f"format p50 < {t['slow_format']['warning_p50_ms']:g} ms", p50(stages.get("format")),
                t["slow_format"]["warning_p50_ms"], "ms", "000 §4.2", _lt),
-        _check("reserved_band", f"reserved_mb within ±{c['reserved_band_mb']:g} MB in every session",
-               max(deviations) if deviations else None, c["reserved_band_mb"], "MB", "003 §5.3",
+        _check("reserved_band", f"reserved_mb within ±{c['reserved_band_mb']:g} MiB in every session",
+               max(deviations) if deviations else None, c["reserved_band_mb"], "MiB", "003 §5.3",
                lambda v, th: v <= th),
         _check("gpu_util_peak", f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host",
                min(peaks) if peaks else None, t["low_gpu_util"]["peak_pct"], "%", "003 §5.3", _gt),
         _check("no_oom", "no OOMError / CUDA out of memory", ooms_total if has_requests or ooms else None,
-               0, "events", "003 §5.3", lambda v, th: v <= th),
+               0, "OOMs", "003 §5.3", lambda v, th: v <= th),
         _check("long_prefill_p50", f"prefill p50 < {t['slow_prefill']['long_p50_ms'] / 1000:g} s for inputs ≥ {long_tokens} tokens",
                p50(classes.get("long")), t["slow_prefill"]["long_p50_ms"], "ms", "003 §5.4", _lt),
-        _check("kv_cache_size", f"kv_cache_size_mb < {t['kv_cache_bloat']['kv_cache_size_mb'] / 1024:g} GB",
-               max(kv_sizes) if kv_sizes else None, t["kv_cache_bloat"]["kv_cache_size_mb"], "MB", "003 §5.4", _lt),
+        _check("kv_cache_size", f"kv_cache_size_mb < {t['kv_cache_bloat']['kv_cache_size_mb'] / 1024:g} GiB",
+               max(kv_sizes) if kv_sizes else None, t["kv_cache_bloat"]["kv_cache_size_mb"], "MiB", "003 §5.4", _lt),
     ]
 
 

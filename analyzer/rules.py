@@ -308,7 +308,7 @@ def rule_memory_leak(m, ingest, t) -> RuleOutcome:
         threshold=th["slope_mb_per_min"],
         unit="MiB/min",
         describe=lambda n, v: (
-            f"reserved GPU memory climbs up to {_fmt(v)} MiB/min (rise > {_fmt(th['rise_mb'])} MB) "
+            f"reserved GPU memory climbs up to {_fmt(v)} MiB/min (and rises more than {_fmt(th['rise_mb'])} MiB) "
             f"in {_plural(n, 'session')}"
         ),
         section="memory",
@@ -333,9 +333,9 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     if sessions:
         findings += _session_rule(
             "ghost_memory", sessions, fires, lambda r: r["ghost_p50_mb"],
-            threshold=th["ghost_mb"], unit="MB",
+            threshold=th["ghost_mb"], unit="MiB",
             describe=lambda n, v: (
-                f"reserved − allocated (cache held by PyTorch) is {_fmt(v)} MB, over "
+                f"median reserved − allocated (cache held by PyTorch) up to {_fmt(v)} MiB, over "
                 f"{_fmt(100 * th['ghost_share'])} % of reserved, in {_plural(n, 'session')}"
             ),
             section="memory", chart="memory_timeline",
@@ -344,8 +344,8 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
         ).findings
     host_hit = [r for r in hosts if fires(r)]
     findings += _host_findings(
-        "ghost_memory", host_hit, value_key="ghost_p50_mb", threshold=th["ghost_mb"], unit="MB",
-        message_of=lambda r: f"{r['host'] or 'the unnamed host'}: reserved − allocated is {_fmt(r['ghost_p50_mb'])} MB "
+        "ghost_memory", host_hit, value_key="ghost_p50_mb", threshold=th["ghost_mb"], unit="MiB",
+        message_of=lambda r: f"{r['host'] or 'the unnamed host'}: median reserved − allocated is {_fmt(r['ghost_p50_mb'])} MiB "
                              f"({_fmt(100 * r['ghost_share_p50'])} % of reserved)",
         section="memory", chart="memory_timeline",
         detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "samples"),
@@ -374,16 +374,22 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
     findings = []
     in_sessions = [r for r in hit if r.get("session_id") is not None]
     if in_sessions:
-        total = sum(r["oom_errors"] or 0 for r in in_sessions)
+        # value = every OOM of the flagged sessions, the number the message and the no_oom
+        # checklist item give; the worst session's count is in the message and the details
+        total = sum(r["ooms"] for r in in_sessions)
+        errors = sum(r["oom_errors"] or 0 for r in in_sessions)
+        rises = sum(r["num_ooms_rise"] or 0 for r in in_sessions)
+        worst = max(r["ooms"] for r in in_sessions)
+        seen = [part for n, part in ((errors, _plural(errors, "OOM error event")), (rises, f"num_ooms rose {rises}×")) if n]
+        how = " and ".join(seen) + (", an OOM seen both ways counted once" if errors and rises else "")
+        most = f"up to {worst} in one session; " if len(in_sessions) > 1 else ""
         sample = next((r["sample_msg"] for r in in_sessions if r.get("sample_msg")), None)
         findings.append(finding(
-            "oom", scope="session", value=max(r["ooms"] for r in in_sessions), threshold=th["min_events"],
-            unit="events",
-            message=f"out-of-memory in {_plural(len(in_sessions), 'session')} "
-                    f"({_plural(total, 'OOM error')}, num_ooms rose {sum(r['num_ooms_rise'] or 0 for r in in_sessions)}×)",
+            "oom", scope="session", value=total, threshold=th["min_events"], unit="OOMs",
+            message=f"{_plural(total, 'OOM')} in {_plural(len(in_sessions), 'session')} ({most}{how})",
             section="errors", chart="errors_timeline",
-            details={"sessions": [{k: r.get(k) for k in ("session_id", "host", "oom_errors", "num_ooms_rise",
-                                                         "first_ts", "error_type")}
+            details={"sessions": [{**{k: r.get(k) for k in ("session_id", "host")}, "ooms": r["ooms"],
+                                   **{k: r.get(k) for k in ("oom_errors", "num_ooms_rise", "first_ts", "error_type")}}
                                   for r in in_sessions[:MAX_DETAIL_ROWS]],
                      "sample_msg": sample},
             session_ids=[r["session_id"] for r in in_sessions], hosts=[r.get("host") for r in in_sessions],
@@ -391,8 +397,8 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
     for r in hit:
         if r.get("session_id") is None:
             findings.append(finding(
-                "oom", scope="host", value=r["ooms"], threshold=th["min_events"], unit="events",
-                message=f"out-of-memory on {r.get('host') or 'an unnamed host'} outside any session",
+                "oom", scope="host", value=r["ooms"], threshold=th["min_events"], unit="OOMs",
+                message=f"{_plural(r['ooms'], 'OOM')} on {r.get('host') or 'an unnamed host'} outside any session",
                 section="errors", chart="errors_timeline",
                 details={k: r.get(k) for k in ("oom_errors", "num_ooms_rise", "first_ts", "sample_msg")},
                 hosts=[r.get("host")],
@@ -431,13 +437,33 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     if not hit:
         return RuleOutcome("kv_cache_bloat", "pass", f"{checked} sessions checked")
     hit.sort(key=lambda r: (-(r.get("kv_seq_len_max") or 0), r["session_id"]))
-    worst = max((r.get("kv_seq_len_max") or 0) for r in hit)
     n = len(hit)
+    by_kv = [r for r in hit if r["why"] == "kv"]
+    by_prefill = [r for r in hit if r["why"] == "prefill"]
+    for r in by_prefill:
+        r["prefill_growth_ratio"] = r["prefill_last_ms"] / r["prefill_first_ms"]
+    parts = []
+    if by_kv:
+        longest = max((r.get("kv_seq_len_max") or 0) for r in by_kv)
+        largest = max((r.get("kv_cache_size_max_mb") or 0) for r in by_kv)
+        size = f", {_fmt(largest)} MiB" if largest > th["kv_cache_size_mb"] else ""
+        parts.append(f"KV cache past {_fmt(th['kv_seq_len'])} tokens or {_fmt(th['kv_cache_size_mb'])} MiB "
+                     f"(up to {_fmt(longest)} tokens{size}) in {_plural(len(by_kv), 'session')}")
+    if by_prefill:
+        ratio = max(r["prefill_growth_ratio"] for r in by_prefill)
+        parts.append(f"prefill climbs with turns (last turn up to {_fmt(ratio)}× the first) in "
+                     f"{_plural(len(by_prefill), 'session')} without kv_seq_len logged")
+    # The card's value, chart and section follow the evidence: a logged KV length is drawn in
+    # the KV growth chart; prefill growth alone shows only in the prefill-by-turn chart.
+    if by_kv:
+        value, threshold, unit, section, chart = longest or None, th["kv_seq_len"], "tokens", "kv", "kv_growth"
+    else:
+        value, threshold, unit = ratio, th["prefill_growth_ratio"], "× first-turn prefill"
+        section, chart = "prefill", "prefill_by_turn"
     f = finding(
-        "kv_cache_bloat", scope="session", value=worst or None, threshold=th["kv_seq_len"], unit="tokens",
-        message=f"KV cache grows past {th['kv_seq_len']} tokens (max {_fmt(worst)}) or prefill climbs "
-                f"with turns in {_plural(n, 'session')}",
-        section="prefill", chart="kv_growth",
+        "kv_cache_bloat", scope="session", value=value, threshold=threshold, unit=unit,
+        message="; ".join(parts),
+        section=section, chart=chart,
         details={"sessions": hit[:MAX_DETAIL_ROWS], "kv_cache_size_mb_threshold": th["kv_cache_size_mb"],
                  "checked_sessions": checked},
         session_ids=[r["session_id"] for r in hit], hosts=[r.get("host") for r in hit],
@@ -697,10 +723,10 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     if not hit:
         return RuleOutcome("rss_growth", "pass", f"{_plural(len(rows), 'process')} checked")
     findings = _host_findings(
-        "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MB", scope="process",
+        "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MiB", scope="process",
         message_of=lambda r: (
-            f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MB "
-            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MB/min, R² {_fmt(r.get('rss_r2'), 2)})"
+            f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MiB "
+            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {_fmt(r.get('rss_r2'), 2)})"
         ),
         section="memory", chart=None,
         detail_keys=("pid", "rss_first_mb", "rss_last_mb", "rss_slope_mb_per_min", "rss_r2", "minutes", "samples"),
@@ -760,7 +786,8 @@ def rule_bad_lines(m, ingest, t) -> RuleOutcome:
         return RuleOutcome("bad_lines", "pass", "no malformed lines")
     f = finding(
         "bad_lines", scope="ingest", value=bad, threshold=th, unit="lines",
-        message=f"{_plural(bad, 'malformed line')} skipped while reading the logs",
+        message=f"{_plural(bad, 'malformed line')} skipped while reading the logs"
+                + (f", and {_plural(skipped, 'file')} not read" if skipped else ""),
         section="header", chart=None,
         details={"samples": list((ingest or {}).get("bad_line_samples") or [])[:20], "skipped_files": skipped},
     )

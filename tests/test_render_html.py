@@ -368,3 +368,17 @@ def test_cli_analyze_html_equals_analyze_json_then_render(sample_model, tmp_path
     b = rebuilt.read_text(encoding="utf-8")
     assert scrub(a, model) == scrub(b, model)
     assert len(a.encode("utf-8")) <= MAX_BYTES
+
+
+def test_memory_labels_and_axes_say_mib(model):
+    """GPU and host memory fields are MiB: evidence-table labels and chart axes say so; log
+    volume stays decimal MB (bytes / 1e6, the 1 MB/s threshold of 000 §3.2)."""
+    from analyzer.render_html import detail_label
+
+    assert detail_label("reserved_slope_mb_per_min") == "reserved slope MiB/min"
+    assert detail_label("rise_mb") == "rise MiB" and detail_label("kv_cache_size_max_mb") == "kv cache size max MiB"
+    assert detail_label("swing_max_busy_mb_per_s") == "swing max busy MiB/s"
+    specs = {c.id: json.dumps(c.spec) for c in charts.build_charts(model)}
+    for cid in ("memory_timeline", "gpu_timeline"):
+        assert "(MiB)" in specs[cid] and "(MB)" not in specs[cid], cid
+    assert "MB written per" in specs["log_volume"]

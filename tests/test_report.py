@@ -294,3 +294,74 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     again = analyze_logs([str(folder)], use_cache=False)
     for key in ("stages", "requests", "findings", "checklist", "rules"):
         assert model[key] == again[key], key
+
+
+# -- the memory timeline shows the sessions the memory findings name ------------------------------
+
+
+def _memory_timeline_metrics():
+    """14 rising sessions (the steeper 8 are leaks), all steeper than the two flat OOM sessions
+    (one OOM seen as an error event, one only as a num_ooms rise), and 6 sessions of a single
+    snapshot holding ghost memory (NaN slope in DuckDB, which once sorted them first)."""
+    events = []
+    for s in range(14):
+        for k in range(4):
+            events.append({"ts": T0 + timedelta(minutes=k), "stage": "gpu_memory", "session_id": f"mild{s:02d}",
+                           "host": "h", "pid": 1, "reserved_mb": 4000.0 + 10 * k * (s + 1), "allocated_mb": 3500.0,
+                           "num_ooms": 0})
+    for s in range(6):
+        events.append({"ts": T0 + timedelta(minutes=s), "stage": "gpu_memory", "session_id": f"single{s}",
+                       "host": "h", "pid": 1, "reserved_mb": 9000.0, "allocated_mb": 3500.0, "num_ooms": 0})
+    for sid in ("oom_err", "oom_counter"):
+        for k in range(3):
+            events.append({"ts": T0 + timedelta(minutes=k), "stage": "gpu_memory", "session_id": sid, "host": "h",
+                           "pid": 2, "reserved_mb": 4100.0, "allocated_mb": 3600.0,
+                           "num_ooms": 5 + (k if sid == "oom_counter" else 0)})
+    events.append({"ts": T0 + timedelta(minutes=1), "stage": "error", "session_id": "oom_err", "host": "h",
+                   "error_type": "OutOfMemoryError", "error_msg": "CUDA out of memory"})
+    return compute_metrics(fixture_connection(events))
+
+
+def test_memory_timeline_has_every_oom_session_and_no_single_snapshot():
+    metrics = _memory_timeline_metrics()
+    model = build_report_from_metrics(metrics, INGEST, {}, defaults())
+    (oom,) = [f for f in model["findings"] if f["rule"] == "oom"]
+    assert oom["session_ids"] == ["oom_counter", "oom_err"]
+    points: dict[str, int] = {}
+    for r in model["series"]["memory_timeline"]:
+        points[r["session_id"]] = points.get(r["session_id"], 0) + 1
+    assert {"oom_counter", "oom_err"} <= set(points), sorted(points)
+    assert min(points.values()) >= 2 and not any(s.startswith("single") for s in points)
+    assert len(points) == defaults()["report"]["timeline_sessions"]
+    # and the chart draws them: flagged sessions come first among its lines
+    from analyzer.charts import build_charts
+
+    (chart,) = [c for c in build_charts(model) if c.id == "memory_timeline"]
+    drawn = {r["session_id"] for r in chart.spec["data"]["values"]}
+    assert {"oom_counter", "oom_err"} <= drawn
+
+
+@needs_ingest
+def test_sample_oom_sessions_are_on_the_memory_chart():
+    """sample_logs/oom: every session the oom finding names has 5+ snapshots; each is drawn."""
+    from pathlib import Path
+
+    from analyzer.charts import build_charts
+    from analyzer.report import analyze_logs
+
+    folder = Path(__file__).resolve().parents[1] / "sample_logs" / "oom"
+    model = analyze_logs([str(folder)], use_cache=False)
+    (oom,) = [f for f in model["findings"] if f["rule"] == "oom"]
+    assert len(oom["session_ids"]) == 6
+    series = {r["session_id"] for r in model["series"]["memory_timeline"]}
+    assert set(oom["session_ids"]) <= series
+    (chart,) = [c for c in build_charts(model) if c.id == "memory_timeline"]
+    assert set(oom["session_ids"]) <= {r["session_id"] for r in chart.spec["data"]["values"]}
+    assert not any("single sample" in n for n in chart.notes)
+
+
+def test_markdown_gives_the_threshold_its_unit_and_counts_in_the_singular(model):
+    md = render_markdown(model)
+    leak = md[md.index("**memory_leak**"):]
+    assert "threshold 50.0 MiB/min" in leak.splitlines()[1], leak.splitlines()[1]
+    assert " on 1 host." in md and "1 hosts" not in md

@@ -178,7 +178,11 @@ def test_oom_from_errors_or_counter_and_counted_once():
     out = run("oom", m)
     sess = [f for f in out.findings if f["scope"] == "session"][0]
     assert sess["session_ids"] == ["a", "b"] and sess["severity"] == "critical"
-    assert sess["value"] == 2  # b: two counter rises; a: one OOM seen twice
+    # value and message count the same thing: every OOM of the sessions (a: one OOM seen both as
+    # an error and a counter rise counts once; b: two counter rises), not the worst session's
+    assert sess["value"] == 3 and sess["unit"] == "OOMs"
+    assert sess["message"].startswith("3 OOMs in 2 sessions")
+    assert [r["ooms"] for r in sess["evidence"]["details"]["sessions"]] == [1, 2]
     assert [f["hosts"] for f in out.findings if f["scope"] == "host"] == [["h9"]]
     assert run("oom", {"goodput": [{"requests": 10}], "oom_per_session": []}).status == "pass"
 
@@ -220,6 +224,25 @@ def test_kv_cache_bloat_falls_back_to_prefill_growth_without_kv_len():
     # With kv_seq_len logged, the length decides, not the prefill curve.
     kv = {"kv_cache_per_session": [session("grow", kv_seq_len_max=1500)], "prefill_growth_per_session": [grow]}
     assert run("kv_cache_bloat", kv).status == "pass"
+
+
+def test_kv_cache_bloat_evidence_leads_to_what_fired_it():
+    """The card links where its numbers are drawn: the KV growth chart for a long KV cache, the
+    prefill-by-turn chart when only prefill growth (no kv_seq_len) fired; value and message
+    speak of that evidence."""
+    grow = session("grow", turns=20, prefill_first_ms=800.0, prefill_last_ms=4200.0, prefill_r2=0.93,
+                   prefill_slope_ms_per_turn=170.0)
+    (f,) = run("kv_cache_bloat", {"kv_cache_per_session": [session("long", kv_seq_len_max=6250)]}).findings
+    assert (f["evidence"]["section"], f["evidence"]["chart"]) == ("kv", "kv_growth")
+    assert (f["value"], f["unit"]) == (6250, "tokens") and "6,250 tokens" in f["message"]
+    assert "prefill" not in f["message"]
+    (f,) = run("kv_cache_bloat", {"prefill_growth_per_session": [grow]}).findings
+    assert (f["evidence"]["section"], f["evidence"]["chart"]) == ("prefill", "prefill_by_turn")
+    assert f["value"] == 5.25 and f["threshold"] == 2.0 and "5.2" in f["message"] and "KV cache past" not in f["message"]
+    both = {"kv_cache_per_session": [session("long", kv_seq_len_max=6250)], "prefill_growth_per_session": [grow]}
+    (f,) = run("kv_cache_bloat", both).findings
+    assert (f["evidence"]["section"], f["evidence"]["chart"]) == ("kv", "kv_growth")
+    assert f["session_ids"] == ["grow", "long"] and "prefill climbs" in f["message"]
 
 
 def test_slow_decode_global_and_legacy_upper_bound_message():
@@ -317,6 +340,10 @@ def test_log_volume_and_collector_drops_and_bad_lines():
                                       "bad_line_samples": [{"file": "f", "line": 2, "reason": "x"}]})
     (f,) = out.findings
     assert f["severity"] == "info" and f["scope"] == "ingest" and f["value"] == 3
+    assert f["message"] == "3 malformed lines skipped while reading the logs"
+    # a file that could not be read at all is said too, not left to the details
+    out = run("bad_lines", {}, ingest={**NO_INGEST, "bad_lines": 5, "skipped_files": 1})
+    assert out.findings[0]["message"] == "5 malformed lines skipped while reading the logs, and 1 file not read"
 
 
 def test_overridden_threshold_changes_the_verdict(tmp_path):
@@ -332,3 +359,30 @@ def test_findings_sorted_by_severity():
          "gpu_wait_per_session": [session("w", gpu_wait_pct_p50=75.0)]}
     findings, _ = evaluate_rules(m, {**NO_INGEST, "bad_lines": 1}, T)
     assert [f["severity"] for f in findings] == ["critical", "warning", "info"]
+
+
+def test_memory_is_worded_in_mib_everywhere():
+    """The *_mb fields are MiB (torch and NVML bytes / 2**20): findings and checklist say MiB and
+    GiB, never MB or GB, so a value reads the same in a card, a table and a threshold."""
+    import re
+
+    from analyzer.report import build_checklist
+
+    m = {
+        "memory_per_session": [mem("leak", 73.2, 4000, 4800, ghost_p50_mb=5600.0, ghost_share_p50=0.61)],
+        "memory_per_host": [{"host": "h2", "ghost_p50_mb": 3000.0, "ghost_share_p50": 0.7, "samples": 9}],
+        "rss_per_process": [{"host": "a", "pid": 1, "samples": 100, "rss_first_mb": 1290, "rss_last_mb": 1710,
+                             "rss_slope_mb_per_min": 0.3, "rss_r2": 0.99}],
+        "gpu_memory_swing": [{"host": "a", "gpu_index": 0, "pairs": 900, "thrash_pairs": 400,
+                              "swing_max_busy_mb_per_s": 3700.0}],
+    }
+    findings, _ = evaluate_rules(m, NO_INGEST, T)
+    assert {f["rule"] for f in findings} == {"memory_leak", "ghost_memory", "rss_growth", "memory_thrash"}
+    for f in findings:
+        assert f["unit"] in ("MiB", "MiB/min", "MiB/s"), (f["rule"], f["unit"])
+        assert not re.search(r"\b[MG]B\b", f["message"]), f["message"]
+        assert "MiB" in f["message"], f["message"]
+    items = {c["id"]: c for c in build_checklist(m, T)}
+    for cid in ("reserved_band", "kv_cache_size"):
+        assert items[cid]["unit"] == "MiB" and not re.search(r"\b[MG]B\b", items[cid]["label"]), items[cid]
+    assert "±200 MiB" in items["reserved_band"]["label"] and "8 GiB" in items["kv_cache_size"]["label"]

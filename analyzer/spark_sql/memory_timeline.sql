@@ -1,30 +1,59 @@
--- Spark SQL twin of queries/memory_timeline.sql (mirrors sha256:bd319697182887f0); rewrites: analyzer/spark_sql/twin.py.
--- Reserved and allocated GPU memory over time for at most :max_sessions sessions: those whose
--- trend looks like a leak (slope > :leak_slope_mb_per_min and rise > :leak_rise_mb) or that hold
--- ghost memory (reserved - allocated > :ghost_mb) first, then the steepest others. Each session is
--- thinned to about :max_points points (every k-th sample, last one kept) so rows stay bounded.
--- Units: MiB. Sources: article 003 §4.1 (reserved rising one way), 000 §1.1 (ghost memory).
+-- Spark SQL twin of queries/memory_timeline.sql (mirrors sha256:419364ce1d29eb6c); rewrites: analyzer/spark_sql/twin.py.
+-- Reserved and allocated GPU memory over time for at most :max_sessions sessions with two or more
+-- snapshots (one point draws no line and shows no trend): those a memory rule may flag first (an
+-- OOM error or num_ooms rise, as in oom_per_session.sql; a leak-like trend, slope >
+-- :leak_slope_mb_per_min and rise > :leak_rise_mb; median reserved - allocated > :ghost_mb),
+-- taking turns, so a flagged session's memory is on the chart, then the steepest others. Each
+-- session is thinned to about :max_points points (every k-th sample, last one kept).
+-- Units: MiB (torch's *_mb fields). Sources: article 003 §4.1 (reserved rising one way), §3.2
+-- (OOM), 000 §1.1 (ghost memory).
 WITH m AS (
     SELECT session_id, ts, reserved_mb, allocated_mb,
            ((unix_micros(ts) / 1e6) - (unix_micros(min(ts) OVER (PARTITION BY session_id)) / 1e6)) / 60.0D AS minute
     FROM events
     WHERE stage = 'gpu_memory' AND session_id IS NOT NULL AND reserved_mb IS NOT NULL
+), oom_rises AS (
+    SELECT session_id,
+           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts NULLS LAST) AS rise
+    FROM events
+    WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL AND session_id IS NOT NULL
+), oom AS (
+    SELECT DISTINCT session_id
+    FROM events
+    WHERE stage = 'error' AND session_id IS NOT NULL
+      AND (error_type IN ('OutOfMemoryError', 'OOMError')
+           OR lower(coalesce(error_type, '')) LIKE '%outofmemory%'
+           OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
+    UNION
+    SELECT DISTINCT session_id FROM oom_rises WHERE rise > 0
 ), per_session AS (
     SELECT session_id,
            coalesce(regr_slope(reserved_mb, minute), CASE WHEN regr_count(reserved_mb, minute) > 0 THEN CAST('NaN' AS DOUBLE) END) AS slope,
            max_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) - min_by(reserved_mb, ts) FILTER (WHERE reserved_mb IS NOT NULL) AS rise,
-           max(reserved_mb - allocated_mb) AS ghost,
+           percentile(reserved_mb - allocated_mb, 0.5) AS ghost,
            count(*) AS n
     FROM m
     GROUP BY session_id
+), ranked AS (
+    SELECT p.session_id, p.n,
+           CASE WHEN o.session_id IS NOT NULL THEN 1
+                WHEN p.slope > :leak_slope_mb_per_min AND p.rise > :leak_rise_mb THEN 2
+                WHEN p.ghost > :ghost_mb THEN 3
+                ELSE 4 END AS kind,
+           -- snapshots at one instant give a NaN slope, which sorts above every number
+           CASE WHEN isnan(p.slope) THEN 0 ELSE coalesce(p.slope, 0) END AS slope_key
+    FROM per_session AS p LEFT JOIN oom AS o ON p.session_id = o.session_id
+    WHERE p.n >= 2
 ), chosen AS (
+    -- the flagged kinds take turns (steepest first within each), so many leaking sessions
+    -- cannot push every OOM session off the chart; then the steepest others
     SELECT session_id, n
-    FROM per_session
-    ORDER BY
-        CASE WHEN (slope > :leak_slope_mb_per_min AND rise > :leak_rise_mb) OR ghost > :ghost_mb
-             THEN 0 ELSE 1 END,
-        coalesce(slope, 0) DESC,
-        session_id
+    FROM (
+        SELECT session_id, n, kind,
+               row_number() OVER (PARTITION BY kind ORDER BY slope_key DESC, session_id NULLS LAST) AS rk
+        FROM ranked
+    ) AS r
+    ORDER BY kind = 4 NULLS LAST, rk NULLS LAST, kind NULLS LAST
     LIMIT :max_sessions
 ), numbered AS (
     SELECT m.session_id, m.ts, m.reserved_mb, m.allocated_mb, c.n,
