@@ -261,8 +261,13 @@ def detail_label(key: str) -> str:
     text = str(key)
     for suffix, unit in LABEL_SUFFIXES:
         if text.endswith(suffix) and len(text) > len(suffix):
-            return text[: -len(suffix)].replace("_", " ") + unit
-    return text.replace("_", " ")
+            return _words(text[: -len(suffix)]) + unit
+    return _words(text)
+
+
+def _words(text: str) -> str:
+    # an `mb` inside a key (kv_cache_size_mb_threshold) is a MiB unit too
+    return " ".join("MiB" if w == "mb" else w for w in text.split("_"))
 
 
 def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:

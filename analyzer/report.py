@@ -193,9 +193,15 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         for sid in f["session_ids"]:
             rank = SEVERITY_RANK[f["severity"]]
             worst[sid] = min(rank, worst.get(sid, rank))
+    # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
+    # a short session is not a leak), so the tables can show why a session is or is not flagged
+    rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
+             for r in metrics.get("memory_per_session", [])
+             if r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}
     rows = []
     for r in metrics.get("session_summary", []):
         row = {k: r.get(k) for k in SESSION_KEYS}
+        row["reserved_rise_mb"] = rises.get(r["session_id"])
         row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
         rows.append(row)
     cap = int(thresholds["report"]["max_sessions"])

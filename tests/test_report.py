@@ -365,3 +365,15 @@ def test_markdown_gives_the_threshold_its_unit_and_counts_in_the_singular(model)
     leak = md[md.index("**memory_leak**"):]
     assert "threshold 50.0 MiB/min" in leak.splitlines()[1], leak.splitlines()[1]
     assert " on 1 host." in md and "1 hosts" not in md
+
+
+def test_sessions_carry_the_reserved_rise_the_leak_rule_needs(model):
+    """memory_leak needs slope and rise: a steep but short-lived session (slope above 50 MiB/min,
+    rise under 200 MiB) is not a leak, and the memory table shows the rise that says why."""
+    from analyzer.render_html import render_html
+
+    by_id = {s["session_id"]: s for s in model["sessions"]}
+    assert by_id[XSS]["reserved_rise_mb"] == 1250.0 and by_id["healthy"]["reserved_rise_mb"] == 0.0
+    page = render_html(model, fallback_svg=False)
+    memory = page[page.index('<section id="sec-memory">'):page.index('<section id="sec-kv">')]
+    assert "rise MiB</th>" in memory and "1,250</td>" in memory
