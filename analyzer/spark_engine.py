@@ -71,14 +71,16 @@ def spark_conf(master: str) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_FILE.as_uri()}",
     }
     cores = _local_cores(master)
+    partitions = os.environ.get("DSLOGS_SPARK_SHUFFLE_PARTITIONS")
     if cores is not None:
         # One box: no UI port, and few shuffle partitions (the default 200 costs seconds of
         # task overhead on small data; adaptive execution coalesces further).
         conf["spark.ui.enabled"] = "false"
-        conf["spark.sql.shuffle.partitions"] = os.environ.get(
-            "DSLOGS_SPARK_SHUFFLE_PARTITIONS", str(max(2, cores))
-        )
+        partitions = partitions or str(max(2, cores))
         conf["spark.driver.memory"] = os.environ.get("DSLOGS_SPARK_DRIVER_MEMORY", "2g")
+    if partitions:
+        # On a cluster only when asked: there spark-defaults.conf knows the executor count.
+        conf["spark.sql.shuffle.partitions"] = partitions
     return conf
 
 
