@@ -2,6 +2,7 @@
 -- request of that host was in flight (request start..end expanded to minutes: an equi-join that
 -- stays cheap over a year of 1 Hz samples): peak and median util. Units: %, samples.
 -- Source: article 003 §5.3 (gpu_util_pct peak > 65 % means the GPU is used).
+-- A sample's minute: date_trunc in the reader's zone once per distinct UTC minute, not per sample.
 WITH busy AS (
     SELECT DISTINCT host, minute
     FROM (
@@ -12,12 +13,26 @@ WITH busy AS (
         FROM requests
         WHERE coalesce(start_ts, end_ts) IS NOT NULL
     ) AS expanded
+), samples AS (
+    SELECT
+        host,
+        gpu_index,
+        gpu_util_pct,
+        CASE WHEN isfinite(ts)
+             THEN make_timestamptz(epoch_us(ts) - ((epoch_us(ts) % 60000000) + 60000000) % 60000000)
+             ELSE ts END AS utc_minute
+    FROM events
+    WHERE stage = 'gpu_sample' AND gpu_util_pct IS NOT NULL
+), busy_minutes AS (
+    SELECT b.host, m.utc_minute
+    FROM (SELECT utc_minute, date_trunc('minute', utc_minute) AS minute
+          FROM (SELECT DISTINCT utc_minute FROM samples) AS d) AS m
+    JOIN busy AS b ON b.minute = m.minute
 ), s AS (
     SELECT e.host, e.gpu_index, e.gpu_util_pct
-    FROM events AS e
-    JOIN busy AS b
-      ON e.host IS NOT DISTINCT FROM b.host AND date_trunc('minute', e.ts) = b.minute
-    WHERE e.stage = 'gpu_sample' AND e.gpu_util_pct IS NOT NULL
+    FROM samples AS e
+    JOIN busy_minutes AS b
+      ON e.host IS NOT DISTINCT FROM b.host AND e.utc_minute = b.utc_minute
 )
 SELECT
     host,

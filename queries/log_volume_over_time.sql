@@ -1,12 +1,25 @@
 -- Log volume per time bucket and host: bytes of log lines written (line_bytes, the length of the
 -- raw line as ingest read it, newline included) and events ($bucket: 'minute', 'hour' or 'day').
 -- Units: bytes, events. Source: article 000 §3.2 (log writes eating the disk's IOPS).
+-- Summed per UTC minute first (integer arithmetic per row), then per bucket: date_trunc in the
+-- reader's zone runs once per minute, not per line (zone offsets are whole minutes).
+WITH per_minute AS (
+    SELECT
+        CASE WHEN isfinite(ts)
+             THEN make_timestamptz(epoch_us(ts) - ((epoch_us(ts) % 60000000) + 60000000) % 60000000)
+             ELSE ts END AS utc_minute,
+        host,
+        sum(line_bytes) AS bytes,
+        count(*) AS events
+    FROM events
+    WHERE ts IS NOT NULL
+    GROUP BY 1, host
+)
 SELECT
-    date_trunc($bucket, ts) AS bucket,
+    date_trunc($bucket, utc_minute) AS bucket,
     host,
-    sum(line_bytes) AS bytes,
-    count(*) AS events
-FROM events
-WHERE ts IS NOT NULL
-GROUP BY date_trunc($bucket, ts), host
+    sum(bytes) AS bytes,
+    CAST(sum(events) AS BIGINT) AS events
+FROM per_minute
+GROUP BY date_trunc($bucket, utc_minute), host
 ORDER BY bucket, host

@@ -1,4 +1,6 @@
--- Spark SQL twin of queries/gpu_timeline.sql (mirrors sha256:6df63bb4c0f44e4c); rewrites: analyzer/spark_sql/twin.py.
+-- Spark SQL twin of queries/gpu_timeline.sql (mirrors sha256:0534e2bcb1a892ad); rewrites: analyzer/spark_sql/twin.py.
+-- The DuckDB query calls date_trunc once per distinct UTC minute (a cost there, not a
+-- semantic change); Spark truncates each row, with the same buckets.
 -- GPU utilisation and memory used per time bucket, host and GPU (:bucket from the span of the
 -- logs: 'minute', 'hour' or 'day'). Units: %, MiB. Source: article 000 §2.1.
 SELECT

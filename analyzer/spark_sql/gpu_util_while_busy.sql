@@ -1,4 +1,6 @@
--- Spark SQL twin of queries/gpu_util_while_busy.sql (mirrors sha256:9eb796add86301d4); rewrites: analyzer/spark_sql/twin.py.
+-- Spark SQL twin of queries/gpu_util_while_busy.sql (mirrors sha256:fdc4d779c8c54964); rewrites: analyzer/spark_sql/twin.py.
+-- The DuckDB query calls date_trunc once per distinct UTC minute (a cost there, not a
+-- semantic change); Spark truncates each row, with the same buckets.
 -- GPU utilisation while requests ran, per host and GPU: gpu_sample events in a minute in which a
 -- request of that host was in flight (request start..end expanded to minutes: an equi-join that
 -- stays cheap over a year of 1 Hz samples): peak and median util. Units: %, samples.

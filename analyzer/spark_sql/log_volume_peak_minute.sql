@@ -1,4 +1,6 @@
--- Spark SQL twin of queries/log_volume_peak_minute.sql (mirrors sha256:adc6a67f32677cf7); rewrites: analyzer/spark_sql/twin.py.
+-- Spark SQL twin of queries/log_volume_peak_minute.sql (mirrors sha256:3a102cf1cc687ece); rewrites: analyzer/spark_sql/twin.py.
+-- The DuckDB query calls date_trunc once per distinct UTC minute (a cost there, not a
+-- semantic change); Spark truncates each row, with the same buckets.
 -- The busiest minute of log writing per host: bytes of log lines (line_bytes) in that minute and
 -- the rate in bytes per second (bytes / 60). Units: bytes, bytes/s.
 -- Source: article 000 §3.2 (iotop WRITE > 2 MB/s), §5 table (> 1 MB/s: logging too often).

@@ -1,4 +1,6 @@
--- Spark SQL twin of queries/stage_percentiles_over_time.sql (mirrors sha256:4c9b2071ff97267e); rewrites: analyzer/spark_sql/twin.py.
+-- Spark SQL twin of queries/stage_percentiles_over_time.sql (mirrors sha256:85f6db599760d7c1); rewrites: analyzer/spark_sql/twin.py.
+-- The DuckDB query calls date_trunc once per distinct UTC minute (a cost there, not a
+-- semantic change); Spark truncates each row, with the same buckets.
 -- Stage latency percentiles per time bucket (the "p95 prefill by hour" chart).
 -- Unit: ms. :bucket is a date_trunc unit ('minute', 'hour' or 'day') chosen from the span of the
 -- logs so a year of logs stays a few thousand rows. Source: DESIGN.md §5; 003 §3.1.
