@@ -152,24 +152,29 @@ _PLAIN_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
                 "USMALLINT", "UINTEGER", "UBIGINT"}  # fmt: skip
 
 
-def _finite(value):
-    return value if value is None or math.isfinite(value) else None
+def _finite_column(values: list) -> list:
+    # x - x is 0.0 for every finite float and NaN for inf and NaN: no call per value.
+    return [v if v is None or v - v == 0.0 else None for v in values]
 
 
-def _timestamp(value):
-    return value.isoformat(timespec="milliseconds") if type(value) is datetime else jsonable(value)
+def _timestamp_column(values: list) -> list:
+    return [v.isoformat(timespec="milliseconds") if type(v) is datetime else jsonable(v) for v in values]
+
+
+def _generic_column(values: list) -> list:
+    return [jsonable(v) for v in values]
 
 
 def _converter(duck_type: str):
-    """``jsonable`` specialised to one result column's type (the per-session tables have tens of
-    thousands of rows: the generic checks per value cost more than the query)."""
+    """``jsonable`` over one result column, specialised to its type (the per-session tables have
+    tens of thousands of rows: generic checks per value cost more than their queries)."""
     if duck_type in _PLAIN_TYPES:
         return None
     if duck_type == "DOUBLE":
-        return _finite
+        return _finite_column
     if duck_type.startswith("TIMESTAMP"):
-        return _timestamp
-    return jsonable
+        return _timestamp_column
+    return _generic_column
 
 
 def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
@@ -181,15 +186,12 @@ def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
     converters = [_converter(str(d[1])) for d in cursor.description]
     # fetchall before the next query: DuckDB 2.0 streams results (DESIGN.md §10).
     rows = cursor.fetchall()
-    convert = [(i, f) for i, f in enumerate(converters) if f is not None]
-    if convert:
-        out = []
-        for row in rows:
-            values = list(row)
-            for i, f in convert:
-                values[i] = f(values[i])
-            out.append(dict(zip(columns, values, strict=True)))
-        return out
+    if rows and any(converters):
+        values = [list(col) for col in zip(*rows, strict=True)]
+        for i, convert in enumerate(converters):
+            if convert is not None:
+                values[i] = convert(values[i])
+        rows = zip(*values, strict=True)
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
