@@ -73,17 +73,27 @@ WITH ev AS (
            sum(CAST(x AS HUGEINT) * sy) OVER w AS sxy
     FROM rss_points
     WINDOW w AS (PARTITION BY host, pid ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+), bounds AS (
+    -- Both ends of each session in one ASOF join: lo.ts < first_ts is lo.ts <= first_ts - 1 us
+    -- (timestamps are whole microseconds).
+    SELECT session_id, host, pid, 1 AS hi, last_ts AS bound FROM ev
+    UNION ALL
+    SELECT session_id, host, pid, 0 AS hi, first_ts - INTERVAL 1 MICROSECOND AS bound FROM ev
+), ends AS (
+    SELECT b.session_id, b.hi, c.n, c.sx, c.sy, c.sxx, c.sxy
+    FROM bounds AS b
+    ASOF JOIN rss_cum AS c ON c.host = b.host AND c.pid = b.pid AND c.ts <= b.bound
 ), rss AS (
     SELECT
-        s.session_id,
+        hi.session_id,
         hi.n - coalesce(lo.n, 0) AS n,
         hi.sx - coalesce(lo.sx, 0) AS sx,
         hi.sy - coalesce(lo.sy, 0) AS sy,
         hi.sxx - coalesce(lo.sxx, 0) AS sxx,
         hi.sxy - coalesce(lo.sxy, 0) AS sxy
-    FROM ev AS s
-    ASOF JOIN rss_cum AS hi ON hi.host = s.host AND hi.pid = s.pid AND hi.ts <= s.last_ts
-    ASOF LEFT JOIN rss_cum AS lo ON lo.host = s.host AND lo.pid = s.pid AND lo.ts < s.first_ts
+    FROM ends AS hi
+    LEFT JOIN ends AS lo ON lo.session_id = hi.session_id AND lo.hi = 0
+    WHERE hi.hi = 1
 ), rss_slope AS (
     -- Least-squares slope in (MB / 1000) per ms, times 60 000 / 1000: MB per minute.
     SELECT session_id,

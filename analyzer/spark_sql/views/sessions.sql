@@ -1,4 +1,7 @@
--- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:073f900f6b11e1ec); rewrites: analyzer/spark_sql/twin.py.
+-- Spark SQL twin of analyzer/views/sessions.sql (mirrors sha256:5912121ef89d70d9); rewrites: analyzer/spark_sql/twin.py.
+-- DuckDB finds both ends of a session's RSS running sums with one ASOF join over the bounds
+-- (first_ts - 1 us, last_ts); Spark carries the sums forward in one window (twin.py _ASOF_RSS),
+-- the same rows either way.
 -- sessions: one row per session_id. Request counts and latency medians come from the requests
 -- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
 -- reserved_slope_mb_per_min = regr_slope(reserved_mb, epoch(ts) / 60) with regr_r2, ghost =
