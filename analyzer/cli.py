@@ -7,7 +7,7 @@ Library modules are imported inside commands so `dslogs --help` stays fast.
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -24,35 +24,35 @@ report_app = typer.Typer(help="Periodic reports.", no_args_is_help=True)
 app.add_typer(report_app, name="report")
 
 
-class ReportFormat(str, Enum):
+class ReportFormat(StrEnum):
     html = "html"
     json = "json"
     md = "md"
 
 
-class QueryFormat(str, Enum):
+class QueryFormat(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
     jsonl = "jsonl"
 
 
-class SessionFormat(str, Enum):
+class SessionFormat(StrEnum):
     table = "table"
     jsonl = "jsonl"
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     warning = "warning"
     critical = "critical"
 
 
-class Engine(str, Enum):
+class Engine(StrEnum):
     duckdb = "duckdb"
     spark = "spark"
 
 
-class TraceFormat(str, Enum):
+class TraceFormat(StrEnum):
     v1 = "v1"
     legacy = "legacy"
 
@@ -159,11 +159,15 @@ def report_weekly(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    previous: Annotated[Path | None, typer.Option("--previous", help="Last week's report model (analyze --format json) instead of analysing that week again.")] = None,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings."""
     from analyzer.weekly import build_weekly, render_weekly
 
-    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache)
+    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                 engine=engine.value, master=master, previous=previous)  # fmt: skip
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         target = out or Path(f"dslogs-weekly-{model['week']}.html")
@@ -265,7 +269,8 @@ def simulate(
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
-    from analyzer.simulate import SCENARIOS, simulate as run_simulation
+    from analyzer.simulate import SCENARIOS
+    from analyzer.simulate import simulate as run_simulation
 
     if list_scenarios:
         for name, spec in SCENARIOS.items():

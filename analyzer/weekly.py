@@ -96,9 +96,9 @@ def _log_files(paths: list[str]) -> list[Path]:
     return files
 
 
-def newest_log_day(paths: list[str], tz: str | None) -> date:
+def newest_log_day(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> date:
     """The newest day in the logs: from file-name dates when every file has one (cheap, no
-    reading), else the newest event timestamp."""
+    reading), else the newest event timestamp (compacted datasets, URLs, unnamed files)."""
     files = _log_files(paths)
     days = []
     for f in files:
@@ -109,7 +109,7 @@ def newest_log_day(paths: list[str], tz: str | None) -> date:
         return max(days)
     from analyzer.report import analyze_logs
 
-    model = analyze_logs(paths, tz=tz)
+    model = analyze_logs(paths, tz=tz, engine=engine, master=master)
     last = (model.get("window") or {}).get("last_event")
     if not last:
         raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
@@ -260,23 +260,65 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
 
 
 def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
-                 thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True) -> dict:
-    """Analyse `week` (default: the last full ISO week in the logs) and the week before it."""
+                 thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True,
+                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None) -> dict:
+    """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
+
+    ``previous``: last week's report model saved by ``analyze --format json``, used instead of
+    analysing that week again (on a fleet that halves the weekly job)."""
     from analyzer.report import analyze_logs
 
     zone = resolve_tz(tz)
-    target = parse_week(week) if week else default_week(newest_log_day(paths, tz))
+    target = parse_week(week) if week else default_week(newest_log_day(paths, tz, engine, master))
+    weeks = [target, previous_week(*target)]
     models = []
-    for i, wk in enumerate((target, previous_week(*target))):
+    for i, wk in enumerate(weeks):
         start, end = week_bounds(*wk, zone)
+        if i == 1 and previous is not None:
+            models.append(load_previous_model(previous, start, end))
+            break
         try:
             models.append(analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
-                                       thresholds_file=thresholds_file, cache=cache, use_cache=use_cache))
+                                       thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
+                                       engine=engine, master=master))  # fmt: skip
         except DslogsError:
             if i == 0:
                 raise
             models.append({})  # nothing logged the week before: every finding is new
     return compare_models(models[0], models[1], target, zone)
+
+
+def _stamp(text) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else None
+
+
+def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
+    """A saved report model standing for the week [start, end): it must be a dslogs report whose
+    events all lie in that week (a model of another week would make every number a false
+    regression)."""
+    import json
+
+    from analyzer.report import SCHEMA
+
+    try:
+        model = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--previous {path}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--previous {path}: not JSON ({exc})") from None
+    if not isinstance(model, dict) or model.get("schema") != SCHEMA:
+        raise UsageError(f"--previous {path}: not a dslogs report model (schema {SCHEMA}); "
+                         "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
+    window = model.get("window") or {}
+    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    if first is not None and last is not None and (first < start or last >= end):
+        raise UsageError(f"--previous {path}: its events run {window['first_event']} – {window['last_event']}, "
+                         f"not inside the previous week {start.date()} – {(end - timedelta(days=1)).date()}")  # fmt: skip
+    return model
 
 
 # -- rendering ------------------------------------------------------------------------------
