@@ -270,8 +270,14 @@ class Reader:
                         slow.append(f)
             suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
             if suspects and len(readable) > 1:
-                # Read again alone: a file read out of step with its neighbours may be fine.
-                again = [f for f in readable if f.file_id in suspects and f not in slow]
+                # Read again alone: a file read out of step with its neighbours may be fine. The
+                # file before a suspect one too: a line only one reader skips (whitespace) shifts
+                # its own line lengths silently and shows only at the next file's first row.
+                again_ids = set(suspects)
+                for before, f in zip(readable, readable[1:], strict=False):
+                    if f.file_id in suspects:
+                        again_ids.add(before.file_id)
+                again = [f for f in readable if f.file_id in again_ids and f not in slow]
                 self._delete([f.file_id for f in again])
                 for f in again:
                     try:
