@@ -149,3 +149,16 @@ def test_damage_in_one_file_does_not_touch_its_neighbours(tmp_path):
     assert util_values(db) == [0, 1, 2, 3, 4, 5]
     per_file = dict(run_query(db, "SELECT regexp_extract(source_file, '/(a|b|c)/', 1), count(*) FROM events GROUP BY 1").rows)
     assert per_file == {"a": 3, "b": 2, "c": 1}
+
+
+@pytest.mark.parametrize("blank", [b"   \n", b"\t\n", b"\n"])
+def test_a_blank_line_in_one_file_keeps_every_line_length_in_step(tmp_path, blank):
+    """A whitespace-only line is skipped by the JSON reader but is a line to the line-length pass:
+    read in one batch with a neighbour, it once shifted that file's line_bytes by one line."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "ds15b_20261122.jsonl").write_bytes(good(0) + blank + good(1) + good(2))
+    write_lines(tmp_path / "b" / "ds15b_20261122.jsonl", GOOD[3:])
+    db = read(tmp_path)
+    assert db.ingest["events"] == 6 and util_values(db) == [0, 1, 2, 3, 4, 5]
+    got = run_query(db, "SELECT gpu_util_pct, line_bytes FROM events ORDER BY ts").rows
+    assert [(int(u), n) for u, n in got] == [(k, len(good(k))) for k in range(6)]
