@@ -85,10 +85,25 @@ def test_greedy_events_match_generate(model, tmp_path):
     assert pre["input_len"] == PROMPT and pre["kv_seq_len"] == PROMPT
     assert dec["kv_seq_len"] == PROMPT + generated - 1 == kv["kv_seq_len"]  # last token not fed back
     assert kv["kv_cache_size_mb"] > 0
-    # prefill + decode is the generate call: within 5 % (or 10 ms) of the wall time around it
+    # prefill + decode is the generate call: never more than the wall time around it, and within
+    # 5 % (or 10 ms) of it. A busy machine adds time outside the spans at random, so the closeness
+    # is asserted on the best of a few calls: tracer overhead outside the spans would be in all.
     total = pre["duration_ms"] + dec["duration_ms"]
     assert total <= wall_ms + 1
-    assert wall_ms - total <= max(10.0, 0.05 * wall_ms), (total, wall_ms)
+    gaps = [(wall_ms - total, wall_ms)]
+    for i in range(4):
+        if gaps[-1][0] <= max(10.0, 0.05 * gaps[-1][1]):
+            break
+        again = Tracer(tmp_path / f"again{i}")
+        w0 = time.perf_counter()
+        again.generate(model, inputs, session_id="s1", request_id=f"r{i}", max_new_tokens=10, do_sample=False,
+                       eos_token_id=None)  # fmt: skip
+        wall = (time.perf_counter() - w0) * 1000
+        again.close()
+        spans = {e["stage"]: e["duration_ms"] for e in events_of(tmp_path / f"again{i}")}
+        assert spans["prefill"] + spans["decode"] <= wall + 1
+        gaps.append((wall - spans["prefill"] - spans["decode"], wall))
+    assert min(g - max(10.0, 0.05 * w) for g, w in gaps) <= 0, gaps
     assert 0 < pre["duration_ms"] < total and dec["duration_ms"] > 0
     assert req["ttft_ms"] == pytest.approx(pre["duration_ms"], abs=0.01)
     assert req["duration_ms"] == pytest.approx(total, abs=0.01)
