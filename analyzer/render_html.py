@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from analyzer import charts as charts_mod
 from analyzer.resources import templates_dir
+from analyzer.rules import unit_for
 
 MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
 MAX_DRILLDOWNS = 60  # sessions with a <details> drill-down
@@ -165,7 +166,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 

@@ -7,7 +7,7 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
-from analyzer.rules import SEVERITIES
+from analyzer.rules import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA"}
 
@@ -113,8 +113,9 @@ def render_markdown(model: dict) -> str:
                 where = " — " + ", ".join(_esc(h) for h in f["hosts"])
             out.append(f"- **{_text(f.get('rule'))}** ({_text(f.get('scope'))}): {_esc(f.get('message'))}{where}")
             out.append(
-                f"  - value {_num(f.get('value'))} {_text(f.get('unit'))}, threshold {_num(f.get('threshold'))}"
-                f" {_text(f.get('unit'))} (source {_text(f.get('source'))})"
+                f"  - value {_num(f.get('value'))} {_text(unit_for(f.get('value'), f.get('unit')))}, "
+                f"threshold {_num(f.get('threshold'))} {_text(unit_for(f.get('threshold'), f.get('unit')))}"
+                f" (source {_text(f.get('source'))})"
             )
             out.append(f"  - fix: {_text(f.get('fix'))}")
         out.append("")

@@ -187,6 +187,17 @@ def _fmt(x, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
+# Units that count things: one of them reads in the singular ("threshold 1 OOM").
+COUNT_UNITS = frozenset({"OOMs", "beams", "events", "lines", "tokens"})
+
+
+def unit_for(value, unit: str | None) -> str:
+    """A finding's unit as it reads next to ``value``."""
+    if not unit:
+        return ""
+    return unit[:-1] if unit in COUNT_UNITS and value == 1 else unit
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 

@@ -377,3 +377,24 @@ def test_sessions_carry_the_reserved_rise_the_leak_rule_needs(model):
     page = render_html(model, fallback_svg=False)
     memory = page[page.index('<section id="sec-memory">'):page.index('<section id="sec-kv">')]
     assert "rise MiB</th>" in memory and "1,250</td>" in memory
+
+
+def test_a_count_of_one_reads_in_the_singular_in_md_and_html():
+    """'threshold 1 OOMs' read wrong: count units take the singular for exactly one."""
+    from pathlib import Path
+
+    from analyzer.render_html import render_html
+    from analyzer.report import analyze_logs
+    from analyzer.rules import unit_for
+
+    repo = Path(__file__).resolve().parents[1]
+    assert unit_for(1, "OOMs") == "OOM" and unit_for(2, "OOMs") == "OOMs" and unit_for(1.0, "beams") == "beam"
+    assert unit_for(1, "ms") == "ms" and unit_for(1, "MiB") == "MiB" and unit_for(1, None) == ""
+    model = analyze_logs([str(repo / "sample_logs" / "oom")], use_cache=False)
+    oom = next(f for f in model["findings"] if f["rule"] == "oom")
+    assert oom["threshold"] == 1 and oom["value"] > 1
+    md = render_markdown(model)
+    line = md[md.index("**oom**"):].splitlines()[1]
+    assert "OOMs, threshold 1 OOM " in line, line
+    page = render_html(model, fallback_svg=False)
+    assert "threshold <b>1 OOM</b>" in page and "1 OOMs" not in page
