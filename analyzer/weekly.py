@@ -270,22 +270,22 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
 
     zone = resolve_tz(tz)
     target = parse_week(week) if week else default_week(newest_log_day(paths, tz, engine, master))
-    weeks = [target, previous_week(*target)]
-    models = []
-    for i, wk in enumerate(weeks):
-        start, end = week_bounds(*wk, zone)
-        if i == 1 and previous is not None:
-            models.append(load_previous_model(previous, start, end))
-            break
+    prev_start, prev_end = week_bounds(*previous_week(*target), zone)
+    # A bad --previous fails before any (possibly cluster-sized) analysis runs.
+    prev = load_previous_model(previous, prev_start, prev_end) if previous is not None else None
+
+    def analyze(start: datetime, end: datetime) -> dict:
+        return analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
+                            thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
+                            engine=engine, master=master)  # fmt: skip
+
+    this = analyze(*week_bounds(*target, zone))
+    if prev is None:
         try:
-            models.append(analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
-                                       thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
-                                       engine=engine, master=master))  # fmt: skip
+            prev = analyze(prev_start, prev_end)
         except DslogsError:
-            if i == 0:
-                raise
-            models.append({})  # nothing logged the week before: every finding is new
-    return compare_models(models[0], models[1], target, zone)
+            prev = {}  # nothing logged the week before: every finding is new
+    return compare_models(this, prev, target, zone)
 
 
 def _stamp(text) -> datetime | None:
