@@ -557,6 +557,12 @@ def _side_summary(side: Side) -> dict:
             "values_sampled": side.sampled}  # fmt: skip
 
 
+def _chart_series(model: dict) -> dict:
+    """The small aggregated series the diff page overlays (before and after)."""
+    series = model.get("series") or {}
+    return {k: list(series.get(k) or [])[:400] for k in ("latency_hist", "prefill_vs_input")}
+
+
 def explain(rows: list[dict], mix: dict, limit: float) -> list[str]:
     """One sentence per notable change: regressions, and slowdowns the mix explains."""
     lines = []
@@ -646,6 +652,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
         "findings": compare_findings(before.model, after.model),
         "regressions": regressions,
         "notes": notes,
+        "series": {"before": _chart_series(before.model), "after": _chart_series(after.model)},
     }
     model["summary"] = explain(stages + requests, mix, limit)
     from analyzer.report import clean
