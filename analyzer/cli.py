@@ -168,6 +168,8 @@ def report_weekly(
 
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
+    for note in model.get("notes") or []:
+        typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         target = out or Path(f"dslogs-weekly-{model['week']}.html")

@@ -614,7 +614,18 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
 
     if limit < 0:
         raise UsageError(f"--fail-on-regression {limit}: a percentage ≥ 0")
-    stages = [r for spec in STAGE_METRICS if (r := compare_metric(spec, "stage", before, after, limit))]
+    stage_specs = list(STAGE_METRICS)
+    if before.values is None or after.values is None:
+        # From saved models every stage with timings is compared (the request-level values
+        # cover only the stages above).
+        known = {spec[1] for spec in stage_specs}
+        for m in (after.model, before.model):
+            for st in m.get("stages") or []:
+                name = st.get("stage")
+                if isinstance(name, str) and name not in known:
+                    known.add(name)
+                    stage_specs.append((f"{name}_ms", name, "ms", True, "in"))
+    stages = [r for spec in stage_specs if (r := compare_metric(spec, "stage", before, after, limit))]
     requests = [r for spec in REQUEST_METRICS if (r := compare_metric(spec, "request", before, after, limit))]
     rates = compare_rates(before, after)
     mix = compare_mix(before, after)
