@@ -216,6 +216,20 @@ def diff(
 
 
 @app.command()
+def watch(
+    logs: LogsArg,
+    interval: Annotated[str, typer.Option("--interval", help="Refresh every (2s, 500ms, 1m).")] = "2s",
+    window: Annotated[str, typer.Option("--window", help="Statistics over the last (15m, 1h).")] = "15m",
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    tz: TzOpt = None,
+) -> None:
+    """A live terminal view of the logs being written (reads only appended bytes)."""
+    from analyzer.watch import watch as run_watch
+
+    raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
+
+
+@app.command()
 def query(
     logs: LogsArg,
     sql: Annotated[str, typer.Argument(help="SQL over the views events, requests, sessions.")],
