@@ -32,6 +32,10 @@ MIN_COUNT = 30  # requests per side below which no percentile gets a verdict
 TAIL_COUNT = 5  # a percentile q needs n·(1 − q) ≥ this many values above it on each side
 MAX_VALUES = 200_000  # request rows read per side (a reservoir sample beyond it)
 Z95 = 1.959963984540054
+# A verdict needs 99 %: a diff makes ~35 comparisons, and at 95 % one healthy day in a few
+# showed a false regression (bench: 10 healthy seeds, day against day).
+Z_VERDICT = 2.5758293035489
+MIN_ABS_MS = 2.0  # a change smaller than this many ms is steady whatever its percentage
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 INPUT_BINS = 10  # pooled deciles of input_len
 OUTPUT_BINS = 4  # pooled quartiles of output_len (stages that scale with the output)
@@ -346,7 +350,7 @@ def _compare_values(row: dict, before: dict, after: dict, strata_kind: str, limi
         se = math.sqrt(se_a**2 + se_b**2)
         if b:
             cell["ci_pct"] = [_r((a - b - Z95 * se) / abs(b) * 100, 1), _r((a - b + Z95 * se) / abs(b) * 100, 1)]
-        total_sig = abs(a - b) > Z95 * se
+        total_sig = abs(a - b) > Z_VERDICT * se and not _negligible(row, a - b)
         expected = weighted_quantile(sb_sorted, weights, qv) if weights is not None else None
         service_sig = None
         if expected is not None:
@@ -354,7 +358,7 @@ def _compare_values(row: dict, before: dict, after: dict, strata_kind: str, limi
             cell["mix_pct"] = change_pct(expected, b)
             cell["service_pct"] = change_pct(a, expected)
             se_e = se_b * math.sqrt(len(vb) / n_eff) if n_eff > 0 else se_b
-            service_sig = abs(a - expected) > Z95 * math.sqrt(se_a**2 + se_e**2)
+            service_sig = abs(a - expected) > Z_VERDICT * math.sqrt(se_a**2 + se_e**2) and not _negligible(row, a - expected)
         cell["significant"] = bool(total_sig)
         cell["service_significant"] = None if service_sig is None else bool(service_sig)
         if few:
@@ -375,6 +379,10 @@ def _compare_values(row: dict, before: dict, after: dict, strata_kind: str, limi
             cell["verdict"] = "steady"
     row["verdict"] = _overall(row)
     return row
+
+
+def _negligible(row: dict, delta: float) -> bool:
+    return row["unit"] == "ms" and abs(delta) < MIN_ABS_MS
 
 
 def _overall(row: dict) -> str:
@@ -651,6 +659,8 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
                    "rank_test": "two-sided Mann-Whitney U (normal approximation, tie-corrected)",
                    "mix": "before re-weighted to after's mix of input-length deciles (× output-length quartiles for "
                           "stages that scale with the output)",
+                   "verdict": "a change counts when it lies outside the 99 % interval, exceeds the threshold "
+                              f"and is at least {MIN_ABS_MS:g} ms",
                    "min_count": MIN_COUNT, "tail_count": TAIL_COUNT},  # fmt: skip
         "before": _side_summary(before),
         "after": _side_summary(after),
