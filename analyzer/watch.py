@@ -208,7 +208,7 @@ class LogTail:
 # -- the window ---------------------------------------------------------------------------------
 
 
-def _epoch(event: dict) -> float | None:
+def _epoch(event: dict, zone=None) -> float | None:
     ts = event.get("ts") or event.get("timestamp")
     if not isinstance(ts, str):
         return None
@@ -217,7 +217,8 @@ def _epoch(event: dict) -> float | None:
     except ValueError:
         return None
     if stamp.tzinfo is None:
-        stamp = stamp.astimezone()  # legacy naive time: this machine's zone
+        # legacy naive time: --tz, else this machine's zone (as the analyzer reads it)
+        stamp = stamp.replace(tzinfo=zone) if zone is not None else stamp.astimezone()
     return stamp.timestamp()
 
 
@@ -249,6 +250,7 @@ class Window:
     total_errors: int = 0
     bad_lines: int = 0
     newest: float | None = None
+    zone: object = None  # ZoneInfo for naive (legacy) timestamps
 
     def add(self, lines: list[bytes]) -> None:
         for raw in lines:
@@ -260,7 +262,7 @@ class Window:
             if not isinstance(event, dict):
                 self.bad_lines += 1
                 continue
-            t = _epoch(event)
+            t = _epoch(event, self.zone)
             if t is None:
                 self.bad_lines += 1
                 continue
@@ -465,7 +467,9 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
             raise UsageError(f"{raw}: no such file or directory")
     console = console or Console()
     tail = LogTail(list(paths))
-    win = Window(window_s)
+    from analyzer.weekly import resolve_tz
+
+    win = Window(window_s, zone=resolve_tz(tz) if tz else None)
     now = time.time()
     win.add(tail.start(now - window_s))
     if once:
