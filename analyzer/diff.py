@@ -412,7 +412,7 @@ def compare_rates(before: Side, after: Side) -> list[dict]:
         if cb[num] is not None and ca[num] is not None:
             p = two_proportions(cb[num], cb["requests"], ca[num], ca["requests"])
         pts = None if a is None or b is None else round((a - b) * 100, 2)
-        significant = p is not None and p < 0.05
+        significant = p is not None and p < 0.01  # 99 %, as the percentile verdicts
         few = min(cb["requests"], ca["requests"]) < MIN_COUNT
         verdict = "n/a" if pts is None else "too few" if few else "steady"
         if pts is not None and not few and significant and abs(pts) >= 1.0:
@@ -675,7 +675,9 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
         "notes": notes,
         "series": {"before": _chart_series(before.model), "after": _chart_series(after.model)},
     }
-    model["summary"] = explain(stages + requests, mix, limit)
+    model["summary"] = explain(stages + requests, mix, limit) + [
+        f"REGRESSION {r['label']} {r['before'] * 100:.2f} % → {r['after'] * 100:.2f} % ({r['change_pts']:+.2f} pts, p {r['p_value']:.2g})."
+        for r in rates if r["verdict"] == "regression"]  # fmt: skip
     from analyzer.report import clean
 
     return clean(model)
