@@ -329,10 +329,6 @@ def simulate(
     if list_scenarios:
         for name, spec in SCENARIOS.items():
             typer.echo(f"{name:18} {spec.description}")
-        from analyzer.simulate.changes import CHANGES
-
-        for name, spec in CHANGES.items():
-            typer.echo(f"--change {name:18} {spec.description}")
         return
     if outdir is None:
         _fail("usage: dslogs simulate OUTDIR [--scenario NAME]... (or --list)")

@@ -241,3 +241,15 @@ def test_md_is_inert(changes):
     d["errors"] = [{"error_type": "<b>x|y</b>", "before": 0, "after": 1, "sample_msg": "<script>"}]
     md = render_diff(d, "md")
     assert "<script>" not in md and "<b>" not in md and "x\\|y" in md
+
+
+def test_simulate_change_options_are_checked(tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(app, ["simulate", str(tmp_path / "a"), "--change", "faster"])
+    assert bad.exit_code == 2 and "unknown change 'faster'" in bad.output
+    outside = runner.invoke(app, ["simulate", str(tmp_path / "b"), "--change", "leak", "--change-at", "2027-01-01T00:00"])
+    assert outside.exit_code == 2 and "outside the simulated run" in outside.output
+    ok = runner.invoke(app, ["simulate", str(tmp_path / "c"), "--change", "leak", "--change-at", "2026-11-23T12:00"])
+    assert ok.exit_code == 0, ok.output
+    change = json.loads((tmp_path / "c" / "truth.json").read_text())["change"]
+    assert change["at"] == "2026-11-23T12:00:00" and change["at_offset_ms"] == 12 * 3_600_000
