@@ -122,10 +122,8 @@ def request_values(con) -> tuple[dict, bool]:
     sampled = total > MAX_VALUES
     if sampled:
         sql += f" USING SAMPLE reservoir({MAX_VALUES} ROWS) REPEATABLE (7)"
-    rows = con.execute(sql).fetchall()
-    arrays = {}
-    for i, c in enumerate(VALUE_COLUMNS):
-        arrays[c] = np.array([np.nan if r[i] is None else r[i] for r in rows], dtype=float)
+    columns = con.execute(sql).fetchnumpy()  # NULL -> masked -> NaN, no Python loop per value
+    arrays = {c: np.ma.filled(np.ma.asarray(columns[c]).astype(float), np.nan) for c in VALUE_COLUMNS}
     return arrays, sampled
 
 
@@ -470,6 +468,8 @@ def compare_mix(before: Side, after: Side) -> dict:
 
 
 def _shares_changed(before: list[dict], after: list[dict]) -> bool:
+    if not before or not after:
+        return False  # one side has no requests: nothing to compare
     b = {r["value"]: r["share"] for r in before}
     a = {r["value"]: r["share"] for r in after}
     return any(abs(a.get(k, 0) - b.get(k, 0)) >= 0.05 for k in set(a) | set(b))
@@ -645,6 +645,11 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
                      "significance, the mix (input/output lengths, num_beams, max_new_tokens) is not compared and "
                      "latency is not adjusted for it; give the logs for that side to get them.")
     for s in (before, after):
+        if not (s.model.get("ingest") or {}).get("events") and not (s.model.get("requests") or {}).get("count"):
+            window = s.model.get("window") or {}
+            notes.append(f"{s.label}: no events in {', '.join(s.paths) or 'its model'}"
+                         f" between {window.get('since') or 'the start'} and {window.get('until') or 'the end'}; "
+                         "nothing to compare on this side.")  # fmt: skip
         if s.sampled:
             notes.append(f"{s.label}: more than {MAX_VALUES:,} requests; significance uses a repeatable sample of them.")
     regressions = [f"{r['label']} {q}" for r in stages + requests for q, _ in QUANTILES if (r.get(q) or {}).get("verdict") == "regression"]
