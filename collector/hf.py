@@ -18,6 +18,7 @@ exceptions of ``generate`` itself propagate unchanged.
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 import time
@@ -543,3 +544,144 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
     except Exception:
         pass
     return enc
+
+
+# -- streaming ---------------------------------------------------------------------------------
+STREAM_POLL_S = 0.5  # how often a waiting consumer checks that the generate thread is alive
+CANCEL_JOIN_S = 10.0  # how long a cancelled stream waits for generate to stop at its next step
+END_JOIN_S = 30.0  # after the stream's last piece: generate's recording is all that is left
+
+
+def _num_beams(model, kwargs) -> int:
+    v = kwargs.get("num_beams")
+    if v is None:
+        gc = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+        v = getattr(gc, "num_beams", None)
+    try:
+        return int(v) if v is not None else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def stream_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                    think_end_token_id=None, oom_fallback=False, log_text=False, timeout_s=None,
+                    **kwargs):
+    """Check the arguments now (so a bad call fails at once, not at the first ``next``), then
+    return the generator that runs generate on its own thread and yields its text."""
+    if tokenizer is None:
+        raise ValueError("stream_generate needs tokenizer= to decode the streamed tokens")
+    if kwargs.get("streamer") is not None:
+        raise ValueError("stream_generate makes its own streamer; pass no streamer= (or use tracer.generate)")
+    beams = _num_beams(model, kwargs)
+    if beams > 1:
+        raise ValueError(f"stream_generate: beam search (num_beams={beams}) cannot stream: transformers "
+                         "refuses a streamer with beams. Use num_beams=1, or tracer.generate() without streaming.")
+    return _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id,
+                   oom_fallback, log_text, timeout_s, kwargs)
+
+
+def _streamer_class():
+    from transformers import TextIteratorStreamer
+
+    class Streamer(TextIteratorStreamer):
+        """TextIteratorStreamer that notes its first generated token, whether text went out,
+        and can be ended from outside (generate raised) or reset for a fallback retry."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._dslogs_first_token = None
+            self._dslogs_emitted = False
+            self._dslogs_cancelled = False
+            self._ended = False
+
+        def put(self, value):
+            if self._dslogs_first_token is None and not self.next_tokens_are_prompt:
+                self._dslogs_first_token = time.perf_counter()
+            super().put(value)
+
+        def on_finalized_text(self, text, stream_end=False):
+            if text:
+                self._dslogs_emitted = True
+            if stream_end:
+                self._ended = True
+            super().on_finalized_text(text, stream_end=stream_end)
+
+        def _dslogs_reset(self):
+            self.token_cache = []
+            self.print_len = 0
+            self.next_tokens_are_prompt = True
+            self._dslogs_first_token = None
+
+        def _dslogs_abort(self):
+            # generate raised: end the stream without flushing the failed attempt's partial text
+            if not self._ended:
+                self._ended = True
+                self.text_queue.put(self.stop_signal)
+
+    return Streamer
+
+
+def _stop_criteria(user_criteria, flag):
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Cancelled(StoppingCriteria):
+        """Ends generate at its next step once the consumer went away (client cancel)."""
+
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), flag.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([*(user_criteria or []), Cancelled()])
+
+
+def _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id, oom_fallback,
+            log_text, timeout_s, kwargs):
+    cancel = threading.Event()
+    streamer = _streamer_class()(tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=STREAM_POLL_S)
+    kwargs = dict(kwargs, streamer=streamer,
+                  stopping_criteria=_stop_criteria(kwargs.get("stopping_criteria"), cancel))
+    try:
+        span = _span_for(tracer, session_id, request_id)  # here, on the handler's thread (Gradio's queue wait)
+    except Exception:
+        span = None
+    box = {}
+
+    def produce():
+        try:
+            box["out"] = traced_generate(tracer, model, inputs, session_id=session_id, request_id=request_id,
+                                         tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                                         oom_fallback=oom_fallback, log_text=log_text, _span=span, **kwargs)
+        except BaseException as e:  # handed to the consumer below
+            box["exc"] = e
+        finally:
+            streamer._dslogs_abort()  # never leave the consumer waiting on a stream nobody ends
+
+    worker = threading.Thread(target=produce, name=f"dslogs-generate-{request_id}", daemon=True)
+    worker.start()
+    finished = False
+    try:
+        idle_since = time.monotonic()
+        while True:
+            try:
+                piece = next(streamer)
+            except StopIteration:
+                break
+            except queue.Empty:
+                if not worker.is_alive():
+                    break  # the producer is gone and ended nothing: don't wait any longer
+                if timeout_s is not None and time.monotonic() - idle_since > timeout_s:
+                    raise TimeoutError(f"stream_generate: no text for {timeout_s} s") from None
+                continue
+            idle_since = time.monotonic()
+            if piece:
+                yield piece
+        finished = True
+    finally:
+        if not finished:  # closed early (client cancel, GeneratorExit) or the consumer raised
+            streamer._dslogs_cancelled = True
+            cancel.set()
+            worker.join(CANCEL_JOIN_S)
+    worker.join(END_JOIN_S)
+    exc = box.get("exc")
+    if exc is not None:
+        raise exc

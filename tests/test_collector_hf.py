@@ -13,57 +13,27 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from collector import Tracer  # noqa: E402
-from tests.collector_helpers import data_events, read_lines, validate  # noqa: E402
+from tests.collector_hf_helpers import (  # noqa: E402
+    PROMPT,
+    by_stage,
+    events_of,
+    prompt_ids,
+    tiny_qwen2,
+    word_tokenizer,
+)
+from tests.collector_hf_helpers import OomOn as _OomOn  # noqa: E402
 
 pytestmark = pytest.mark.hf
-
-VOCAB = 96
-PROMPT = 12
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = transformers.Qwen2Config(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256,
-        eos_token_id=2, pad_token_id=0,
-    )
-    m = transformers.Qwen2ForCausalLM(cfg).eval()
-    ids = torch.randint(3, VOCAB, (1, PROMPT))
-    m.generate(ids, max_new_tokens=2, do_sample=False)  # warm-up: first calls are slow
-    m.generate(ids, max_new_tokens=2, num_beams=2)
-    return m
+    return tiny_qwen2()
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = ["[UNK]", "<pad>", "<eos>", "</think>"] + [f"w{i}" for i in range(VOCAB - 4)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", eos_token="<eos>",
-        additional_special_tokens=["</think>"],
-    )
-
-
-def prompt_ids(seed=1):
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(4, VOCAB, (1, PROMPT), generator=g)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-
-def events_of(tmp_path):
-    events = read_lines(tmp_path)
-    for e in events:
-        validate(e)
-    return data_events(events)
-
-
-def by_stage(events, stage):
-    return [e for e in events if e["stage"] == stage]
+    return word_tokenizer()
 
 
 def test_greedy_events_match_generate(model, tmp_path):
@@ -192,28 +162,6 @@ def test_log_text_opt_in(model, tokenizer, tmp_path):
     ev = events_of(tmp_path)
     req = next(e for e in ev if e["stage"] == "request")
     assert req["prompt_text"] == text and isinstance(req["response_text"], str)
-
-
-class _OomOn:
-    """Make the model's forward raise torch.cuda.OutOfMemoryError on call number ``n``."""
-
-    def __init__(self, model, n, times=1, exc=None):
-        self.model, self.n, self.times, self.calls = model, n, times, 0
-        self.exc = exc or torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        self.orig = model.forward
-
-    def __enter__(self):
-        def forward(*args, **kwargs):
-            self.calls += 1
-            if self.n <= self.calls < self.n + self.times:
-                raise self.exc
-            return self.orig(*args, **kwargs)
-
-        self.model.forward = forward
-        return self
-
-    def __exit__(self, *exc):
-        del self.model.forward  # back to the class's forward
 
 
 def test_injected_oom_in_decode_logs_error_and_reraises(model, tmp_path):
