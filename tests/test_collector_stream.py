@@ -283,7 +283,7 @@ def test_gradio_queue_wait_is_recorded(gradio_mods, model, tokenizer, tmp_path):
         def call(i):
             start.wait()
             t0 = time.perf_counter()
-            clients[i].submit(f"c{i}", api_name="/predict").result(timeout=60)
+            clients[i].submit(f"c{i}", api_name="/answer").result(timeout=60)
             timings[f"c{i}"] = (time.perf_counter() - t0) * 1000
 
         with SlowSteps(model, 0.012):  # ~0.5 s per call, so the queue is visible
@@ -304,14 +304,22 @@ def test_gradio_queue_wait_is_recorded(gradio_mods, model, tokenizer, tmp_path):
     assert set(queue) == set(reqs) == set(timings) and {q["source"] for q in queue.values()} == {"gradio"}
     order = sorted(timings, key=lambda rid: queue[rid]["duration_ms"])
     handler = {rid: reqs[rid]["duration_ms"] - queue[rid]["duration_ms"] for rid in order}
-    print("\nclient e2e / request.duration_ms / queue ms:",
-          {rid: (round(timings[rid]), round(reqs[rid]["duration_ms"]), round(queue[rid]["duration_ms"]))
-           for rid in order})
+    # What the client sees beyond the request span is transport (HTTP join, SSE, gradio_client's
+    # job thread) plus Gradio's pre/postprocessing: the same for each call. So the client's own
+    # measure of call k's queue wait is its e2e minus its handler time minus that overhead, taken
+    # from the call that did not wait.
+    overhead = timings[order[0]] - reqs[order[0]]["duration_ms"]
+    client_wait = {rid: timings[rid] - handler[rid] - overhead for rid in order}
+    print("\nclient e2e / request.duration_ms / queue ms / client-measured wait:",
+          {rid: (round(timings[rid]), round(reqs[rid]["duration_ms"]), round(queue[rid]["duration_ms"]),
+                 round(client_wait[rid])) for rid in order})
+    assert 0 <= overhead < 1000
     # the first runs at once; the second waits for the first, the third for both
     assert queue[order[0]]["duration_ms"] < 150
     assert queue[order[1]]["duration_ms"] == pytest.approx(handler[order[0]], abs=200)
     assert queue[order[2]]["duration_ms"] == pytest.approx(handler[order[0]] + handler[order[1]], abs=300)
+    for rid in order[1:]:
+        assert queue[rid]["duration_ms"] > 300  # ~0.5 s handlers: a real wait, not noise
+        assert queue[rid]["duration_ms"] == pytest.approx(client_wait[rid], abs=max(150, 0.2 * client_wait[rid]))
     for rid in order:
-        # e2e as the client saw it: the queue wait is in duration_ms (and in ttft_ms)
-        assert reqs[rid]["duration_ms"] == pytest.approx(timings[rid], abs=max(250, 0.15 * timings[rid]))
-        assert reqs[rid]["ttft_ms"] >= queue[rid]["duration_ms"]
+        assert reqs[rid]["ttft_ms"] >= queue[rid]["duration_ms"]  # queue wait is in ttft too
