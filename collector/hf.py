@@ -300,9 +300,9 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         params = _params(model, kwargs, prompt_len)
         device = _model_device(model)
         if span is not None:
-            from collector.request import device_name
+            from collector.request import _last_device, device_name
 
-            span.device = device_name(device)
+            span.device = _last_device[0] = device_name(device)
             span.attempts += 1
         probe = _Probe(prompt_len)
         probe.attach(model)
