@@ -323,3 +323,62 @@ def test_gradio_queue_wait_is_recorded(gradio_mods, model, tokenizer, tmp_path):
         assert queue[rid]["duration_ms"] == pytest.approx(client_wait[rid], abs=max(150, 0.2 * client_wait[rid]))
     for rid in order:
         assert reqs[rid]["ttft_ms"] >= queue[rid]["duration_ms"]  # queue wait is in ttft too
+
+
+# -- the docs' Streamlit example under a real Streamlit AppTest ---------------------------------
+
+def streamlit_chat_app():
+    """docs/collector.md's Streamlit example, with the tiny model (AppTest runs this source)."""
+    import uuid
+
+    import streamlit as st
+    import transformers
+
+    from collector import Tracer
+    from tests.collector_hf_helpers import tiny_qwen2, word_tokenizer
+    from tests.test_collector_stream import RaiseOomAfter
+
+    @st.cache_resource
+    def load():
+        return tiny_qwen2(), word_tokenizer(), Tracer(None)  # $DSLOGS_LOG_DIR
+
+    model, tokenizer, tracer = load()
+    if "session_id" not in st.session_state:
+        st.session_state.session_id = str(uuid.uuid4())
+    sid = st.session_state.session_id
+    if prompt := st.chat_input("ask"):
+        rid = str(uuid.uuid4())
+        extra = {}
+        if prompt.startswith("oom"):
+            extra["logits_processor"] = transformers.LogitsProcessorList([RaiseOomAfter(5)])
+        with tracer.request(session_id=sid, request_id=rid):
+            inputs = tracer.tokenize(tokenizer, prompt, session_id=sid, request_id=rid)
+            with st.chat_message("assistant"):
+                response = st.write_stream(tracer.stream_generate(
+                    model, inputs, session_id=sid, request_id=rid, tokenizer=tokenizer,
+                    max_new_tokens=16, eos_token_id=None, **extra))
+            st.session_state.last = response
+        tracer.flush()
+
+
+def test_streamlit_write_stream_example(tmp_path, monkeypatch):
+    testing = pytest.importorskip("streamlit.testing.v1")
+    import streamlit as st
+
+    monkeypatch.setenv("DSLOGS_LOG_DIR", str(tmp_path))
+    at = testing.AppTest.from_function(streamlit_chat_app, default_timeout=120)
+    at.run()
+    at.chat_input[0].set_value("w5 w6 w7 w8").run()
+    assert not at.exception
+    answer = at.session_state["last"]
+    assert isinstance(answer, str) and answer.count("w") >= 10
+    at.chat_input[0].set_value("oom w9 w10").run()
+    assert at.exception and "Tried to allocate 3.50 GiB" in at.exception[0].message  # the OOM, shown
+    st.cache_resource.clear()
+    ev = events_of(tmp_path)
+    reqs = by_stage(ev, "request")
+    (err,) = by_stage(ev, "error")
+    assert [r["status"] for r in reqs] == ["ok", "error"] and reqs[0]["output_len"] == 16
+    assert err["error_type"] == "OutOfMemoryError" and err["request_id"] == reqs[1]["request_id"]
+    assert len({r["session_id"] for r in reqs}) == 1
+    assert not generate_threads()
