@@ -382,3 +382,15 @@ def test_streamlit_write_stream_example(tmp_path, monkeypatch):
     assert err["error_type"] == "OutOfMemoryError" and err["request_id"] == reqs[1]["request_id"]
     assert len({r["session_id"] for r in reqs}) == 1
     assert not generate_threads()
+
+
+def test_timeout_between_pieces_stops_generate(model, tokenizer, tmp_path):
+    t = Tracer(tmp_path)
+    with SlowSteps(model, 0.4):
+        t0 = time.perf_counter()
+        with pytest.raises(TimeoutError):
+            list(t.stream_generate(model, prompt_ids(), request_id="r", tokenizer=tokenizer, max_new_tokens=50,
+                                   eos_token_id=None, timeout_s=0.1))
+        took = time.perf_counter() - t0
+    t.close()
+    assert took < 5 and not generate_threads()
