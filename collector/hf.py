@@ -311,7 +311,8 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         if span is not None:
             from collector.request import _last_device, device_name
 
-            span.device = _last_device[0] = device_name(device)
+            span.device = span.probe_device or device_name(device)
+            _last_device[0] = span.device
             span.attempts += 1
         probe = _Probe(prompt_len)
         probe.attach(model)
@@ -395,6 +396,21 @@ def _gpu_index(device):
 
 def _gpu_memory(tracer, device, ids, extra):
     idx = _gpu_index(device)
+    probe = tracer._memory_probe
+    if probe is not None:  # the app's own reading of this process's GPU memory
+        try:
+            mem = probe()
+        except Exception:
+            mem = None
+        if mem:
+            row = {k: v for k, v in mem.items() if k != "device"}
+            dev = mem.get("device")
+            if idx is None and isinstance(dev, str) and dev.startswith("cuda:") and dev[5:].isdigit():
+                idx = int(dev[5:])
+            if idx is not None:
+                row.setdefault("gpu_index", idx)
+            tracer.event("gpu_memory", **row, **ids, **extra)
+        return
     if idx is not None:
         tracer.gpu_memory(gpu_index=idx, **ids, **extra)
 

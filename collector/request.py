@@ -165,6 +165,7 @@ class RequestSpan:
         self.queue_ms = None
         self.first_token = None  # perf_counter of the request's first generated token
         self.device = None
+        self.probe_device = None
         self.attempts = 0
         self.before = {}
         self.inflight = None
@@ -215,6 +216,9 @@ class RequestSpan:
         except Exception:
             mem = None
         if mem:
+            dev = mem.get("device")
+            if isinstance(dev, str) and dev:
+                self.probe_device = dev  # the probe knows where the memory lives (see Tracer docs)
             for key in ("reserved_mb", "allocated_mb"):
                 v = mem.get(key)
                 if v is not None:
