@@ -35,16 +35,33 @@ except (AttributeError, ValueError, OSError):
     _PAGE = 4096
 
 
-def rss_mb() -> float | None:
-    """This process's resident set size in MiB: /proc/self/statm (one small read), else psutil
-    if the app imported it, else None."""
-    try:
-        fd = os.open("/proc/self/statm", os.O_RDONLY)
+_statm = [None]  # an fd on /proc/self/statm kept open: pread is ~2 µs, open+read+close ~8 µs
+
+
+def _statm_reset() -> None:
+    _statm[0] = None  # a forked child must read its own /proc/self, not its parent's
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_statm_reset)
+
+
+def _read_statm() -> bytes:
+    fd = _statm[0]
+    if fd is not None:
         try:
-            data = os.read(fd, 128)
-        finally:
-            os.close(fd)
-        return round(int(data.split()[1]) * _PAGE / MB, 1)
+            return os.pread(fd, 128, 0)
+        except OSError:  # closed under us (a daemonising app closes every fd): open it again
+            pass
+    fd = _statm[0] = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    return os.pread(fd, 128, 0)
+
+
+def rss_mb() -> float | None:
+    """This process's resident set size in MiB: /proc/self/statm, else psutil if the app
+    imported it, else None."""
+    try:
+        return round(int(_read_statm().split()[1]) * _PAGE / MB, 1)
     except Exception:
         pass
     psutil = sys.modules.get("psutil")
