@@ -284,6 +284,7 @@ def _span_for(tracer, session_id, request_id):
         if not span.implicit:
             return span, False
         tracer._requests.pop(request_id, None)
+        span.count_inflight()
         return span, True
     span = RequestSpan(tracer, session_id, request_id, implicit=True)
     span.open(start_clock=False)
@@ -548,10 +549,13 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
             open_span = tracer._requests.get(request_id)
             if open_span is None or open_span.closed:
                 # no tracer.request() around this turn: the request starts here (its memory
-                # and RSS "before", inflight) and the generate with this request_id ends it
+                # and RSS "before") and the generate with this request_id ends it
                 from collector.request import RequestSpan
 
-                span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False)
+                span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False,
+                                                                                      count=False)
+            elif open_span.implicit:
+                span = open_span  # tokenized again for the same turn: both count
     except Exception:
         pass
     kwargs.setdefault("return_tensors", "pt")

@@ -191,9 +191,10 @@ class RequestSpan:
         self._registered = False
 
     # -- edges ---------------------------------------------------------------------------
-    def open(self, *, start_clock: bool = True, read_queue: bool = True) -> RequestSpan:
+    def open(self, *, start_clock: bool = True, read_queue: bool = True, count: bool = True) -> RequestSpan:
         try:
-            self.inflight = INFLIGHT.enter()
+            if count:
+                self.count_inflight()
             if start_clock:
                 self.t0 = time.perf_counter()
             self._snapshot(self.before, "before")
@@ -210,6 +211,12 @@ class RequestSpan:
         except Exception:
             pass
         return self
+
+    def count_inflight(self) -> None:
+        """Join the process's in-flight count (once). A span that ``tokenize`` opened joins when
+        its generate starts: a tokenize with no traced generate after it must not stay counted."""
+        if self.inflight is None:
+            self.inflight = INFLIGHT.enter()
 
     def set_queue(self, ms: float, source: str | None = None, write: bool = True, **extra) -> None:
         """The time the request waited before its handler ran: a ``queue`` event stamped at the
@@ -252,7 +259,8 @@ class RequestSpan:
         try:
             if end is None:
                 end = time.perf_counter()
-            INFLIGHT.exit()
+            if self.inflight is not None:
+                INFLIGHT.exit()
             if self._registered and self.tracer._requests.get(self.request_id) is self:
                 self.tracer._requests.pop(self.request_id, None)
             f = self.fields
@@ -308,4 +316,5 @@ def _drop_stale(reqs: dict) -> None:
         span = reqs.pop(rid, None)
         if span is not None and span.implicit and not span.closed:
             span.closed = True
-            INFLIGHT.exit()
+            if span.inflight is not None:
+                INFLIGHT.exit()

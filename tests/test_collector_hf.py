@@ -329,14 +329,16 @@ def test_explicit_request_span_wraps_the_handler(model, tokenizer, tmp_path):
 
 def test_implicit_request_from_tokenize_to_generate(model, tokenizer, tmp_path):
     t = Tracer(tmp_path)
+    t.tokenize(tokenizer, "w7 w8", request_id="orphan")  # tokenized only (to count tokens): not in flight
     enc = t.tokenize(tokenizer, " ".join(f"w{i}" for i in range(50, 50 + PROMPT)), session_id="s", request_id="r")
     t.generate(model, enc, session_id="s", request_id="r", tokenizer=tokenizer, max_new_tokens=4)
     t.close()
     (req,) = by_stage(events_of(tmp_path), "request")
+    assert req["request_id"] == "r"
     assert req["device"] == "cpu" and req["inflight"] == 1 and req["attempts"] == 1
     assert req["rss_mb_before"] > 0 and req["rss_mb_after"] > 0
     assert "reserved_mb_before" not in req  # CPU torch, no memory probe: not measured
-    assert not t._requests  # closed and forgotten
+    assert list(t._requests) == ["orphan"]  # "r" closed and forgotten
 
 
 def test_inflight_counts_concurrent_requests(model, tmp_path):
