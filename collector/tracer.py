@@ -180,8 +180,11 @@ class Tracer:
             # The writer could not finish in time (a hung disk): what is still queued is lost.
             left = sum(1 for item in list(self._queue) if item.__class__ is tuple)
             if left:
-                with self._drop_lock:
-                    self._dropped += left
+                # not `with`: a signal handler may run close() while this thread holds the lock
+                locked = self._drop_lock.acquire(timeout=0.5)
+                self._dropped += left
+                if locked:
+                    self._drop_lock.release()
                 self._writer._report(f"{left} queued events not written: the writer did not "
                                      f"finish within {timeout} s (counted as dropped)", once=False)
 
