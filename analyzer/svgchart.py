@@ -280,11 +280,12 @@ class Panel:
         for v, label in xticks:
             px = x(v)
             out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{self.height}" y2="{self.height + 4}" stroke="#98a2b3"/>')
-            half = len(label) * 3.2
-            if px - half > last_right + 6 and -2 <= px <= self.width + 2:  # skip labels that would overlap
-                anchor = "start" if px - half < 0 else "end" if px + half > self.width else "middle"
+            w = len(label) * 6.4  # about the advance of an 11 px sans-serif digit
+            anchor = "start" if px - w / 2 < 0 else "end" if px + w / 2 > self.width else "middle"
+            left = px if anchor == "start" else px - w if anchor == "end" else px - w / 2
+            if left > last_right + 6 and -2 <= px <= self.width + 2:  # skip labels that would overlap
                 out.append(f'<text x="{px:.1f}" y="{self.height + 15}" text-anchor="{anchor}">{esc(label)}</text>')
-                last_right = px + half
+                last_right = left + w
         out.append(f'<line x1="0" x2="{self.width}" y1="{self.height}" y2="{self.height}" stroke="#98a2b3"/>')
         xtitle, ytitle = xch.get("title", xch.get("field")), ych.get("title", ych.get("field"))
         if xtitle:
