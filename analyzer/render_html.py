@@ -1,9 +1,9 @@
 """The self-contained HTML diagnosis report, rendered from the report model only.
 
-One file, no network: Vega, Vega-Lite and vega-embed are inlined once from
-`vl_convert.javascript_bundle()`, the chart specs ride along as one JSON block, and every chart
-also carries an SVG rendered by vl-convert inside <noscript>, so the page reads where scripts
-are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
+One file, no network: Vega, Vega-Lite and vega-embed are inlined once (the bundle vl-convert
+builds, shipped or cached per vl-convert version: `vega_bundle`), the chart specs ride along as
+one JSON block, and every chart also carries a static SVG drawn from its spec by
+analyzer.svgchart inside <noscript>, so the page reads where scripts are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
 has `<`, `>` and `&` escaped as \\u003c… so no string can close the script element; a
 Content-Security-Policy with script hashes blocks any script the page did not put there.
 """
@@ -245,7 +245,8 @@ def render_template(name: str, **context) -> str:
 
 
 def chart_svg(spec: dict) -> str | None:
-    """Static SVG of a chart for readers without JavaScript; None if vl-convert cannot draw it."""
+    """A chart drawn by vl-convert (the weekly page's dumbbell; the report uses `static_svg`,
+    which needs no second chart engine); None if vl-convert cannot draw it."""
     return _svg_for(json.dumps(spec, sort_keys=True))
 
 
