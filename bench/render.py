@@ -139,7 +139,7 @@ def main() -> int:
     print()
     print(f"{'data set | code':34} {'cache':5} {'json s':>7} {'html s':>7} {'html/json':>9} "
           f"{'json cpu':>8} {'html cpu':>8} {'cpu ratio':>9} {'html RSS':>9} {'html KB':>8}")  # fmt: skip
-    worst = 0.0
+    worst = {"wall": 0.0, "cpu": 0.0}
     for name, r in results.items():
         for state in ("cold", "warm"):
             j, h = r[f"json_{state}"], r[f"html_{state}"]
@@ -150,9 +150,12 @@ def main() -> int:
                   f"{j['cpu']:8.2f} {h['cpu']:8.2f} {ratio(h['cpu'], j['cpu']):>9} {h['rss_mb']:6.0f} MB "
                   f"{r['html_bytes'] / 1024:8.0f}")  # fmt: skip
             if name.endswith("| after"):
-                worst = max(worst, h["cpu"] / j["cpu"], h["wall"] / j["wall"])
+                worst = {k: max(worst[k], h[k] / j[k]) for k in worst}
     print()
-    print(f"worst HTML/JSON ratio of the current code (wall or cpu, cold or warm): {worst:.2f}x   (target <= {TARGET}x)")
+    # On a shared box wall clock measures the neighbours as much as dslogs: the load says how much.
+    load = os.getloadavg()[0]
+    print(f"worst HTML/JSON ratio of the current code, cold or warm: {worst['cpu']:.2f}x cpu, "
+          f"{worst['wall']:.2f}x wall   (target <= {TARGET}x; load average {load:.1f} on {os.cpu_count()} cpus)")
     out = ROOT / "bench" / "data" / "render-results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
