@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 
 import altair as alt
 
+from analyzer import textsafe
+
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
@@ -593,6 +595,7 @@ def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
 
 def build_charts(model: dict) -> list[Chart]:
     """All charts the model has data for, in report order."""
+    model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
     series = model.get("series") or {}
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
     kv_rules = {"kv_cache_bloat"}

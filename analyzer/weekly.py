@@ -393,8 +393,10 @@ def weekly_chart_svg(model: dict) -> str | None:
 
     from analyzer import charts
     from analyzer.render_html import chart_svg, stable_svg_ids
+    from analyzer.textsafe import visible
 
-    rows = [{"stage": r["stage"], "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+    # stage names come from the logs: vl-convert aborts on control characters (textsafe)
+    rows = [{"stage": visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
              "change": "regression" if r["p95_verdict"] == "regression" else
                        "improved" if r["p95_verdict"] == "improved" else "steady"}
             for r in model["stages"][:12]
