@@ -101,8 +101,35 @@ def shell_word(text: str) -> str:
 
 
 
+_TIME_KEYS = ("bucket", "ts")
+
+
+def _chartable_time(text) -> bool:
+    """A time a chart can place and step from: ISO, years 2..9998 (a bucket either side of an
+    event in year 1 or 9999 would leave what datetime holds; DuckDB prints BC years too)."""
+    if not isinstance(text, str):
+        return True
+    from datetime import datetime
+
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return 2 <= value.year <= 9998
+
+
 def for_charts(model: dict) -> dict:
     """The parts of a report model that charts draw (series, and the findings' session ids
-    that pick lines), with every string ``visible``: vl-convert aborts on control characters."""
-    return {**model, "series": clean_tree(model.get("series") or {}),
-            "findings": clean_tree(model.get("findings") or [])}
+    that pick lines), with every string ``visible``: vl-convert aborts on control characters.
+    Series rows stamped outside years 2..9998 are left out of the charts (they stay in the
+    model and its tables): a logged year 1 or 9999 must not break the report."""
+    series = {}
+    for name, rows in (model.get("series") or {}).items():
+        if isinstance(rows, list):
+            rows = [r for r in rows if not isinstance(r, dict) or all(_chartable_time(r.get(k)) for k in _TIME_KEYS)]
+        series[name] = clean_tree(rows)
+    window = dict(model.get("window") or {})
+    for key, value in window.items():
+        if not _chartable_time(value):
+            window[key] = None
+    return {**model, "series": series, "window": window, "findings": clean_tree(model.get("findings") or [])}
