@@ -679,6 +679,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     claimed: set[int] = set()
     prints_in_run: dict[str, str] = {}
     skipped: list[dict] = [{"file": f.display, "reason": "outside the window"} for f in found.pruned]
+    # Named or found but not readable as a log (FIFO, socket, broken link, unreadable folder...).
+    skipped += [{"file": name, "reason": why} for name, why in found.unreadable]
     for lf in found.files:
         resolved = str(lf.path.resolve())
         rec = known.get(resolved)
@@ -792,7 +794,7 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         if r[5]:
             display = next(f.display for f in run if f.file_id == r[0])
             skipped.append({"file": display, "reason": r[5]})
-    unreadable = sum(1 for r in records if r[5])
+    unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
     v1, legacy = db.con.execute(
         "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
     ).fetchall()[0]
