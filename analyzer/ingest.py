@@ -520,10 +520,25 @@ def _stderr(message: str) -> None:
     sys.stderr.write(f"dslogs: {message}\n")
 
 
-def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
+def _attach_cache(con, path: Path, found: Discovery, zone: str, explicit: bool = False) -> str | None:
     """Attach the cache as ``dslogs_cache``: ``"rw"``, or ``"ro"`` when another dslogs holds it
     only to read and it already has every file of this run; rebuilt on a schema version mismatch.
-    None (and one line on stderr) when it cannot be used: the run goes on without a cache."""
+    None (and one line on stderr) when it cannot be used: the run goes on without a cache.
+
+    ``explicit`` (``--cache PATH``): an existing file there is replaced only when it is proven a
+    dslogs cache (``cache.is_dslogs_cache``); anything else (notes, a report, a log, another
+    program's database) is a UsageError, and the file is left as it was. The default location
+    is dslogs' own folder: a file there that cannot be opened is rebuilt."""
+    refuse = (f"--cache {path}: exists and is not a dslogs cache; refusing to replace it "
+              "(name a new file, or remove it yourself)")
+    if os.path.lexists(path) and not path.is_file():
+        if explicit:
+            raise UsageError(f"--cache {path}: not a regular file")
+        _stderr(f"cache {path}: not a regular file; reading without a cache")
+        return None
+    if explicit and path.is_file() and not _looks_like_duckdb(path):
+        # Never handed to DuckDB: a failed ATTACH may still leave a .wal beside the file.
+        raise UsageError(refuse)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -538,13 +553,21 @@ def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
                     return "ro"
                 _stderr(f"cache {path} is in use by another dslogs process; reading without a cache")
             elif attempt == 0 and path.exists():
+                if explicit and path.stat().st_size > 0:
+                    raise UsageError(f"{refuse}: {_one_line(exc)}") from None
+                # (an empty file holds nothing to lose: `touch cache.duckdb` is fine)
                 # Not a DuckDB file, or one of another DuckDB version: start a new one.
                 _remove_cache(path)
                 continue
             else:
                 _stderr(f"cache {path}: {_one_line(exc)}; reading without a cache")
             return None
-        if _cache_version(con) not in (None, str(cache_mod.SCHEMA_VERSION)):
+        version = _cache_version(con)
+        if version == "?" and explicit:
+            # A DuckDB database of something else: not ours to replace.
+            con.execute("DETACH dslogs_cache")
+            raise UsageError(refuse)
+        if version not in (None, str(cache_mod.SCHEMA_VERSION)):
             con.execute("DETACH dslogs_cache")
             _remove_cache(path)
             continue
@@ -552,9 +575,21 @@ def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
     return None
 
 
+def _looks_like_duckdb(path: Path) -> bool:
+    """A DuckDB database file: its main header carries the magic "DUCK" at byte 8 (or it is a
+    new, empty file DuckDB may have created and not yet written)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return head == b"" or head[8:12] == b"DUCK"
+
+
 def _cache_version(con) -> str | None:
     """The attached cache's schema version; None for a new (empty) file, '?' for a foreign one."""
     tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dslogs_cache'").fetchall()[0][0]
+    tables += con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = 'dslogs_cache'").fetchall()[0][0]
     if not tables:
         return None
     try:
@@ -651,7 +686,7 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     mode = None
     if use_cache and found.files:
         cache_path = Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
-        mode = _attach_cache(con, cache_path, found, zone)
+        mode = _attach_cache(con, cache_path, found, zone, explicit=cache is not None)
         if mode:
             store = "dslogs_cache"
         else:
@@ -691,7 +726,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
             if rec[4]:
                 prints_in_run[rec[4]] = lf.display
             continue
-        fp = cache_mod.fingerprint(lf.path)
+        # Without a cache nothing is skipped as a copy: only a cache can show the rows are there.
+        fp = cache_mod.fingerprint(lf.path) if store == "dslogs_cache" else None
         if fp and fp in prints_in_run:
             duplicates += 1
             skipped.append({"file": lf.display, "reason": f"same content as {prints_in_run[fp]}"})
