@@ -46,7 +46,6 @@ SAMPLES_PER_FILE = 5
 SAMPLES_TOTAL = 50
 BATCH_BYTES = 512 << 20  # decompressed bytes per read statement (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
-RETRIES = 20  # DuckDB rejections of Python-validated lines before giving up on line numbers
 
 _PARAMS = "STRUCT(num_beams BIGINT, max_new_tokens BIGINT, temperature DOUBLE, top_p DOUBLE, do_sample BOOLEAN)"
 # The one read schema for both formats: every v1 field (DESIGN.md §3) and legacy's timestamp.
@@ -260,14 +259,16 @@ class Reader:
             except _OUR_BUGS:
                 raise
             except duckdb.Error:
-                # One of them is damaged: read them one by one.
-                for f in readable:
+                # One of them is damaged: read them one by one (a batch of one: it is that one).
+                for f in readable if len(readable) > 1 else []:
                     try:
                         self._insert([(str(f.path), f.file_id)])
                     except _OUR_BUGS:
                         raise
                     except duckdb.Error:
                         slow.append(f)
+                if len(readable) == 1:
+                    slow.append(readable[0])
             suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
             if suspects and len(readable) > 1:
                 # Read again alone: a file read out of step with its neighbours may be fine. The
@@ -299,29 +300,59 @@ class Reader:
     # -- the slow path: one damaged file, line by line --------------------------------------
 
     def _read_slow(self, f: FileStats) -> None:
+        """One damaged file, line by line; costs one pass plus work per damaged line.
+
+        Python splits the lines (on LF only, as the JSON reader does) and judges what it can
+        be sure of (``LINE_RULES``). What only DuckDB can judge exactly (value types, times,
+        duplicate keys, lone surrogates, nesting Python cannot parse) is flagged as *suspect*
+        by a deliberately stricter mirror, and each suspect line alone is then read by DuckDB
+        with the very schema of the fast path: rejected, it is bad; accepted, it is kept. All
+        times are checked in one batch the same way (DuckDB reads "2026-W48-1" differently
+        from Python). No good line is lost and there are no blind retries."""
+        pending: list[tuple[int, str]] = []  # (line, reason), counted in line order at the end
+        try:
+            self._read_lines(f, pending)
+        finally:
+            for line, reason in sorted(pending):
+                _add_bad(f, line, reason)
+
+    def _read_lines(self, f: FileStats, pending: list[tuple[int, str]]) -> None:
         clean = self.workdir / f"clean-{f.file_id}.jsonl"
-        kept = _scan_lines(f, clean)
+        lines = _scan_lines(f, pending)
+        if lines:
+            self._check_times(lines)
+            for item in lines:
+                if item.suspect is not None:
+                    verdict = self._duckdb_rejects(item.raw)
+                    if verdict is not None:
+                        pending.append((item.line_no, item.suspect or verdict))
+                        item.bad = True
+                if not item.bad and item.rule is not None:
+                    pending.append((item.line_no, item.rule))
+                    item.bad = True
+        kept = [item for item in lines if not item.bad]
         if not kept:
-            clean.unlink(missing_ok=True)
             return
-        for _ in range(RETRIES):
-            try:
-                self._insert([(str(clean), f.file_id)])
-                break
-            except duckdb.Error as exc:
-                line = _error_line(str(exc))
-                if line is None or not 1 <= line <= len(kept):
-                    self._delete([f.file_id])
-                    self._insert([(str(clean), f.file_id)], lenient=True)
-                    break
-                _add_bad(f, kept[line - 1], _duckdb_reason(str(exc)))
-                kept = _drop_line(clean, kept, line)
-                if not kept:
-                    clean.unlink(missing_ok=True)
-                    return
-        else:
+        with open(clean, "wb") as out:
+            for item in kept:
+                out.write(_clean_bytes(item.raw))
+        kept_no = [item.line_no for item in kept]
+        del lines, kept
+        try:
+            self._insert([(str(clean), f.file_id)])
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error as exc:
+            # A rule the mirror does not know yet: the file's good lines are still read
+            # (lenient: a rejected line becomes an all-NULL row, counted below), never lost.
             self._delete([f.file_id])
-            self._insert([(str(clean), f.file_id)], lenient=True)
+            try:
+                self._insert([(str(clean), f.file_id)], lenient=True)
+            except duckdb.Error:
+                f.unreadable = f"rejected by the reader ({_one_line(exc)[:160]})"
+                self._delete([f.file_id])
+                clean.unlink(missing_ok=True)
+                return
         # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
         bad = self.con.execute(
             f"""SELECT k, stage IS NULL, ts IS NULL FROM (
@@ -331,8 +362,8 @@ class Reader:
             [f.file_id],
         ).fetchall()
         for k, no_stage, no_ts in bad:
-            line = kept[k - 1] if k - 1 < len(kept) else 0
-            _add_bad(f, line, "no stage" if no_stage else ("timestamp not readable" if no_ts else "unreadable line"))
+            line = kept_no[k - 1] if k - 1 < len(kept_no) else 0
+            pending.append((line, "no stage" if no_stage else ("unreadable time (timestamp)" if no_ts else "unreadable line")))
         if bad:
             self.con.execute(
                 f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
@@ -340,15 +371,61 @@ class Reader:
             )
         clean.unlink(missing_ok=True)
 
+    def _duckdb_rejects(self, raw: bytes) -> str | None:
+        """DuckDB's own verdict on one line, read alone with the fast path's schema: None when
+        it reads it, else its one-line reason."""
+        probe = self.workdir / "probe.jsonl"
+        probe.write_bytes(_clean_bytes(raw))
+        try:
+            self.con.execute(
+                f"SELECT * FROM read_json(?, columns={_columns_struct()}, format='newline_delimited', "
+                f"maximum_object_size={MAX_LINE_BYTES + 1024})", [str(probe)]).fetchall()  # fmt: skip
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error as exc:
+            return _duckdb_reason(str(exc))
+        return None
 
-def _error_line(message: str) -> int | None:
-    m = re.search(r"\bline (\d+)", message)
-    return int(m.group(1)) if m else None
+    def _check_times(self, lines: list[_Line]) -> None:
+        """Mark lines whose ``ts`` DuckDB cannot read as suspect: every ts of the file in one
+        lenient read of ``{"ts": value}`` lines (an unreadable time becomes NULL there)."""
+        timed = [item for item in lines if not item.bad and item.ts is not None]
+        if not timed:
+            return
+        path = self.workdir / "times.jsonl"
+        with open(path, "w", encoding="utf-8") as out:
+            for item in timed:
+                out.write('{"ts":' + json.dumps(item.ts, ensure_ascii=False) + "}\n")
+        rows = self.con.execute(
+            "SELECT ts IS NULL FROM read_json(?, columns={'ts': 'TIMESTAMPTZ'}, format='newline_delimited', "
+            "ignore_errors=true)", [str(path)]).fetchall()  # fmt: skip
+        path.unlink(missing_ok=True)
+        if len(rows) != len(timed):  # cannot line them up: let each be judged alone
+            for item in timed:
+                item.suspect = item.suspect or ""
+            return
+        for item, (unreadable,) in zip(timed, rows, strict=True):
+            if unreadable and item.suspect is None:
+                item.suspect = f"unreadable time: ts={_short(item.ts)}"
+
+
+def _clean_bytes(raw: bytes) -> bytes:
+    """A kept line as DuckDB's two readers should see it: LF-terminated, and any CR (outside
+    strings: inside one the line is not JSON) turned into a space of the same length, so the
+    line-length reader (read_csv, which ends lines at a bare CR) stays in step."""
+    body = raw[:-1] if raw.endswith(b"\n") else raw
+    return body.replace(b"\r", b" ") + b"\n"
 
 
 def _duckdb_reason(message: str) -> str:
     first = message.splitlines()[0] if message else "rejected"
     first = re.sub(r'^.*?Error: (JSON transform error in file ".*?", in line \d+: )?', "", first)
+    first = re.sub(r'^Malformed JSON in file ".*?", at byte \d+ in line \d+: ', "malformed JSON (", first)
+    if first.startswith("malformed JSON ("):
+        return first.rstrip(". ")[:190] + ")"
+    if "duplicate key" in first:
+        m = re.search(r'duplicate key "([^"]*)"', first)
+        return f"duplicate key: {m.group(1) if m else '?'}"
     return ("wrong value type: " + first)[:200]
 
 
@@ -358,88 +435,119 @@ def _add_bad(f: FileStats, line: int, reason: str) -> None:
         f.samples.append({"file": f.display, "line": int(line), "reason": reason})
 
 
-def _drop_line(clean: Path, kept: list[int], line: int) -> list[int]:
-    """Rewrite the clean file without its ``line``-th line (1-based)."""
-    tmp = clean.with_suffix(".tmp")
-    with open(clean, "rb") as src, open(tmp, "wb") as dst:
-        for i, raw in enumerate(src, start=1):
-            if i != line:
-                dst.write(raw)
-    os.replace(tmp, clean)
-    return kept[: line - 1] + kept[line:]
-
-
 # -- line validation (the slow path) -------------------------------------------------------------
 
-_NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+# LINE_RULES: what makes a line bad, in the order it is judged (the fuzz oracle in tests/fuzz
+# applies the same list line by line, independently of the reader's batching):
+#   1. blank or whitespace only: not a line, not counted;
+#   2. longer than 16 MiB: "line over 16 MiB";
+#   3. not UTF-8: "invalid UTF-8 at byte N";
+#   4. not JSON: "malformed JSON (...)" ("truncated line at end of file" when unterminated);
+#   5. JSON but not an object: "not a JSON object (list)";
+#   6. rejected by DuckDB's read_json with RAW_COLUMNS (the fast path's schema): a value of the
+#      wrong type, a duplicate key among the read fields, a time DuckDB cannot read, a lone
+#      surrogate; the reason names the field where it can;
+#   7. no stage (absent or null): "no stage";
+#   8. no time: v1 without ts "no ts"; legacy without timestamp "no timestamp (ts or timestamp)";
+#      a legacy timestamp analyzer/views/events.sql cannot read: "unreadable time (timestamp)".
+# Rules 1-5 and 7-8 are sure in Python; rule 6 is DuckDB's alone: Python flags a superset of
+# suspects, DuckDB decides each.
+
+_INT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_FLOAT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 _INT64 = 2**63
 
 
-def _number_ok(value, integer: bool) -> bool:
-    """What DuckDB's strict JSON reader casts to a number: numbers, booleans, numeric strings."""
+def _number_suspect(value, integer: bool) -> bool:
+    """True unless DuckDB surely casts ``value`` to BIGINT/DOUBLE (stricter than DuckDB)."""
     if isinstance(value, bool):
-        return True
+        return False
     if isinstance(value, int):
-        return not integer or -_INT64 <= value < _INT64
+        return integer and not -_INT64 <= value < _INT64
     if isinstance(value, float):
-        return math.isfinite(value) and (not integer or abs(value) < 9.2e18)
-    if isinstance(value, str) and _NUMERIC.match(value):
-        try:
-            number = float(value)
-        except ValueError:
-            return False
-        return math.isfinite(number) and (not integer or abs(number) < 9.2e18)
-    return False
-
-
-def _time_ok(value) -> bool:
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
+        return integer and not (math.isfinite(value) and -_INT64 < value < _INT64)
+    if isinstance(value, str):
+        if integer:
+            return not (_INT_TEXT.match(value) and -_INT64 <= int(value) < _INT64)
+        return not _FLOAT_TEXT.match(value)
     return True
 
 
+class _Dups(dict):
+    """A JSON object that remembers its duplicated keys (json's object_pairs_hook)."""
+
+    dups: frozenset = frozenset()
+
+
+def _pairs(pairs: list) -> _Dups:
+    obj = _Dups(pairs)
+    if len(obj) != len(pairs):
+        seen: set = set()
+        obj.dups = frozenset(k for k, _ in pairs if k in seen or seen.add(k))
+    return obj
+
+
 def _type_problem(obj: dict) -> str | None:
-    """Why DuckDB would reject this object's known fields, or None."""
+    """Why DuckDB might reject this object's read fields (rule 6, a superset), or None."""
+    dups = sorted(getattr(obj, "dups", frozenset()) & RAW_COLUMNS.keys())
+    if dups:
+        return f"duplicate key: {dups[0]}"
     for name, kind in RAW_COLUMNS.items():
         value = obj.get(name)
         if value is None:
             continue
         if kind in ("BIGINT", "DOUBLE"):
-            if not _number_ok(value, kind == "BIGINT"):
+            if _number_suspect(value, kind == "BIGINT"):
                 return f"wrong value type: {name}={_short(value)} (a number expected)"
         elif kind == "TIMESTAMPTZ":
-            if not _time_ok(value):
-                return f"wrong value type: {name}={_short(value)} (an ISO timestamp expected)"
+            if not isinstance(value, str):
+                return f"unreadable time: {name}={_short(value)} (an ISO timestamp expected)"
         elif name == "params":
             if not isinstance(value, dict):
                 return f"wrong value type: params={_short(value)} (an object expected)"
+            pdups = sorted(getattr(value, "dups", frozenset()) & _PARAM_TYPES.keys())
+            if pdups:
+                return f"duplicate key: params.{pdups[0]}"
             for key, sub in _PARAM_TYPES.items():
                 v = value.get(key)
                 if v is None:
                     continue
                 if sub == "BOOLEAN":
-                    if not (isinstance(v, bool) or v in (0, 1) or (isinstance(v, str) and v.lower() in ("true", "false"))):
+                    if not (isinstance(v, bool | int | float) or (isinstance(v, str) and v.lower() in ("true", "false"))):
                         return f"wrong value type: params.{key}={_short(v)} (true/false expected)"
-                elif not _number_ok(v, sub == "BIGINT"):
+                elif _number_suspect(v, sub == "BIGINT"):
                     return f"wrong value type: params.{key}={_short(v)} (a number expected)"
-    if not isinstance(obj.get("stage"), str):
-        return "no stage" if obj.get("stage") is None else f"wrong value type: stage={_short(obj.get('stage'))}"
+    return None
+
+
+def _rule_problem(obj: dict) -> str | None:
+    """Rules 7-8: a line DuckDB reads that is still no event."""
+    if obj.get("stage") is None:
+        return "no stage"
     if obj.get("v") is None and obj.get("ts") is None:
-        stamp = obj.get("timestamp")
-        if stamp is None:
+        if obj.get("timestamp") is None:
             return "no timestamp (ts or timestamp)"
-        if not _time_ok(stamp):
-            return f"wrong value type: timestamp={_short(stamp)} (an ISO timestamp expected)"
     elif obj.get("ts") is None:
         return "no ts"
     return None
+
+
+def _has_lone_surrogate(obj) -> bool:
+    """A string with half a UTF-16 pair (JSON "\\ud800"): Python reads it, DuckDB does not."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _short(value) -> str:
@@ -449,20 +557,34 @@ def _short(value) -> str:
         return f"<text of {len(value)} characters>"
     if isinstance(value, (dict, list)):
         return f"<{type(value).__name__} of {len(value)} items>"
-    return json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, ensure_ascii=True)
+    except ValueError:
+        return repr(value)
 
 
-def _scan_lines(f: FileStats, clean: Path) -> list[int]:
-    """Copy the good lines of ``f`` into ``clean``; count the bad ones. The kept line numbers."""
-    kept: list[int] = []
+@dataclass
+class _Line:
+    line_no: int
+    raw: bytes
+    ts: object = None  # the ts value, to be checked by DuckDB
+    suspect: str | None = None  # a reason DuckDB may reject it for ("" when unknown)
+    rule: str | None = None  # rules 7-8, applied when DuckDB reads the line
+    bad: bool = False
+
+
+def _scan_lines(f: FileStats, pending: list[tuple[int, str]]) -> list[_Line]:
+    """The non-blank lines of ``f`` that rules 1-5, 7, 8 keep, with rule 6 suspects flagged;
+    bad ones are counted on ``f``."""
+    out: list[_Line] = []
     opener = gzip.open if f.display.endswith(".gz") else open
     line_no = 0
     try:
         src = opener(f.path, "rb")
     except OSError as exc:
         f.unreadable = f"cannot open ({exc.strerror or exc})"
-        return kept
-    with src, open(clean, "wb") as out:
+        return out
+    with src:
         try:
             while True:
                 raw = src.readline(MAX_LINE_BYTES + 2)
@@ -473,39 +595,75 @@ def _scan_lines(f: FileStats, clean: Path) -> list[int]:
                     # Skip the rest of an oversized line without holding it.
                     while raw and not raw.endswith(b"\n"):
                         raw = src.readline(1 << 20)
-                    _add_bad(f, line_no, f"line over {MAX_LINE_BYTES >> 20} MiB")
+                    pending.append((line_no, f"line over {MAX_LINE_BYTES >> 20} MiB"))
                     continue
-                reason = _line_problem(raw)
-                if reason is None:
-                    out.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                    kept.append(line_no)
-                elif reason != "blank":
-                    _add_bad(f, line_no, reason)
+                item = _judge(raw, line_no)
+                if item is None:
+                    continue
+                if isinstance(item, str):
+                    pending.append((line_no, item))
+                    continue
+                out.append(item)
         except (OSError, EOFError, zlib.error) as exc:
             # A corrupt or truncated .gz: what came before the damage is kept.
             f.unreadable = f"corrupt gzip after line {line_no} ({_one_line(exc)})"
-    return kept
+    return out
 
 
-def _line_problem(raw: bytes) -> str | None:
+def _parse(raw: bytes):
+    """(object, None) or (None, reason) for rules 1-5; (None, None) for a blank line; the
+    object is ``...`` (Ellipsis) when Python cannot parse it but DuckDB might (deep nesting)."""
     body = raw.rstrip(b"\r\n")
     if not body.strip():
-        return "blank"
+        return None, None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start}"
+        return None, f"invalid UTF-8 at byte {exc.start}"
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_pairs)
+    except RecursionError:
+        return ..., None
     except ValueError as exc:
         if not raw.endswith(b"\n"):
-            return "truncated line at end of file"
+            return None, "truncated line at end of file"
         msg = getattr(exc, "msg", str(exc))
         col = getattr(exc, "colno", None)
-        return f"malformed JSON ({msg}" + (f", column {col})" if col else ")")
+        return None, f"malformed JSON ({msg}" + (f", column {col})" if col else ")")
     if not isinstance(obj, dict):
-        return f"not a JSON object ({type(obj).__name__})"
-    return _type_problem(obj)
+        return None, f"not a JSON object ({type(obj).__name__})"
+    return obj, None
+
+
+def _judge(raw: bytes, line_no: int) -> _Line | str | None:
+    obj, reason = _parse(raw)
+    if reason is not None:
+        return reason
+    if obj is None:
+        return None
+    if obj is ...:
+        return _Line(line_no, raw, suspect="")  # nested deeper than Python reads: DuckDB decides
+    rule = _rule_problem(obj)
+    suspect = _type_problem(obj)
+    if suspect is None and _has_lone_surrogate(obj):
+        suspect = ""
+    if rule is not None and suspect is None:
+        return rule
+    # With a rule problem too, DuckDB may reject it first (its reason wins); else the rule's.
+    return _Line(line_no, raw, ts=obj.get("ts"), suspect=suspect, rule=rule)
+
+
+def _line_problem(raw: bytes) -> str | None:
+    """The reason a single line is bad by the Python rules (the Spark engine's reasons), or
+    None; rule 6 is reported as its suspicion."""
+    obj, reason = _parse(raw)
+    if reason is not None:
+        return reason
+    if obj is None:
+        return "blank"
+    if obj is ...:
+        return None
+    return _type_problem(obj) or _rule_problem(obj)
 
 
 def _one_line(exc: BaseException) -> str:
