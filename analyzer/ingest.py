@@ -318,41 +318,34 @@ class Reader:
 
     def _read_lines(self, f: FileStats, pending: list[tuple[int, str]]) -> None:
         clean = self.workdir / f"clean-{f.file_id}.jsonl"
-        lines = _scan_lines(f, pending)
-        if lines:
-            self._check_times(lines)
-            for item in lines:
-                if item.suspect is not None:
-                    verdict = self._duckdb_rejects(item.raw)
-                    if verdict is not None:
-                        pending.append((item.line_no, item.suspect or verdict))
-                        item.bad = True
-                if not item.bad and item.rule is not None:
-                    pending.append((item.line_no, item.rule))
-                    item.bad = True
-        kept = [item for item in lines if not item.bad]
-        if not kept:
-            return
-        with open(clean, "wb") as out:
-            for item in kept:
-                out.write(_clean_bytes(item.raw))
-        kept_no = [item.line_no for item in kept]
-        del lines, kept
-        try:
-            self._insert([(str(clean), f.file_id)])
-        except _OUR_BUGS:
-            raise
-        except duckdb.Error as exc:
-            # A rule the mirror does not know yet: the file's good lines are still read
-            # (lenient: a rejected line becomes an all-NULL row, counted below), never lost.
-            self._delete([f.file_id])
+        kept_no: list[int] = []  # line numbers of the rows inserted, in order
+        for chunk in _raw_chunks(f, pending):
+            # Most of a damaged file is fine: a chunk DuckDB reads as it is costs one read.
+            if self._insert_chunk(chunk, f.file_id, clean):
+                kept_no.extend(no for no, _ in chunk)
+                continue
+            kept = self._judge_chunk(chunk, pending)
+            if not kept:
+                continue
+            with open(clean, "wb") as out:
+                for _no, raw in kept:
+                    out.write(_clean_bytes(raw))
             try:
-                self._insert([(str(clean), f.file_id)], lenient=True)
-            except duckdb.Error:
-                f.unreadable = f"rejected by the reader ({_one_line(exc)[:160]})"
-                self._delete([f.file_id])
-                clean.unlink(missing_ok=True)
-                return
+                self._insert([(str(clean), f.file_id)])
+            except _OUR_BUGS:
+                raise
+            except duckdb.Error as exc:
+                # A rule the mirror does not know yet: the chunk's good lines are still read
+                # (lenient: a rejected line becomes an all-NULL row, counted below), never lost.
+                try:
+                    self._insert([(str(clean), f.file_id)], lenient=True)
+                except duckdb.Error:
+                    f.unreadable = f"rejected by the reader ({_one_line(exc)[:160]})"
+                    continue
+            kept_no.extend(no for no, _ in kept)
+        clean.unlink(missing_ok=True)
+        if not kept_no:
+            return
         # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
         bad = self.con.execute(
             f"""SELECT k, stage IS NULL, ts IS NULL FROM (
@@ -361,15 +354,58 @@ class Reader:
                 WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL""",
             [f.file_id],
         ).fetchall()
-        for k, no_stage, no_ts in bad:
-            line = kept_no[k - 1] if k - 1 < len(kept_no) else 0
-            pending.append((line, "no stage" if no_stage else ("unreadable time (timestamp)" if no_ts else "unreadable line")))
+        lines = {kept_no[k - 1]: (no_stage, no_ts) for k, no_stage, no_ts in bad if k - 1 < len(kept_no)}
+        rules = _rule_reasons(f, set(lines)) if lines else {}
+        for line, (no_stage, no_ts) in lines.items():
+            # The rule by the line itself (no ts, no timestamp) where it says; DuckDB's else.
+            fallback = "no stage" if no_stage else ("unreadable time (timestamp)" if no_ts else "unreadable line")
+            pending.append((line, rules.get(line) or fallback))
         if bad:
             self.con.execute(
                 f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
                 [f.file_id],
             )
         clean.unlink(missing_ok=True)
+
+    def _insert_chunk(self, chunk: list[tuple[int, bytes]], file_id: int, path: Path) -> bool:
+        """Insert a chunk of raw lines as they are when DuckDB reads them all (one statement;
+        nothing is kept when it fails). A chunk with a CR is judged line by line: the
+        line-length reader would end a line there."""
+        if any(b"\r" in raw for _no, raw in chunk):
+            return False
+        with open(path, "wb") as out:
+            for _no, raw in chunk:
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        try:
+            self._insert([(str(path), file_id)])
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            return False
+        return True
+
+    def _judge_chunk(self, chunk: list[tuple[int, bytes]], pending: list[tuple[int, str]]) -> list[tuple[int, bytes]]:
+        """The lines of a chunk DuckDB rejected that are events after all (LINE_RULES)."""
+        lines: list[_Line] = []
+        for no, raw in chunk:
+            item = _judge(raw, no)
+            if isinstance(item, str):
+                pending.append((no, item))
+            elif item is not None:
+                lines.append(item)
+        self._check_times(lines)
+        kept = []
+        for item in lines:
+            if item.suspect is not None:
+                verdict = self._duckdb_rejects(item.raw)
+                if verdict is not None:
+                    pending.append((item.line_no, item.suspect or verdict))
+                    continue
+            if item.rule is not None:
+                pending.append((item.line_no, item.rule))
+                continue
+            kept.append((item.line_no, item.raw))
+        return kept
 
     def _duckdb_rejects(self, raw: bytes) -> str | None:
         """DuckDB's own verdict on one line, read alone with the fast path's schema: None when
@@ -453,6 +489,7 @@ def _add_bad(f: FileStats, line: int, reason: str) -> None:
 # Rules 1-5 and 7-8 are sure in Python; rule 6 is DuckDB's alone: Python flags a superset of
 # suspects, DuckDB decides each.
 
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 _INT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _FLOAT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 _INT64 = 2**63
@@ -492,8 +529,9 @@ def _type_problem(obj: dict) -> str | None:
     dups = sorted(getattr(obj, "dups", frozenset()) & RAW_COLUMNS.keys())
     if dups:
         return f"duplicate key: {dups[0]}"
-    for name, kind in RAW_COLUMNS.items():
-        value = obj.get(name)
+    for name in obj.keys() & RAW_COLUMNS.keys():  # a line holds a few of the 46 fields
+        value = obj[name]
+        kind = RAW_COLUMNS[name]
         if value is None:
             continue
         if kind in ("BIGINT", "DOUBLE"):
@@ -573,17 +611,37 @@ class _Line:
     bad: bool = False
 
 
-def _scan_lines(f: FileStats, pending: list[tuple[int, str]]) -> list[_Line]:
-    """The non-blank lines of ``f`` that rules 1-5, 7, 8 keep, with rule 6 suspects flagged;
-    bad ones are counted on ``f``."""
-    out: list[_Line] = []
+def _rule_reasons(f: FileStats, wanted: set[int]) -> dict[int, str]:
+    """Rules 7-8 reasons of the lines ``wanted`` of ``f`` (one more pass, only when a read
+    line turned out to be no event)."""
+    out: dict[int, str] = {}
+    last = max(wanted)
+    with contextlib.suppress(OSError, EOFError, zlib.error):
+        with (gzip.open if f.display.endswith(".gz") else open)(f.path, "rb") as src:
+            for no, raw in enumerate(src, start=1):
+                if no in wanted:
+                    obj, _reason = _parse(raw)
+                    if isinstance(obj, dict) and (rule := _rule_problem(obj)):
+                        out[no] = rule
+                if no >= last:
+                    break
+    return out
+
+
+CHUNK_LINES = 16384  # lines per strict read in the slow path (a bad line costs its chunk's judging)
+
+
+def _raw_chunks(f: FileStats, pending: list[tuple[int, str]]):
+    """The non-blank lines of ``f`` as (line number, raw bytes), CHUNK_LINES at a time; lines
+    over 16 MiB are counted bad without being held; a corrupt .gz ends the lines there."""
     opener = gzip.open if f.display.endswith(".gz") else open
     line_no = 0
     try:
         src = opener(f.path, "rb")
     except OSError as exc:
         f.unreadable = f"cannot open ({exc.strerror or exc})"
-        return out
+        return
+    chunk: list[tuple[int, bytes]] = []
     with src:
         try:
             while True:
@@ -597,17 +655,17 @@ def _scan_lines(f: FileStats, pending: list[tuple[int, str]]) -> list[_Line]:
                         raw = src.readline(1 << 20)
                     pending.append((line_no, f"line over {MAX_LINE_BYTES >> 20} MiB"))
                     continue
-                item = _judge(raw, line_no)
-                if item is None:
-                    continue
-                if isinstance(item, str):
-                    pending.append((line_no, item))
-                    continue
-                out.append(item)
+                if not raw.rstrip(b"\r\n").strip():
+                    continue  # rule 1: blank
+                chunk.append((line_no, raw))
+                if len(chunk) >= CHUNK_LINES:
+                    yield chunk
+                    chunk = []
         except (OSError, EOFError, zlib.error) as exc:
             # A corrupt or truncated .gz: what came before the damage is kept.
             f.unreadable = f"corrupt gzip after line {line_no} ({_one_line(exc)})"
-    return out
+    if chunk:
+        yield chunk
 
 
 def _parse(raw: bytes):
@@ -645,7 +703,8 @@ def _judge(raw: bytes, line_no: int) -> _Line | str | None:
         return _Line(line_no, raw, suspect="")  # nested deeper than Python reads: DuckDB decides
     rule = _rule_problem(obj)
     suspect = _type_problem(obj)
-    if suspect is None and _has_lone_surrogate(obj):
+    # Only a \uD800-\uDFFF escape can make a lone surrogate (decoded UTF-8 never does).
+    if suspect is None and _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(obj):
         suspect = ""
     if rule is not None and suspect is None:
         return rule

@@ -138,5 +138,19 @@ def test_slow_path_reads_the_file_a_bounded_number_of_times(tmp_path, monkeypatc
     bads = {k: line(ts="2026-W48-1") for k in range(10, 2000, 50)}
     db, _ = read_file(tmp_path, with_bad(bads, n=2000))
     assert db.ingest["bad_lines"] == len(bads) and db.ingest["events"] == 2000 - len(bads)
-    # one strict read that fails, one of the cleaned lines: not one per bad line
-    assert calls == [False, False]
+    # the whole file (fails), its one chunk as it is (fails), the chunk's good lines: never
+    # one read per bad line
+    assert calls == [False, False, False]
+
+
+def test_damage_in_one_chunk_leaves_the_other_chunks_one_read_each(tmp_path, monkeypatch):
+    from analyzer import ingest
+
+    monkeypatch.setattr(ingest, "CHUNK_LINES", 100)
+    calls = []
+    real = Reader._insert
+    monkeypatch.setattr(Reader, "_insert", lambda self, loads, lenient=False: (calls.append(1), real(self, loads, lenient))[1])
+    db, _ = read_file(tmp_path, with_bad({150: line(ts="2026-W48-1"), 160: b"{bad\n"}, n=500))
+    assert samples(db)[0][0] == 150 and [n for n, _ in samples(db)] == [150, 160]
+    assert db.ingest["events"] == 498
+    assert len(calls) == 1 + 5 + 1  # the file, five chunks, the damaged chunk's good lines
