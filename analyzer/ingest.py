@@ -628,7 +628,7 @@ def _rule_reasons(f: FileStats, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-CHUNK_LINES = 16384  # lines per strict read in the slow path (a bad line costs its chunk's judging)
+CHUNK_LINES = 4096  # lines per strict read in the slow path (a bad line costs its chunk's judging)
 
 
 def _raw_chunks(f: FileStats, pending: list[tuple[int, str]]):
