@@ -6,11 +6,11 @@ DuckDB ``read_json`` and one explicit schema (``RAW_COLUMNS``: every v1 field pl
 the views ``events``, ``requests`` and ``sessions`` (docs/internals.md, docs/sql.md) over it, so
 queries never re-scan JSON. The table lives in the cache file (``analyzer.cache``) or in memory.
 
-Damaged input never aborts a run. A file is first read strictly (fast: one statement for a batch
-of files); a file that fails (malformed or truncated lines, wrong value types, invalid UTF-8,
-a line over 16 MiB, a line without stage or time) is scanned line by line in Python, and only
-its good lines go to DuckDB; the bad ones are counted per file with file, line and reason for
-the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
+Damaged input never aborts a run and costs exactly its own lines (``LINE_RULES``). A file is
+first read strictly (fast: one statement for a batch of files); a file that fails is re-read in
+chunks, and only a chunk DuckDB rejects is judged line by line (Python for what it is sure of,
+DuckDB for each suspect line alone), so its good lines go to DuckDB; the bad ones are counted
+per file with file, line and reason for the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
 ``skipped_files``; an unreadable or empty file is skipped and counted. ``InputError`` only when
 nothing is readable: a missing path, no log files.
 """
