@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 
 from analyzer import vl as alt
 
+from analyzer import textsafe
+
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
@@ -169,6 +171,7 @@ TIMELINE_SERIES = ("stage_latency_by_hour", "gpu_timeline", "errors_timeline", "
 
 
 def time_axis(model: dict) -> TimeAxis:
+    model = textsafe.for_charts(model)  # times a chart cannot place (year 1, BC) left out
     window = model.get("window") or {}
     first = window.get("first_event") or window.get("since")
     offset = 0.0
@@ -258,12 +261,18 @@ def fill_gaps(rows: list[dict], ts_key: str, keys: tuple[str, ...], value: str, 
         have = {t.timestamp() for t in times}
         t, added = times[0], 0
         while t < times[-1] and added < max_fill:
-            t = t + timedelta(seconds=step_s)
+            try:
+                t = t + timedelta(seconds=step_s)
+            except OverflowError:  # an event stamped in year 9999: no bucket after it
+                break
             if t.timestamp() not in have:
                 out.append({ts_key: t.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
                 added += 1
         # a step-after line ends at its last point: a closing zero lets the last bucket show its width
-        end = times[-1] + timedelta(seconds=step_s)
+        try:
+            end = times[-1] + timedelta(seconds=step_s)
+        except OverflowError:
+            continue
         out.append({ts_key: end.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
     return out
 
@@ -609,6 +618,7 @@ def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
 
 def build_charts(model: dict) -> list[Chart]:
     """All charts the model has data for, in report order."""
+    model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
     series = model.get("series") or {}
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
     kv_rules = {"kv_cache_bloat"}

@@ -241,24 +241,30 @@ def query(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
+    raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
 ) -> None:
-    """Run SQL over the logs (views: events, requests, sessions)."""
+    """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     if engine is Engine.spark:
         from analyzer.spark_engine import spark_query
 
         result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
     else:
-        from analyzer.ingest import run_query
+        # Refused before the logs are read; then one query in the sandbox (analyzer.sandbox):
+        # views, computed only as far as the query needs them.
+        import duckdb
 
-        # One query: views, computed only as far as the query needs them.
+        from analyzer.sandbox import check_statement, run_user_query
+
+        _run(check_statement, duckdb.connect(), sql, allow_files)
         db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
-        result = _run(run_query, db, sql)
-    _print_result(result, format.value)
+        result = _run(run_user_query, db, sql, allow_files)
+    _print_result(result, format.value, csv_guard=not raw_csv)
 
 
 @app.command()
 def session(
-    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID.")],
+    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID (put -- before an id that starts with -).")],
     format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -275,18 +281,20 @@ def session(
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
-        _fail(f"no events for session {session_id!r} in {', '.join(paths)}")
+        from analyzer.textsafe import visible
+
+        _fail(f"no events for session {visible(repr(session_id))} in {visible(', '.join(paths))}")
     _print_result(result, format.value)
 
 
-def _print_result(result, fmt: str) -> None:
+def _print_result(result, fmt: str, csv_guard: bool = True) -> None:
     """Print a query result; a closed pipe (`| head`) ends the command quietly."""
     import os
 
     from analyzer.output import write_result
 
     try:
-        write_result(result, fmt, sys.stdout)
+        write_result(result, fmt, sys.stdout, csv_guard=csv_guard)
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.

@@ -247,7 +247,11 @@ def render_template(name: str, **context) -> str:
 def chart_svg(spec: dict) -> str | None:
     """A chart drawn by vl-convert (the weekly page's dumbbell; the report uses `static_svg`,
     which needs no second chart engine); None if vl-convert cannot draw it."""
-    return _svg_for(json.dumps(spec, sort_keys=True))
+    from analyzer.textsafe import clean_tree
+
+    # A control character anywhere in the spec aborts the process inside vl-convert (a Rust
+    # panic, not an exception): the last guard before it (charts clean their data already).
+    return _svg_for(json.dumps(clean_tree(spec), sort_keys=True))
 
 
 @lru_cache(maxsize=64)

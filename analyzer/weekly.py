@@ -43,9 +43,16 @@ def parse_week(text: str) -> tuple[int, int]:
         raise UsageError(f"--week {text!r}: expected an ISO week like 2026-W48")
     year, week = int(m.group(1)), int(m.group(2))
     try:
-        date.fromisocalendar(year, week, 1)
+        monday = date.fromisocalendar(year, week, 1)
     except ValueError:
         raise UsageError(f"--week {text!r}: {year} has no ISO week {week}") from None
+    try:
+        # the week before (compared against) and the week's end must exist too, with a day of
+        # margin for any zone
+        monday - timedelta(days=8)
+        monday + timedelta(days=8)
+    except OverflowError:
+        raise UsageError(f"--week {text!r}: out of range (weeks of years 1 to 9999, not the first or last)") from None
     return year, week
 
 
@@ -422,8 +429,10 @@ def weekly_chart_svg(model: dict) -> str | None:
 
     from analyzer import charts
     from analyzer.render_html import chart_svg, stable_svg_ids
+    from analyzer.textsafe import visible
 
-    rows = [{"stage": r["stage"], "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+    # stage names come from the logs: vl-convert aborts on control characters (textsafe)
+    rows = [{"stage": visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
              "change": "regression" if r["p95_verdict"] == "regression" else
                        "improved" if r["p95_verdict"] == "improved" else "steady"}
             for r in model["stages"][:12]
