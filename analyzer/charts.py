@@ -16,9 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from analyzer import vl as alt
-
 from analyzer import textsafe
+from analyzer import vl as alt
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
