@@ -218,7 +218,7 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
     for r in reqs:
         ids = {"session_id": r.sid, "request_id": r.rid, **hid}
 
-        def ev(t, stage, **kw):
+        def ev(t, stage, ids=ids, **kw):
             out.append((t, {"v": 1, "ts": _ts(t), "stage": stage, **ids, **kw}))
 
         t = r.t0
@@ -269,6 +269,18 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
     return [(t, json.dumps(obj, separators=(",", ":"))) for t, obj in out]
 
 
+class _SeedLog:
+    """article 003 §2.2's log_event for one turn: naive local time, duration_ms -1 = unmeasured."""
+
+    def __init__(self, lines: list[str], sid: str, at: datetime):
+        self.lines, self.sid, self.at = lines, sid, at
+
+    def __call__(self, dt: float, stage: str, duration: float = -1, **kw) -> None:
+        ts = (self.at + timedelta(seconds=dt)).isoformat(timespec="milliseconds")
+        self.lines.append(json.dumps({"session_id": self.sid, "timestamp": ts, "stage": stage,
+                                      "duration_ms": round(duration, 2), **kw}, ensure_ascii=False))
+
+
 def _seed_lines(rng: Random) -> tuple[list[str], dict[str, str | None], dict]:
     """Article 003 §2.2's logger (naive Asia/Shanghai time, no host, pid or request id): sessions
     one after another; some sessions' reserved_mb climbs over turns either a few hundred ms apart
@@ -289,11 +301,7 @@ def _seed_lines(rng: Random) -> tuple[list[str], dict[str, str | None], dict]:
         fast = kind == "fast"
         first = None
         for turn in range(turns):
-            def log(dt, stage, duration=-1, **kw):
-                ts = (local0 + timedelta(seconds=t + dt)).isoformat(timespec="milliseconds")
-                lines.append(json.dumps({"session_id": sid, "timestamp": ts, "stage": stage,
-                                         "duration_ms": round(duration, 2), **kw}, ensure_ascii=False))
-
+            log = _SeedLog(lines, sid, local0 + timedelta(seconds=t))
             out = rng.randint(20, 40) if fast else rng.randint(120, 400)
             inf_s = out * 0.04 + 0.05
             alloc = WEIGHTS_MB + 60 + rng.uniform(0, 40)
