@@ -491,7 +491,7 @@ def rule_memory_leak(m, ingest, t) -> RuleOutcome:
             details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
                                                           "leak_per_request_mb", "requests", "reserved_first_mb",
                                                           "reserved_last_mb", "reserved_slope_mb_per_min",
-                                                          "samples", "minutes")}
+                                                          "samples", "minutes") if v.get(k) is not None}
                                   for v in hit[:MAX_DETAIL_ROWS]],
                      "checked_sessions": len(sessions)},
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],

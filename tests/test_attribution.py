@@ -103,7 +103,7 @@ def test_oom_fallback_keeps_the_cause():
     ).fetchall()
     assert len(rows) == len(sessions)
     for e2e, prefill, decode, attempts, failed_beams, beams in rows:
-        assert failed_beams == 5 and beams == 5 and e2e > prefill + decode
+        assert attempts == 2 and failed_beams == 5 and beams == 5 and e2e > prefill + decode
 
 
 def test_cpu_only_host_gets_no_gpu_verdict():
