@@ -16,11 +16,17 @@ WITH r AS (
 )
 SELECT
     a.host, a.pid, a.session_id, a.request_id, a.start_ts, a.gpu_delta_mb, a.rss_delta_mb,
-    list(b.session_id ORDER BY b.end_ts) FILTER (WHERE b.session_id IS NOT NULL) AS ended_during
+    list(b.session_id ORDER BY b.end_ts) FILTER (WHERE b.session_id IS NOT NULL AND b.end_ts < a.end_ts)
+        AS ended_during,
+    -- other requests' working memory (KV cache, activations) in the delta: + for one that started
+    -- during this request and still runs at its end, - for one that ran at its start and ended
+    -- during it; the rules fit its mean size per process alongside the sessions' leaks
+    count(b.request_id) FILTER (WHERE b.start_ts > a.start_ts AND b.end_ts >= a.end_ts)
+        - count(b.request_id) FILTER (WHERE b.start_ts <= a.start_ts AND b.end_ts < a.end_ts) AS transient_coef
 FROM r AS a
 LEFT JOIN r AS b
     ON b.host IS NOT DISTINCT FROM a.host AND b.pid IS NOT DISTINCT FROM a.pid
-   AND b.end_ts > a.start_ts AND b.end_ts < a.end_ts
+   AND b.end_ts > a.start_ts AND b.start_ts < a.end_ts
    AND NOT (b.session_id = a.session_id AND b.request_id = a.request_id)
 GROUP BY ALL
 ORDER BY a.host, a.pid, a.start_ts, a.session_id, a.request_id
