@@ -1,0 +1,231 @@
+"""A real Gradio server (tests/e2e/apps/gradio_chat.py) on 127.0.0.1, driven by gradio_client
+from one thread per session, with faults injected in known sessions; then ``dslogs analyze`` on
+what it logged must name each fault's sessions and nothing else.
+
+16 sessions x 4 turns. /chat (tracer.generate) and /chat_stream (tracer.stream_generate) each
+run at most 4 requests at once; 10 sessions use /chat, so its queue is where waits appear.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.e2e.apps.fake_gpu import FakeCuda
+from tests.e2e.apps.faults import HOST_LEAK_MB, Plan
+from tests.e2e.compat import HAS_COLLECTOR_API, HAS_DIAGNOSIS, HAS_REQUEST_SPAN, make_tracer
+from tests.e2e.findings import Expectation, analyze, fault_table, record_table, sessions_named
+from tests.e2e.logs import by_request, read_events
+
+gradio = pytest.importorskip("gradio")
+gradio_client = pytest.importorskip("gradio_client")
+
+SESSIONS, TURNS, CONCURRENCY = 16, 4, 4
+CALL_TIMEOUT_S = 60
+PLAN = {"s00": "beam", "s01": "beam", "s02": "max_tokens", "s03": "max_tokens", "s04": "oom",
+        "s05": "oom_fallback", "s06": "host_leak", "s07": "host_leak", "s08": "gpu_leak", "s09": "gpu_leak"}
+KEYS = [f"s{i:02d}" for i in range(SESSIONS)]
+# after the concurrent traffic, one plain and one streaming session alone on the server
+CALM, CALM_TURNS = ["s16", "s17"], 3
+HEALTHY = set(KEYS + CALM) - set(PLAN)
+# beam search cannot stream (transformers refuses a streamer with beams): those use /chat
+STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15", "s17"}
+NEEDS_DIAGNOSIS = "diagnosis (rules on per-request deltas, failed attempts' params)"
+
+
+def keys(plan_names):
+    return {k for k, f in PLAN.items() if f in plan_names}
+
+
+EXPECTED = [
+    Expectation("beam search (num_beams=2)", "beam_search", keys({"beam"})),
+    Expectation("num_beams=5 that OOMed (the OOM's cause)", "beam_search", keys({"oom", "oom_fallback"}),
+                needs=NEEDS_DIAGNOSIS),
+    Expectation("max_new_tokens=4096", "high_max_tokens", keys({"max_tokens"})),
+    Expectation("OOM in generate, no fallback", "oom", keys({"oom"})),
+    Expectation("OOM in generate, oom_fallback=True", "oom", keys({"oom_fallback"})),
+    Expectation(f"host leak {HOST_LEAK_MB} MiB/request", "rss_growth", keys({"host_leak"}),
+                needs="stream (rss_mb_before/after) + " + NEEDS_DIAGNOSIS),
+    Expectation("reserved GPU leak (per-process probe)", "memory_leak", keys({"gpu_leak"}),
+                needs="stream (memory_probe, reserved_mb_before/after) + " + NEEDS_DIAGNOSIS),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, model, tokenizer):
+    """Serve, drive, close; returns what the test needs to judge the logs."""
+    from tests.e2e.apps.gradio_chat import ChatApp, build_demo
+
+    log_dir = tmp_path_factory.mktemp("gradio") / "logs"
+    gpu = FakeCuda()
+    tracer = make_tracer(log_dir, memory_probe=gpu.probe)
+    app = ChatApp(tracer, model, tokenizer, gpu, Plan(PLAN))
+    demo = build_demo(app, concurrency_limit=CONCURRENCY)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    clients = {}
+    calls: dict[str, list[dict]] = {k: [] for k in KEYS + CALM}
+    start = threading.Barrier(SESSIONS, timeout=60)
+    t0 = time.perf_counter()
+    try:
+        for k in KEYS + CALM:
+            clients[k] = gradio_client.Client(url, verbose=False, download_files=False)
+
+        def user(k: str, turns: int = TURNS, together: bool = True) -> None:
+            api = "/chat_stream" if k in STREAMING else "/chat"
+            if together:
+                start.wait()  # every session's first message at once: /chat gets 10 for 4 slots
+            for turn in range(turns):
+                c0 = time.perf_counter()
+                job = clients[k].submit(f"[{k}] w{turn} w{turn + 7} question {turn}", api_name=api)
+                try:
+                    answer, error = job.result(timeout=CALL_TIMEOUT_S), None
+                except Exception as e:  # noqa: BLE001 - the OOM sessions' error comes back here
+                    answer, error = None, e
+                calls[k].append({"answer": answer, "error": error, "client_ms": (time.perf_counter() - c0) * 1000})
+
+        with ThreadPoolExecutor(SESSIONS) as pool:
+            for f in [pool.submit(user, k) for k in KEYS]:
+                f.result(timeout=CALL_TIMEOUT_S * TURNS)
+        for k in CALM:
+            user(k, CALM_TURNS, together=False)
+    finally:
+        drive_s = time.perf_counter() - t0
+        for c in clients.values():
+            c.close()
+        demo.close()
+        tracer.close()
+    sid_of = {k: c.session_hash for k, c in clients.items()}
+    return {"log_dir": log_dir, "app": app, "calls": calls, "sid_of": sid_of,
+            "key_of": {v: k for k, v in sid_of.items()}, "drive_s": drive_s}
+
+
+@pytest.fixture(scope="module")
+def events(served):
+    return read_events(served["log_dir"])
+
+
+@pytest.fixture(scope="module")
+def report(served):
+    return analyze(served["log_dir"])
+
+
+def test_every_call_answered_the_r1_way(served, events):
+    """The server really served: healthy answers are R1-shaped; only the no-fallback OOM
+    session got errors; the model's output lengths are what tiny_r1 forces."""
+    from tests.e2e.apps.tiny_r1 import OUTPUT_TOKENS, REASONING_LEN
+
+    for k, calls in served["calls"].items():
+        assert len(calls) == (CALM_TURNS if k in CALM else TURNS), k
+        for c in calls:
+            if PLAN.get(k) == "oom":
+                assert c["error"] is not None and c["answer"] is None, k
+            else:
+                assert c["error"] is None, (k, c["error"])
+                assert c["answer"].startswith("> w") and "</think>" not in c["answer"], (k, c["answer"])
+    ok = [e for e in events if e["stage"] == "request" and e.get("status") == "ok"]
+    assert len(ok) == (SESSIONS - 1) * TURNS + len(CALM) * CALM_TURNS
+    assert {e["output_len"] for e in ok} == {OUTPUT_TOKENS}
+    assert {e["reasoning_len"] for e in ok} == {REASONING_LEN}
+    assert {e["session_id"] for e in events if e.get("session_id")} == set(served["sid_of"].values())
+    print(f"drove {SESSIONS} sessions x {TURNS} turns + calm phase in {served['drive_s']:.1f} s")
+
+
+def generate_gaps(served, events, keys: set[str]) -> dict[str, list[tuple[float, float]]]:
+    """(app's generate ms - (prefill + decode), app's ms) per successful single-attempt request
+    of the sessions ``keys``, split plain / stream."""
+    reqs = by_request(events)
+    gaps: dict[str, list] = {"plain": [], "stream": []}
+    for rid, (sid, app_ms) in served["app"].generate_ms.items():
+        key = served["key_of"][sid]
+        ev = reqs.get(rid, {})
+        if key not in keys or "prefill" not in ev or "decode" not in ev or any(e.get("fallback") for e in ev.values()):
+            continue
+        spans = ev["prefill"]["duration_ms"] + ev["decode"]["duration_ms"]
+        gaps["stream" if key in STREAMING else "plain"].append((app_ms - spans, app_ms))
+    return gaps
+
+
+def test_prefill_plus_decode_is_the_apps_generate_time(served, events):
+    """prefill + decode sits inside the app's own perf_counter around tracer.generate (or the
+    stream loop) and, for the answer-at-once handler, within a few ms of it."""
+    busy = generate_gaps(served, events, set(KEYS))
+    calm = generate_gaps(served, events, set(CALM))
+    assert len(busy["plain"]) >= 30 and len(busy["stream"]) >= 20, {k: len(v) for k, v in busy.items()}
+    assert len(calm["plain"]) == len(calm["stream"]) == CALM_TURNS
+    for kind, rows in list(busy.items()) + list(calm.items()):
+        for gap, app_ms in rows:
+            assert gap >= -0.5, (kind, gap, app_ms)  # never longer than the call around them
+    # Alone on the server: within 3 ms every time.
+    assert max(g for g, _ in calm["plain"]) <= 3.0, calm["plain"]
+    # 8 generating threads on 2 cores: GIL switches (5 ms each) land outside the spans too, but
+    # the median call stays within two of them (a span that missed prefill would be ~8 ms off
+    # even alone, a missed decode ~70 ms).
+    busy_plain = sorted(g for g, _ in busy["plain"])
+    assert statistics.median(busy_plain) <= 10.0, busy_plain
+    # A stream ends when the handler has handed Gradio its last piece, so the app's time holds
+    # Gradio's per-piece work too; alone it is still close to the spans.
+    assert statistics.median(g for g, _ in calm["stream"]) <= 15.0, calm["stream"]
+
+
+@pytest.mark.parametrize("exp", EXPECTED, ids=[f"{e.rule}:{e.fault}" for e in EXPECTED])
+def test_fault_found_in_exactly_its_sessions(served, report, exp, request):
+    missing = [b for b, ok in (("stream", HAS_COLLECTOR_API), ("diagnosis", HAS_DIAGNOSIS)) if not ok and b in exp.needs]
+    if missing:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"needs branch(es) {missing}: {exp.needs}"))
+    row = next(r for r in fault_table(report, served["key_of"], EXPECTED, HEALTHY) if r["fault"] == exp.fault)
+    assert (row["found"], row["extra"]) == (exp.keys, set()), row
+
+
+def test_no_finding_names_a_healthy_session(served, report):
+    rows = fault_table(report, served["key_of"], EXPECTED, HEALTHY)
+    record_table("Gradio ChatInterface: /chat (tracer.generate) + /chat_stream (tracer.stream_generate)", rows)
+    assert rows[-1]["extra"] == set(), rows[-1]
+    # and a faulty session is named only by its own faults' rules
+    named = sessions_named(report)
+    for key, fault in PLAN.items():
+        sid = served["sid_of"][key]
+        rules = {rule for rule, ids in named.items() if sid in ids}
+        expected = {e.rule for e in EXPECTED if key in e.keys}
+        assert rules <= expected, (key, fault, rules - expected)
+
+
+@pytest.mark.xfail(not HAS_REQUEST_SPAN, strict=True, reason="needs branch stream: tracer.request() records Gradio's queue wait")
+def test_queue_wait_is_recorded_when_concurrency_is_exceeded(served, events):
+    """10 sessions start /chat at once for 4 slots: 6 wait. The wait is a `queue` stage and
+    is part of the request's end-to-end time, which then explains what the client saw."""
+    reqs = by_request(events)
+    queue = [ev for ev in reqs.values() if "queue" in ev]
+    assert len(queue) >= SESSIONS * TURNS - TURNS, len(queue)  # every served request (OOMs too)
+    waits = sorted(ev["queue"]["duration_ms"] for ev in queue)
+    assert all(w >= 0 for w in waits)
+    assert sum(w > 20 for w in waits) >= 4, waits  # the first wave alone queues 6 /chat requests
+    for ev in queue:
+        assert ev["queue"].get("source") == "gradio", ev["queue"]
+        if "request" in ev:
+            assert ev["request"]["duration_ms"] >= ev["queue"]["duration_ms"] - 0.01, ev
+    # What the client saw vs what dslogs reports end to end, per call of the first wave
+    gaps = []
+    for key in KEYS:
+        sid = served["sid_of"][key]
+        mine = sorted((e for e in reqs.values() if "request" in e and e["request"]["session_id"] == sid),
+                      key=lambda e: e["request"]["ts"])
+        for call, ev in zip(served["calls"][key], mine, strict=False):
+            gaps.append(call["client_ms"] - ev["request"]["duration_ms"])
+    assert statistics.median(gaps) <= 60.0, sorted(gaps)
+
+
+def test_drive_time_is_bounded(served):
+    assert served["drive_s"] < 120, served["drive_s"]
