@@ -74,7 +74,8 @@ class Tracer:
                  max_bytes: int = DEFAULT_MAX_BYTES, *, gzip: bool = False,
                  queue_size: int = DEFAULT_QUEUE_SIZE, flush_interval_s: float = 0.1,
                  health_interval_s: float = 60.0, host: str | None = None, clock=None,
-                 samplers=None, sample_interval_s: float = 5.0, _write=os.write, _stderr=None):
+                 samplers=None, sample_interval_s: float = 5.0, memory_probe=None, _write=os.write,
+                 _stderr=None):
         if log_dir is None:
             log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
         self.log_dir = os.path.abspath(os.fspath(log_dir))  # an app's later chdir must not move logs
@@ -89,7 +90,8 @@ class Tracer:
         self._said_closed = False
         self._samplers = None
         self._sampler_args = None
-        self._tokenize_ms: dict = {}  # request_id -> tokenize ms, for the request summary's ttft
+        self._requests: dict = {}  # request_id -> open RequestSpan (collector/request.py)
+        self._memory_probe = memory_probe  # () -> {"reserved_mb", "allocated_mb"} | None
         self._writer = Writer(self._queue, log_dir=self.log_dir, prefix=prefix, max_bytes=max_bytes,
                               gzip_closed=gzip, clock=self._clock, host=host, poll_s=flush_interval_s,
                               health_interval_s=health_interval_s, write=_write, stderr=_stderr)
@@ -231,6 +233,47 @@ class Tracer:
 
         return traced_tokenize(self, tokenizer, text, session_id=session_id, request_id=request_id,
                                device=device, log_text=log_text, **tokenizer_kwargs)
+
+    def stream_generate(self, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                        think_end_token_id=None, oom_fallback: bool = False, log_text: bool = False,
+                        timeout_s: float | None = None, **generate_kwargs):
+        """Streaming ``generate``: yields decoded text pieces as they are generated (generate runs
+        on its own thread, feeding a TextIteratorStreamer); the same events as ``generate``.
+        When generate raises, the stream ends and the exception is re-raised here after its
+        ``error`` event; closing the generator early stops generation. Beam search raises
+        ValueError at once. See collector/hf.py."""
+        from collector.hf import stream_generate
+
+        return stream_generate(self, model, inputs, session_id=session_id, request_id=request_id,
+                               tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                               oom_fallback=oom_fallback, log_text=log_text, timeout_s=timeout_s,
+                               **generate_kwargs)
+
+    # -- request spans (collector/request.py) -----------------------------------------------
+    def request(self, *, session_id=None, request_id=None, **fields):
+        """``with tracer.request(session_id=s, request_id=r):`` around a whole handler: one
+        ``request`` event at its exit, with duration_ms, ttft_ms, device, inflight, attempts and
+        memory/RSS before and after; tokenize/generate/stream_generate with the same request_id
+        report into it. Reads Gradio's queue wait itself (GRADIO_PROFILING=1)."""
+        from collector.request import RequestSpan
+
+        return RequestSpan(self, session_id, request_id, fields)
+
+    def queue_wait(self, ms: float, *, session_id=None, request_id=None, source: str | None = None,
+                   **fields) -> None:
+        """A ``queue`` event: the request waited ``ms`` before its handler ran. Counted in the
+        open request span's duration_ms and ttft_ms (if one is open for ``request_id``)."""
+        try:
+            span = self._requests.get(request_id) if request_id is not None else None
+            if span is not None and not span.closed:
+                span.set_queue(float(ms), source=source, **fields)
+                return
+            f = dict(fields, session_id=session_id, request_id=request_id)
+            if source is not None:
+                f["source"] = source
+            self.event_at(self._clock() - float(ms) / 1000.0, "queue", float(ms), **f)
+        except Exception:
+            pass
 
     # -- process lifecycle -----------------------------------------------------------------
     def _after_fork_in_child(self) -> None:
