@@ -24,7 +24,7 @@ import struct
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: request fields of issue 12 (device, inflight, memory before/after)
 FINGERPRINT_BYTES = 64 << 10
 
 

@@ -66,6 +66,15 @@ RAW_COLUMNS: dict[str, str] = {
     "cpu_pct": "DOUBLE", "threads": "BIGINT", "queued": "BIGINT", "written": "BIGINT",
     "dropped": "BIGINT", "bytes_written": "BIGINT",
 }  # fmt: skip
+# Per-request fields of the collector -> analyzer contract (TEAM.md, issue 12): the device, the
+# requests in flight and what the request changed in the process's memory (before/after).
+REQUEST_FIELDS: dict[str, str] = {
+    "device": "VARCHAR", "inflight": "BIGINT", "attempts": "BIGINT",
+    "reserved_mb_before": "DOUBLE", "reserved_mb_after": "DOUBLE",
+    "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
+    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "source": "VARCHAR",
+}  # fmt: skip
+RAW_COLUMNS.update(REQUEST_FIELDS)
 _PARAM_TYPES = {"num_beams": "BIGINT", "max_new_tokens": "BIGINT", "temperature": "DOUBLE",
                 "top_p": "DOUBLE", "do_sample": "BOOLEAN"}  # fmt: skip
 
@@ -80,6 +89,7 @@ EVENT_COLUMNS = [
     "temp_c", "sm_clock_mhz", "rss_mb", "cpu_pct", "threads", "queued", "written", "dropped",
     "bytes_written", "source_format", "source_file", "line_bytes",
 ]  # fmt: skip
+EVENT_COLUMNS[EVENT_COLUMNS.index("source_format"):EVENT_COLUMNS.index("source_format")] = list(REQUEST_FIELDS)
 
 
 @cache
@@ -858,7 +868,7 @@ def _event_type(column: str) -> str:
     if column == "ts":
         return "TIMESTAMPTZ"
     if column in ("source_file", "source_format", "stage", "session_id", "request_id", "host", "status",
-                  "finish_reason", "error_type", "error_msg", "failed_stage"):
+                  "finish_reason", "error_type", "error_msg", "failed_stage", "device", "source"):
         return "VARCHAR"
     if column == "do_sample":
         return "BOOLEAN"

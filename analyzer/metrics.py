@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from analyzer.resources import load_query, query_names
@@ -60,6 +60,11 @@ METRIC_QUERIES: tuple[str, ...] = (
     "collector_health",
     "slowest_sessions",
     "session_summary",
+    "request_memory_deltas",
+    "memory_per_process",
+    "host_devices",
+    "future_events",
+    "session_id_coverage",
 )
 # Queries that need session ids picked by the rules (run after them, see report.py).
 DRILLDOWN_QUERIES: tuple[str, ...] = ("session_requests",)
@@ -122,6 +127,8 @@ def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
         "limit": int(rep["slowest_sessions"]),
         "max_requests": int(rep["detail_requests"]),
         "max_heartbeat_gap_s": float(t["log_volume"]["max_heartbeat_gap_s"]),
+        "future_margin_min": int(t["report"]["future_margin_min"]),
+        "now": datetime.now(UTC).isoformat(),
         **BINS,
     }
 

@@ -304,30 +304,213 @@ def _host_findings(rule, hit, *, value_key, threshold, unit, message_of, section
 # -- memory ------------------------------------------------------------------------------------
 
 
+def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
+    """session -> (memory its requests keep per request, requests) from per-request deltas.
+
+    torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
+    of the other requests of its process that ended while it ran (``ended_during``). Model each
+    delta as the sum of those requests' per-session leak rates and fit the rates by least squares
+    (coordinate descent: each sweep sets one session's rate to its exact minimiser given the
+    others); other requests' transient allocations come and go and average out.
+    """
+    eqs: list[tuple[float, dict[str, int]]] = []
+    for r in rows:
+        delta = r.get(key)
+        if delta is None or r.get("session_id") is None:
+            continue
+        coef = {r["session_id"]: 1}
+        for sid in r.get("ended_during") or []:
+            coef[sid] = coef.get(sid, 0) + 1
+        eqs.append((float(delta), coef))
+    by_session: dict[str, list[int]] = {}
+    own: dict[str, int] = {}
+    for k, (_d, coef) in enumerate(eqs):
+        for sid in coef:
+            by_session.setdefault(sid, []).append(k)
+    for r in rows:
+        if r.get(key) is not None and r.get("session_id") is not None:
+            own[r["session_id"]] = own.get(r["session_id"], 0) + 1
+    rate = dict.fromkeys(by_session, 0.0)
+    pred = [0.0] * len(eqs)
+    for _ in range(sweeps):
+        moved = 0.0
+        for sid, ks in by_session.items():
+            num = den = 0.0
+            for k in ks:
+                d, coef = eqs[k]
+                c = coef[sid]
+                num += c * (d - (pred[k] - c * rate[sid]))
+                den += c * c
+            new = num / den
+            step = new - rate[sid]
+            if step:
+                for k in ks:
+                    pred[k] += eqs[k][1][sid] * step
+                rate[sid] = new
+                moved = max(moved, abs(step))
+        if moved < 0.01:
+            break
+    return {sid: (rate[sid], own[sid]) for sid in own}
+
+
+def _process_key(r: dict) -> tuple:
+    return (r.get("host"), r.get("pid"))
+
+
+def _proc_name(key: tuple) -> str:
+    host, pid = key
+    return f"{host or 'the unnamed host'}/{pid}" if pid is not None else (host or "the unnamed host")
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return bool(a.get("first_ts") and b.get("first_ts") and a["first_ts"] <= b["last_ts"] and b["first_ts"] <= a["last_ts"])
+
+
+def cpu_only_hosts(m: dict) -> set:
+    """Hosts whose requests ran on a CPU device and that show nothing GPU-ish (issue 12)."""
+    return {
+        r["host"] for r in m.get("host_devices", [])
+        if (r.get("cpu_device_events") or 0) > 0 and not r.get("gpu_device_events")
+        and not r.get("gpu_samples") and not r.get("gpu_memory_readings")
+    }
+
+
+def memory_leak_verdicts(m: dict, t: dict) -> dict:
+    """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
+    the checklist's reserved_band row so that they agree on every session.
+
+    Sessions whose requests carry before/after deltas: the memory their own requests keep
+    (``attribute_deltas``), times their requests. Others (older logs, the seed format): the turn
+    check of 003 §5.3, reserved_mb at the last turn minus the first, whatever the time between
+    turns. A session flags when that exceeds rise_mb. Snapshot verdicts that would name most of the
+    sessions active at the same time in one process become that process's finding; so does growth
+    of a process's reserved memory that flagged sessions do not explain.
+    """
+    th = t["memory_leak"]
+    cpu = cpu_only_hosts(m)
+    deltas = [r for r in m.get("request_memory_deltas", []) if r.get("host") not in cpu]
+    rates = attribute_deltas(deltas, "gpu_delta_mb")
+    sessions: dict[str, dict] = {}
+    for sid, (rate, n) in rates.items():
+        if n < th["min_samples"]:
+            continue
+        sessions[sid] = {"session_id": sid, "basis": "request deltas", "leak_per_request_mb": rate, "requests": n,
+                         "rise_mb": rate * n,
+                         "flagged": rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]}
+    hosts = {r["session_id"]: r for r in deltas}
+    for sid, r in hosts.items():
+        if sid in sessions:
+            sessions[sid].update(host=r.get("host"), pid=r.get("pid"))
+    snaps = [r for r in m.get("memory_per_session", [])
+             if r.get("host") not in cpu and r["session_id"] not in rates
+             and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None]
+    for r in snaps:
+        rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
+        sessions[r["session_id"]] = {
+            "session_id": r["session_id"], "host": r.get("host"), "pid": r.get("pid"), "basis": "reserved_mb over turns",
+            "rise_mb": rise, "reserved_first_mb": r["reserved_first_mb"], "reserved_last_mb": r.get("reserved_last_mb"),
+            "reserved_slope_mb_per_min": r.get("reserved_slope_mb_per_min"), "samples": r.get("samples"),
+            "minutes": r.get("minutes"), "first_ts": r.get("first_ts"), "last_ts": r.get("last_ts"),
+            "flagged": rise > th["rise_mb"],
+        }
+    processes: list[dict] = []
+    # Snapshot verdicts in one process: most of the sessions active at once flagged -> the process.
+    by_proc: dict[tuple, list[dict]] = {}
+    for v in sessions.values():
+        if v["basis"] != "request deltas":
+            by_proc.setdefault(_process_key(v), []).append(v)
+    for key, group in by_proc.items():
+        flagged = [v for v in group if v["flagged"]]
+        # For each flagged session, the sessions of its process active at the same time (itself
+        # included) and the share of them flagged: near 1 when per-process reserved rose under all.
+        co = {v["session_id"]: [u for u in group if u is v or _overlap(u, v)] for v in flagged}
+        crowded = [v for v in flagged if len(co[v["session_id"]]) >= 3]
+        if len(crowded) < 3:
+            continue
+        shares = sorted(sum(1 for u in co[v["session_id"]] if u["flagged"]) / len(co[v["session_id"]]) for v in crowded)
+        if shares[len(shares) // 2] > th["most_sessions_share"]:
+            for v in flagged:
+                v["flagged"] = False
+                v["process_scoped"] = True
+            active = {u["session_id"] for v in flagged for u in co[v["session_id"]]}
+            first = min(flagged, key=lambda v: v.get("first_ts") or "")
+            last = max(flagged, key=lambda v: v.get("last_ts") or "")
+            processes.append({"host": key[0], "pid": key[1], "sessions": len(active), "flagged_sessions": len(flagged),
+                              "rise_mb": max(v["rise_mb"] for v in flagged), "first_ts": first.get("first_ts"),
+                              "last_ts": last.get("last_ts"), "basis": "reserved_mb snapshots"})
+    # Delta-measured processes: reserved growth that flagged sessions do not explain.
+    explained: dict[tuple, float] = {}
+    for v in sessions.values():
+        if v["basis"] == "request deltas" and v["flagged"]:
+            explained[_process_key(v)] = explained.get(_process_key(v), 0.0) + v["rise_mb"]
+    for p in m.get("memory_per_process", []):
+        if p.get("host") in cpu or p.get("reserved_settled_mb") is None or p.get("reserved_last_mb") is None:
+            continue
+        # From the end of the first quarter of its requests: the caching allocator's reserved
+        # high-water steps up under the first peak of load once per process, not a leak.
+        rise = p["reserved_last_mb"] - p["reserved_settled_mb"]
+        rest = rise - explained.get(_process_key(p), 0.0)
+        if rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
+            processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
+                              "inflight_max": p.get("inflight_max"), "rise_mb": rise, "unexplained_mb": rest,
+                              "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
+                              "basis": "request before/after"})
+    return {"sessions": sessions, "processes": processes}
+
+
+def _mib(x: float) -> str:
+    return f"{x / 1024:.1f} GiB" if abs(x) >= 1024 else f"{_fmt(x)} MiB"
+
+
 def rule_memory_leak(m, ingest, t) -> RuleOutcome:
     th = t["memory_leak"]
-    rows = [
-        {**r, "rise_mb": (r.get("reserved_last_mb") or 0) - (r.get("reserved_first_mb") or 0)}
-        for r in m.get("memory_per_session", [])
-        if (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_slope_mb_per_min") is not None
-    ]
-    return _session_rule(
-        "memory_leak",
-        rows,
-        lambda r: r["reserved_slope_mb_per_min"] > th["slope_mb_per_min"] and r["rise_mb"] > th["rise_mb"],
-        lambda r: r["reserved_slope_mb_per_min"],
-        threshold=th["slope_mb_per_min"],
-        unit="MiB/min",
-        describe=lambda n, v: (
-            f"reserved GPU memory climbs up to {_fmt(v)} MiB/min (and rises more than {_fmt(th['rise_mb'])} MiB) "
-            f"in {_plural(n, 'session')}"
-        ),
-        section="memory",
-        chart="memory_timeline",
-        detail_keys=("reserved_slope_mb_per_min", "reserved_r2", "rise_mb", "reserved_first_mb",
-                     "reserved_last_mb", "minutes", "samples"),
-        no_data_reason=f"no session has {th['min_samples']}+ gpu_memory snapshots",
-    )
+    verdicts = memory_leak_verdicts(m, t)
+    sessions, processes = verdicts["sessions"], verdicts["processes"]
+    if not sessions and not processes:
+        cpu = cpu_only_hosts(m)
+        why = f"; {_plural(len(cpu), 'host')} without a GPU (device cpu)" if cpu else ""
+        return RuleOutcome("memory_leak", "no_data",
+                           f"no session has {th['min_samples']}+ gpu_memory snapshots or memory deltas{why}")
+    findings = []
+    hit = sorted((v for v in sessions.values() if v["flagged"]), key=lambda v: (-v["rise_mb"], v["session_id"]))
+    if hit:
+        by_delta = [v for v in hit if v["basis"] == "request deltas"]
+        parts = []
+        if by_delta:
+            parts.append(f"requests keep up to {_fmt(max(v['leak_per_request_mb'] for v in by_delta))} MiB of GPU "
+                         f"memory each (other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
+        if len(by_delta) < len(hit):
+            parts.append(f"reserved_mb rises up to {_fmt(max(v['rise_mb'] for v in hit if v['basis'] != 'request deltas'))} "
+                         f"MiB over consecutive turns in {_plural(len(hit) - len(by_delta), 'session')}")
+        findings.append(finding(
+            "memory_leak", scope="session", value=hit[0]["rise_mb"], threshold=th["rise_mb"], unit="MiB",
+            message="; ".join(parts) + f" (more than {_fmt(th['rise_mb'])} MiB per session, 003 §5.3)",
+            section="memory", chart="memory_timeline",
+            details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
+                                                          "leak_per_request_mb", "requests", "reserved_first_mb",
+                                                          "reserved_last_mb", "reserved_slope_mb_per_min",
+                                                          "samples", "minutes")}
+                                  for v in hit[:MAX_DETAIL_ROWS]],
+                     "checked_sessions": len(sessions)},
+            session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
+        ))
+    for p in processes:
+        if p["basis"] == "request before/after":
+            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved +{_mib(p['rise_mb'])} over "
+                   f"{_fmt(p.get('minutes') or 0, 0)} min across {_plural(p.get('sessions') or 0, 'session')} "
+                   f"(up to {p.get('inflight_max') or 1} requests at once); no session stands out")
+        else:
+            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved_mb rises up to {_mib(p['rise_mb'])} in "
+                   f"{p['flagged_sessions']} of the {p['sessions']} sessions it served at the same time: torch "
+                   "reports memory per process, so no session stands out")
+        findings.append(finding(
+            "memory_leak", scope="process", value=p["rise_mb"], threshold=th["rise_mb"], unit="MiB", message=msg,
+            section="memory", chart="memory_timeline", details=p, hosts=[p.get("host")],
+        ))
+    if not findings:
+        return RuleOutcome("memory_leak", "pass", f"{_plural(len(sessions), 'session')} checked")
+    return RuleOutcome("memory_leak", "fired", f"{_plural(len(hit), 'session')}, {_plural(len(processes), 'process')}",
+                       findings)
 
 
 def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
@@ -546,13 +729,24 @@ def rule_slow_decode(m, ingest, t) -> RuleOutcome:
 def rule_beam_search(m, ingest, t) -> RuleOutcome:
     th = t["beam_search"]["num_beams"]
     rows = [r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0]
-    return _session_rule(
+    outcome = _session_rule(
         "beam_search", rows, lambda r: r["num_beams_max"] > th, lambda r: r["num_beams_max"],
         threshold=th, unit="beams",
         describe=lambda n, v: f"generate runs beam search (num_beams = {_fmt(v)}) in {_plural(n, 'session')}",
-        section="latency", chart=None, detail_keys=("num_beams_max", "beam_requests", "requests"),
+        section="latency", chart=None,
+        detail_keys=("num_beams_max", "beam_requests", "requests", "beam_failed_requests", "beam_fallback_requests"),
         no_data_reason="no request logged generate params (num_beams)",
     )
+    # A failed attempt's params (error event) keep the cause visible behind a fallback (003 §3.2).
+    for f in outcome.findings:
+        flagged = set(f["session_ids"])
+        fb = [r for r in rows if r["session_id"] in flagged and (r.get("beam_fallback_requests") or 0) > 0]
+        if fb:
+            beams = max(r.get("failed_num_beams_max") or 0 for r in fb)
+            f["message"] += (f"; OOM with num_beams={_fmt(beams)}, then greedy fallback in "
+                             f"{_plural(sum(r['beam_fallback_requests'] for r in fb), 'request')} of "
+                             f"{_plural(len(fb), 'session')}")
+    return outcome
 
 
 def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
@@ -724,25 +918,55 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
             for r in m.get("rss_per_process", []) if (r.get("samples") or 0) >= th["min_samples"]]
-    if not rows:
+    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb")
+    if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
-    hit = [
-        r for r in rows
-        if r["rise_mb"] > th["rise_mb"] and (r.get("rss_slope_mb_per_min") or 0) > 0
-        and (r.get("rss_r2") or 0) >= th["min_r2"]
-    ]
-    if not hit:
-        return RuleOutcome("rss_growth", "pass", f"{_plural(len(rows), 'process')} checked")
-    findings = _host_findings(
+    host_of = {r["session_id"]: (r.get("host"), r.get("pid")) for r in m.get("request_memory_deltas", [])}
+    leaky = sorted(
+        ({"session_id": sid, "host": host_of[sid][0], "pid": host_of[sid][1], "rss_kept_per_request_mb": rate,
+          "requests": n, "rss_kept_mb": rate * n}
+         for sid, (rate, n) in rates.items()
+         if n >= th["min_samples"] and rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]),
+        key=lambda v: (-v["rss_kept_mb"], v["session_id"]),
+    )  # fmt: skip
+    findings = []
+    if leaky:
+        findings.append(finding(
+            "rss_growth", scope="session", value=leaky[0]["rss_kept_mb"], threshold=th["rise_mb"], unit="MiB",
+            message=(f"host memory (RSS) kept by their own requests: up to {_fmt(leaky[0]['rss_kept_mb'])} MiB "
+                     f"({_fmt(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
+            section="memory", chart=None, details={"sessions": leaky[:MAX_DETAIL_ROWS]},
+            session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
+        ))
+    pinned: dict[tuple, float] = {}
+    for v in leaky:
+        pinned[(v["host"], v["pid"])] = pinned.get((v["host"], v["pid"]), 0.0) + v["rss_kept_mb"]
+    hit = []
+    for r in rows:
+        linear = (r["rise_mb"] > th["rise_mb"] and (r.get("rss_slope_mb_per_min") or 0) > 0
+                  and (r.get("rss_r2") or 0) >= th["min_r2"])
+        stairs = (r.get("rss_held_rise_mb") or 0) > th["held_rise_mb"]
+        growth = max(r["rise_mb"], r.get("rss_held_rise_mb") or 0)
+        rest = growth - pinned.get((r.get("host"), r.get("pid")), 0.0)
+        # What sessions' own requests explain is theirs; the process keeps the rest, if most.
+        if (linear or stairs) and rest > th["rise_mb"] and rest > 0.5 * growth:
+            hit.append({**r, "shape": "steady" if linear else "steps"})
+    findings += _host_findings(
         "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MiB", scope="process",
         message_of=lambda r: (
             f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MiB "
-            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {_fmt(r.get('rss_r2'), 2)})"
+            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {_fmt(r.get('rss_r2'), 2)}"
+            + (f"; in steps, {_fmt(r.get('rss_held_rise_mb'))} MiB held" if r["shape"] == "steps" else "")
+            + ("; no session stands out" if rates else "") + ")"
         ),
         section="memory", chart=None,
-        detail_keys=("pid", "rss_first_mb", "rss_last_mb", "rss_slope_mb_per_min", "rss_r2", "minutes", "samples"),
+        detail_keys=("pid", "rss_first_mb", "rss_last_mb", "rss_slope_mb_per_min", "rss_r2", "rss_held_rise_mb",
+                     "shape", "minutes", "samples"),
     )
-    return RuleOutcome("rss_growth", "fired", _plural(len(hit), "process"), findings)
+    if not findings:
+        return RuleOutcome("rss_growth", "pass", f"{_plural(len(rows), 'process')} checked")
+    return RuleOutcome("rss_growth", "fired", f"{_plural(len(leaky), 'session')}, {_plural(len(hit), 'process')}",
+                       findings)
 
 
 def rule_log_volume(m, ingest, t) -> RuleOutcome:
@@ -805,6 +1029,24 @@ def rule_bad_lines(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("bad_lines", "fired", _plural(bad, "line"), [f])
 
 
+# Rules that judge the GPU: hosts without one (cpu_only_hosts) get no verdict from them (issue 12).
+GPU_RULES = ("memory_leak", "ghost_memory", "gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash")
+# metric table -> its host column: rows the GPU rules read.
+_GPU_TABLES = ("gpu_wait_per_session", "decode_per_session", "memory_per_session", "memory_per_host",
+               "gpu_util_while_busy", "gpu_util_per_host_requests", "gpu_per_host", "gpu_memory_swing")  # fmt: skip
+
+
+def without_cpu_hosts(m: dict) -> dict:
+    """The metric tables with the rows of CPU-only hosts left out of the GPU tables."""
+    cpu = cpu_only_hosts(m)
+    if not cpu:
+        return m
+    out = dict(m)
+    for name in _GPU_TABLES:
+        out[name] = [r for r in m.get(name, []) if r.get("host") not in cpu]
+    return out
+
+
 RULES: dict[str, Callable] = {
     "memory_leak": rule_memory_leak,
     "ghost_memory": rule_ghost_memory,
@@ -835,8 +1077,12 @@ def evaluate_rules(metrics: dict, ingest: dict, thresholds: dict) -> tuple[list[
     """Run every rule: (findings sorted by severity then rule order, one status row per rule)."""
     findings: list[dict] = []
     statuses: list[dict] = []
+    cpu = sorted(h or "the unnamed host" for h in cpu_only_hosts(metrics))
+    gpu_metrics = without_cpu_hosts(metrics)
     for rule_id, fn in RULES.items():
-        outcome = fn(metrics, ingest, thresholds)
+        outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds)
+        if cpu and rule_id in GPU_RULES and outcome.status == "no_data" and rule_id != "memory_leak":
+            outcome.reason += f"; no GPU on {', '.join(cpu[:5])} (device cpu): no GPU verdict"
         status = "fired" if outcome.findings else outcome.status
         if status == "fired" and not outcome.findings:
             status = "pass"

@@ -30,6 +30,11 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "slope_mb_per_min": (50.0, "000 §5 table: nvidia-smi memory rising > 50 MiB/min"),
         "rise_mb": (200.0, "003 §5.3: reserved_mb must stay within ±200 MB"),
         "min_samples": (3, "ours: a trend needs at least three gpu_memory snapshots"),
+        "leak_per_request_mb": (48.0, "ours: allocated memory a session's requests keep on average, after "
+                                      "other requests' leaks are subtracted, above a 1.5B model's KV cache "
+                                      "and activations (~15-60 MiB per request)"),
+        "most_sessions_share": (0.5, "ours: flagging more than half the sessions active at once in one process "
+                                     "blames the process (torch reports memory per process)"),
     },
     "ghost_memory": {
         "ghost_mb": (1024.0, "000 §1.1: reserved − allocated far above allocated"),
@@ -99,6 +104,10 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
         "min_r2": (0.8, "DESIGN.md §6: a steady one-way rise (R² ≥ 0.8)"),
         "min_samples": (3, "ours: a trend needs at least three samples"),
+        "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
+                                      "leaks subtracted (tokenizer/Python buffers come and go)"),
+        "held_rise_mb": (100.0, "000 §3.3: a rise that holds (last third's low over first third's high), "
+                                "for step-shaped growth under concurrent traffic"),
     },
     "log_volume": {
         "bytes_per_s": (1_000_000.0, "000 §5 table: iotop WRITE > 1 MB/s from app.py"),
@@ -126,6 +135,8 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "timeline_sessions": (12, "ours: sessions in the memory / KV timelines"),
         "timeline_points": (120, "ours: points per session in those timelines"),
         "slowest_sessions": (20, "ours: rows in the slowest-sessions table"),
+        "future_margin_min": (60, "ours: naive timestamps this far after now mean a time-zone mix-up"),
+        "unknown_session_share": (0.5, "ours: above this share of requests without a session id, say so"),
     },
 }
 

@@ -1,7 +1,9 @@
 """Diagnosis accuracy on the simulator's scenarios: recall and precision per scenario.
 
 For each scenario of ``analyzer.simulate.SCENARIOS`` (in v1 and, where the scenario can be
-written that way, in the legacy format of article 003), simulate into a temporary folder with a
+written that way, in the legacy format of article 003) and of
+``analyzer.simulate.concurrent.CONCURRENT_SCENARIOS`` (one process serving overlapping sessions,
+CPU-only hosts, OOM fallbacks, seed-format turn spacing; issue 12), simulate into a temporary folder with a
 fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.json``:
 
 - recall: share of the injected sessions / hosts (or the one global / ingest fault) that the
@@ -31,6 +33,7 @@ if str(ROOT) not in sys.path:
 
 from analyzer.report import analyze_logs  # noqa: E402
 from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
 
 FLAG_SEVERITIES = ("warning", "critical")
 
@@ -118,7 +121,10 @@ def score(model: dict, truth: dict, scenario: str) -> Score:
 def run_scenario(scenario: str, fmt: str, seed: int, hosts: int, hours: float | None, workdir: Path) -> Score:
     out = workdir / f"{scenario}-{fmt}"
     t0 = time.perf_counter()
-    simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, hours=hours)
+    if scenario in CONCURRENT_SCENARIOS:
+        simulate_concurrent(out, scenario, seed=seed)
+    else:
+        simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, hours=hours)
     truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
     model = analyze_logs([str(out)], use_cache=False)
     result = score(model, truth, scenario)
@@ -128,7 +134,11 @@ def run_scenario(scenario: str, fmt: str, seed: int, hosts: int, hours: float | 
 
 def cases(names: list[str] | None, formats: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
-    for name in names or list(SCENARIOS):
+    for name in names or [*SCENARIOS, *CONCURRENT_SCENARIOS]:
+        if name in CONCURRENT_SCENARIOS:
+            if CONCURRENT_SCENARIOS[name].fmt in formats:
+                out.append((name, CONCURRENT_SCENARIOS[name].fmt))
+            continue
         for fmt in formats:
             if fmt in SCENARIOS[name].formats:
                 out.append((name, fmt))

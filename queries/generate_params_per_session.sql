@@ -1,7 +1,9 @@
 -- Generation settings and output sizes per session: max num_beams, max max_new_tokens, max
 -- output_len, and how many requests logged params. Units: beams, tokens.
 -- Sources: article 003 §3.2 (num_beams=5 by mistake), 000 §2.2 (max_tokens 4096),
--- 000 §4.2 (3000+ token outputs slow post-processing).
+-- 000 §4.2 (3000+ token outputs slow post-processing). Failed attempts' params (error events)
+-- count: beam_failed_requests ran num_beams > 1 in an attempt that failed, beam_fallback_requests
+-- then succeeded with a retry (003 §3.2's oom_fallback).
 SELECT
     session_id,
     min(host) AS host,
@@ -12,7 +14,10 @@ SELECT
     count(max_new_tokens) AS max_new_tokens_count,
     max(max_new_tokens) AS max_new_tokens_max,
     count(output_len) AS output_len_count,
-    max(output_len) AS output_len_max
+    max(output_len) AS output_len_max,
+    sum(CASE WHEN failed_num_beams > 1 THEN 1 ELSE 0 END) AS beam_failed_requests,
+    max(failed_num_beams) AS failed_num_beams_max,
+    sum(CASE WHEN failed_num_beams > 1 AND status = 'ok' THEN 1 ELSE 0 END) AS beam_fallback_requests
 FROM requests
 WHERE session_id IS NOT NULL
 GROUP BY session_id

@@ -3,10 +3,11 @@
 -- regr_r2, and ghost memory = reserved - allocated (cache PyTorch holds; nvidia-smi shows it as
 -- used: article 000 §1.1). Units: MiB, MiB/min, fraction.
 -- Sources: 000 §5 table (> 50 MiB/min), 003 §4.1 (reserved rising while allocated does not),
--- 003 §5.3 (reserved within +-200 MB).
+-- 003 §5.3 (reserved within +-200 MB). pid: the process, to tell sessions served at the same time
+-- by one process (whose reserved_mb is that process's, not theirs) from sequential ones.
 WITH m AS (
     SELECT
-        session_id, host, ts, reserved_mb, allocated_mb, num_ooms,
+        session_id, host, pid, ts, reserved_mb, allocated_mb, num_ooms,
         (epoch(ts) - epoch(min(ts) OVER (PARTITION BY session_id))) / 60.0 AS minute,
         reserved_mb - allocated_mb AS ghost_mb,
         CASE WHEN reserved_mb > 0 THEN (reserved_mb - allocated_mb) / reserved_mb END AS ghost_share
@@ -35,7 +36,8 @@ SELECT
     quantile_cont(ghost_share, 0.50) AS ghost_share_p50,
     max_by(ghost_mb, ts) AS ghost_last_mb,
     max_by(ghost_share, ts) AS ghost_share_last,
-    max(num_ooms) AS max_num_ooms
+    max(num_ooms) AS max_num_ooms,
+    min(pid) AS pid
 FROM m
 GROUP BY session_id
 ORDER BY session_id

@@ -4,7 +4,9 @@
 -- v present => v1. Legacy: "timestamp" is naive local time (an offset, if a writer added one,
 -- is honoured); duration_ms -1 means not measured (NULL); gpu_memory's kv_cache_size_mb is
 -- torch.cuda.memory_allocated (allocated_mb). Legacy request_id is filled in afterwards
--- (legacy_request_ids.sql), because it counts input events across files.
+-- (legacy_request_ids.sql), because it counts input events across files. device .. rss_mb_after
+-- are the request event's fields of the collector contract (issue 12); source names who measured
+-- a queue stage (e.g. "gradio").
 SELECT
     CASE
         WHEN v IS NOT NULL OR ts IS NOT NULL THEN ts
@@ -56,6 +58,16 @@ SELECT
     written,
     dropped,
     bytes_written,
+    device,
+    inflight,
+    attempts,
+    reserved_mb_before,
+    reserved_mb_after,
+    allocated_mb_before,
+    allocated_mb_after,
+    rss_mb_before,
+    rss_mb_after,
+    source,
     CASE WHEN v IS NOT NULL THEN 'v1' ELSE 'legacy' END AS source_format,
     file_id,
     line_bytes

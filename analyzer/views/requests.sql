@@ -8,7 +8,12 @@
 --   tokens_per_s = output_len / e2e seconds; prefill_decode_ratio = prefill_ms / decode_ms;
 --   reasoning_share = reasoning_len / output_len.
 -- Stage times are summed over a request's lines of that stage (a retried generate counts twice);
--- generate parameters and GPU figures are the largest seen in its decode/inference lines.
+-- generate parameters and GPU figures are the largest seen in its decode/inference lines; the
+-- parameters of failed attempts (error events' params) count too (an OOM with num_beams=5 then a
+-- greedy fallback is a beam-search request: failed_num_beams keeps what the failed attempt used).
+-- e2e and ttft from the request event include queue wait and failed attempts (collector contract,
+-- issue 12); computed from stages they add the queue stage and every attempt's stage lines.
+-- device, inflight, attempts and the memory before/after fields are the request event's.
 WITH r AS (
     SELECT
         session_id,
@@ -35,8 +40,8 @@ WITH r AS (
         max(ttft_ms) FILTER (WHERE stage = 'request') AS request_ttft_ms,
         max(ttfa_ms) FILTER (WHERE stage = 'request') AS ttfa_ms,
         max(kv_seq_len) FILTER (WHERE stage IN ('prefill', 'kv_cache', 'decode', 'inference')) AS kv_seq_len,
-        max(num_beams) FILTER (WHERE stage IN ('decode', 'inference')) AS num_beams,
-        max(max_new_tokens) FILTER (WHERE stage IN ('decode', 'inference')) AS max_new_tokens,
+        max(num_beams) FILTER (WHERE stage IN ('decode', 'inference', 'error')) AS num_beams,
+        max(max_new_tokens) FILTER (WHERE stage IN ('decode', 'inference', 'error')) AS max_new_tokens,
         max(temperature) FILTER (WHERE stage IN ('decode', 'inference')) AS temperature,
         max(top_p) FILTER (WHERE stage IN ('decode', 'inference')) AS top_p,
         bool_or(do_sample) FILTER (WHERE stage IN ('decode', 'inference')) AS do_sample,
@@ -50,7 +55,18 @@ WITH r AS (
         arg_min(error_msg, ts) FILTER (WHERE stage = 'error') AS error_msg,
         arg_min(failed_stage, ts) FILTER (WHERE stage = 'error') AS failed_stage,
         min(source_format) AS source_format,
-        count(*) AS events
+        count(*) AS events,
+        max(num_beams) FILTER (WHERE stage = 'error') AS failed_num_beams,
+        max(max_new_tokens) FILTER (WHERE stage = 'error') AS failed_max_new_tokens,
+        coalesce(min(device) FILTER (WHERE stage = 'request'), min(device)) AS device,
+        max(inflight) FILTER (WHERE stage = 'request') AS inflight,
+        max(attempts) FILTER (WHERE stage = 'request') AS attempts,
+        max(reserved_mb_before) FILTER (WHERE stage = 'request') AS reserved_mb_before,
+        max(reserved_mb_after) FILTER (WHERE stage = 'request') AS reserved_mb_after,
+        max(allocated_mb_before) FILTER (WHERE stage = 'request') AS allocated_mb_before,
+        max(allocated_mb_after) FILTER (WHERE stage = 'request') AS allocated_mb_after,
+        max(rss_mb_before) FILTER (WHERE stage = 'request') AS rss_mb_before,
+        max(rss_mb_after) FILTER (WHERE stage = 'request') AS rss_mb_after
     FROM events
     WHERE request_id IS NOT NULL
     GROUP BY session_id, request_id
@@ -114,5 +130,16 @@ SELECT
     finish_reason,
     failed_stage,
     error_events,
-    events
+    events,
+    failed_num_beams,
+    failed_max_new_tokens,
+    device,
+    inflight,
+    attempts,
+    reserved_mb_before,
+    reserved_mb_after,
+    allocated_mb_before,
+    allocated_mb_after,
+    rss_mb_before,
+    rss_mb_after
 FROM d

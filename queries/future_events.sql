@@ -1,0 +1,8 @@
+-- Naive (legacy, offset-less) timestamps that land after $now + $future_margin_min minutes: the
+-- sign of logs written in another time zone than --tz reads them in (issue 12). Unit: events.
+SELECT
+    count(*) FILTER (WHERE source_format = 'legacy') AS naive_events,
+    count(*) FILTER (WHERE source_format = 'legacy'
+                     AND ts > $now::TIMESTAMPTZ + to_minutes(CAST($future_margin_min AS BIGINT))) AS future_events,
+    max(ts) FILTER (WHERE source_format = 'legacy') AS naive_last_ts
+FROM events
