@@ -62,3 +62,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if dest:
         with open(dest, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+@pytest.fixture(scope="session")
+def log_root(tmp_path_factory):
+    """Where the apps write their logs: ``$DSLOGS_E2E_KEEP`` to keep them for a look, else tmp."""
+    keep = os.environ.get("DSLOGS_E2E_KEEP")
+    if keep:
+        import shutil
+        from pathlib import Path
+
+        root = Path(keep)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        return root
+    return tmp_path_factory.mktemp("e2e")

@@ -58,10 +58,11 @@ class FaultTable:
 
 
 def fault_table(model: dict, key_of: dict[str, str], expectations: list[Expectation],
-                healthy: set[str]) -> list[dict]:
+                healthy: set[str], ignore: set[str] = frozenset()) -> list[dict]:
     """One row per expectation (sessions injected / found / extra), then one row for the
     healthy sessions (any session named by any finding is extra there). ``key_of`` maps the
-    app's session ids to the test's session keys."""
+    app's session ids to the test's session keys. Rules in ``ignore`` are listed on the healthy
+    row (in brackets) but not counted as extra."""
     named = sessions_named(model)
     unknown = {sid for ids in named.values() for sid in ids if sid not in key_of}
     assert not unknown, f"findings name sessions the test never opened: {sorted(unknown)[:5]}"
@@ -72,8 +73,8 @@ def fault_table(model: dict, key_of: dict[str, str], expectations: list[Expectat
     table = FaultTable()
     for e in expectations:
         table.add(e, by_rule_keys.get(e.rule, set()), injected_for_rule[e.rule])
-    named_healthy = {k for keys in by_rule_keys.values() for k in keys if k in healthy}
-    rules_on_healthy = sorted(r for r, keys in by_rule_keys.items() if keys & healthy)
+    named_healthy = {k for r, keys in by_rule_keys.items() if r not in ignore for k in keys if k in healthy}
+    rules_on_healthy = sorted((f"({r})" if r in ignore else r) for r, keys in by_rule_keys.items() if keys & healthy)
     table.rows.append({"fault": "none (healthy)", "rule": "any: " + (", ".join(rules_on_healthy) or "-"),
                        "injected": set(), "found": set(), "extra": named_healthy, "needs": ""})
     return table.rows

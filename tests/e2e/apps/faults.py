@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 HOST_LEAK_MB = 40  # kept per request by host-leaking sessions (issue 12's measurement)
 GPU_LEAK_MB = 512  # reserved left behind per request by GPU-leaking sessions
-ACTIVATION_MB = 96  # what any request holds on the (fake) GPU while it runs
+ACTIVATION_MB = 32  # what any request holds on the (fake) GPU while it runs: a 1.5B model's KV cache and logits for a short chat
 
 # fault name -> the rule dslogs should answer it with
 RULE_OF = {
