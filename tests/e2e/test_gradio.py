@@ -19,7 +19,14 @@ import pytest
 from tests.e2e.apps.fake_gpu import FakeCuda
 from tests.e2e.apps.faults import HOST_LEAK_MB, Plan
 from tests.e2e.compat import HAS_COLLECTOR_API, HAS_DIAGNOSIS, HAS_REQUEST_SPAN, make_tracer
-from tests.e2e.findings import Expectation, analyze, fault_table, record_table, sessions_named
+from tests.e2e.findings import (
+    CPU_TIMING_RULES,
+    Expectation,
+    analyze,
+    fault_table,
+    record_table,
+    sessions_named,
+)
 from tests.e2e.logs import by_request, read_events
 
 gradio = pytest.importorskip("gradio")
@@ -35,10 +42,6 @@ CALM, CALM_TURNS = ["s16", "s17"], 3
 HEALTHY = set(KEYS + CALM) - set(PLAN)
 # beam search cannot stream (transformers refuses a streamer with beams): those use /chat
 STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15", "s17"}
-# The model runs on CPU here while the fake probe reports GPU memory, so dslogs judges the host
-# as a GPU host: gpu_wait_pct (wall - process CPU) / wall then measures how much CPU this shared
-# box gave the process, not the app. Those findings are shown in the table, not asserted.
-CPU_TIMING_RULES = {"gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash"}
 # Seen, reported, not yet fixed: the rule names healthy sessions in some runs.
 KNOWN_EXTRA = {
     "memory_leak": "diagnosis: per-request attribution with 8 requests in flight names 0-6 healthy sessions "

@@ -65,3 +65,22 @@ class FakeCuda:
         """The Tracer's ``memory_probe``: this process's reserved and allocated MiB now."""
         with self._lock:
             return {"reserved_mb": round(self.reserved_mb, 1), "allocated_mb": round(self.allocated_mb, 1)}
+
+
+_PROCESS_GPU: FakeCuda | None = None
+
+
+def process_gpu() -> FakeCuda:
+    """This process's (fake) GPU: one per process, as torch.cuda is. Streamlit reruns the
+    script for every message, so the counters live here, not in the script."""
+    global _PROCESS_GPU
+    if _PROCESS_GPU is None:
+        _PROCESS_GPU = FakeCuda()
+    return _PROCESS_GPU
+
+
+def reset_process_gpu() -> FakeCuda:
+    """A fresh process GPU (tests: as if the server had restarted)."""
+    global _PROCESS_GPU
+    _PROCESS_GPU = FakeCuda()
+    return _PROCESS_GPU

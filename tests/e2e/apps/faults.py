@@ -5,6 +5,8 @@ by the app for that session only; every other session is served the healthy way.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -44,6 +46,7 @@ FAULTS = {
     "gpu_leak": Fault("gpu_leak", gpu_leak_mb=GPU_LEAK_MB),  # 003 §4.1
 }
 KEY_RE = re.compile(r"^\[(s\d+)\]")
+PLAN_ENV = "DSLOGS_E2E_PLAN"  # how a test hands a Streamlit script its plan: {"s00": "beam", ...}
 
 
 class Plan:
@@ -51,6 +54,10 @@ class Plan:
 
     def __init__(self, faults_by_key: dict[str, str]):
         self.by_key = {k: FAULTS[name] for k, name in faults_by_key.items()}
+
+    @classmethod
+    def from_env(cls) -> Plan:
+        return cls(json.loads(os.environ.get(PLAN_ENV) or "{}"))
 
     def for_message(self, message: str) -> Fault:
         m = KEY_RE.match(message or "")
