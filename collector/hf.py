@@ -12,6 +12,15 @@ kernels were queued; the end of generate is synchronised as well.
 If the hooks saw no forward (the model passed wraps another that does the work), one
 ``inference`` event (article 003's combined stage) is written instead of prefill + decode.
 
+Each call reports into a request span (collector/request.py): the caller's
+``tracer.request()`` for the same request_id, or an implicit one from ``tokenize`` (or this
+call) to the end of generate. With ``oom_fallback`` the retry reports into the same span, so
+the turn has one ``request`` line with ``attempts`` 2 and the failed attempt's time in it.
+
+``stream_generate`` runs ``traced_generate`` on its own thread with a TextIteratorStreamer;
+whatever happens there, the producer ends the stream, and generate's exception is handed to
+the consuming thread and raised there (DESIGN.md §10: a streamer nobody ends hangs the handler).
+
 Nothing here may raise into the host app: instrumentation sits in ``try`` blocks and the
 exceptions of ``generate`` itself propagate unchanged.
 """
@@ -300,9 +309,9 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         params = _params(model, kwargs, prompt_len)
         device = _model_device(model)
         if span is not None:
-            from collector.request import device_name
+            from collector.request import _last_device, device_name
 
-            span.device = device_name(device)
+            span.device = _last_device[0] = device_name(device)
             span.attempts += 1
         probe = _Probe(prompt_len)
         probe.attach(model)
@@ -637,7 +646,8 @@ def _stop_criteria(user_criteria, flag):
 def _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id, oom_fallback,
             log_text, timeout_s, kwargs):
     cancel = threading.Event()
-    streamer = _streamer_class()(tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=STREAM_POLL_S)
+    poll = STREAM_POLL_S if timeout_s is None else max(0.01, min(STREAM_POLL_S, float(timeout_s)))
+    streamer = _streamer_class()(tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=poll)
     kwargs = dict(kwargs, streamer=streamer,
                   stopping_criteria=_stop_criteria(kwargs.get("stopping_criteria"), cancel))
     try:

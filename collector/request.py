@@ -85,9 +85,13 @@ def _cuda_index(device: str | None):
     return None
 
 
+_last_device: list = [None]  # the device the last traced generate ran on (a span's "before" is read
+# before its generate says where the model is)
+
+
 def torch_memory(device: str | None) -> dict | None:
-    """torch's reserved/allocated MiB for the CUDA device (or the current one when CUDA is in
-    use but the device is not known yet); None when the app has not used CUDA."""
+    """torch's reserved/allocated MiB for the CUDA device (or, before the span knows it, the
+    device the last generate used, else the current one); None when the app has not used CUDA."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -95,6 +99,8 @@ def torch_memory(device: str | None) -> dict | None:
         cuda = torch.cuda
         if not cuda.is_initialized():  # CPU torch, or CUDA never touched: don't create a context
             return None
+        if device is None:
+            device = _last_device[0]
         idx = _cuda_index(device)
         if idx is None:
             if device is not None and not device.startswith("cuda"):
@@ -252,7 +258,8 @@ class RequestSpan:
             if self.device is not None:
                 f["device"] = self.device
             f["inflight"] = self.inflight
-            f["attempts"] = self.attempts
+            if self.attempts:  # 0: no generate ran in this span
+                f["attempts"] = self.attempts
             f.update(self.before)
             f.update(after)
             self.tracer.event("request", None if duration is None else round(duration, 3), **f,

@@ -75,8 +75,8 @@ class Tracer:
                  max_bytes: int = DEFAULT_MAX_BYTES, *, gzip: bool = False,
                  queue_size: int = DEFAULT_QUEUE_SIZE, flush_interval_s: float = 0.1,
                  health_interval_s: float = 60.0, host: str | None = None, clock=None,
-                 samplers=None, sample_interval_s: float = 5.0, memory_probe=None,
-                 handle_signals: bool = True, _write=os.write, _stderr=None):
+                 samplers=None, sample_interval_s: float = 5.0, handle_signals: bool = True,
+                 memory_probe=None, _write=os.write, _stderr=None):
         if log_dir is None:
             log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
         self.log_dir = os.path.abspath(os.fspath(log_dir))  # an app's later chdir must not move logs

@@ -405,3 +405,15 @@ def test_queue_wait_counts_in_duration_and_ttft(model, tmp_path):
     assert q["ts"] < pre["ts"]  # stamped when the request was enqueued
     assert req["duration_ms"] >= 250.0 + pre["duration_ms"] + dec["duration_ms"]
     assert 250.0 + pre["duration_ms"] <= req["ttft_ms"] < req["duration_ms"]
+
+
+def test_device_names_and_rss():
+    from collector.request import device_name, rss_mb
+
+    assert device_name(torch.device("cpu")) == "cpu"
+    assert device_name(torch.device("cuda", 1)) == "cuda:1"
+    assert device_name(torch.device("cuda")) == "cuda:0"  # no CUDA context here: index 0, none created
+    assert device_name("mps") == "mps" and device_name(None) is None
+    assert not torch.cuda.is_initialized()
+    psutil = pytest.importorskip("psutil")
+    assert rss_mb() == pytest.approx(psutil.Process().memory_info().rss / 2**20, rel=0.1)
