@@ -179,10 +179,24 @@ class Tracer:
         self._max_queue = 0  # from now on events are counted as dropped (the last heartbeat has them)
         if not self._writer.stop(timeout):
             # The writer could not finish in time (a hung disk): what is still queued is lost.
-            left = sum(1 for item in list(self._queue) if item.__class__ is tuple)
+            # Taken off the queue here, each item either by the writer or by us: never both.
+            left = 0
+            q = self._queue
+            while True:
+                try:
+                    item = q.popleft()
+                except IndexError:
+                    break
+                if item.__class__ is tuple:
+                    left += 1
+                else:  # a flush() waiting: nothing more will be written
+                    item.done.set()
             if left:
-                with self._drop_lock:
-                    self._dropped += left
+                # not `with`: a signal handler may run close() while this thread holds the lock
+                locked = self._drop_lock.acquire(timeout=0.5)
+                self._dropped += left
+                if locked:
+                    self._drop_lock.release()
                 self._writer._report(f"{left} queued events not written: the writer did not "
                                      f"finish within {timeout} s (counted as dropped)", once=False)
 

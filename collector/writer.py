@@ -41,6 +41,7 @@ from collector.values import (
 MAX_BATCH = 20_000  # events per write: bounds the memory of one batch
 MAX_ERROR_MSG = 300
 MAX_CACHED_STAGES = 1000  # stage names whose line head is cached (an app could invent many)
+MAX_FLAT_DICT = 32  # a dict field with at most this many plain values takes the fast path
 _MS3 = [f"{i:03d}" for i in range(1000)]
 
 
@@ -62,6 +63,22 @@ def _json_default(o):
     return safe(o)
 
 
+_plain_types = PLAIN.issuperset
+
+
+def _flat_values(values) -> bool:
+    """Plain values, or small dicts of plain values (generate's ``params``): what the fast
+    path's C encoder may take without a long stall (no big or deep container)."""
+    for v in values:
+        c = v.__class__
+        if c is dict:
+            if len(v) > MAX_FLAT_DICT or not _plain_types(map(type, v.values())):
+                return False
+        elif c not in PLAIN:
+            return False
+    return True
+
+
 _encode = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_json_default
 ).encode
@@ -72,6 +89,12 @@ except ImportError:  # pragma: no cover - no C accelerator
     _c_make_encoder = None
 _fast_chunks = (
     _c_make_encoder(None, _not_plain, _c_basestring, None, ":", ",", False, False, False)
+    if _c_make_encoder is not None else None
+)
+# Encodes what collector/values.py made safe (no NaN, str keys, plain types) without building an
+# encoder per call.
+_safe_chunks = (
+    _c_make_encoder(None, _json_default, _c_basestring, None, ":", ",", False, False, False)
     if _c_make_encoder is not None else None
 )
 _encode_ascii = json.JSONEncoder(
@@ -274,7 +297,8 @@ class Writer:
     def _join(head: str, fields: dict) -> str:
         if not fields:
             return head + "}\n"
-        return f"{head},{_encode(fields)[1:]}\n"
+        body = "".join(_safe_chunks(fields, 0)) if _safe_chunks is not None else _encode(fields)
+        return f"{head},{body[1:]}\n"
 
     def _write_items(self, items: list) -> None:
         """Encode and append. The loop inlines the common case (int/float/no duration, no
@@ -287,7 +311,8 @@ class Writer:
         parts = self._fmt.parts
         mids = self._mids
         reserved_free = RESERVED.isdisjoint
-        plain = PLAIN.__contains__
+        plain_types = _plain_types
+        flat_values = _flat_values
         fast_chars = self._fast_chars
         isfinite = math.isfinite
         floor = math.floor
@@ -323,7 +348,7 @@ class Writer:
                 if (mid is not None and fields and chunks is not None and reserved_free(fields)
                         and (dur is None or dur.__class__ is int
                              or (dur.__class__ is float and isfinite(dur)))
-                        and all(map(plain, map(type, fields.values())))):
+                        and (plain_types(map(type, fields.values())) or flat_values(fields.values()))):
                     try:
                         body = join(chunks(fields, 0))
                     except Exception:  # NaN, a non-str key

@@ -12,6 +12,7 @@ import io
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,23 @@ def test_queue_overflow_and_close_counts_add_up(tmp_path):
     t.event("decode", 1.0, seq=-1)  # after close: counted
     s = _check(t, 1001, _lines_on_disk(tmp_path))
     assert s["dropped_queue"] >= 801
+
+
+def test_close_counts_what_a_hung_writer_could_not_write(tmp_path):
+    gate = threading.Event()
+
+    def write(fd, data):
+        gate.wait(20)  # a hung disk (NFS): the writer is stuck in its start heartbeat
+        return os.write(fd, data)
+
+    err = io.StringIO()
+    t = Tracer(tmp_path, _write=write, _stderr=err, handle_signals=False)
+    for i in range(100):
+        t.event("decode", 1.0, seq=i)
+    t.close(timeout=0.3)
+    stuck = t.stats()
+    gate.set()  # the disk comes back: the writer finishes what it held, never the counted ones
+    t._writer.thread.join(10)
+    assert stuck["dropped_queue"] == 100 and "100 queued events not written" in err.getvalue()
+    _check(t, 100, _lines_on_disk(tmp_path))
+    assert data_events(read_lines(tmp_path)) == []
