@@ -133,6 +133,8 @@ def analyze(
         engine=engine.value,
         master=master,
     )
+    for note in model.get("notes") or []:
+        typer.echo(f"dslogs: warning: {note['message']}", err=True)
     if format is ReportFormat.json:
         _write_or_print(report_to_json(model), out)
     elif format is ReportFormat.md:

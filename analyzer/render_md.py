@@ -79,6 +79,9 @@ def render_markdown(model: dict) -> str:
     counts = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
     out.append("**Findings:** " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES))
     out.append("")
+    for n in model.get("notes") or []:
+        out.append(f"> **Note:** {_esc(n.get('message'))}")
+        out.append("")
 
     out += ["## Health checklist (article 003 §5.2–5.4)", ""]
     rows = []

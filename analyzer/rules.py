@@ -452,7 +452,9 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         rest = rise - explained.get(_process_key(p), 0.0)
         if rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
             processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
-                              "inflight_max": p.get("inflight_max"), "rise_mb": rise, "unexplained_mb": rest,
+                              "inflight_max": p.get("inflight_max"),
+                              "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),
+                              "settled_rise_mb": rise, "unexplained_mb": rest,
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
     return {"sessions": sessions, "processes": processes}
@@ -489,7 +491,7 @@ def rule_memory_leak(m, ingest, t) -> RuleOutcome:
             details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
                                                           "leak_per_request_mb", "requests", "reserved_first_mb",
                                                           "reserved_last_mb", "reserved_slope_mb_per_min",
-                                                          "samples", "minutes")}
+                                                          "samples", "minutes") if v.get(k) is not None}
                                   for v in hit[:MAX_DETAIL_ROWS]],
                      "checked_sessions": len(sessions)},
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
@@ -578,9 +580,18 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
         how = " and ".join(seen) + (", an OOM seen both ways counted once" if errors and rises else "")
         most = f"up to {worst} in one session; " if len(in_sessions) > 1 else ""
         sample = next((r["sample_msg"] for r in in_sessions if r.get("sample_msg")), None)
+        # The failed attempt's params (error event) name the cause a fallback retry hides (003 §3.2).
+        oom_ids = {r["session_id"] for r in in_sessions}
+        fallback = [r for r in m.get("generate_params_per_session", [])
+                    if r["session_id"] in oom_ids and (r.get("beam_fallback_requests") or 0) > 0]
+        cause = ""
+        if fallback:
+            beams = max(r.get("failed_num_beams_max") or 0 for r in fallback)
+            cause = (f"; OOM with num_beams={_fmt(beams)}, then greedy fallback, in "
+                     f"{_plural(len(fallback), 'session')}")
         findings.append(finding(
             "oom", scope="session", value=total, threshold=th["min_events"], unit="OOMs",
-            message=f"{_plural(total, 'OOM')} in {_plural(len(in_sessions), 'session')} ({most}{how})",
+            message=f"{_plural(total, 'OOM')} in {_plural(len(in_sessions), 'session')} ({most}{how}){cause}",
             section="errors", chart="errors_timeline",
             details={"sessions": [{**{k: r.get(k) for k in ("session_id", "host")}, "ooms": r["ooms"],
                                    **{k: r.get(k) for k in ("oom_errors", "num_ooms_rise", "first_ts", "error_type")}}

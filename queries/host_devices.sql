@@ -3,6 +3,7 @@
 -- reserved_mb > 0). A host is CPU-only when its requests name a device, none of them a GPU one,
 -- and nothing GPU-ish shows: GPU rules then have no data for it. A host with no device field is
 -- assumed to have a GPU unless nothing GPU-ish is ever seen (collector contract, TEAM.md).
+-- Units: events.
 SELECT
     host,
     count(*) FILTER (WHERE stage = 'request') AS requests,

@@ -13,8 +13,12 @@ WITH errs AS (
 ), counter AS (
     SELECT session_id, host, ts,
            num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts) AS rise
-    FROM events
+    FROM events AS e
     WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL
+      -- num_ooms is the process's counter: in a process serving requests at the same time a
+      -- session's snapshots also see other sessions' OOMs, so only error events count there
+      AND NOT EXISTS (SELECT 1 FROM requests AS q
+                      WHERE q.inflight > 1 AND q.host IS NOT DISTINCT FROM e.host AND q.pid IS NOT DISTINCT FROM e.pid)
 ), rises AS (
     SELECT session_id, host, ts, 0 AS oom_errors, rise AS num_ooms_rise,
            CAST(NULL AS VARCHAR) AS error_type, CAST(NULL AS VARCHAR) AS error_msg

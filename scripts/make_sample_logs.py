@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
 from analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
 
 SEED = 2026
@@ -70,6 +71,10 @@ def folders() -> list[dict]:
             **V1_WINDOW,
         }
     )  # fmt: skip
+    # Issue 12: one process serving overlapping sessions, CPU-only hosts, OOM fallbacks, the seed
+    # format's turn spacing (analyzer/simulate/concurrent.py).
+    for name, spec in CONCURRENT_SCENARIOS.items():
+        out.append({"folder": name, "concurrent": True, "fmt": spec.fmt, "hosts": 1})
     return out
 
 
@@ -80,6 +85,10 @@ def generate(root: Path) -> None:
         target = root / f["folder"]
         if target.exists():
             shutil.rmtree(target)
+        if f.get("concurrent"):
+            simulate_concurrent(target, f["folder"], seed=SEED, host_prefix=f["folder"].replace("_", "-") + "-gpu")
+            made.append((f, json.loads((target / "truth.json").read_text(encoding="utf-8"))))
+            continue
         simulate(
             target,
             f["scenarios"],
@@ -113,7 +122,19 @@ def _expect(truth: dict) -> str:
             if scope == "process":
                 who += f" pid {entry['details']['pid']}"
         also = f"; also {', '.join(f'`{a}`' for a in entry['also_fires'])}" if entry["also_fires"] else ""
-        parts.append(f"`{name}`: {who}{also}")
+        label = entry["rule"] if truth.get("generator") == "analyzer.simulate.concurrent" else name
+        parts.append(f"`{label}`: {who}{also}")
+    if truth.get("generator") == "analyzer.simulate.concurrent":
+        name = truth["args"]["scenario"]
+        extra = {
+            "concurrent_leak": "no other session flagged although reserved_mb (per process) rises under all of them",
+            "process_leak": "a process-scoped finding: no session stands out",
+            "rss_staircase": "the leaking sessions, not the process",
+            "cpu_only": "no finding; GPU rules report no data (device cpu)",
+            "oom_fallback": "`beam_search` too: \"OOM with num_beams=5, then greedy fallback\"",
+            "seed_turns": "turns 0.25 s and 10 min apart alike; the reserved_band checklist row agrees",
+        }[name]
+        parts.append(extra)
     return "<br>".join(parts) or "nothing: every rule passes"
 
 
@@ -153,6 +174,12 @@ the others and stay quiet.
 - Samplers: `gpu_sample` + `process_sample` at 1 Hz while a request is in flight and for 10 s
   after, once a minute while the host is idle; a `collector` heartbeat every minute (its
   `bytes_written` counts the writer's bytes, `dropped` the events it lost).
+- `concurrent_leak/`, `process_leak/`, `rss_staircase/`, `cpu_only/`, `oom_fallback/` (v1, 40 min)
+  come from `analyzer/simulate/concurrent.py`: one process serves overlapping sessions through 4
+  handlers (a Gradio concurrency limit), GPU memory and RSS are the process's, and request
+  events carry the collector contract's `device`, `inflight`, `attempts` and
+  `reserved/allocated/rss_mb_before/after`; queue waits are `queue` stages. `seed_turns/` is article
+  003's format with leaks whose turns are 0.25 s or 10 min apart.
 - "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 

@@ -24,6 +24,10 @@ EVENTS = {
     "gpu_mem_used_mb": "DOUBLE", "gpu_mem_total_mb": "DOUBLE", "power_w": "DOUBLE", "temp_c": "DOUBLE",
     "sm_clock_mhz": "DOUBLE", "rss_mb": "DOUBLE", "cpu_pct": "DOUBLE", "threads": "BIGINT",
     "queued": "BIGINT", "written": "BIGINT", "dropped": "BIGINT", "bytes_written": "BIGINT",
+    "device": "VARCHAR", "inflight": "BIGINT", "attempts": "BIGINT",
+    "reserved_mb_before": "DOUBLE", "reserved_mb_after": "DOUBLE",
+    "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
+    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "source": "VARCHAR",
     "source_format": "VARCHAR", "source_file": "VARCHAR", "line_bytes": "BIGINT",
 }  # fmt: skip
 
@@ -39,6 +43,10 @@ REQUESTS = {
     "temperature": "DOUBLE", "top_p": "DOUBLE", "do_sample": "BOOLEAN", "cpu_time_ms": "DOUBLE",
     "gpu_wait_pct": "DOUBLE", "gpu_util_pct": "DOUBLE", "status": "VARCHAR", "error_type": "VARCHAR",
     "error_msg": "VARCHAR", "is_error": "BOOLEAN", "source_format": "VARCHAR",
+    "failed_num_beams": "BIGINT", "failed_max_new_tokens": "BIGINT", "device": "VARCHAR",
+    "inflight": "BIGINT", "attempts": "BIGINT", "reserved_mb_before": "DOUBLE",
+    "reserved_mb_after": "DOUBLE", "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
+    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE",
 }  # fmt: skip
 
 SESSIONS = {

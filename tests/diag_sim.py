@@ -12,6 +12,7 @@ from pathlib import Path
 
 from analyzer.report import analyze_logs
 from analyzer.simulate import simulate
+from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 
 SEED = 7
 HOSTS = 2
@@ -23,7 +24,10 @@ atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 @cache
 def simulated(scenario: str, fmt: str = "v1", seed: int = SEED, hosts: int = HOSTS) -> tuple[Path, dict]:
     out = _ROOT / f"{scenario}-{fmt}-{seed}-{hosts}"
-    simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, events=EVENTS)
+    if scenario in CONCURRENT_SCENARIOS:  # issue 12: overlapping sessions in one process
+        simulate_concurrent(out, scenario, seed=seed)
+    else:
+        simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, events=EVENTS)
     return out, json.loads((out / "truth.json").read_text(encoding="utf-8"))
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from analyzer.simulate import SCENARIOS
+from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 from bench.accuracy import cases, score
 from tests.diag_sim import analysed, simulated
 
@@ -33,7 +34,8 @@ def test_scenario_recall_and_precision(scenario, fmt):
     assert not missed, f"{scenario}: rule missed {len(missed)} injected items, e.g. {missed[:3]}"
     assert not result.false_positives, f"{scenario}: false positives {result.false_positives[:5]}"
     assert result.recall == 1.0 and result.precision == 1.0
-    if SCENARIOS[scenario].rule:
+    spec = SCENARIOS.get(scenario) or CONCURRENT_SCENARIOS[scenario]
+    if spec.rule:
         assert result.expected, f"{scenario}: the simulation injected nothing to find"
         assert result.status == "fired"
 
@@ -42,7 +44,7 @@ def test_scenario_recall_and_precision(scenario, fmt):
 def test_every_scenario_names_a_rule_the_analyzer_has():
     model, _truth = analysed("healthy")
     rules = {r["rule"] for r in model["rules"]}
-    for name, spec in SCENARIOS.items():
+    for name, spec in [*SCENARIOS.items(), *CONCURRENT_SCENARIOS.items()]:
         assert spec.rule is None or spec.rule in rules, name
         for also in spec.also_fires:
             assert also in rules

@@ -226,12 +226,12 @@ def test_cli_thresholds_file_changes_findings_and_rejects_unknown_keys(tmp_path)
 
     folder, _ = simulated("memory_leak")
     lax = tmp_path / "lax.toml"
-    lax.write_text("[memory_leak]\nslope_mb_per_min = 100000\n", encoding="utf-8")
+    lax.write_text("[memory_leak]\nrise_mb = 100000\n", encoding="utf-8")
     result = _cli("analyze", folder, "--format", "json", "--no-cache", "--thresholds", lax)
     assert result.exit_code == 0, result.output
     model = json.loads(result.stdout)
     assert "memory_leak" not in {f["rule"] for f in model["findings"]}
-    assert model["thresholds"]["memory_leak"]["slope_mb_per_min"] == 100000
+    assert model["thresholds"]["memory_leak"]["rise_mb"] == 100000
     bad = tmp_path / "bad.toml"
     bad.write_text("[memory_leak]\nslope = 1\n", encoding="utf-8")
     result = _cli("analyze", folder, "--format", "json", "--no-cache", "--thresholds", bad)
@@ -363,13 +363,13 @@ def test_sample_oom_sessions_are_on_the_memory_chart():
 def test_markdown_gives_the_threshold_its_unit_and_counts_in_the_singular(model):
     md = render_markdown(model)
     leak = md[md.index("**memory_leak**"):]
-    assert "threshold 50.0 MiB/min" in leak.splitlines()[1], leak.splitlines()[1]
+    assert "threshold 200 MiB" in leak.splitlines()[1], leak.splitlines()[1]
     assert " on 1 host." in md and "1 hosts" not in md
 
 
 def test_sessions_carry_the_reserved_rise_the_leak_rule_needs(model):
-    """memory_leak needs slope and rise: a steep but short-lived session (slope above 50 MiB/min,
-    rise under 200 MiB) is not a leak, and the memory table shows the rise that says why."""
+    """memory_leak judges the rise over a session's turns (003 §5.3): a steep but short-lived
+    session (rise under 200 MiB) is not a leak, and the memory table shows the rise that says why."""
     from analyzer.render_html import render_html
 
     by_id = {s["session_id"]: s for s in model["sessions"]}

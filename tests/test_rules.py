@@ -138,23 +138,44 @@ def mem(sid, slope, first, last, samples=5, **kw):
                    reserved_last_mb=last, reserved_r2=0.95, **kw)
 
 
-def test_memory_leak_needs_slope_and_rise():
+def test_memory_leak_is_the_turn_based_rise_whatever_the_slope():
+    """003 §5.3: reserved_mb over consecutive turns moving beyond ±200 MiB, a second or ten
+    minutes apart (the slope alone missed slow leaks and turns within one second)."""
     m = {"memory_per_session": [
         mem("leak", 73.2, 4000, 4800),
         mem("steep_but_small", 120.0, 4000, 4150),  # noise over a short session
-        mem("slow", 30.0, 4000, 4900),
+        mem("slow", 30.0, 4000, 4900),  # turns ten minutes apart: under 50 MiB/min, still +900 MiB
+        mem("same_second", None, 4000, 8500),  # turns within a second: no per-minute slope
         mem("two_samples", 200.0, 4000, 5000, samples=2),
     ]}
     out = run("memory_leak", m)
     assert out.status == "fired"
     (f,) = out.findings
-    assert f["session_ids"] == ["leak"] and f["severity"] == "critical"
-    assert f["value"] == 73.2 and f["threshold"] == 50 and f["unit"] == "MiB/min"
+    assert f["session_ids"] == ["leak", "same_second", "slow"] and f["severity"] == "critical"
+    assert f["value"] == 4500 and f["threshold"] == 200 and f["unit"] == "MiB"
     assert f["scope"] == "session" and f["hosts"] == ["h1"]
     assert "del outputs" in f["fix"] and f["source"].startswith("000 §5")
     assert f["evidence"]["chart"] == "memory_timeline"
-    m["memory_per_session"] = m["memory_per_session"][1:]
+    m["memory_per_session"] = [r for r in m["memory_per_session"] if r["session_id"] in ("steep_but_small", "two_samples")]
     assert run("memory_leak", m).status == "pass"
+
+
+def test_memory_leak_naming_most_concurrent_sessions_of_a_process_is_process_scoped():
+    """Without deltas, per-process reserved_mb rising under every session served at once would
+    name them all: one process finding instead."""
+    def at(sid, first, last, rise, pid=7):
+        return mem(sid, 60.0, 4000, 4000 + rise, pid=pid, first_ts=f"2026-11-23T10:{first:02d}:00+00:00",
+                   last_ts=f"2026-11-23T10:{last:02d}:00+00:00")
+
+    crowd = [at(f"s{i}", i, 30 + i, 300 + 10 * i) for i in range(6)]
+    out = run("memory_leak", {"memory_per_session": crowd})
+    (f,) = out.findings
+    assert f["scope"] == "process" and f["session_ids"] == [] and f["hosts"] == ["h1"]
+    assert "h1/7" in f["message"] and "no session stands out" in f["message"]
+    # one after another in the same process: each session is judged on its own turns
+    seq = [at(f"s{i}", 10 * i, 10 * i + 5, 300) for i in range(5)]
+    (f,) = run("memory_leak", {"memory_per_session": seq}).findings
+    assert f["scope"] == "session" and len(f["session_ids"]) == 5
 
 
 def test_ghost_memory_needs_size_and_share():

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from analyzer.cli import app
 from analyzer.errors import UsageError
 from analyzer.simulate import SCENARIOS, simulate
+from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 from analyzer.simulate.traffic import LOAD_MAX, load_curve
 from tests.sim_cases import LEGACY_SCENARIOS, V1_SCENARIOS, evaluate, events, lines, run
 
@@ -380,7 +381,7 @@ def test_sample_logs_are_what_the_script_generates(tmp_path):
     assert sorted(checked_in) == sorted(_content(tmp_path)), "run scripts/make_sample_logs.py and commit"
     assert checked_in == _content(tmp_path), "run scripts/make_sample_logs.py and commit"
     folders = {p.name for p in (REPO / "sample_logs").iterdir() if p.is_dir()}
-    assert folders == set(SCENARIOS) | {"seed_format", "mixed"}
+    assert folders == set(SCENARIOS) | {"seed_format", "mixed"} | set(CONCURRENT_SCENARIOS)
     total = sum(len(b) for b in _tree(REPO / "sample_logs").values())
     assert total < 6 << 20, f"sample_logs/ is {total} bytes; keep it small"
     sessions = set()

@@ -215,6 +215,7 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
     device = "cpu" if cpu else "cuda:0"
     out: list[tuple[float, dict]] = []
     hid = {"host": host, "pid": pid}
+    oom_times = sorted(r.t0 + r.queue + r.tok + r.failed_s for r in reqs if r.oom_beams)
     for r in reqs:
         ids = {"session_id": r.sid, "request_id": r.rid, **hid}
 
@@ -257,7 +258,8 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
         ev(r.end, "request", **req)
         if not cpu:
             ev(r.end + 0.002, "gpu_memory", allocated_mb=r.after["allocated_mb"], reserved_mb=r.after["reserved_mb"],
-               max_allocated_mb=r.after["reserved_mb"] - 100, num_ooms=0, gpu_index=0)
+               max_allocated_mb=r.after["reserved_mb"] - 100, gpu_index=0,
+               num_ooms=sum(1 for x in oom_times if x <= r.end))  # the process's counter
     for t, s in samples:
         base = {"v": 1, "ts": _ts(t + 0.3), "session_id": None, "request_id": None, **hid}
         if not cpu:
