@@ -183,13 +183,17 @@ def test_article_no_finding_names_a_healthy_session(article_run, article_report)
     assert rows[-1]["extra"] == set(), rows[-1]
 
 
+def checklist_agrees_with_memory_leak(run, report, leaky_keys):
+    """003 §5.3's "reserved_mb within ±200 MiB" checklist item and the memory_leak rule name
+    the same sessions, the leaking ones (issue 12: they contradicted each other)."""
+    item = next(c for c in report["checklist"] if c["id"] == "reserved_band")
+    leaky = {run["sid_of"][k] for k in leaky_keys}
+    assert item["status"] == "FAIL" and set(item.get("sessions") or []) == leaky, item
+    assert sessions_named(report)["memory_leak"] == leaky
+
+
 def test_article_checklist_agrees_with_memory_leak(article_run, article_report):
-    """003 §5.3's "reserved_mb within ±200 MiB" item and the memory_leak rule say the same
-    about the leaking sessions (issue 12: they contradicted each other)."""
-    item = next((c for c in article_report["checklist"] if "reserved" in json.dumps(c).lower()), None)
-    assert item is not None, [c.get("id") for c in article_report["checklist"]]
-    leak = "memory_leak" in sessions_named(article_report)
-    assert (item["status"] == "FAIL") == leak, (item, leak)
+    checklist_agrees_with_memory_leak(article_run, article_report, {"s01", "s02"})
 
 
 # -- dslogs's Tracer -----------------------------------------------------------------------------
@@ -253,3 +257,7 @@ def test_dslogs_no_finding_names_a_healthy_session(dslogs_run, dslogs_report):
     rows = fault_table(dslogs_report, dslogs_run["key_of"], DSLOGS_EXPECTED, healthy, ignore=CPU_TIMING_RULES)
     record_table("Streamlit, dslogs Tracer (request spans) + drop-in log_event, users taking turns", rows)
     assert rows[-1]["extra"] == set(), rows[-1]
+
+
+def test_dslogs_checklist_agrees_with_memory_leak(dslogs_run, dslogs_report):
+    checklist_agrees_with_memory_leak(dslogs_run, dslogs_report, {"s05"})
