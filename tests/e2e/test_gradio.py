@@ -270,3 +270,16 @@ def test_queue_wait_is_recorded_when_concurrency_is_exceeded(served, events):
 
 def test_drive_time_is_bounded(served):
     assert served["drive_s"] < 120, served["drive_s"]
+
+
+def test_leaking_sessions_are_the_worst_by_their_own_requests(served, report):
+    """Under 8 concurrent requests the attribution still puts the two leaking sessions on top,
+    each near the 512 MiB its requests really keep."""
+    from tests.e2e.apps.faults import GPU_LEAK_MB
+
+    (finding,) = [f for f in report["findings"] if f["rule"] == "memory_leak" and f["scope"] == "session"]
+    rows = sorted(finding["evidence"]["details"]["sessions"], key=lambda r: -r["leak_per_request_mb"])
+    leaky = {served["sid_of"][k] for k in PLAN if PLAN[k] == "gpu_leak"}
+    assert {r["session_id"] for r in rows[:2]} == leaky, rows
+    for r in rows[:2]:
+        assert 0.7 * GPU_LEAK_MB <= r["leak_per_request_mb"] <= 1.3 * GPU_LEAK_MB, r
