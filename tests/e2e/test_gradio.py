@@ -78,9 +78,17 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def served(log_root, model, tokenizer):
     """Serve, drive, close; returns what the test needs to judge the logs."""
+    import gradio.profiling
+    import gradio.queueing
+
     from tests.e2e.apps.gradio_chat import ChatApp, build_demo
 
     log_dir = log_root / "gradio" / "logs"
+    # GRADIO_PROFILING is read when gradio is imported: if another test imported it first,
+    # switch the queue's profiling on here (it is what keeps each request's queue wait)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(gradio.queueing, "PROFILING_ENABLED", True)
+    mp.setattr(gradio.profiling, "PROFILING_ENABLED", True)
     gpu = FakeCuda()
     tracer = make_tracer(log_dir, memory_probe=gpu.probe)
     app = ChatApp(tracer, model, tokenizer, gpu, Plan(PLAN))
@@ -120,6 +128,7 @@ def served(log_root, model, tokenizer):
             c.close()
         demo.close()
         tracer.close()
+        mp.undo()
     sid_of = {k: c.session_hash for k, c in clients.items()}
     return {"log_dir": log_dir, "app": app, "calls": calls, "sid_of": sid_of,
             "key_of": {v: k for k, v in sid_of.items()}, "drive_s": drive_s}
