@@ -83,7 +83,7 @@ def main() -> None:
         print(f"{name:12} {med:9.2f} {p99:9.2f} {med / base:15.1f}x")
     if "generate" in rows:
         added = rows["span"][0] - base
-        print(f"added by the span per request: {added:.1f} µs = {added / rows['generate'][0] * 100:.2f} % "
+        print(f"added by the span per request: {added:.1f} µs = {added / rows['generate'][0] * 100:.2g} % "
               f"of an 8-token generate on a 2-layer, 32-wide CPU model (real models: far less)")
 
 

@@ -284,6 +284,7 @@ def _span_for(tracer, session_id, request_id):
         if not span.implicit:
             return span, False
         tracer._requests.pop(request_id, None)
+        span.count_inflight()
         return span, True
     span = RequestSpan(tracer, session_id, request_id, implicit=True)
     span.open(start_clock=False)
@@ -311,7 +312,8 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         if span is not None:
             from collector.request import _last_device, device_name
 
-            span.device = _last_device[0] = device_name(device)
+            span.device = span.probe_device or device_name(device)
+            _last_device[0] = span.device
             span.attempts += 1
         probe = _Probe(prompt_len)
         probe.attach(model)
@@ -395,6 +397,21 @@ def _gpu_index(device):
 
 def _gpu_memory(tracer, device, ids, extra):
     idx = _gpu_index(device)
+    probe = tracer._memory_probe
+    if probe is not None:  # the app's own reading of this process's GPU memory
+        try:
+            mem = probe()
+        except Exception:
+            mem = None
+        if mem:
+            row = {k: v for k, v in mem.items() if k != "device"}
+            dev = mem.get("device")
+            if idx is None and isinstance(dev, str) and dev.startswith("cuda:") and dev[5:].isdigit():
+                idx = int(dev[5:])
+            if idx is not None:
+                row.setdefault("gpu_index", idx)
+            tracer.event("gpu_memory", **row, **ids, **extra)
+        return
     if idx is not None:
         tracer.gpu_memory(gpu_index=idx, **ids, **extra)
 
@@ -532,10 +549,13 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
             open_span = tracer._requests.get(request_id)
             if open_span is None or open_span.closed:
                 # no tracer.request() around this turn: the request starts here (its memory
-                # and RSS "before", inflight) and the generate with this request_id ends it
+                # and RSS "before") and the generate with this request_id ends it
                 from collector.request import RequestSpan
 
-                span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False)
+                span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False,
+                                                                                      count=False)
+            elif open_span.implicit:
+                span = open_span  # tokenized again for the same turn: both count
     except Exception:
         pass
     kwargs.setdefault("return_tensors", "pt")

@@ -312,8 +312,10 @@ def test_explicit_request_span_wraps_the_handler(model, tokenizer, tmp_path):
     wall_ms = (time.perf_counter() - w0) * 1000
     t.close()
     ev = events_of(tmp_path)
-    assert [e["stage"] for e in ev] == ["input", "tokenize", "prefill", "decode", "kv_cache", "request"]
-    tok, pre, dec, req = ev[1], ev[2], ev[3], ev[-1]
+    assert [e["stage"] for e in ev] == ["input", "tokenize", "prefill", "decode", "kv_cache", "gpu_memory",
+                                        "request"]
+    tok, pre, dec, mem, req = ev[1], ev[2], ev[3], ev[5], ev[-1]
+    assert (mem["reserved_mb"], mem["allocated_mb"], mem["request_id"]) == (1000.0, 600.0, "r")  # after generate
     assert req["status"] == "ok" and req["output_len"] == 6 and req["finish_reason"] == "length"
     assert req["app"] == "chat" and req["output_chars"] == 17
     assert req["device"] == "cpu" and req["inflight"] == 1 and req["attempts"] == 1
@@ -327,14 +329,16 @@ def test_explicit_request_span_wraps_the_handler(model, tokenizer, tmp_path):
 
 def test_implicit_request_from_tokenize_to_generate(model, tokenizer, tmp_path):
     t = Tracer(tmp_path)
+    t.tokenize(tokenizer, "w7 w8", request_id="orphan")  # tokenized only (to count tokens): not in flight
     enc = t.tokenize(tokenizer, " ".join(f"w{i}" for i in range(50, 50 + PROMPT)), session_id="s", request_id="r")
     t.generate(model, enc, session_id="s", request_id="r", tokenizer=tokenizer, max_new_tokens=4)
     t.close()
     (req,) = by_stage(events_of(tmp_path), "request")
+    assert req["request_id"] == "r"
     assert req["device"] == "cpu" and req["inflight"] == 1 and req["attempts"] == 1
     assert req["rss_mb_before"] > 0 and req["rss_mb_after"] > 0
     assert "reserved_mb_before" not in req  # CPU torch, no memory probe: not measured
-    assert not t._requests  # closed and forgotten
+    assert list(t._requests) == ["orphan"]  # "r" closed and forgotten
 
 
 def test_inflight_counts_concurrent_requests(model, tmp_path):
@@ -417,3 +421,19 @@ def test_device_names_and_rss():
     assert not torch.cuda.is_initialized()
     psutil = pytest.importorskip("psutil")
     assert rss_mb() == pytest.approx(psutil.Process().memory_info().rss / 2**20, rel=0.1)
+
+
+def test_memory_probe_feeds_gpu_memory_and_may_name_the_device(model, tmp_path):
+    readings = iter([{"reserved_mb": 900.0, "allocated_mb": 500.0, "device": "cuda:0"},
+                     {"reserved_mb": 1100.0, "allocated_mb": 520.0, "num_ooms": 0, "device": "cuda:0"},
+                     {"reserved_mb": 1100.0, "allocated_mb": 510.0, "device": "cuda:0"}])
+    t = Tracer(tmp_path, memory_probe=lambda: next(readings))
+    with t.request(session_id="s", request_id="r"):
+        t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=3)
+    t.close()
+    ev = events_of(tmp_path)
+    (mem,) = by_stage(ev, "gpu_memory")
+    (req,) = by_stage(ev, "request")
+    assert mem["reserved_mb"] == 1100.0 and mem["num_ooms"] == 0 and mem["gpu_index"] == 0
+    assert mem["request_id"] == "r" and "device" not in mem
+    assert req["device"] == "cuda:0" and req["reserved_mb_before"] == 900.0 and req["allocated_mb_after"] == 510.0
