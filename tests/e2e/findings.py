@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# The model runs on CPU here while the fake probe reports GPU memory, so dslogs judges the host
-# as a GPU host: gpu_wait_pct (wall - process CPU) / wall then measures how much CPU this shared
-# box gave the process, not the app. Those findings are shown in the tables, not asserted.
+# The model really runs on CPU while the fake GPU's probe reports memory on cuda:0, so dslogs
+# judges the host as a GPU host: gpu_wait_pct, (wall - process CPU) / wall, then measures how much
+# CPU this shared box gave the process, not the app. Those findings are shown in the tables (in
+# brackets), not asserted either way.
 CPU_TIMING_RULES = frozenset({"gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash"})
 # one per app: filled by the tests through record_table, printed by conftest at the end
 TABLES: list[dict] = []

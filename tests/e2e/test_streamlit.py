@@ -222,7 +222,7 @@ def test_dslogs_app_answers_and_traces_every_turn(dslogs_run, dslogs_events):
     ok = [e for e in reqs if e["status"] == "ok"]
     assert {e["output_len"] for e in ok} == {OUTPUT_TOKENS} and {e["reasoning_len"] for e in ok} == {REASONING_LEN}
     for e in reqs:
-        assert e["device"] == "cpu" and e["inflight"] == 1, e
+        assert e["device"] == "cuda:0" and e["inflight"] == 1, e  # the fake GPU's probe names it
         assert {"reserved_mb_before", "reserved_mb_after", "rss_mb_before", "rss_mb_after"} <= set(e), e
     fallback = [e for e in reqs if e["session_id"] == dslogs_run["sid_of"]["s03"]]
     assert all(e["attempts"] == 2 for e in fallback), fallback

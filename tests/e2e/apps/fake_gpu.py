@@ -25,6 +25,8 @@ MB = 1024 * 1024
 
 
 class FakeCuda:
+    device = "cuda:0"
+
     def __init__(self, weights_mb: float = 3400.0):
         self._lock = threading.Lock()
         self.allocated_mb = weights_mb
@@ -62,9 +64,12 @@ class FakeCuda:
             self.reserved_mb = max(self.reserved_mb, self.allocated_mb)
 
     def probe(self) -> dict:
-        """The Tracer's ``memory_probe``: this process's reserved and allocated MiB now."""
+        """The Tracer's ``memory_probe``: this process's reserved and allocated MiB now, on the
+        device the memory would live on (request lines then say cuda:0, not the CPU the tiny
+        model really runs on)."""
         with self._lock:
-            return {"reserved_mb": round(self.reserved_mb, 1), "allocated_mb": round(self.allocated_mb, 1)}
+            return {"reserved_mb": round(self.reserved_mb, 1), "allocated_mb": round(self.allocated_mb, 1),
+                    "device": self.device}
 
 
 _PROCESS_GPU: FakeCuda | None = None
