@@ -95,11 +95,10 @@ def drive(script: Path, keys: list[str], interleave: bool) -> dict:
     return {"tests": tests, "errors": errors}
 
 
-@pytest.fixture(scope="module")
-def article_run(log_root):
+def run_article_app(log_root, name: str, interleave: bool) -> dict:
     import streamlit as st
 
-    app_dir = log_root / "streamlit_article003"
+    app_dir = log_root / name
     shutil.copytree(APPS / "streamlit_article003", app_dir)  # ./logs lands next to the app
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(app_dir)
@@ -108,15 +107,20 @@ def article_run(log_root):
         fake_gpu.reset_process_gpu()
         st.cache_resource.clear()
         try:
-            run = drive(app_dir / "app.py", ARTICLE_KEYS, interleave=False)
+            run = drive(app_dir / "app.py", ARTICLE_KEYS, interleave=interleave)
         finally:
             logger = sys.modules.get("utils.logger")
             if logger is not None:
                 logger._executor.shutdown(wait=True)  # its writes are asynchronous
-            for name in ("utils.logger", "utils"):
-                sys.modules.pop(name, None)
+            for mod in ("utils.logger", "utils"):
+                sys.modules.pop(mod, None)
     sid_of = {k: at.session_state["session_id"] for k, at in run["tests"].items()}
     return {**run, "log_dir": app_dir / "logs", "sid_of": sid_of, "key_of": {v: k for k, v in sid_of.items()}}
+
+
+@pytest.fixture(scope="module")
+def article_run(log_root):
+    return run_article_app(log_root, "streamlit_article003", interleave=False)
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +198,22 @@ def checklist_agrees_with_memory_leak(run, report, leaky_keys):
 
 def test_article_checklist_agrees_with_memory_leak(article_run, article_report):
     checklist_agrees_with_memory_leak(article_run, article_report, {"s01", "s02"})
+
+
+def test_article_users_taking_turns_blame_the_process(log_root):
+    """The same app with its users taking turns: every session's gpu_memory snapshots climb
+    with the two leaking sessions' outputs, and the seed format has no per-request deltas to
+    tell them apart. dslogs must not pick sessions then: the leak is reported for the process."""
+    run = run_article_app(log_root, "streamlit_article003_turns", interleave=True)
+    report = analyze(run["log_dir"])
+    leaks = [f for f in report["findings"] if f["rule"] == "memory_leak"]
+    assert leaks and all(f["scope"] == "process" and not f["session_ids"] for f in leaks), leaks
+    assert "oom" in sessions_named(report) and sessions_named(report)["oom"] == {run["sid_of"]["s00"]}
+    rows = fault_table(report, run["key_of"], ARTICLE_EXPECTED, set(ARTICLE_KEYS) - set(ARTICLE_PLAN),
+                       ignore=CPU_TIMING_RULES)
+    rows[1] = {**rows[1], "rule": "memory_leak (process-scoped: " + leaks[0]["message"][:60] + "...)"}
+    record_table("Streamlit, article 003's logger as printed, users taking turns (no deltas: process-scoped)", rows)
+    assert rows[-1]["extra"] == set(), rows[-1]
 
 
 # -- dslogs's Tracer -----------------------------------------------------------------------------
