@@ -1,6 +1,7 @@
 """tracer.stream_generate on a real model.generate() (tiny random Qwen2 on CPU), and behind a
 real Gradio server driven by gradio_client: text streams, an OOM in generate reaches the client
-as an error within seconds and frees the concurrency slot, a closed stream stops generate, and
+as an error within seconds and frees the concurrency slot, a closed stream (a client's cancel)
+stops generate, and
 Gradio's queue wait (GRADIO_PROFILING=1) lands in the request's duration and ttft."""
 
 from __future__ import annotations
@@ -226,6 +227,8 @@ def test_gradio_streaming_handler_oom_reaches_the_client(gradio_mods, model, tok
         kwargs = {"max_new_tokens": 40, "eos_token_id": None}
         if message == "oom":
             kwargs["logits_processor"] = transformers.LogitsProcessorList([RaiseOomAfter(6)])
+        elif message == "long":
+            kwargs["max_new_tokens"] = 300
         with t.request(session_id="s", request_id=rid):
             enc = t.tokenize(tokenizer, prompt_text(10), session_id="s", request_id=rid)
             text = ""
@@ -246,16 +249,30 @@ def test_gradio_streaming_handler_oom_reaches_the_client(gradio_mods, model, tok
         # the concurrency slot (1, Gradio's default) is free again: the next call runs and streams
         ok = client.submit("hello", api_name="/chat").result(timeout=60)
         assert isinstance(ok, str) and ok.count("w") >= 20
+        # the client cancels a long stream: Gradio drops the handler's generator, generate stops
+        with SlowSteps(model, 0.03):
+            job = client.submit("long", api_name="/chat")
+            deadline = time.monotonic() + 30
+            while len(job.outputs()) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            t0 = time.perf_counter()
+            job.cancel()
+            while generate_threads() and time.perf_counter() - t0 < 10:
+                time.sleep(0.05)
+            cancel_to_stop_s = time.perf_counter() - t0
+        assert not generate_threads() and cancel_to_stop_s < 5
         client.close()
     finally:
         demo.close()
     t.close()
-    print(f"\nOOM to client error: {oom_to_client_s * 1000:.0f} ms")
+    print(f"\nOOM to client error: {oom_to_client_s * 1000:.0f} ms; cancel to generate stopped: "
+          f"{cancel_to_stop_s * 1000:.0f} ms")
     ev = events_of(tmp_path)
     (err,) = by_stage(ev, "error")
     reqs = by_stage(ev, "request")
     assert err["error_type"] == "OutOfMemoryError" and err["failed_stage"] == "decode"
-    assert [r["status"] for r in reqs] == ["error", "ok"]
+    assert [r["status"] for r in reqs] == ["error", "ok", "ok"]
+    assert reqs[2]["finish_reason"] == "cancelled" and 5 <= reqs[2]["output_len"] < 300
     assert reqs[0]["request_id"] == err["request_id"] and reqs[0]["attempts"] == 1
     assert not generate_threads()
 
