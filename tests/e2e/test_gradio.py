@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from collector import Tracer
 from tests.e2e.apps.fake_gpu import FakeCuda
 from tests.e2e.apps.faults import HOST_LEAK_MB, Plan
-from tests.e2e.compat import HAS_COLLECTOR_API, HAS_DIAGNOSIS, HAS_REQUEST_SPAN, make_tracer
+from tests.e2e.compat import HAS_DIAGNOSIS
 from tests.e2e.findings import (
     CPU_TIMING_RULES,
     Expectation,
@@ -92,7 +93,7 @@ def served(log_root, model, tokenizer):
     mp.setattr(gradio.queueing, "PROFILING_ENABLED", True)
     mp.setattr(gradio.profiling, "PROFILING_ENABLED", True)
     gpu = FakeCuda()
-    tracer = make_tracer(log_dir, memory_probe=gpu.probe)
+    tracer = Tracer(log_dir, memory_probe=gpu.probe)
     app = ChatApp(tracer, model, tokenizer, gpu, Plan(PLAN))
     demo = build_demo(app, concurrency_limit=CONCURRENCY)
     port = free_port()
@@ -205,9 +206,8 @@ def test_prefill_plus_decode_is_the_apps_generate_time(served, events):
 
 @pytest.mark.parametrize("exp", EXPECTED, ids=[f"{e.rule}:{e.fault}" for e in EXPECTED])
 def test_fault_found_in_its_sessions(served, report, exp, request):
-    missing = [b for b, ok in (("stream", HAS_COLLECTOR_API), ("diagnosis", HAS_DIAGNOSIS)) if not ok and b in exp.needs]
-    if missing:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"needs branch(es) {missing}: {exp.needs}"))
+    if "diagnosis" in exp.needs and not HAS_DIAGNOSIS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"needs branch diagnosis: {exp.needs}"))
     row = next(r for r in fault_table(report, served["key_of"], EXPECTED, HEALTHY) if r["fault"] == exp.fault)
     assert row["found"] == exp.keys, row
 
@@ -248,7 +248,6 @@ def client_vs_logs(served, reqs) -> list[tuple[str, dict, dict]]:
     return out
 
 
-@pytest.mark.xfail(not HAS_REQUEST_SPAN, strict=True, reason="needs branch stream: tracer.request() records Gradio's queue wait")
 def test_queue_wait_is_recorded_when_concurrency_is_exceeded(served, events):
     """10 sessions send to /chat at once for 4 slots: 6 wait. The wait is a `queue` stage
     (source gradio) and is part of the request's ttft and end-to-end time."""
