@@ -277,9 +277,23 @@ def simulate(
     if list_scenarios:
         for name, spec in SCENARIOS.items():
             typer.echo(f"{name:18} {spec.description}")
+        from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
+
+        for name, cspec in CONCURRENT_SCENARIOS.items():
+            typer.echo(f"{name:18} {cspec.description} ({cspec.fmt}; runs alone)")
         return
     if outdir is None:
         _fail("usage: dslogs simulate OUTDIR [--scenario NAME]... (or --list)")
+    from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
+
+    if any(name in CONCURRENT_SCENARIOS for name in scenario or []):
+        # issue 12: one process serving overlapping sessions; a run of its own (40 min, one host)
+        if len(scenario) != 1:
+            _fail(f"--scenario {', '.join(scenario)}: a concurrent scenario ({', '.join(CONCURRENT_SCENARIOS)}) runs alone")
+        summary = _run(simulate_concurrent, outdir, scenario[0], seed=seed)
+        typer.echo(f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
+                   f"(truth: {outdir / 'truth.json'})")
+        return
     summary = _run(
         run_simulation,
         outdir,

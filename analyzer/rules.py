@@ -309,9 +309,11 @@ def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, 
 
     torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
     of the other requests of its process that ended while it ran (``ended_during``). Model each
-    delta as the sum of those requests' per-session leak rates and fit the rates by least squares
-    (coordinate descent: each sweep sets one session's rate to its exact minimiser given the
-    others); other requests' transient allocations come and go and average out.
+    delta as the sum of those requests' per-session leak rates, plus the working memory (KV cache,
+    activations) of requests that started during it and still run (+) or ran at its start and
+    ended during it (-), one mean size per process (``transient_coef``), and fit all by least
+    squares (coordinate descent: each sweep sets one unknown to its exact minimiser given the
+    others).
     """
     eqs: list[tuple[float, dict[str, int]]] = []
     for r in rows:
@@ -321,6 +323,8 @@ def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, 
         coef = {r["session_id"]: 1}
         for sid in r.get("ended_during") or []:
             coef[sid] = coef.get(sid, 0) + 1
+        if r.get("transient_coef"):
+            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
         eqs.append((float(delta), coef))
     by_session: dict[str, list[int]] = {}
     own: dict[str, int] = {}
@@ -341,7 +345,7 @@ def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, 
                 c = coef[sid]
                 num += c * (d - (pred[k] - c * rate[sid]))
                 den += c * c
-            new = num / den
+            new = num / den if den else 0.0
             step = new - rate[sid]
             if step:
                 for k in ks:
@@ -450,7 +454,11 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         # high-water steps up under the first peak of load once per process, not a leak.
         rise = p["reserved_last_mb"] - p["reserved_settled_mb"]
         rest = rise - explained.get(_process_key(p), 0.0)
-        if rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
+        # and keeps growing in both halves of what follows: one more high-water step under a new
+        # peak of load is the allocator caching, a leak goes on
+        mid = p.get("reserved_mid_mb")
+        growing = mid is not None and min(mid - p["reserved_settled_mb"], p["reserved_last_mb"] - mid) > th["rise_mb"] / 2
+        if growing and rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
             processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
                               "inflight_max": p.get("inflight_max"),
                               "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),

@@ -1,7 +1,8 @@
 -- GPU memory and RSS per process (host, pid) over its requests' before/after values (issue 12):
 -- reserved and allocated at the first request's start and the last request's end, the sessions
 -- it served, the most requests in flight at once; reserved_settled_mb = reserved after the request
--- that ends the first quarter of them (the allocator's warm-up high-water step is behind it). torch reports memory per process, so growth
+-- that ends the first quarter of them (the allocator's warm-up high-water step is behind it),
+-- reserved_mid_mb halfway from there to the last request (a leak keeps growing in both halves). torch reports memory per process, so growth
 -- that no session's own deltas explain belongs here. Units: MiB, minutes.
 -- Sources: 000 §5 table, 003 §5.3 (reserved within +-200 MB), 000 §3.3 (RSS one way).
 WITH r AS (
@@ -28,7 +29,8 @@ SELECT
     arg_max(rss_mb_after, end_ts) FILTER (WHERE rss_mb_after IS NOT NULL) AS rss_last_mb,
     count(reserved_mb_after) + count(allocated_mb_after) AS gpu_measured,
     count(rss_mb_after) AS rss_measured,
-    max(reserved_mb_after) FILTER (WHERE k = (n + 3) // 4) AS reserved_settled_mb
+    max(reserved_mb_after) FILTER (WHERE k = (n + 3) // 4) AS reserved_settled_mb,
+    max(reserved_mb_after) FILTER (WHERE k = (5 * n + 7) // 8) AS reserved_mid_mb
 FROM r
 GROUP BY host, pid
 ORDER BY host, pid

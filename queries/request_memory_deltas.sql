@@ -13,14 +13,37 @@ WITH r AS (
     FROM requests
     WHERE session_id IS NOT NULL
       AND (allocated_mb_after IS NOT NULL OR reserved_mb_after IS NOT NULL OR rss_mb_after IS NOT NULL)
+), rb AS (
+    -- Each request in every minute it touches: overlapping requests meet in a shared minute, so
+    -- the self-join is by (process, minute), not every pair of a process's requests (quadratic).
+    SELECT session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, start_ts, end_ts,
+           epoch_ms(start_ts) // 60000 AS b0,
+           unnest(range(epoch_ms(start_ts) // 60000, greatest(epoch_ms(end_ts), epoch_ms(start_ts)) // 60000 + 1)) AS bucket
+    FROM r
+), pairs AS (
+    -- a pair is counted once: in the first minute both requests touch
+    SELECT a.session_id AS a_sid, a.request_id AS a_rid, a.start_ts AS a_start, a.end_ts AS a_end,
+           b.session_id AS b_sid, b.request_id AS b_rid, b.start_ts AS b_start, b.end_ts AS b_end
+    FROM rb AS a
+    JOIN rb AS b ON a.hkey = b.hkey AND a.pkey = b.pkey AND a.bucket = b.bucket
+    WHERE a.bucket = greatest(a.b0, b.b0)
+      AND b.end_ts > a.start_ts AND b.start_ts < a.end_ts
+      AND NOT (b.session_id = a.session_id AND b.request_id = a.request_id)
+), agg AS (
+    SELECT
+        a_sid, a_rid,
+        list(b_sid ORDER BY b_end, b_sid) FILTER (WHERE b_end < a_end) AS ended_during,
+        -- other requests' working memory (KV cache, activations) in the delta: + for one that
+        -- started during this request and still runs at its end, - for one that ran at its start
+        -- and ended during it; the rules fit its mean size per process with the sessions' leaks
+        count(*) FILTER (WHERE b_start > a_start AND b_end >= a_end)
+            - count(*) FILTER (WHERE b_start <= a_start AND b_end < a_end) AS transient_coef
+    FROM pairs
+    GROUP BY a_sid, a_rid
 )
 SELECT
-    a.host, a.pid, a.session_id, a.request_id, a.start_ts, a.gpu_delta_mb, a.rss_delta_mb,
-    list(b.session_id ORDER BY b.end_ts) FILTER (WHERE b.session_id IS NOT NULL) AS ended_during
-FROM r AS a
-LEFT JOIN r AS b
-    ON b.host IS NOT DISTINCT FROM a.host AND b.pid IS NOT DISTINCT FROM a.pid
-   AND b.end_ts > a.start_ts AND b.end_ts < a.end_ts
-   AND NOT (b.session_id = a.session_id AND b.request_id = a.request_id)
-GROUP BY ALL
-ORDER BY a.host, a.pid, a.start_ts, a.session_id, a.request_id
+    r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
+    agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef
+FROM r
+LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
+ORDER BY r.host, r.pid, r.start_ts, r.session_id, r.request_id

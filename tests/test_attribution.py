@@ -171,3 +171,14 @@ def test_requests_without_session_ids_are_noted(tmp_path):
     assert "2 of 2 requests" in note["message"]
     res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--tz", "UTC", "--no-cache"])
     assert "no usable session id" in res.stderr
+
+
+def test_cli_simulates_a_concurrent_scenario_alone(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["simulate", str(tmp_path / "c"), "--scenario", "concurrent_leak", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    truth = json.loads((tmp_path / "c" / "truth.json").read_text())
+    assert truth["args"] == {"scenario": "concurrent_leak", "seed": 3, "host_prefix": "gpu"}
+    assert f"wrote {truth['events']} events" in res.stdout
+    res = runner.invoke(app, ["simulate", str(tmp_path / "d"), "--scenario", "concurrent_leak", "--scenario", "oom"])
+    assert res.exit_code == 2 and "runs alone" in res.stderr

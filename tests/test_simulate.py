@@ -344,7 +344,7 @@ def test_cli_simulate_writes_and_lists(tmp_path):
     runner = CliRunner()
     listed = runner.invoke(app, ["simulate", str(tmp_path), "--list"])
     assert listed.exit_code == 0
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == list(SCENARIOS)
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [*SCENARIOS, *CONCURRENT_SCENARIOS]
     result = runner.invoke(app, ["simulate", str(tmp_path / "o"), "--scenario", "oom", "--seed", "4", "--hosts", "2", "--events", "6000"])  # fmt: skip
     assert result.exit_code == 0, result.output
     truth = json.loads((tmp_path / "o" / "truth.json").read_text())

@@ -224,8 +224,9 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
 
         t = r.t0
         ev(t, "input", input_len=r.input_len * 10 // 7)
-        t += r.queue
+        # stamped when the wait began, as the collector's queue_wait / request span write it
         ev(t, "queue", duration_ms=round(r.queue * 1000, 2), source="gradio")
+        t += r.queue
         t += r.tok
         ev(t, "tokenize", duration_ms=round(r.tok * 1000, 2), input_len=r.input_len)
         if r.oom_beams:
