@@ -45,11 +45,13 @@ HEALTHY = set(KEYS + CALM) - set(PLAN)
 STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15", "s17"}
 # Seen, reported, not yet fixed: the rule names healthy sessions in some runs.
 KNOWN_EXTRA = {
-    "memory_leak": "diagnosis: with 8 requests in flight, attribute_deltas names 0-3 healthy sessions in about "
-                   "half the runs (estimated 55-121 MiB/request over 3 requests vs the 48 MiB threshold; leaking "
-                   "sessions 430-550, true 512): overlapping requests' transient activations (32 MiB each) "
-                   "enter each delta; a common transient term in the fit (+1 per request started during and "
-                   "still running, -1 per request running at start that ended during) cuts the worst to ~55",
+    "memory_leak": "diagnosis: with 8 requests in flight, memory_leak names 0-2 healthy sessions in about half "
+                   "the runs (~90-120 MiB/request over 3 requests vs 48 MiB; leaking sessions 430-540, true 512). "
+                   "Cause found: request events end in the same millisecond (ts has ms resolution) and "
+                   "request_memory_deltas counts another request as ended during this one only when it ended "
+                   "strictly before (b_end < a_end): a leaking request ending in the same ms as a healthy one "
+                   "puts its 512 MiB on the healthy one. Counting ties (<=) gives healthy <= 28, leaking ~500 "
+                   "on the same logs; a per-process completion counter at both edges would make it exact.",
 }
 NEEDS_DIAGNOSIS = "diagnosis (rules on per-request deltas, failed attempts' params)"
 
