@@ -170,6 +170,8 @@ def report_weekly(
 
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
+    for note in model.get("notes") or []:
+        typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         target = out or Path(f"dslogs-weekly-{model['week']}.html")
@@ -177,6 +179,56 @@ def report_weekly(
         typer.echo(str(target))
     else:
         _write_or_print(text, out)
+
+
+@app.command()
+def diff(
+    logs: Annotated[list[str], typer.Argument(help="BEFORE AFTER (log sets or saved report JSON), or LOGS with --before/--after.")],
+    before: Annotated[str | None, typer.Option("--before", help="Split LOGS by time: the before window START..END.")] = None,
+    after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
+    fail_on_regression: Annotated[float | None, typer.Option("--fail-on-regression", help="Exit 1 on a significant regression above PCT %.")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    from analyzer.diff import REGRESSION_PCT, build_diff, has_regression
+    from analyzer.render_diff import render_diff
+
+    if before is not None or after is not None:
+        kwargs = {"logs": logs, "before_range": before, "after_range": after}
+    elif len(logs) == 2:
+        kwargs = {"before": [logs[0]], "after": [logs[1]]}
+    else:
+        _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
+    limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
+    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
+    text = _run(render_diff, model, format.value)
+    if format is ReportFormat.html:
+        target = out or Path("dslogs-diff.html")
+        target.write_text(text, encoding="utf-8")
+        typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
+    if fail_on_regression is not None and has_regression(model):
+        raise typer.Exit(1)
+
+
+@app.command()
+def watch(
+    logs: LogsArg,
+    interval: Annotated[str, typer.Option("--interval", help="Refresh every (2s, 500ms, 1m).")] = "2s",
+    window: Annotated[str, typer.Option("--window", help="Statistics over the last (15m, 1h).")] = "15m",
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    tz: TzOpt = None,
+) -> None:
+    """A live terminal view of the logs being written (reads only appended bytes)."""
+    from analyzer.watch import watch as run_watch
+
+    raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
 
 
 @app.command()
@@ -269,6 +321,8 @@ def simulate(
     hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
     start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
+    change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
+    change_at: Annotated[str | None, typer.Option("--change-at", help="When the change happens (local ISO time; default mid-run).")] = None,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
     from analyzer.simulate import SCENARIOS
@@ -304,6 +358,8 @@ def simulate(
         events=events,
         hosts=hosts,
         start=start,
+        change=change,
+        change_at=change_at,
     )
     typer.echo(
         f"wrote {summary['events']} events in {summary['files']} files to {outdir} "

@@ -1,7 +1,9 @@
 -- One row per request that carries before/after memory values (issue 12): its GPU delta
 -- (allocated after - before, else reserved), its RSS delta, and the sessions of the other requests
 -- of the same process that ended while its handler ran. Their leaks land in this request's delta (torch and
--- RSS are per process), so the rules subtract them (analyzer/rules.py, attribute_deltas).
+-- RSS are per process), so the rules subtract them (analyzer/rules.py, attribute_deltas). Ends in
+-- the same millisecond count as ended during: the collector reads "after" last thing, so another
+-- request's leak from that instant is most likely in it.
 -- Units: MiB.
 WITH r AS (
     SELECT
@@ -32,12 +34,12 @@ WITH r AS (
 ), agg AS (
     SELECT
         a_sid, a_rid,
-        list(b_sid ORDER BY b_end, b_sid) FILTER (WHERE b_end < a_end) AS ended_during,
+        list(b_sid ORDER BY b_end, b_sid) FILTER (WHERE b_end <= a_end) AS ended_during,
         -- other requests' working memory (KV cache, activations) in the delta: + for one that
         -- started during this request and still runs at its end, - for one that ran at its start
         -- and ended during it; the rules fit its mean size per process with the sessions' leaks
-        count(*) FILTER (WHERE b_start > a_start AND b_end >= a_end)
-            - count(*) FILTER (WHERE b_start <= a_start AND b_end < a_end) AS transient_coef
+        count(*) FILTER (WHERE b_start > a_start AND b_end > a_end)
+            - count(*) FILTER (WHERE b_start <= a_start AND b_end <= a_end) AS transient_coef
     FROM pairs
     GROUP BY a_sid, a_rid
 )
