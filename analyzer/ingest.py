@@ -822,14 +822,14 @@ def _load_datasets(con, datasets: list[Path], lo, hi) -> dict | None:
     the days in the window only) into a temporary table; their ingest counts as compacted."""
     if not datasets:
         return None
-    from analyzer import compact
+    from analyzer import dataset
 
     rows: list[tuple[str, str | None, str]] = []
     counts = {"files": 0, "bad_lines": 0, "bytes": 0, "skipped_files": 0, "bad_line_samples": [], "sources": []}
     for root in datasets:
-        manifest = compact.load_manifest(root)
-        files = compact.dataset_files(manifest, lo, hi)
-        block = compact.dataset_ingest(manifest, files)
+        manifest = dataset.load_manifest(root)
+        files = dataset.dataset_files(manifest, lo, hi)
+        block = dataset.dataset_ingest(manifest, files)
         for key in ("files", "bad_lines", "bytes", "skipped_files"):
             counts[key] += int(block.get(key, 0))
         counts["bad_line_samples"].extend(block.get("bad_line_samples", []))
