@@ -628,6 +628,8 @@ def open_logs(
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {_q(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
