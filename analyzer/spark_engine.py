@@ -556,9 +556,15 @@ def _view_fn(zone: str, view: str, lo: str | None, hi: str | None):
         try:
             sql, bound = partition_events_sql(con, table, lo, hi)
             load_partition(con, sql, bound)
-            return con.sql(f"SELECT * FROM {view}").to_arrow_table()
+            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
         finally:
             con.close()
+        # Spark takes instants as UTC-labelled timestamps (DuckDB labels them with the zone).
+        import pyarrow as pa
+
+        utc = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                         for f in table.schema])  # fmt: skip
+        return table.cast(utc)
 
     return fn
 
