@@ -650,7 +650,20 @@ def _by_host_sets(inputs, partitions: int):
     the same, since every session, request, host and process lies whole inside one set."""
     from pyspark.sql import functions as F
 
-    return inputs.groupBy(F.expr(f"pmod(hash(host), {int(partitions)})").alias("host_set"))
+    return _QuietGroups(inputs.groupBy(F.expr(f"pmod(hash(host), {int(partitions)})").alias("host_set")))
+
+
+class _QuietGroups:
+    """GroupedData whose applyInArrow skips pyspark's warning about pandas >= 3 (dslogs passes
+    Arrow tables, never pandas)."""
+
+    def __init__(self, grouped):
+        self.grouped = grouped
+
+    def applyInArrow(self, fn, schema):  # noqa: N802 - pyspark's name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return self.grouped.applyInArrow(fn, schema)
 
 
 def _session_hosts(rows: list[dict]) -> dict:
