@@ -245,11 +245,15 @@ class DuckDBSource:
         return view_columns(self.con, view)
 
     def time_bounds(self) -> tuple[str | None, str | None]:
-        first, last = self.con.execute("SELECT min(ts), max(ts) FROM events").fetchall()[0]
-        return jsonable(first), jsonable(last)
+        # time_span gives the bounds; kept for the run that follows (it takes no parameters).
+        self._span = run_metric(self.con, "time_span", {})
+        row = self._span[0] if self._span else {}
+        return row.get("first_event"), row.get("last_event")
 
     def run(self, names: Sequence[str], params: dict[str, object]) -> dict[str, list[dict]]:
-        return {name: run_metric(self.con, name, params) for name in names}
+        span = getattr(self, "_span", None)
+        return {name: span if name == "time_span" and span is not None else run_metric(self.con, name, params)
+                for name in names}  # fmt: skip
 
     def close(self) -> None:
         if self.db is not None:
