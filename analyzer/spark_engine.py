@@ -748,7 +748,10 @@ def open_spark(
         order = {f.display: i for i, f in enumerate(sources.jsonl)}
         files = {f.uri: (order[f.display], f.display) for f in readable}
         raw = _read_bytes(spark, [f.spark_path for f in readable], sum(f.size for f in readable))
-        staged = raw.mapInArrow(_ingest_fn(files, since, until, tz), STAGED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3; no pandas here
+            staged = raw.mapInArrow(_ingest_fn(files, since, until, tz), STAGED_SCHEMA)
+        staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(staged)
         try:
             meta = staged.select("file", "first_us", "last_us", "ingest").collect()
