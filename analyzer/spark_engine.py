@@ -475,8 +475,9 @@ def _ingest_fn(files: dict[str, tuple[int, str]], since, until, tz):
     return fn
 
 
-def partition_events_sql(con, table, lo: str | None, hi: str | None) -> tuple[str, dict]:
-    """Register one host's input rows (host, kind, data) on ``con``; the SQL of its events."""
+def partition_events_sql(con, table, lo: str | None, hi: str | None, sessions: list | None = None) -> tuple[str, dict]:
+    """Register one host set's input rows (host, kind, data) on ``con``; the SQL of its events
+    (only those of ``sessions`` when given: a drill-down needs nothing else)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -510,6 +511,9 @@ def partition_events_sql(con, table, lo: str | None, hi: str | None) -> tuple[st
     if hi is not None:
         where.append("ts < $hi::TIMESTAMPTZ")
         params["hi"] = hi
+    if sessions is not None:
+        where.append("list_contains($sessions, session_id)")
+        params["sessions"] = list(sessions)
     sql = "SELECT * FROM (" + " UNION ALL ".join(selects) + ")"
     return sql + (" WHERE " + " AND ".join(where) if where else ""), params
 
@@ -526,7 +530,11 @@ def _partition_connection(zone: str):
 
 
 def _analysis_fn(zone: str, names: list[str], params: dict, lo: str | None, hi: str | None):
-    """applyInArrow function: one host's inputs -> (name, Arrow IPC) of merge.partition_tables."""
+    """applyInArrow function: one host set's inputs -> (name, Arrow IPC) of
+    merge.partition_tables."""
+    # The drill-down's rows depend only on its sessions' own events (requests are per session):
+    # the views are built from those alone.
+    sessions = params.get("session_ids") if names == ["session_requests"] else None
 
     def fn(table):
         import pyarrow as pa
@@ -535,7 +543,7 @@ def _analysis_fn(zone: str, names: list[str], params: dict, lo: str | None, hi: 
 
         con = _partition_connection(zone)
         try:
-            sql, bound = partition_events_sql(con, table, lo, hi)
+            sql, bound = partition_events_sql(con, table, lo, hi, sessions)
             load_partition(con, sql, bound)
             out = partition_tables(con, names, params)
         finally:
