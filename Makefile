@@ -1,29 +1,37 @@
-# Two entry points for a fresh machine (see README):
+# Two entry points for a fresh machine (see README), in either order on one clone:
 #   make demo  - install dslogs and diagnose sample_logs/ into dslogs-report.html
-#   make test  - install everything the tests need (venv, extras, chromium, jq) and run them
+#   make test  - install everything the tests need (venv, extras, torch, chromium, jq) and run them
+# One install stamp per extras set (.venv/.installed-<extras>): `make test` after `make demo`
+# installs what the tests need on top of what the demo installed.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP_EXTRAS ?= test,gpu,hf,spark
+comma := ,
+DEMO_EXTRAS := base
+TEST_EXTRAS := test_gpu_hf_spark
+# The hf extra leaves torch to you (a pin would replace a user's CUDA build); the tests use
+# the CPU wheel, installed explicitly before the extras (pip finds it in its configured index).
+TORCH ?= torch==2.13.0
 
-.PHONY: demo test install system-deps lint bench
+.PHONY: demo test install system-deps lint bench collector-wheel
 
-$(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
+# $* is the extras set with "_" for ",", or "base" for none.
+$(VENV)/.installed-%: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(PIP_EXTRAS)]'
+	$(if $(findstring hf,$*),$(PY) -m pip install -q '$(TORCH)')
+	$(PY) -m pip install -q -e '.$(if $(filter base,$*),,[$(subst _,$(comma),$*)])'
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed-$(TEST_EXTRAS)
 
 system-deps:
 	bash scripts/install_system_deps.sh
 
-demo:
-	$(MAKE) install PIP_EXTRAS=test
+demo: $(VENV)/.installed-$(DEMO_EXTRAS)
 	$(VENV)/bin/dslogs analyze sample_logs/ --out dslogs-report.html
 	$(VENV)/bin/dslogs analyze sample_logs/ --format md | head -40
 
-test: system-deps install
+test: system-deps $(VENV)/.installed-$(TEST_EXTRAS)
 	$(PY) -m pytest -q
 
 lint: install
@@ -33,3 +41,7 @@ bench: install
 	$(PY) bench/collector_overhead.py
 	$(PY) bench/ingest.py
 	$(PY) bench/accuracy.py
+
+# dist/dslogs_collector-*.whl: the collector alone, no dependencies, for inference environments
+collector-wheel:
+	python3 -m pip wheel -q --no-deps -w dist ./packaging/collector

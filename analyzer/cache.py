@@ -6,8 +6,13 @@ writes into a log folder (it may be read-only, shipped by a log forwarder or rot
 ``*`` pattern, and several users may read it); a cache is per user and disposable.
 
 A cached file is reused while its path, size and mtime are unchanged. A file whose path is new
-but whose content fingerprint (decompressed length and a hash of its first 64 KiB) matches a
-cached file is the same log renamed by rotation or gzipped: its rows are kept, not re-read. A
+but whose content fingerprint (decompressed length, CRC-32 of the whole content and a hash of
+its first 64 KiB) matches a cached file is the same log renamed by rotation or gzipped: its rows
+are kept, not re-read. Without a cache (``--no-cache``) no file is ever skipped as a copy.
+
+``--cache PATH`` replaces only a file it can prove is a dslogs cache (a DuckDB file holding the
+``meta`` table with a ``schema_version``): anything else there is a one-line error (exit 2),
+never deleted. The default location (ours alone) is rebuilt when it cannot be opened. A
 file that changed (today's growing file) is read again and replaces its old rows. Files that no
 longer exist are dropped. The cache carries ``SCHEMA_VERSION``; any other version is rebuilt.
 Another process holding the file (DuckDB locks a database against other processes) makes the
@@ -21,6 +26,7 @@ import hashlib
 import os
 import re
 import struct
+import zlib
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
@@ -43,25 +49,35 @@ def default_cache_path(files: list[Path]) -> Path:
 
 
 def fingerprint(path: Path) -> str | None:
-    """Identity of a log's content, plain or gzipped: decompressed length and the SHA-1 of its
-    first 64 KiB. None when the file cannot be read (it is then read, and fails, normally)."""
+    """Identity of a log's content, plain or gzipped: decompressed length, CRC-32 of the whole
+    decompressed content and the SHA-1 of its first 64 KiB. A plain file is read whole for its
+    CRC (it is about to be read anyway, and the page cache keeps it); a ``.gz`` carries the
+    CRC-32 and length of its content in its trailer (RFC 1952), so only its head is inflated.
+    Two different logs never share one by accident (same size and head is not enough: the whole
+    content counts). None when the file cannot be read (it is then read, and fails, normally)."""
     try:
         if path.name.endswith(".gz"):
             with open(path, "rb") as fh:
-                fh.seek(-4, os.SEEK_END)
-                # gzip's ISIZE trailer: the decompressed length mod 2**32.
-                (length,) = struct.unpack("<I", fh.read(4))
+                fh.seek(-8, os.SEEK_END)
+                # gzip's trailer: CRC-32 and ISIZE (length mod 2**32) of the decompressed data.
+                crc, length = struct.unpack("<II", fh.read(8))
             with gzip.open(path, "rb") as fh:
                 head = fh.read(FINGERPRINT_BYTES)
         else:
-            length = path.stat().st_size % (1 << 32)
+            crc, length, head = 0, 0, b""
             with open(path, "rb") as fh:
-                head = fh.read(FINGERPRINT_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile, struct.error):
+                while chunk := fh.read(1 << 20):
+                    if not head:
+                        head = chunk[:FINGERPRINT_BYTES]
+                    crc = zlib.crc32(chunk, crc)
+                    length += len(chunk)
+            length %= 1 << 32
+    except (OSError, EOFError, gzip.BadGzipFile, struct.error, zlib.error):
+        # zlib.error: a .gz damaged within its first 64 KiB.
         return None
     if not head:
         return None
-    return f"{length}:{hashlib.sha1(head).hexdigest()}"
+    return f"2:{length}:{crc:08x}:{hashlib.sha1(head).hexdigest()}"
 
 
 class CacheBusy(Exception):
@@ -71,3 +87,12 @@ class CacheBusy(Exception):
 def is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     return "lock" in text or "conflicting" in text or "being used by another" in text
+
+
+def is_dslogs_cache(con, alias: str) -> bool:
+    """True when the attached database ``alias`` holds dslogs' meta table with its version."""
+    try:
+        rows = con.execute(f'SELECT value FROM "{alias}".meta WHERE key = \'schema_version\'').fetchall()
+    except Exception:  # no such table, other columns: not ours
+        return False
+    return bool(rows)

@@ -16,7 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-import altair as alt
+from analyzer import textsafe
+from analyzer import vl as alt
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
@@ -169,6 +170,7 @@ TIMELINE_SERIES = ("stage_latency_by_hour", "gpu_timeline", "errors_timeline", "
 
 
 def time_axis(model: dict) -> TimeAxis:
+    model = textsafe.for_charts(model)  # times a chart cannot place (year 1, BC) left out
     window = model.get("window") or {}
     first = window.get("first_event") or window.get("since")
     offset = 0.0
@@ -222,8 +224,16 @@ def _time_title(tx: TimeAxis | None) -> str:
     return f"time ({(tx or TimeAxis()).label})"
 
 
+# Vega's default time labels are a 12-hour clock without AM/PM ("02:52" for 14:52): a
+# 24-hour clock at every level, the date where a day starts.
+TIME_LABELS = {"year": "%Y", "quarter": "%b %Y", "month": "%b %Y", "week": "%b %d", "date": "%b %d",
+               "hours": "%H:%M", "minutes": "%H:%M", "seconds": "%H:%M:%S", "milliseconds": "%H:%M:%S.%L"}
+# Plain decimals on millisecond axes: d3's "~s" wrote 0.2 ms as "200m" (milli-milliseconds).
+MS_LABELS = ",~r"
+
+
 def _time_axis_def() -> alt.Axis:
-    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True)
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True, format=TIME_LABELS)
 
 
 def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
@@ -250,12 +260,18 @@ def fill_gaps(rows: list[dict], ts_key: str, keys: tuple[str, ...], value: str, 
         have = {t.timestamp() for t in times}
         t, added = times[0], 0
         while t < times[-1] and added < max_fill:
-            t = t + timedelta(seconds=step_s)
+            try:
+                t = t + timedelta(seconds=step_s)
+            except OverflowError:  # an event stamped in year 9999: no bucket after it
+                break
             if t.timestamp() not in have:
                 out.append({ts_key: t.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
                 added += 1
         # a step-after line ends at its last point: a closing zero lets the last bucket show its width
-        end = times[-1] + timedelta(seconds=step_s)
+        try:
+            end = times[-1] + timedelta(seconds=step_s)
+        except OverflowError:
+            continue
         out.append({ts_key: end.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
     return out
 
@@ -364,7 +380,7 @@ def stage_latency_chart(series: dict, tx: TimeAxis | None = None) -> Chart | Non
     rows = break_gaps(rows, "bucket", "stage", ("count", "p50", "p95"))
     base = alt.Chart(_data(rows, "bucket", tx)).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
         x=_time_x("bucket", tx),
-        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")),
+        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS)),
         color=alt.Color("stage:N", title="stage"),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile",
                                   scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
@@ -390,17 +406,25 @@ def latency_hist_chart(series: dict) -> Chart | None:
     metrics += sorted({r["metric"] for r in rows} - set(metrics))
     for metric in metrics[:4]:
         sub = [r for r in rows if r["metric"] == metric][:200]
+        # log-spaced bins (queries/latency_hist.sql) on a log axis: every bin equally wide, so
+        # 0.2 ms and 20 s both show their shape; bars span [bin_start, bin_end)
         panels.append(
-            alt.Chart(_data(sub)).mark_bar(color="#2e6fdb", opacity=0.85, binSpacing=0).encode(
-                x=alt.X("bin_start:Q", bin="binned", title=titles.get(metric, metric)),
+            alt.Chart(_data(sub)).mark_bar(color="#2e6fdb", opacity=0.85).encode(
+                x=alt.X("bin_start:Q", title=titles.get(metric, metric) + ", log scale",
+                        scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS, labelOverlap=True)),
                 x2="bin_end:Q",
                 y=alt.Y("count:Q", title="requests"),
-                tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
+                y2={"datum": 0},  # bars stand on zero (a ranged x alone draws them as ticks)
+                tooltip=[alt.Tooltip("bin_start:Q", title="from (ms)", format=",~r"),
+                         alt.Tooltip("bin_end:Q", title="to (ms)", format=",~r"), "count:Q"],
             ).properties(width=int(WIDTH / len(metrics[:4])) - 60, height=150)
         )
     chart = alt.hconcat(*panels)
-    return Chart("latency_hist", "latency", "Latency distributions",
-                 _finish(chart, "Latency distributions", "requests per latency bin"))
+    first = rows[0]
+    ratio = (first.get("bin_end") or 0) / first["bin_start"] if first.get("bin_start") else 0
+    per_decade = round(1 / math.log10(ratio)) if ratio > 1 else None
+    sub = "requests per latency bin" + (f", {per_decade} bins per power of ten" if per_decade else "")
+    return Chart("latency_hist", "latency", "Latency distributions", _finish(chart, "Latency distributions", sub))
 
 
 def prefill_vs_input_chart(series: dict) -> Chart | None:
@@ -593,6 +617,7 @@ def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
 
 def build_charts(model: dict) -> list[Chart]:
     """All charts the model has data for, in report order."""
+    model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
     series = model.get("series") or {}
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
     kv_rules = {"kv_cache_bloat"}

@@ -168,6 +168,8 @@ def report_weekly(
 
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
+    for note in model.get("notes") or []:
+        typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         target = out or Path(f"dslogs-weekly-{model['week']}.html")
@@ -175,6 +177,56 @@ def report_weekly(
         typer.echo(str(target))
     else:
         _write_or_print(text, out)
+
+
+@app.command()
+def diff(
+    logs: Annotated[list[str], typer.Argument(help="BEFORE AFTER (log sets or saved report JSON), or LOGS with --before/--after.")],
+    before: Annotated[str | None, typer.Option("--before", help="Split LOGS by time: the before window START..END.")] = None,
+    after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
+    fail_on_regression: Annotated[float | None, typer.Option("--fail-on-regression", help="Exit 1 on a significant regression above PCT %.")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    from analyzer.diff import REGRESSION_PCT, build_diff, has_regression
+    from analyzer.render_diff import render_diff
+
+    if before is not None or after is not None:
+        kwargs = {"logs": logs, "before_range": before, "after_range": after}
+    elif len(logs) == 2:
+        kwargs = {"before": [logs[0]], "after": [logs[1]]}
+    else:
+        _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
+    limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
+    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
+    text = _run(render_diff, model, format.value)
+    if format is ReportFormat.html:
+        target = out or Path("dslogs-diff.html")
+        target.write_text(text, encoding="utf-8")
+        typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
+    if fail_on_regression is not None and has_regression(model):
+        raise typer.Exit(1)
+
+
+@app.command()
+def watch(
+    logs: LogsArg,
+    interval: Annotated[str, typer.Option("--interval", help="Refresh every (2s, 500ms, 1m).")] = "2s",
+    window: Annotated[str, typer.Option("--window", help="Statistics over the last (15m, 1h).")] = "15m",
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    tz: TzOpt = None,
+) -> None:
+    """A live terminal view of the logs being written (reads only appended bytes)."""
+    from analyzer.watch import watch as run_watch
+
+    raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
 
 
 @app.command()
@@ -189,24 +241,30 @@ def query(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
+    raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
 ) -> None:
-    """Run SQL over the logs (views: events, requests, sessions)."""
+    """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     if engine is Engine.spark:
         from analyzer.spark_engine import spark_query
 
         result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
     else:
-        from analyzer.ingest import run_query
+        # Refused before the logs are read; then one query in the sandbox (analyzer.sandbox):
+        # views, computed only as far as the query needs them.
+        import duckdb
 
-        # One query: views, computed only as far as the query needs them.
+        from analyzer.sandbox import check_statement, run_user_query
+
+        _run(check_statement, duckdb.connect(), sql, allow_files)
         db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
-        result = _run(run_query, db, sql)
-    _print_result(result, format.value)
+        result = _run(run_user_query, db, sql, allow_files)
+    _print_result(result, format.value, csv_guard=not raw_csv)
 
 
 @app.command()
 def session(
-    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID.")],
+    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID (put -- before an id that starts with -).")],
     format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -223,18 +281,20 @@ def session(
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
-        _fail(f"no events for session {session_id!r} in {', '.join(paths)}")
+        from analyzer.textsafe import visible
+
+        _fail(f"no events for session {visible(repr(session_id))} in {visible(', '.join(paths))}")
     _print_result(result, format.value)
 
 
-def _print_result(result, fmt: str) -> None:
+def _print_result(result, fmt: str, csv_guard: bool = True) -> None:
     """Print a query result; a closed pipe (`| head`) ends the command quietly."""
     import os
 
     from analyzer.output import write_result
 
     try:
-        write_result(result, fmt, sys.stdout)
+        write_result(result, fmt, sys.stdout, csv_guard=csv_guard)
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
@@ -267,6 +327,8 @@ def simulate(
     hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
     start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
+    change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
+    change_at: Annotated[str | None, typer.Option("--change-at", help="When the change happens (local ISO time; default mid-run).")] = None,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
     from analyzer.simulate import SCENARIOS
@@ -288,6 +350,8 @@ def simulate(
         events=events,
         hosts=hosts,
         start=start,
+        change=change,
+        change_at=change_at,
     )
     typer.echo(
         f"wrote {summary['events']} events in {summary['files']} files to {outdir} "

@@ -6,11 +6,11 @@ DuckDB ``read_json`` and one explicit schema (``RAW_COLUMNS``: every v1 field pl
 the views ``events``, ``requests`` and ``sessions`` (docs/internals.md, docs/sql.md) over it, so
 queries never re-scan JSON. The table lives in the cache file (``analyzer.cache``) or in memory.
 
-Damaged input never aborts a run. A file is first read strictly (fast: one statement for a batch
-of files); a file that fails (malformed or truncated lines, wrong value types, invalid UTF-8,
-a line over 16 MiB, a line without stage or time) is scanned line by line in Python, and only
-its good lines go to DuckDB; the bad ones are counted per file with file, line and reason for
-the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
+Damaged input never aborts a run and costs exactly its own lines (``LINE_RULES``). A file is
+first read strictly (fast: one statement for a batch of files); a file that fails is re-read in
+chunks, and only a chunk DuckDB rejects is judged line by line (Python for what it is sure of,
+DuckDB for each suspect line alone), so its good lines go to DuckDB; the bad ones are counted
+per file with file, line and reason for the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
 ``skipped_files``; an unreadable or empty file is skipped and counted. ``InputError`` only when
 nothing is readable: a missing path, no log files.
 """
@@ -46,7 +46,6 @@ SAMPLES_PER_FILE = 5
 SAMPLES_TOTAL = 50
 BATCH_BYTES = 512 << 20  # decompressed bytes per read statement (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
-RETRIES = 20  # DuckDB rejections of Python-validated lines before giving up on line numbers
 
 _PARAMS = "STRUCT(num_beams BIGINT, max_new_tokens BIGINT, temperature DOUBLE, top_p DOUBLE, do_sample BOOLEAN)"
 # The one read schema for both formats: every v1 field (DESIGN.md §3) and legacy's timestamp.
@@ -260,14 +259,16 @@ class Reader:
             except _OUR_BUGS:
                 raise
             except duckdb.Error:
-                # One of them is damaged: read them one by one.
-                for f in readable:
+                # One of them is damaged: read them one by one (a batch of one: it is that one).
+                for f in readable if len(readable) > 1 else []:
                     try:
                         self._insert([(str(f.path), f.file_id)])
                     except _OUR_BUGS:
                         raise
                     except duckdb.Error:
                         slow.append(f)
+                if len(readable) == 1:
+                    slow.append(readable[0])
             suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
             if suspects and len(readable) > 1:
                 # Read again alone: a file read out of step with its neighbours may be fine. The
@@ -299,29 +300,52 @@ class Reader:
     # -- the slow path: one damaged file, line by line --------------------------------------
 
     def _read_slow(self, f: FileStats) -> None:
+        """One damaged file, line by line; costs one pass plus work per damaged line.
+
+        Python splits the lines (on LF only, as the JSON reader does) and judges what it can
+        be sure of (``LINE_RULES``). What only DuckDB can judge exactly (value types, times,
+        duplicate keys, lone surrogates, nesting Python cannot parse) is flagged as *suspect*
+        by a deliberately stricter mirror, and each suspect line alone is then read by DuckDB
+        with the very schema of the fast path: rejected, it is bad; accepted, it is kept. All
+        times are checked in one batch the same way (DuckDB reads "2026-W48-1" differently
+        from Python). No good line is lost and there are no blind retries."""
+        pending: list[tuple[int, str]] = []  # (line, reason), counted in line order at the end
+        try:
+            self._read_lines(f, pending)
+        finally:
+            for line, reason in sorted(pending):
+                _add_bad(f, line, reason)
+
+    def _read_lines(self, f: FileStats, pending: list[tuple[int, str]]) -> None:
         clean = self.workdir / f"clean-{f.file_id}.jsonl"
-        kept = _scan_lines(f, clean)
-        if not kept:
-            clean.unlink(missing_ok=True)
-            return
-        for _ in range(RETRIES):
+        kept_no: list[int] = []  # line numbers of the rows inserted, in order
+        for chunk in _raw_chunks(f, pending):
+            # Most of a damaged file is fine: a chunk DuckDB reads as it is costs one read.
+            if self._insert_chunk(chunk, f.file_id, clean):
+                kept_no.extend(no for no, _ in chunk)
+                continue
+            kept = self._judge_chunk(chunk, pending)
+            if not kept:
+                continue
+            with open(clean, "wb") as out:
+                for _no, raw in kept:
+                    out.write(_clean_bytes(raw))
             try:
                 self._insert([(str(clean), f.file_id)])
-                break
+            except _OUR_BUGS:
+                raise
             except duckdb.Error as exc:
-                line = _error_line(str(exc))
-                if line is None or not 1 <= line <= len(kept):
-                    self._delete([f.file_id])
+                # A rule the mirror does not know yet: the chunk's good lines are still read
+                # (lenient: a rejected line becomes an all-NULL row, counted below), never lost.
+                try:
                     self._insert([(str(clean), f.file_id)], lenient=True)
-                    break
-                _add_bad(f, kept[line - 1], _duckdb_reason(str(exc)))
-                kept = _drop_line(clean, kept, line)
-                if not kept:
-                    clean.unlink(missing_ok=True)
-                    return
-        else:
-            self._delete([f.file_id])
-            self._insert([(str(clean), f.file_id)], lenient=True)
+                except duckdb.Error:
+                    f.unreadable = f"rejected by the reader ({_one_line(exc)[:160]})"
+                    continue
+            kept_no.extend(no for no, _ in kept)
+        clean.unlink(missing_ok=True)
+        if not kept_no:
+            return
         # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
         bad = self.con.execute(
             f"""SELECT k, stage IS NULL, ts IS NULL FROM (
@@ -330,9 +354,12 @@ class Reader:
                 WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL""",
             [f.file_id],
         ).fetchall()
-        for k, no_stage, no_ts in bad:
-            line = kept[k - 1] if k - 1 < len(kept) else 0
-            _add_bad(f, line, "no stage" if no_stage else ("timestamp not readable" if no_ts else "unreadable line"))
+        lines = {kept_no[k - 1]: (no_stage, no_ts) for k, no_stage, no_ts in bad if k - 1 < len(kept_no)}
+        rules = _rule_reasons(f, set(lines)) if lines else {}
+        for line, (no_stage, no_ts) in lines.items():
+            # The rule by the line itself (no ts, no timestamp) where it says; DuckDB's else.
+            fallback = "no stage" if no_stage else ("unreadable time (timestamp)" if no_ts else "unreadable line")
+            pending.append((line, rules.get(line) or fallback))
         if bad:
             self.con.execute(
                 f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
@@ -340,15 +367,101 @@ class Reader:
             )
         clean.unlink(missing_ok=True)
 
+    def _insert_chunk(self, chunk: list[tuple[int, bytes]], file_id: int, path: Path) -> bool:
+        """Insert a chunk of raw lines as they are when DuckDB reads them all (one statement;
+        nothing is kept when it fails). A chunk with a CR is judged line by line: the
+        line-length reader would end a line there."""
+        if any(b"\r" in raw for _no, raw in chunk):
+            return False
+        with open(path, "wb") as out:
+            for _no, raw in chunk:
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        try:
+            self._insert([(str(path), file_id)])
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            return False
+        return True
 
-def _error_line(message: str) -> int | None:
-    m = re.search(r"\bline (\d+)", message)
-    return int(m.group(1)) if m else None
+    def _judge_chunk(self, chunk: list[tuple[int, bytes]], pending: list[tuple[int, str]]) -> list[tuple[int, bytes]]:
+        """The lines of a chunk DuckDB rejected that are events after all (LINE_RULES)."""
+        lines: list[_Line] = []
+        for no, raw in chunk:
+            item = _judge(raw, no)
+            if isinstance(item, str):
+                pending.append((no, item))
+            elif item is not None:
+                lines.append(item)
+        self._check_times(lines)
+        kept = []
+        for item in lines:
+            if item.suspect is not None:
+                verdict = self._duckdb_rejects(item.raw)
+                if verdict is not None:
+                    pending.append((item.line_no, item.suspect or verdict))
+                    continue
+            if item.rule is not None:
+                pending.append((item.line_no, item.rule))
+                continue
+            kept.append((item.line_no, item.raw))
+        return kept
+
+    def _duckdb_rejects(self, raw: bytes) -> str | None:
+        """DuckDB's own verdict on one line, read alone with the fast path's schema: None when
+        it reads it, else its one-line reason."""
+        probe = self.workdir / "probe.jsonl"
+        probe.write_bytes(_clean_bytes(raw))
+        try:
+            self.con.execute(
+                f"SELECT * FROM read_json(?, columns={_columns_struct()}, format='newline_delimited', "
+                f"maximum_object_size={MAX_LINE_BYTES + 1024})", [str(probe)]).fetchall()  # fmt: skip
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error as exc:
+            return _duckdb_reason(str(exc))
+        return None
+
+    def _check_times(self, lines: list[_Line]) -> None:
+        """Mark lines whose ``ts`` DuckDB cannot read as suspect: every ts of the file in one
+        lenient read of ``{"ts": value}`` lines (an unreadable time becomes NULL there)."""
+        timed = [item for item in lines if not item.bad and item.ts is not None]
+        if not timed:
+            return
+        path = self.workdir / "times.jsonl"
+        with open(path, "w", encoding="utf-8") as out:
+            for item in timed:
+                out.write('{"ts":' + json.dumps(item.ts, ensure_ascii=False) + "}\n")
+        rows = self.con.execute(
+            "SELECT ts IS NULL FROM read_json(?, columns={'ts': 'TIMESTAMPTZ'}, format='newline_delimited', "
+            "ignore_errors=true)", [str(path)]).fetchall()  # fmt: skip
+        path.unlink(missing_ok=True)
+        if len(rows) != len(timed):  # cannot line them up: let each be judged alone
+            for item in timed:
+                item.suspect = item.suspect or ""
+            return
+        for item, (unreadable,) in zip(timed, rows, strict=True):
+            if unreadable and item.suspect is None:
+                item.suspect = f"unreadable time: ts={_short(item.ts)}"
+
+
+def _clean_bytes(raw: bytes) -> bytes:
+    """A kept line as DuckDB's two readers should see it: LF-terminated, and any CR (outside
+    strings: inside one the line is not JSON) turned into a space of the same length, so the
+    line-length reader (read_csv, which ends lines at a bare CR) stays in step."""
+    body = raw[:-1] if raw.endswith(b"\n") else raw
+    return body.replace(b"\r", b" ") + b"\n"
 
 
 def _duckdb_reason(message: str) -> str:
     first = message.splitlines()[0] if message else "rejected"
     first = re.sub(r'^.*?Error: (JSON transform error in file ".*?", in line \d+: )?', "", first)
+    first = re.sub(r'^Malformed JSON in file ".*?", at byte \d+ in line \d+: ', "malformed JSON (", first)
+    if first.startswith("malformed JSON ("):
+        return first.rstrip(". ")[:190] + ")"
+    if "duplicate key" in first:
+        m = re.search(r'duplicate key "([^"]*)"', first)
+        return f"duplicate key: {m.group(1) if m else '?'}"
     return ("wrong value type: " + first)[:200]
 
 
@@ -358,88 +471,121 @@ def _add_bad(f: FileStats, line: int, reason: str) -> None:
         f.samples.append({"file": f.display, "line": int(line), "reason": reason})
 
 
-def _drop_line(clean: Path, kept: list[int], line: int) -> list[int]:
-    """Rewrite the clean file without its ``line``-th line (1-based)."""
-    tmp = clean.with_suffix(".tmp")
-    with open(clean, "rb") as src, open(tmp, "wb") as dst:
-        for i, raw in enumerate(src, start=1):
-            if i != line:
-                dst.write(raw)
-    os.replace(tmp, clean)
-    return kept[: line - 1] + kept[line:]
-
-
 # -- line validation (the slow path) -------------------------------------------------------------
 
-_NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+# LINE_RULES: what makes a line bad, in the order it is judged (the fuzz oracle in tests/fuzz
+# applies the same list line by line, independently of the reader's batching):
+#   1. blank or whitespace only: not a line, not counted;
+#   2. longer than 16 MiB: "line over 16 MiB";
+#   3. not UTF-8: "invalid UTF-8 at byte N";
+#   4. not JSON: "malformed JSON (...)" ("truncated line at end of file" when unterminated);
+#   5. JSON but not an object: "not a JSON object (list)";
+#   6. rejected by DuckDB's read_json with RAW_COLUMNS (the fast path's schema): a value of the
+#      wrong type, a duplicate key among the read fields, a time DuckDB cannot read, a lone
+#      surrogate; the reason names the field where it can;
+#   7. no stage (absent or null): "no stage";
+#   8. no time: v1 without ts "no ts"; legacy without timestamp "no timestamp (ts or timestamp)";
+#      a legacy timestamp analyzer/views/events.sql cannot read: "unreadable time (timestamp)".
+# Rules 1-5 and 7-8 are sure in Python; rule 6 is DuckDB's alone: Python flags a superset of
+# suspects, DuckDB decides each.
+
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+_INT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_FLOAT_TEXT = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 _INT64 = 2**63
 
 
-def _number_ok(value, integer: bool) -> bool:
-    """What DuckDB's strict JSON reader casts to a number: numbers, booleans, numeric strings."""
+def _number_suspect(value, integer: bool) -> bool:
+    """True unless DuckDB surely casts ``value`` to BIGINT/DOUBLE (stricter than DuckDB)."""
     if isinstance(value, bool):
-        return True
+        return False
     if isinstance(value, int):
-        return not integer or -_INT64 <= value < _INT64
+        return integer and not -_INT64 <= value < _INT64
     if isinstance(value, float):
-        return math.isfinite(value) and (not integer or abs(value) < 9.2e18)
-    if isinstance(value, str) and _NUMERIC.match(value):
-        try:
-            number = float(value)
-        except ValueError:
-            return False
-        return math.isfinite(number) and (not integer or abs(number) < 9.2e18)
-    return False
-
-
-def _time_ok(value) -> bool:
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
+        return integer and not (math.isfinite(value) and -_INT64 < value < _INT64)
+    if isinstance(value, str):
+        if integer:
+            return not (_INT_TEXT.match(value) and -_INT64 <= int(value) < _INT64)
+        return not _FLOAT_TEXT.match(value)
     return True
 
 
+class _Dups(dict):
+    """A JSON object that remembers its duplicated keys (json's object_pairs_hook)."""
+
+    dups: frozenset = frozenset()
+
+
+def _pairs(pairs: list) -> _Dups:
+    obj = _Dups(pairs)
+    if len(obj) != len(pairs):
+        seen: set = set()
+        obj.dups = frozenset(k for k, _ in pairs if k in seen or seen.add(k))
+    return obj
+
+
 def _type_problem(obj: dict) -> str | None:
-    """Why DuckDB would reject this object's known fields, or None."""
-    for name, kind in RAW_COLUMNS.items():
-        value = obj.get(name)
+    """Why DuckDB might reject this object's read fields (rule 6, a superset), or None."""
+    dups = sorted(getattr(obj, "dups", frozenset()) & RAW_COLUMNS.keys())
+    if dups:
+        return f"duplicate key: {dups[0]}"
+    for name in obj.keys() & RAW_COLUMNS.keys():  # a line holds a few of the 46 fields
+        value = obj[name]
+        kind = RAW_COLUMNS[name]
         if value is None:
             continue
         if kind in ("BIGINT", "DOUBLE"):
-            if not _number_ok(value, kind == "BIGINT"):
+            if _number_suspect(value, kind == "BIGINT"):
                 return f"wrong value type: {name}={_short(value)} (a number expected)"
         elif kind == "TIMESTAMPTZ":
-            if not _time_ok(value):
-                return f"wrong value type: {name}={_short(value)} (an ISO timestamp expected)"
+            if not isinstance(value, str):
+                return f"unreadable time: {name}={_short(value)} (an ISO timestamp expected)"
         elif name == "params":
             if not isinstance(value, dict):
                 return f"wrong value type: params={_short(value)} (an object expected)"
+            pdups = sorted(getattr(value, "dups", frozenset()) & _PARAM_TYPES.keys())
+            if pdups:
+                return f"duplicate key: params.{pdups[0]}"
             for key, sub in _PARAM_TYPES.items():
                 v = value.get(key)
                 if v is None:
                     continue
                 if sub == "BOOLEAN":
-                    if not (isinstance(v, bool) or v in (0, 1) or (isinstance(v, str) and v.lower() in ("true", "false"))):
+                    if not (isinstance(v, bool | int | float) or (isinstance(v, str) and v.lower() in ("true", "false"))):
                         return f"wrong value type: params.{key}={_short(v)} (true/false expected)"
-                elif not _number_ok(v, sub == "BIGINT"):
+                elif _number_suspect(v, sub == "BIGINT"):
                     return f"wrong value type: params.{key}={_short(v)} (a number expected)"
-    if not isinstance(obj.get("stage"), str):
-        return "no stage" if obj.get("stage") is None else f"wrong value type: stage={_short(obj.get('stage'))}"
+    return None
+
+
+def _rule_problem(obj: dict) -> str | None:
+    """Rules 7-8: a line DuckDB reads that is still no event."""
+    if obj.get("stage") is None:
+        return "no stage"
     if obj.get("v") is None and obj.get("ts") is None:
-        stamp = obj.get("timestamp")
-        if stamp is None:
+        if obj.get("timestamp") is None:
             return "no timestamp (ts or timestamp)"
-        if not _time_ok(stamp):
-            return f"wrong value type: timestamp={_short(stamp)} (an ISO timestamp expected)"
     elif obj.get("ts") is None:
         return "no ts"
     return None
+
+
+def _has_lone_surrogate(obj) -> bool:
+    """A string with half a UTF-16 pair (JSON "\\ud800"): Python reads it, DuckDB does not."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _short(value) -> str:
@@ -449,20 +595,54 @@ def _short(value) -> str:
         return f"<text of {len(value)} characters>"
     if isinstance(value, (dict, list)):
         return f"<{type(value).__name__} of {len(value)} items>"
-    return json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, ensure_ascii=True)
+    except ValueError:
+        return repr(value)
 
 
-def _scan_lines(f: FileStats, clean: Path) -> list[int]:
-    """Copy the good lines of ``f`` into ``clean``; count the bad ones. The kept line numbers."""
-    kept: list[int] = []
+@dataclass
+class _Line:
+    line_no: int
+    raw: bytes
+    ts: object = None  # the ts value, to be checked by DuckDB
+    suspect: str | None = None  # a reason DuckDB may reject it for ("" when unknown)
+    rule: str | None = None  # rules 7-8, applied when DuckDB reads the line
+    bad: bool = False
+
+
+def _rule_reasons(f: FileStats, wanted: set[int]) -> dict[int, str]:
+    """Rules 7-8 reasons of the lines ``wanted`` of ``f`` (one more pass, only when a read
+    line turned out to be no event)."""
+    out: dict[int, str] = {}
+    last = max(wanted)
+    with contextlib.suppress(OSError, EOFError, zlib.error):
+        with (gzip.open if f.display.endswith(".gz") else open)(f.path, "rb") as src:
+            for no, raw in enumerate(src, start=1):
+                if no in wanted:
+                    obj, _reason = _parse(raw)
+                    if isinstance(obj, dict) and (rule := _rule_problem(obj)):
+                        out[no] = rule
+                if no >= last:
+                    break
+    return out
+
+
+CHUNK_LINES = 4096  # lines per strict read in the slow path (a bad line costs its chunk's judging)
+
+
+def _raw_chunks(f: FileStats, pending: list[tuple[int, str]]):
+    """The non-blank lines of ``f`` as (line number, raw bytes), CHUNK_LINES at a time; lines
+    over 16 MiB are counted bad without being held; a corrupt .gz ends the lines there."""
     opener = gzip.open if f.display.endswith(".gz") else open
     line_no = 0
     try:
         src = opener(f.path, "rb")
     except OSError as exc:
         f.unreadable = f"cannot open ({exc.strerror or exc})"
-        return kept
-    with src, open(clean, "wb") as out:
+        return
+    chunk: list[tuple[int, bytes]] = []
+    with src:
         try:
             while True:
                 raw = src.readline(MAX_LINE_BYTES + 2)
@@ -473,39 +653,76 @@ def _scan_lines(f: FileStats, clean: Path) -> list[int]:
                     # Skip the rest of an oversized line without holding it.
                     while raw and not raw.endswith(b"\n"):
                         raw = src.readline(1 << 20)
-                    _add_bad(f, line_no, f"line over {MAX_LINE_BYTES >> 20} MiB")
+                    pending.append((line_no, f"line over {MAX_LINE_BYTES >> 20} MiB"))
                     continue
-                reason = _line_problem(raw)
-                if reason is None:
-                    out.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                    kept.append(line_no)
-                elif reason != "blank":
-                    _add_bad(f, line_no, reason)
+                if not raw.rstrip(b"\r\n").strip():
+                    continue  # rule 1: blank
+                chunk.append((line_no, raw))
+                if len(chunk) >= CHUNK_LINES:
+                    yield chunk
+                    chunk = []
         except (OSError, EOFError, zlib.error) as exc:
             # A corrupt or truncated .gz: what came before the damage is kept.
             f.unreadable = f"corrupt gzip after line {line_no} ({_one_line(exc)})"
-    return kept
+    if chunk:
+        yield chunk
 
 
-def _line_problem(raw: bytes) -> str | None:
+def _parse(raw: bytes):
+    """(object, None) or (None, reason) for rules 1-5; (None, None) for a blank line; the
+    object is ``...`` (Ellipsis) when Python cannot parse it but DuckDB might (deep nesting)."""
     body = raw.rstrip(b"\r\n")
     if not body.strip():
-        return "blank"
+        return None, None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start}"
+        return None, f"invalid UTF-8 at byte {exc.start}"
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_pairs)
+    except RecursionError:
+        return ..., None
     except ValueError as exc:
         if not raw.endswith(b"\n"):
-            return "truncated line at end of file"
+            return None, "truncated line at end of file"
         msg = getattr(exc, "msg", str(exc))
         col = getattr(exc, "colno", None)
-        return f"malformed JSON ({msg}" + (f", column {col})" if col else ")")
+        return None, f"malformed JSON ({msg}" + (f", column {col})" if col else ")")
     if not isinstance(obj, dict):
-        return f"not a JSON object ({type(obj).__name__})"
-    return _type_problem(obj)
+        return None, f"not a JSON object ({type(obj).__name__})"
+    return obj, None
+
+
+def _judge(raw: bytes, line_no: int) -> _Line | str | None:
+    obj, reason = _parse(raw)
+    if reason is not None:
+        return reason
+    if obj is None:
+        return None
+    if obj is ...:
+        return _Line(line_no, raw, suspect="")  # nested deeper than Python reads: DuckDB decides
+    rule = _rule_problem(obj)
+    suspect = _type_problem(obj)
+    # Only a \uD800-\uDFFF escape can make a lone surrogate (decoded UTF-8 never does).
+    if suspect is None and _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(obj):
+        suspect = ""
+    if rule is not None and suspect is None:
+        return rule
+    # With a rule problem too, DuckDB may reject it first (its reason wins); else the rule's.
+    return _Line(line_no, raw, ts=obj.get("ts"), suspect=suspect, rule=rule)
+
+
+def _line_problem(raw: bytes) -> str | None:
+    """The reason a single line is bad by the Python rules (the Spark engine's reasons), or
+    None; rule 6 is reported as its suspicion."""
+    obj, reason = _parse(raw)
+    if reason is not None:
+        return reason
+    if obj is None:
+        return "blank"
+    if obj is ...:
+        return None
+    return _type_problem(obj) or _rule_problem(obj)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -520,10 +737,25 @@ def _stderr(message: str) -> None:
     sys.stderr.write(f"dslogs: {message}\n")
 
 
-def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
+def _attach_cache(con, path: Path, found: Discovery, zone: str, explicit: bool = False) -> str | None:
     """Attach the cache as ``dslogs_cache``: ``"rw"``, or ``"ro"`` when another dslogs holds it
     only to read and it already has every file of this run; rebuilt on a schema version mismatch.
-    None (and one line on stderr) when it cannot be used: the run goes on without a cache."""
+    None (and one line on stderr) when it cannot be used: the run goes on without a cache.
+
+    ``explicit`` (``--cache PATH``): an existing file there is replaced only when it is proven a
+    dslogs cache (``cache.is_dslogs_cache``); anything else (notes, a report, a log, another
+    program's database) is a UsageError, and the file is left as it was. The default location
+    is dslogs' own folder: a file there that cannot be opened is rebuilt."""
+    refuse = (f"--cache {path}: exists and is not a dslogs cache; refusing to replace it "
+              "(name a new file, or remove it yourself)")
+    if os.path.lexists(path) and not path.is_file():
+        if explicit:
+            raise UsageError(f"--cache {path}: not a regular file")
+        _stderr(f"cache {path}: not a regular file; reading without a cache")
+        return None
+    if explicit and path.is_file() and not _looks_like_duckdb(path):
+        # Never handed to DuckDB: a failed ATTACH may still leave a .wal beside the file.
+        raise UsageError(refuse)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -538,13 +770,21 @@ def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
                     return "ro"
                 _stderr(f"cache {path} is in use by another dslogs process; reading without a cache")
             elif attempt == 0 and path.exists():
+                if explicit and path.stat().st_size > 0:
+                    raise UsageError(f"{refuse}: {_one_line(exc)}") from None
+                # (an empty file holds nothing to lose: `touch cache.duckdb` is fine)
                 # Not a DuckDB file, or one of another DuckDB version: start a new one.
                 _remove_cache(path)
                 continue
             else:
                 _stderr(f"cache {path}: {_one_line(exc)}; reading without a cache")
             return None
-        if _cache_version(con) not in (None, str(cache_mod.SCHEMA_VERSION)):
+        version = _cache_version(con)
+        if version == "?" and explicit:
+            # A DuckDB database of something else: not ours to replace.
+            con.execute("DETACH dslogs_cache")
+            raise UsageError(refuse)
+        if version not in (None, str(cache_mod.SCHEMA_VERSION)):
             con.execute("DETACH dslogs_cache")
             _remove_cache(path)
             continue
@@ -552,9 +792,21 @@ def _attach_cache(con, path: Path, found: Discovery, zone: str) -> str | None:
     return None
 
 
+def _looks_like_duckdb(path: Path) -> bool:
+    """A DuckDB database file: its main header carries the magic "DUCK" at byte 8 (or it is a
+    new, empty file DuckDB may have created and not yet written)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return head == b"" or head[8:12] == b"DUCK"
+
+
 def _cache_version(con) -> str | None:
     """The attached cache's schema version; None for a new (empty) file, '?' for a foreign one."""
     tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dslogs_cache'").fetchall()[0][0]
+    tables += con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = 'dslogs_cache'").fetchall()[0][0]
     if not tables:
         return None
     try:
@@ -653,7 +905,7 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     mode = None
     if use_cache and found.files:
         cache_path = Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
-        mode = _attach_cache(con, cache_path, found, zone)
+        mode = _attach_cache(con, cache_path, found, zone, explicit=cache is not None)
         if mode:
             store = "dslogs_cache"
         else:
@@ -681,6 +933,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
     claimed: set[int] = set()
     prints_in_run: dict[str, str] = {}
     skipped: list[dict] = [{"file": f.display, "reason": "outside the window"} for f in found.pruned]
+    # Named or found but not readable as a log (FIFO, socket, broken link, unreadable folder...).
+    skipped += [{"file": name, "reason": why} for name, why in found.unreadable]
     for lf in found.files:
         resolved = str(lf.path.resolve())
         rec = known.get(resolved)
@@ -691,7 +945,8 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
             if rec[4]:
                 prints_in_run[rec[4]] = lf.display
             continue
-        fp = cache_mod.fingerprint(lf.path)
+        # Without a cache nothing is skipped as a copy: only a cache can show the rows are there.
+        fp = cache_mod.fingerprint(lf.path) if store == "dslogs_cache" else None
         if fp and fp in prints_in_run:
             duplicates += 1
             skipped.append({"file": lf.display, "reason": f"same content as {prints_in_run[fp]}"})
@@ -794,7 +1049,7 @@ def _load(db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, mate
         if r[5]:
             display = next(f.display for f in run if f.file_id == r[0])
             skipped.append({"file": display, "reason": r[5]})
-    unreadable = sum(1 for r in records if r[5])
+    unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
     v1, legacy = db.con.execute(
         "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
     ).fetchall()[0]

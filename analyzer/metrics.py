@@ -73,10 +73,9 @@ BINS = {
     "input_bin_tokens": 256,
     "max_input_tokens": 8192,
     "max_turn": 30,
-    "ttft_bin_ms": 100,
-    "tpot_bin_ms": 10,
-    "e2e_bin_ms": 1000,
-    "max_bins": 60,
+    "bins_per_decade": 10,  # latency histograms: log-spaced bins, ×1.26 per bin
+    "hist_min_ms": 0.01,
+    "max_bins": 100,  # 0.01 ms … 10^8 ms
 }
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")

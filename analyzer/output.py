@@ -18,6 +18,8 @@ from decimal import Decimal
 from typing import IO, Any
 from uuid import UUID
 
+from analyzer import textsafe
+
 FORMATS = ("table", "csv", "json", "jsonl")
 # A table cell longer than this is cut (the full value is in the other formats).
 MAX_CELL = 80
@@ -77,11 +79,13 @@ def _text(value: Any, short: bool = False) -> str:
 
 
 def _one_line(text: str) -> str:
-    return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    # Tabs and newlines as spaces (the table stays aligned); every other control character,
+    # bidi override and terminal escape (ESC, OSC 52, CSI) shown as an escape, never sent raw.
+    return textsafe.visible(text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
 
 
 def _write_table(result: QueryResult, stream: IO[str]) -> None:
-    cols = [str(c) for c in result.columns]
+    cols = [_one_line(str(c)) for c in result.columns]
     cells = [[_one_line(_text(v, short=True)) for v in row] for row in result.rows]
     for row in cells:
         for i, cell in enumerate(row):
@@ -109,15 +113,25 @@ def _write_table(result: QueryResult, stream: IO[str]) -> None:
     stream.write(f"({n} row{'s' if n != 1 else ''})\n")
 
 
-def write_result(result: QueryResult, fmt: str, stream: IO[str]) -> None:
-    """Print ``result`` in ``fmt`` (table, csv, json, jsonl) to ``stream``."""
+def _csv_text(value: Any, guard: bool) -> str:
+    """A CSV cell; text a spreadsheet would run as a formula gets a leading ``'`` (``guard``).
+    Numbers are numbers (a negative one is not a formula) and stay as they are."""
+    text = _text(value)
+    if guard and not isinstance(value, (int, float, Decimal)):
+        return textsafe.csv_cell(text)
+    return text
+
+
+def write_result(result: QueryResult, fmt: str, stream: IO[str], csv_guard: bool = True) -> None:
+    """Print ``result`` in ``fmt`` (table, csv, json, jsonl) to ``stream``. ``csv_guard`` False
+    writes CSV cells verbatim (``dslogs query --raw-csv``)."""
     if fmt == "table":
         _write_table(result, stream)
     elif fmt == "csv":
         writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(result.columns)
+        writer.writerow([_csv_text(c, csv_guard) for c in result.columns])
         for row in result.rows:
-            writer.writerow([_text(v) for v in row])
+            writer.writerow([_csv_text(v, csv_guard) for v in row])
     elif fmt == "json":
         stream.write(json.dumps([jsonable(d) for d in result.dicts()], ensure_ascii=False, allow_nan=False, indent=1))
         stream.write("\n")

@@ -1,9 +1,9 @@
 """The self-contained HTML diagnosis report, rendered from the report model only.
 
-One file, no network: Vega, Vega-Lite and vega-embed are inlined once from
-`vl_convert.javascript_bundle()`, the chart specs ride along as one JSON block, and every chart
-also carries an SVG rendered by vl-convert inside <noscript>, so the page reads where scripts
-are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
+One file, no network: Vega, Vega-Lite and vega-embed are inlined once (the bundle vl-convert
+builds, shipped or cached per vl-convert version: `vega_bundle`), the chart specs ride along as
+one JSON block, and every chart also carries a static SVG drawn from its spec by
+analyzer.svgchart inside <noscript>, so the page reads where scripts are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
 has `<`, `>` and `&` escaped as \\u003c… so no string can close the script element; a
 Content-Security-Policy with script hashes blocks any script the page did not put there.
 """
@@ -13,15 +13,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import shlex
 from functools import cache, lru_cache
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import (
+    Environment,
+    FileSystemBytecodeCache,
+    FileSystemLoader,
+    StrictUndefined,
+    select_autoescape,
+)
 from markupsafe import Markup
 
 from analyzer import charts as charts_mod
+from analyzer import svgchart
 from analyzer.resources import templates_dir
 from analyzer.rules import unit_for
 
@@ -129,14 +137,58 @@ def json_for_script(obj) -> str:
 # -- assets ---------------------------------------------------------------------------------
 
 
-@cache
-def vega_bundle() -> str:
-    """Vega + Vega-Lite + vega-embed, one copy per page (vl-convert ships them, no network)."""
+BUNDLE_DIR = "vendor"  # templates/vendor/: the bundle shipped with dslogs (package data)
+
+
+def _vl_convert_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vl-convert-python")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def bundle_file_name() -> str:
+    return f"vega-bundle-{_vl_convert_version()}.js"
+
+
+def build_vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed as vl-convert builds them (seconds of CPU: done once)."""
     import vl_convert
 
     bundle = vl_convert.javascript_bundle()
     # `<\/` is `</` inside JS strings, templates and regexes; the bundle holds no other `</script`.
     return re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+
+
+@cache
+def vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed, one copy per page, never fetched.
+
+    vl-convert takes seconds to build the bundle, so it is built once per vl-convert version:
+    shipped in templates/vendor/ (scripts/vendor_vega.py), else built on first use and kept in
+    the user's cache folder; a file that fails to read or looks cut short is rebuilt."""
+    from analyzer.cache import cache_home
+
+    name = bundle_file_name()
+    for path in (templates_dir() / BUNDLE_DIR / name, cache_home() / name):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if "window.vegaEmbed=" in text:  # not an empty or foreign file
+            return text
+    bundle = build_vega_bundle()
+    target = cache_home() / name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, target)  # readers never see half a file
+    except OSError:
+        pass  # a read-only home: the report still works, the next run builds it again
+    return bundle
 
 
 def page_script() -> str:
@@ -155,10 +207,24 @@ def content_security_policy(scripts: list[str]) -> str:
             "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
 
 
+def _bytecode_cache() -> FileSystemBytecodeCache | None:
+    """Compiled templates kept in the user's cache folder: compiling them is a third of a
+    report's render time. Jinja2 checks each entry against the template's source checksum."""
+    from analyzer.cache import cache_home
+
+    folder = cache_home() / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+
+
 @cache
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_bytecode_cache(),
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
         finalize=lambda v: "—" if v is None else v,  # a missing value (JSON null) prints as a dash
@@ -179,8 +245,13 @@ def render_template(name: str, **context) -> str:
 
 
 def chart_svg(spec: dict) -> str | None:
-    """Static SVG of a chart for readers without JavaScript; None if vl-convert cannot draw it."""
-    return _svg_for(json.dumps(spec, sort_keys=True))
+    """A chart drawn by vl-convert (the weekly page's dumbbell; the report uses `static_svg`,
+    which needs no second chart engine); None if vl-convert cannot draw it."""
+    from analyzer.textsafe import clean_tree
+
+    # A control character anywhere in the spec aborts the process inside vl-convert (a Rust
+    # panic, not an exception): the last guard before it (charts clean their data already).
+    return _svg_for(json.dumps(clean_tree(spec), sort_keys=True))
 
 
 @lru_cache(maxsize=64)
@@ -197,6 +268,18 @@ def _svg_for(spec_json: str) -> str | None:
     if "<script" in lowered or "</noscript" in lowered or "<foreignobject" in lowered:
         return None
     return svg[svg.find("<svg"):] if "<svg" in svg else None
+
+
+def static_svg(spec: dict) -> str | None:
+    """The no-JavaScript picture of a chart, drawn from its spec by analyzer.svgchart (no second
+    chart engine: milliseconds, not seconds); None if it cannot be drawn or looks unsafe."""
+    svg = svgchart.render_svg(spec)
+    if svg is None:
+        return None
+    lowered = svg.lower()  # text is escaped; refuse anything that could still leave <noscript>
+    if "<script" in lowered or "</noscript" in lowered or "<foreignobject" in lowered or "href" in lowered:
+        return None
+    return svg
 
 
 def stable_svg_ids(svg: str, prefix: str) -> str:
@@ -221,9 +304,7 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
     specs: dict[str, dict] = {}
     budget = SVG_BUDGET_BYTES
     for chart in charts_mod.build_charts(model):
-        svg = chart_svg(chart.spec) if fallback_svg else None
-        if svg is not None:
-            svg = stable_svg_ids(svg, f"svg-{chart.id}")
+        svg = static_svg(chart.spec) if fallback_svg else None
         if svg is not None and len(svg) > budget:
             svg = None
         if svg is not None:

@@ -7,6 +7,7 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
+from analyzer import textsafe
 from analyzer.rules import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA"}
@@ -16,21 +17,17 @@ def _text(text) -> str:
     """dslogs' own text (labels, messages, fixes) on one line, safe in a table cell."""
     if text is None:
         return "—"
-    return " ".join(str(text).replace("|", "\\|").split())
+    # Our text may quote the logs' words (a checklist note's <think>): no tag, no control char.
+    s = textsafe.visible(str(text)).replace("&", "&amp;").replace("<", "&lt;")
+    return " ".join(s.replace("|", "\\|").split())
 
 
 def _esc(text) -> str:
     """A log-derived value (session id, host, error message): no Markdown or HTML survives."""
     if text is None:
         return "—"
-    s = str(text)
-    # Enough to stop HTML (<), links ([]), code spans (`) and table breaks (|); underscores in
-    # ids like num_ooms stay readable.
-    for ch in "\\`[]|":
-        s = s.replace(ch, "\\" + ch)
-    # Entities, so not even the raw text holds a tag ("&" first: a logged "&lt;" stays visible).
-    s = s.replace("&", "&amp;").replace("<", "&lt;")
-    return " ".join(s.split())
+    # Control characters as escapes, then Markdown/HTML specials (analyzer.textsafe).
+    return " ".join(textsafe.markdown(str(text)).split())
 
 
 def _num(value, digits: int = 1) -> str:

@@ -18,6 +18,7 @@ ours (no seed gives a number) say so.
 from __future__ import annotations
 
 import copy
+import math
 import tomllib
 from pathlib import Path
 
@@ -156,7 +157,25 @@ def _check_type(path: Path, dotted: str, value: object, default: object) -> obje
         raise UsageError(
             f"{path}: threshold {dotted} must be {type(default).__name__}, got {value!r}"
         )
+    _check_range(path, dotted, value)
     return value
+
+
+def _check_range(path: Path, dotted: str, value: object) -> None:
+    """Every threshold is a finite amount, count or share, never negative (``-inf`` would
+    silently turn a rule off, ``nan`` compares false both ways); shares and R² lie in [0, 1],
+    percentages in [0, 100]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    key = dotted.rsplit(".", 1)[-1]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{path}: threshold {dotted} must be a finite number, got {value!r}")
+    if value < 0:
+        raise UsageError(f"{path}: threshold {dotted} must not be negative, got {value!r}")
+    if (key.endswith("_share") or key.endswith("r2")) and value > 1:
+        raise UsageError(f"{path}: threshold {dotted} is a share between 0 and 1, got {value!r}")
+    if key.endswith("_pct") and value > 100:
+        raise UsageError(f"{path}: threshold {dotted} is a percentage between 0 and 100, got {value!r}")
 
 
 def load_thresholds(path: Path | str | None) -> dict[str, dict[str, object]]:

@@ -70,7 +70,10 @@ def parse_when(text: str, now: datetime | None = None, tz: str | None = None) ->
     m = _RELATIVE.match(raw)
     if m:
         amount, unit = float(m.group(1)), m.group(2).lower()
-        return now - timedelta(seconds=amount * _UNIT_SECONDS[unit])
+        try:
+            return _in_range(now - timedelta(seconds=amount * _UNIT_SECONDS[unit]), text)
+        except (OverflowError, ValueError):
+            raise UsageError(f"{text!r}: out of range (before year 1)") from None
     word = raw.lower()
     where = zone(tz)
     if word == "now":
@@ -80,12 +83,23 @@ def parse_when(text: str, now: datetime | None = None, tz: str | None = None) ->
         return datetime.combine(day, time(0), where)
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw):
-            return datetime.combine(date.fromisoformat(raw), time(0), where)
+            return _in_range(datetime.combine(date.fromisoformat(raw), time(0), where), text)
         value = datetime.fromisoformat(raw.replace(" ", "T", 1) if " " in raw else raw)
     except ValueError:
         raise UsageError(f"{text!r}: not a time; expected {FORMS}") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=where)
+    return _in_range(value, text)
+
+
+def _in_range(value: datetime, text: str) -> datetime:
+    """``value`` if it lies in what datetime and DuckDB can hold in UTC, else UsageError."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise UsageError(f"{text!r}: out of range (years 1 to 9999)") from None
+    if not 1 <= utc.year <= 9999:
+        raise UsageError(f"{text!r}: out of range (years 1 to 9999)")
     return value
 
 

@@ -43,9 +43,16 @@ def parse_week(text: str) -> tuple[int, int]:
         raise UsageError(f"--week {text!r}: expected an ISO week like 2026-W48")
     year, week = int(m.group(1)), int(m.group(2))
     try:
-        date.fromisocalendar(year, week, 1)
+        monday = date.fromisocalendar(year, week, 1)
     except ValueError:
         raise UsageError(f"--week {text!r}: {year} has no ISO week {week}") from None
+    try:
+        # the week before (compared against) and the week's end must exist too, with a day of
+        # margin for any zone
+        monday - timedelta(days=8)
+        monday + timedelta(days=8)
+    except OverflowError:
+        raise UsageError(f"--week {text!r}: out of range (weeks of years 1 to 9999, not the first or last)") from None
     return year, week
 
 
@@ -134,20 +141,6 @@ def _verdict(pct: float | None, rise_is_bad: bool = True, limit: float = REGRESS
     return "regression" if worse else "improved" if better else "steady"
 
 
-def _finding_key(f: dict) -> tuple:
-    # Session ids change every week, so a session-scoped finding is matched on its rule alone;
-    # host-scoped ones also on the hosts.
-    hosts = tuple(sorted(f.get("hosts") or [])) if f.get("scope") in ("host", "process") else ()
-    return (f.get("rule"), hosts)
-
-
-def _finding_summary(f: dict) -> dict:
-    return {"rule": f.get("rule"), "severity": f.get("severity"), "scope": f.get("scope"),
-            "hosts": f.get("hosts") or [], "sessions": len(f.get("session_ids") or []),
-            "value": f.get("value"), "threshold": f.get("threshold"), "unit": f.get("unit"),
-            "message": f.get("message"), "fix": f.get("fix")}
-
-
 def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> dict:
     ingest = model.get("ingest") or {}
     requests = model.get("requests") or {}
@@ -173,59 +166,41 @@ def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> di
     }
 
 
+def _weekly_rows(rows: list[dict], kind: str) -> list[dict]:
+    """The diff's metric rows in the weekly shape (p50/p95, `_prev` for last week)."""
+    out = []
+    for r in rows:
+        if kind == "stage":
+            row = {"stage": r["label"], "count": r.get("count_after"), "count_prev": r.get("count_before")}
+        else:
+            row = {"metric": r["metric"], "label": r["label"], "unit": r["unit"]}
+        for q in ("p50", "p95"):
+            c = r.get(q) or {}
+            now_key = f"{q}_ms" if kind == "stage" else q
+            row[now_key] = c.get("after")
+            row[f"{now_key}_prev"] = c.get("before")
+            row[f"{q}_change_pct"] = c.get("change_pct")
+            row[f"{q}_verdict"] = c.get("verdict", "n/a")
+        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
+        out.append(row)
+    return out
+
+
 def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: float = REGRESSION_PCT) -> dict:
-    """The weekly model: `this` week's report model against `prev` (the week before)."""
+    """The weekly model: `this` week's report model against `prev` (the week before).
+
+    A case of `dslogs diff` (analyzer/diff.py): the two weeks' models are diffed as saved
+    reports, so a `--previous` model and the Spark engine give the same weekly report as
+    analysing both weeks with DuckDB; `dslogs diff LOGS --before … --after …` adds significance
+    and the request mix."""
+    from analyzer.diff import Side, diff_sides
+
     pweek = previous_week(*week)
     this_start, this_end = week_bounds(*week, tz)
     prev_start, prev_end = week_bounds(*pweek, tz)
-
-    prev_stages = {s.get("stage"): s for s in prev.get("stages") or []}
-    stages = []
-    names = [s.get("stage") for s in this.get("stages") or []]
-    names += [n for n in prev_stages if n not in names]
-    this_stages = {s.get("stage"): s for s in this.get("stages") or []}
-    for name in names:
-        now, before = this_stages.get(name) or {}, prev_stages.get(name) or {}
-        row = {"stage": name, "count": now.get("count"), "count_prev": before.get("count")}
-        for q in ("p50", "p95"):
-            row[f"{q}_ms"] = now.get(f"{q}_ms")
-            row[f"{q}_ms_prev"] = before.get(f"{q}_ms")
-            row[f"{q}_change_pct"] = change_pct(now.get(f"{q}_ms"), before.get(f"{q}_ms"))
-            row[f"{q}_verdict"] = _verdict(row[f"{q}_change_pct"], limit=limit)
-        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
-        stages.append(row)
-
-    req_now, req_prev = this.get("requests") or {}, prev.get("requests") or {}
-    metrics = []
-    for key, label, unit, rise_is_bad in REQUEST_METRICS:
-        now, before = req_now.get(key) or {}, req_prev.get(key) or {}
-        if not isinstance(now, dict) or not isinstance(before, dict) or not (now or before):
-            continue
-        row = {"metric": key, "label": label, "unit": unit}
-        for q in ("p50", "p95"):
-            row[q] = now.get(q)
-            row[f"{q}_prev"] = before.get(q)
-            row[f"{q}_change_pct"] = change_pct(now.get(q), before.get(q))
-            row[f"{q}_verdict"] = _verdict(row[f"{q}_change_pct"], rise_is_bad, limit)
-        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
-        metrics.append(row)
-
-    now_f = {_finding_key(f): f for f in this.get("findings") or []}
-    prev_f = {_finding_key(f): f for f in prev.get("findings") or []}
-    order = {"critical": 0, "warning": 1, "info": 2}
-
-    def listed(keys, source):
-        return sorted((_finding_summary(source[k]) for k in keys),
-                      key=lambda f: (order.get(f["severity"], 3), str(f["rule"])))
-
-    persisting = []
-    for k in now_f.keys() & prev_f.keys():
-        row = _finding_summary(now_f[k])
-        row["value_prev"] = prev_f[k].get("value")
-        row["sessions_prev"] = len(prev_f[k].get("session_ids") or [])
-        row["severity_prev"] = prev_f[k].get("severity")
-        persisting.append(row)
-    persisting.sort(key=lambda f: (order.get(f["severity"], 3), str(f["rule"])))
+    d = diff_sides(Side(week_label(*pweek), prev or {}, "report"), Side(week_label(*week), this or {}, "report"), limit)
+    stages = _weekly_rows(d["stages"], "stage")
+    metrics = _weekly_rows(d["request_metrics"], "request")
 
     this_sum = _week_summary(this, week_label(*week), this_start, this_end)
     prev_sum = _week_summary(prev, week_label(*pweek), prev_start, prev_end)
@@ -252,11 +227,44 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
         "stages": stages,
         "request_metrics": metrics,
         "regressions": sum(r["regression"] for r in stages) + sum(r["regression"] for r in metrics),
-        "findings": {"new": listed(now_f.keys() - prev_f.keys(), now_f),
-                     "resolved": listed(prev_f.keys() - now_f.keys(), prev_f),
-                     "persisting": persisting},
+        "findings": d["findings"],
+        "summary": d["summary"],
+        "memory": d["memory"],
+        "notes": [],
         "errors": {"this": this.get("errors") or [], "previous": prev.get("errors") or []},
     }
+
+
+def log_days(paths: list[str]) -> list[date] | None:
+    """Days named in the log files (`ds15b_YYYYMMDD…`); None when some file has no date in its name."""
+    files = _log_files(paths)
+    days = []
+    for f in files:
+        m = NAME_DATE_RE.search(f.name)
+        if not m:
+            return None
+        days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
+    return days
+
+
+def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> list[str]:
+    """ISO weeks that hold logs: from file-name days, else the weeks the events span."""
+    days = log_days(paths)
+    if days is None:
+        from analyzer.report import analyze_logs
+
+        window = analyze_logs(paths, tz=tz, engine=engine, master=master).get("window") or {}
+        first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+        if first is None or last is None:
+            return []
+        zone = resolve_tz(tz)
+        d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
+        days = []
+        while d <= end:
+            days.append(d)
+            d += timedelta(days=7)
+        days.append(end)
+    return sorted({week_label(*d.isocalendar()[:2]) for d in days})
 
 
 def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
@@ -265,11 +273,15 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
     """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
 
     ``previous``: last week's report model saved by ``analyze --format json``, used instead of
-    analysing that week again (on a fleet that halves the weekly job)."""
+    analysing that week again (on a fleet that halves the weekly job).
+
+    An empty week says which weeks hold logs; when the default (last full) week is empty, the
+    newest day's own week so far is shown instead (fresh logs, started this week)."""
     from analyzer.report import analyze_logs
 
     zone = resolve_tz(tz)
-    target = parse_week(week) if week else default_week(newest_log_day(paths, tz, engine, master))
+    last_day = None if week else newest_log_day(paths, tz, engine, master)
+    target = parse_week(week) if week else default_week(last_day)
     prev_start, prev_end = week_bounds(*previous_week(*target), zone)
     # A bad --previous fails before any (possibly cluster-sized) analysis runs.
     prev = load_previous_model(previous, prev_start, prev_end) if previous is not None else None
@@ -279,13 +291,33 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
                             thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
                             engine=engine, master=master)  # fmt: skip
 
+    notes: list[str] = []
     this = analyze(*week_bounds(*target, zone))
+    so_far = None
+    if not (this.get("ingest") or {}).get("events"):
+        have = weeks_with_data(paths, tz, engine, master)
+        own = tuple(last_day.isocalendar()[:2]) if last_day else None
+        if own and own != target and week_label(*own) in have:
+            notes.append(f"{week_label(*target)}, the last full week, has no logs; showing {week_label(*own)} so far "
+                         f"({date.fromisocalendar(*own, 1)} – {last_day}). Weeks with logs: {', '.join(have)}.")  # fmt: skip
+            target, so_far = own, last_day
+            prev_start, prev_end = week_bounds(*previous_week(*target), zone)
+            if previous is not None:
+                prev = load_previous_model(previous, prev_start, prev_end)
+            this = analyze(*week_bounds(*target, zone))
+        else:
+            notes.append(f"No logs in {week_label(*target)}. Weeks with logs: {', '.join(have) or 'none'}; "
+                         "pick one with --week.")
     if prev is None:
         try:
             prev = analyze(prev_start, prev_end)
         except DslogsError:
             prev = {}  # nothing logged the week before: every finding is new
-    return compare_models(this, prev, target, zone)
+    model = compare_models(this, prev, target, zone)
+    model["notes"] = notes
+    if so_far is not None:
+        model["this"]["so_far"] = so_far.isoformat()
+    return model
 
 
 def _stamp(text) -> datetime | None:
@@ -342,8 +374,12 @@ def render_markdown_weekly(model: dict) -> str:
            f"{model['week']} ({t['first_day']} – {t['last_day']}) against {model['previous_week']} "
            f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
            f"Regression: a rise of more than {lim:g} %.", ""]
+    for note in model.get("notes") or []:
+        out += [f"> {_md_text(note)}", ""]
     if not p["has_data"]:
         out += [f"> No logs for {model['previous_week']}: nothing to compare, every finding counts as new.", ""]
+    if model.get("summary"):
+        out += ["## What changed", ""] + [f"- {_md_text(line)}" for line in model["summary"]] + [""]
     out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
     for r in model["traffic"]:
         flag = " **regression**" if r["verdict"] == "regression" else ""
@@ -393,8 +429,10 @@ def weekly_chart_svg(model: dict) -> str | None:
 
     from analyzer import charts
     from analyzer.render_html import chart_svg, stable_svg_ids
+    from analyzer.textsafe import visible
 
-    rows = [{"stage": r["stage"], "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+    # stage names come from the logs: vl-convert aborts on control characters (textsafe)
+    rows = [{"stage": visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
              "change": "regression" if r["p95_verdict"] == "regression" else
                        "improved" if r["p95_verdict"] == "improved" else "steady"}
             for r in model["stages"][:12]

@@ -44,6 +44,8 @@ class LogFiles:
         self._index = 0
         self._name_re = re.compile(re.escape(prefix) + r"_(\d{8})(?:\.(\d+))?\.jsonl(\.gz)?$")
         self.closed_files: list[str] = []  # rotated by this process; the writer gzips them
+        self.done_lines = 0  # lines (and bytes) of the last append() that reached the file
+        self.done_bytes = 0
 
     # -- names -----------------------------------------------------------------------------
     def path(self, date: str, index: int) -> str:
@@ -193,13 +195,17 @@ class LogFiles:
             raise
 
     def append(self, date: str, lines: list[str]) -> int:
-        """Append ``lines`` (each ending in a newline) for local ``date``; return bytes written."""
+        """Append ``lines`` (each ending in a newline) for local ``date``; return bytes written.
+        On ``OSError`` the lines already on disk (a batch split by a rotation) are in
+        ``done_lines``/``done_bytes``; the rest are not on disk at all (lines stay whole)."""
+        self.done_lines = self.done_bytes = 0
         data = "".join(lines).encode("utf-8")
         self._acquire()
         try:
             size = self._current(date)
             if size + len(data) <= self.max_bytes or (size == 0 and len(lines) == 1):
                 self._write_all(data, size)
+                self.done_lines, self.done_bytes = len(lines), len(data)
                 return len(data)
             return self._append_split(lines, size)
         finally:
@@ -207,26 +213,27 @@ class LogFiles:
 
     def _append_split(self, lines: list[str], size: int) -> int:
         """The batch does not fit: fill the current file line by line, rotate, go on."""
-        total = 0
         chunk: list[bytes] = []
         chunk_bytes = 0
         for line in lines:
             b = line.encode("utf-8")
             if size + chunk_bytes + len(b) > self.max_bytes and (size + chunk_bytes) > 0:
                 if chunk:
-                    data = b"".join(chunk)
-                    self._write_all(data, size)
-                    total += len(data)
+                    self._write_chunk(chunk, size)
                     chunk, chunk_bytes = [], 0
                 self._rotate()
                 size = 0
             chunk.append(b)
             chunk_bytes += len(b)
         if chunk:
-            data = b"".join(chunk)
-            self._write_all(data, size)
-            total += len(data)
-        return total
+            self._write_chunk(chunk, size)
+        return self.done_bytes
+
+    def _write_chunk(self, chunk: list[bytes], size: int) -> None:
+        data = b"".join(chunk)
+        self._write_all(data, size)
+        self.done_lines += len(chunk)
+        self.done_bytes += len(data)
 
     def close(self) -> None:
         self._close_fd()

@@ -12,12 +12,22 @@ kernels were queued; the end of generate is synchronised as well.
 If the hooks saw no forward (the model passed wraps another that does the work), one
 ``inference`` event (article 003's combined stage) is written instead of prefill + decode.
 
+Each call reports into a request span (collector/request.py): the caller's
+``tracer.request()`` for the same request_id, or an implicit one from ``tokenize`` (or this
+call) to the end of generate. With ``oom_fallback`` the retry reports into the same span, so
+the turn has one ``request`` line with ``attempts`` 2 and the failed attempt's time in it.
+
+``stream_generate`` runs ``traced_generate`` on its own thread with a TextIteratorStreamer;
+whatever happens there, the producer ends the stream, and generate's exception is handed to
+the consuming thread and raised there (DESIGN.md §10: a streamer nobody ends hangs the handler).
+
 Nothing here may raise into the host app: instrumentation sits in ``try`` blocks and the
 exceptions of ``generate`` itself propagate unchanged.
 """
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 import time
@@ -264,18 +274,47 @@ def _r(x, nd=3):
     return None if x is None else round(x, nd)
 
 
+def _span_for(tracer, session_id, request_id):
+    """(span, owned): the explicit ``tracer.request()`` span for ``request_id`` (the caller's to
+    close), else the implicit one ``tokenize`` opened, else a new implicit one (ours to close)."""
+    from collector.request import RequestSpan
+
+    span = tracer._requests.get(request_id) if request_id is not None else None
+    if span is not None and not span.closed:
+        if not span.implicit:
+            return span, False
+        tracer._requests.pop(request_id, None)
+        span.count_inflight()
+        return span, True
+    span = RequestSpan(tracer, session_id, request_id, implicit=True)
+    span.open(start_clock=False)
+    tracer._requests.pop(request_id, None)  # generate holds it now; a later tokenize opens a new one
+    return span, True
+
+
 def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
                     think_end_token_id=None, oom_fallback=False, log_text=False, _fallback=None,
-                    **kwargs):
+                    _span=None, **kwargs):
     ids = {"session_id": session_id, "request_id": request_id}
     extra = {"fallback": _fallback} if _fallback else {}
     probe = None
     prompt_len = params = device = None
     embeds_only = False
+    span = owned = None
+    try:
+        span, owned = _span if _span is not None else _span_for(tracer, session_id, request_id)
+    except Exception:
+        span = None
     try:
         prompt_len, embeds_only = _prompt_len(inputs, kwargs)
         params = _params(model, kwargs, prompt_len)
         device = _model_device(model)
+        if span is not None:
+            from collector.request import _last_device, device_name
+
+            span.device = span.probe_device or device_name(device)
+            _last_device[0] = span.device
+            span.attempts += 1
         probe = _Probe(prompt_len)
         probe.attach(model)
     except Exception:
@@ -286,6 +325,9 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
     failed = False
     c0 = time.process_time()
     t0 = time.perf_counter()
+    if span is not None and span.t0 is None:
+        span.t0 = t0  # an implicit span: duration = tokenize + generate, as before spans existed
+    streamer = kwargs.get("streamer")
     try:
         out = _call(model, inputs, kwargs)
     except BaseException as e:
@@ -295,13 +337,17 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
             probe.detach()
             probe.cache = None  # the failed run's KV cache must not outlive it (the retry needs the memory)
         oom = False
+        will_fallback = False
         try:
             oom = is_oom(e)
-            _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, prompt_len,
-                            params, device, will_fallback=oom and oom_fallback and isinstance(e, Exception))
+            # a stream that already showed text can't take a second answer after it
+            will_fallback = (oom and oom_fallback and isinstance(e, Exception)
+                             and not getattr(streamer, "_dslogs_emitted", False))
+            _record_failure(tracer, e, oom, probe, ids, extra, t_end, prompt_len, params, device,
+                            will_fallback, span, owned)
         except Exception:
             pass
-        if not (oom and oom_fallback and isinstance(e, Exception)):
+        if not will_fallback:
             raise
         failed = True  # leave the except block first: its traceback pins the failed tensors
     if failed:
@@ -311,12 +357,18 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
                 torch.cuda.empty_cache()
         except Exception:
             pass
+        try:
+            if streamer is not None and hasattr(streamer, "_dslogs_reset"):
+                streamer._dslogs_reset()
+        except Exception:
+            pass
         greedy = {k: v for k, v in kwargs.items() if k not in BEAM_ONLY}
         greedy.update(num_beams=1, do_sample=False)
         # article 003 §3.2: fall back to greedy search after a beam-search OOM
         return traced_generate(tracer, model, inputs, session_id=session_id, request_id=request_id,
                                tokenizer=tokenizer, think_end_token_id=think_end_token_id,
-                               oom_fallback=False, log_text=log_text, _fallback="greedy", **greedy)
+                               oom_fallback=False, log_text=log_text, _fallback="greedy",
+                               _span=None if span is None else (span, owned), **greedy)
 
     _sync(device)
     t_end = time.perf_counter()
@@ -325,12 +377,15 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         if probe is not None:
             probe.detach()
         _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end, prompt_len,
-                        params, device, kwargs, tokenizer, think_end_token_id, log_text, embeds_only)
+                        params, device, kwargs, tokenizer, think_end_token_id, log_text, embeds_only,
+                        span, owned)
     except Exception:
         pass
     finally:
         if probe is not None:
             probe.cache = None
+        if owned and span is not None and not span.closed:
+            span.close(end=t_end)  # only if recording failed: the request line is still written
     return out
 
 
@@ -342,12 +397,27 @@ def _gpu_index(device):
 
 def _gpu_memory(tracer, device, ids, extra):
     idx = _gpu_index(device)
+    probe = tracer._memory_probe
+    if probe is not None:  # the app's own reading of this process's GPU memory
+        try:
+            mem = probe()
+        except Exception:
+            mem = None
+        if mem:
+            row = {k: v for k, v in mem.items() if k != "device"}
+            dev = mem.get("device")
+            if idx is None and isinstance(dev, str) and dev.startswith("cuda:") and dev[5:].isdigit():
+                idx = int(dev[5:])
+            if idx is not None:
+                row.setdefault("gpu_index", idx)
+            tracer.event("gpu_memory", **row, **ids, **extra)
+        return
     if idx is not None:
         tracer.gpu_memory(gpu_index=idx, **ids, **extra)
 
 
-def _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, prompt_len, params,
-                    device, will_fallback):
+def _record_failure(tracer, e, oom, probe, ids, extra, t_end, prompt_len, params, device,
+                    will_fallback, span, owned):
     if probe is None or not probe.started:
         stage = "generate"
     elif probe.first_end is None:
@@ -360,27 +430,25 @@ def _record_failure(tracer, e, oom, probe, ids, extra, t0, t_end, c0, c_end, pro
     msg = str(e)
     if len(msg) > 300:
         msg = msg[:300] + "…"
+    dev = span.device if span is not None else None
     tracer.event("error", error_type="OutOfMemoryError" if oom else type(e).__name__, error_msg=msg,
-                 failed_stage=stage, params=params, **fields)
-    tok = _tok_ms(tracer, ids, pop=not will_fallback)  # the retry reports the same tokenize
-    wall = (t_end - t0) * 1000.0 + tok
-    req = {"input_len": prompt_len, "status": "error", "finish_reason": "error"}
-    if probe is not None and probe.first_end is not None:
-        req["ttft_ms"] = _r((probe.first_end - t0) * 1000.0 + tok)
-    tracer.event("request", wall, **req, **ids, **extra)
+                 failed_stage=stage, params=params, device=dev, **fields)
     _gpu_memory(tracer, device, ids, extra)
-
-
-def _tok_ms(tracer, ids, pop=True) -> float:
-    rid = ids.get("request_id")
-    if rid is None:
-        return 0.0
-    d = tracer._tokenize_ms
-    return (d.pop(rid, 0.0) if pop else d.get(rid, 0.0)) or 0.0
+    if span is None:
+        return
+    if will_fallback:
+        span.first_token = None  # the user sees the retry's first token, not this attempt's
+        return
+    span.error_recorded = e
+    span.fields.update(input_len=prompt_len, status="error", finish_reason="error", **extra)
+    if probe is not None and probe.first_end is not None and span.first_token is None:
+        span.first_token = probe.first_end
+    if owned:
+        span.close(end=t_end)
 
 
 def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end, prompt_len, params,
-                    device, kwargs, tokenizer, think_id, log_text, embeds_only):
+                    device, kwargs, tokenizer, think_id, log_text, embeds_only, span, owned):
     wall = (t_end - t0) * 1000.0
     cpu = (c_end - c0) * 1000.0
     gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 else 0.0  # article 003 §4.2
@@ -410,6 +478,9 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
             finish = "length"
         else:
             finish = "stop"
+    streamer = kwargs.get("streamer")
+    if getattr(streamer, "_dslogs_cancelled", False):
+        finish = "cancelled"
     cache = probe.cache if probe is not None else None
     kv_len = _cache_len(cache)
     decode = {
@@ -423,9 +494,11 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
         util = sampler.gpu_util(idx)
         if util is not None:
             decode["gpu_util_pct"] = util
-    tok = _tok_ms(tracer, ids)
     split = probe is not None and probe.first_end is not None
-    ttft = ttfa = None
+    first = getattr(streamer, "_dslogs_first_token", None)  # stream_generate: the first streamed token
+    if first is None and split:
+        first = probe.first_end
+    answer_start = None
     if split:
         prefill_ms = (probe.first_end - t0) * 1000.0
         # the prefill line carries the first token's time, so a timeline reads in order
@@ -433,26 +506,30 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
         tracer.event_at(first_ts, "prefill", prefill_ms, input_len=prompt_len,
                      kv_seq_len=probe.prefill_kv if probe.prefill_kv is not None else prompt_len, **ids, **extra)
         tracer.event("decode", (t_end - probe.first_end) * 1000.0, **decode, **ids, **extra)
-        ttft = prefill_ms + tok
         if reasoning_len and output_len and reasoning_len < output_len:
             k = reasoning_len  # index of the first answer token among the generated ones
             if k <= len(probe.step_ends):
-                ttfa = (probe.step_ends[k - 1] - t0) * 1000.0 + tok
+                answer_start = probe.step_ends[k - 1]
     else:
         tracer.event("inference", wall, **decode, **ids, **extra)
-    req = {"ttft_ms": _r(ttft), "input_len": prompt_len, "output_len": output_len,
-           "reasoning_len": reasoning_len, "status": "ok", "finish_reason": finish}
-    if ttfa is not None:
-        req["ttfa_ms"] = _r(ttfa)
+    req = {"input_len": prompt_len, "output_len": output_len, "reasoning_len": reasoning_len,
+           "status": "ok", "finish_reason": finish, **extra}
     if log_text and tokenizer is not None:
         try:
-            first = seq[0]
+            first_row = seq[0]
             cut = seq.shape[-1] - output_len
-            req["prompt_text"] = tokenizer.decode(first[:cut], skip_special_tokens=True)
-            req["response_text"] = tokenizer.decode(first[cut:], skip_special_tokens=True)
+            req["prompt_text"] = tokenizer.decode(first_row[:cut], skip_special_tokens=True)
+            req["response_text"] = tokenizer.decode(first_row[cut:], skip_special_tokens=True)
         except Exception:
             pass
-    tracer.event("request", wall + tok, **req, **ids, **extra)
+    if span is not None:
+        if span.first_token is None:
+            span.first_token = first
+        if answer_start is not None and span.t0 is not None and "ttfa_ms" not in span.fields:
+            req["ttfa_ms"] = _r((answer_start - span.t0) * 1000.0 + span.offset_ms)
+        span.fields.update(req)
+        if owned:
+            span.close(end=t_end)
     if kv_len is not None:
         tracer.event("kv_cache", kv_seq_len=kv_len, kv_cache_size_mb=_cache_mb(cache), **ids, **extra)
     _gpu_memory(tracer, device, ids, extra)
@@ -461,12 +538,24 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
 def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None, device=None,
                     log_text=False, **kwargs):
     ids = {"session_id": session_id, "request_id": request_id}
+    span = None
     try:
         chars = len(text) if isinstance(text, str) else sum(len(t) for t in text)
         fields = {"input_len": chars}
         if log_text:
             fields["prompt_text"] = text
         tracer.event("input", **fields, **ids)
+        if request_id is not None:
+            open_span = tracer._requests.get(request_id)
+            if open_span is None or open_span.closed:
+                # no tracer.request() around this turn: the request starts here (its memory
+                # and RSS "before") and the generate with this request_id ends it
+                from collector.request import RequestSpan
+
+                span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False,
+                                                                                      count=False)
+            elif open_span.implicit:
+                span = open_span  # tokenized again for the same turn: both count
     except Exception:
         pass
     kwargs.setdefault("return_tensors", "pt")
@@ -479,11 +568,150 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
         x = enc["input_ids"] if isinstance(enc, Mapping) else getattr(enc, "input_ids", None)
         n = _seq_len(x) if hasattr(x, "shape") else (len(x[0]) if x and isinstance(x[0], list) else len(x or []))
         tracer.event("tokenize", ms, input_len=n, **ids)
-        if request_id is not None:
-            d = tracer._tokenize_ms
-            if len(d) > 1000:  # requests tokenized but never generated: don't grow forever
-                d.clear()
-            d[request_id] = ms
+        if span is not None:
+            span.offset_ms += ms  # tokenize counts in ttft and duration (DESIGN.md §5)
     except Exception:
         pass
     return enc
+
+
+# -- streaming ---------------------------------------------------------------------------------
+STREAM_POLL_S = 0.5  # how often a waiting consumer checks that the generate thread is alive
+CANCEL_JOIN_S = 10.0  # how long a cancelled stream waits for generate to stop at its next step
+END_JOIN_S = 30.0  # after the stream's last piece: generate's recording is all that is left
+
+
+def _num_beams(model, kwargs) -> int:
+    v = kwargs.get("num_beams")
+    if v is None:
+        gc = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+        v = getattr(gc, "num_beams", None)
+    try:
+        return int(v) if v is not None else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def stream_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                    think_end_token_id=None, oom_fallback=False, log_text=False, timeout_s=None,
+                    **kwargs):
+    """Check the arguments now (so a bad call fails at once, not at the first ``next``), then
+    return the generator that runs generate on its own thread and yields its text."""
+    if tokenizer is None:
+        raise ValueError("stream_generate needs tokenizer= to decode the streamed tokens")
+    if kwargs.get("streamer") is not None:
+        raise ValueError("stream_generate makes its own streamer; pass no streamer= (or use tracer.generate)")
+    beams = _num_beams(model, kwargs)
+    if beams > 1:
+        raise ValueError(f"stream_generate: beam search (num_beams={beams}) cannot stream: transformers "
+                         "refuses a streamer with beams. Use num_beams=1, or tracer.generate() without streaming.")
+    return _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id,
+                   oom_fallback, log_text, timeout_s, kwargs)
+
+
+def _streamer_class():
+    from transformers import TextIteratorStreamer
+
+    class Streamer(TextIteratorStreamer):
+        """TextIteratorStreamer that notes its first generated token, whether text went out,
+        and can be ended from outside (generate raised) or reset for a fallback retry."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._dslogs_first_token = None
+            self._dslogs_emitted = False
+            self._dslogs_cancelled = False
+            self._ended = False
+
+        def put(self, value):
+            if self._dslogs_first_token is None and not self.next_tokens_are_prompt:
+                self._dslogs_first_token = time.perf_counter()
+            super().put(value)
+
+        def on_finalized_text(self, text, stream_end=False):
+            if text:
+                self._dslogs_emitted = True
+            if stream_end:
+                self._ended = True
+            super().on_finalized_text(text, stream_end=stream_end)
+
+        def _dslogs_reset(self):
+            self.token_cache = []
+            self.print_len = 0
+            self.next_tokens_are_prompt = True
+            self._dslogs_first_token = None
+
+        def _dslogs_abort(self):
+            # generate raised: end the stream without flushing the failed attempt's partial text
+            if not self._ended:
+                self._ended = True
+                self.text_queue.put(self.stop_signal)
+
+    return Streamer
+
+
+def _stop_criteria(user_criteria, flag):
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Cancelled(StoppingCriteria):
+        """Ends generate at its next step once the consumer went away (client cancel)."""
+
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), flag.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([*(user_criteria or []), Cancelled()])
+
+
+def _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id, oom_fallback,
+            log_text, timeout_s, kwargs):
+    cancel = threading.Event()
+    poll = STREAM_POLL_S if timeout_s is None else max(0.01, min(STREAM_POLL_S, float(timeout_s)))
+    streamer = _streamer_class()(tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=poll)
+    kwargs = dict(kwargs, streamer=streamer,
+                  stopping_criteria=_stop_criteria(kwargs.get("stopping_criteria"), cancel))
+    try:
+        span = _span_for(tracer, session_id, request_id)  # here, on the handler's thread (Gradio's queue wait)
+    except Exception:
+        span = None
+    box = {}
+
+    def produce():
+        try:
+            box["out"] = traced_generate(tracer, model, inputs, session_id=session_id, request_id=request_id,
+                                         tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                                         oom_fallback=oom_fallback, log_text=log_text, _span=span, **kwargs)
+        except BaseException as e:  # handed to the consumer below
+            box["exc"] = e
+        finally:
+            streamer._dslogs_abort()  # never leave the consumer waiting on a stream nobody ends
+
+    worker = threading.Thread(target=produce, name=f"dslogs-generate-{request_id}", daemon=True)
+    worker.start()
+    finished = False
+    try:
+        idle_since = time.monotonic()
+        while True:
+            try:
+                piece = next(streamer)
+            except StopIteration:
+                break
+            except queue.Empty:
+                if not worker.is_alive():
+                    break  # the producer is gone and ended nothing: don't wait any longer
+                if timeout_s is not None and time.monotonic() - idle_since > timeout_s:
+                    raise TimeoutError(f"stream_generate: no text for {timeout_s} s") from None
+                continue
+            idle_since = time.monotonic()
+            if piece:
+                yield piece
+        finished = True
+    finally:
+        if not finished:  # closed early (client cancel, GeneratorExit) or the consumer raised
+            streamer._dslogs_cancelled = True
+            cancel.set()
+            worker.join(CANCEL_JOIN_S)
+    worker.join(END_JOIN_S)
+    exc = box.get("exc")
+    if exc is not None:
+        raise exc

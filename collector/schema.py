@@ -63,7 +63,7 @@ _DECODE_FIELDS = {
 STAGES: dict[str, dict[str, dict]] = {
     "input": {"input_len": _NONNEG_INT},
     "tokenize": {"input_len": _NONNEG_INT},
-    "queue": {},
+    "queue": {"source": _STR},
     "prefill": {"input_len": _NONNEG_INT, "kv_seq_len": _NONNEG_INT},
     "decode": dict(_DECODE_FIELDS),
     "inference": dict(_DECODE_FIELDS),
@@ -76,8 +76,21 @@ STAGES: dict[str, dict[str, dict]] = {
         "ttfa_ms": _NONNEG_NUM,
         "status": {"enum": ["ok", "error", None]},
         "finish_reason": _STR,
+        # per-request attribution (issue 12): torch's per-process GPU memory and process RSS
+        # just before and just after the request, and requests in flight when it started
+        "device": _STR,
+        "inflight": {"type": ["integer", "null"], "minimum": 1},
+        "attempts": {"type": ["integer", "null"], "minimum": 1},
+        "reserved_mb_before": _NONNEG_NUM,
+        "reserved_mb_after": _NONNEG_NUM,
+        "allocated_mb_before": _NONNEG_NUM,
+        "allocated_mb_after": _NONNEG_NUM,
+        "rss_mb_before": _NONNEG_NUM,
+        "rss_mb_after": _NONNEG_NUM,
+        "fallback": _STR,
     },
-    "error": {"error_type": _STR, "error_msg": _STR, "failed_stage": _STR},
+    "error": {"error_type": _STR, "error_msg": _STR, "failed_stage": _STR, "params": GENERATE_PARAMS,
+              "device": _STR, "fallback": _STR},
     "gpu_memory": {
         "allocated_mb": _NONNEG_NUM,
         "reserved_mb": _NONNEG_NUM,

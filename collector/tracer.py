@@ -16,6 +16,7 @@ import weakref
 from collections import deque
 
 from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
+from collector.values import LOG_EVENT_DEFAULT
 from collector.writer import MAX_ERROR_MSG, Flush, Writer
 
 DEFAULT_QUEUE_SIZE = 100_000  # ~30 MB of queued tuples at worst; 10 s at 10 k events/s
@@ -74,7 +75,8 @@ class Tracer:
                  max_bytes: int = DEFAULT_MAX_BYTES, *, gzip: bool = False,
                  queue_size: int = DEFAULT_QUEUE_SIZE, flush_interval_s: float = 0.1,
                  health_interval_s: float = 60.0, host: str | None = None, clock=None,
-                 samplers=None, sample_interval_s: float = 5.0, _write=os.write, _stderr=None):
+                 samplers=None, sample_interval_s: float = 5.0, handle_signals: bool = True,
+                 memory_probe=None, _write=os.write, _stderr=None):
         if log_dir is None:
             log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
         self.log_dir = os.path.abspath(os.fspath(log_dir))  # an app's later chdir must not move logs
@@ -89,7 +91,8 @@ class Tracer:
         self._said_closed = False
         self._samplers = None
         self._sampler_args = None
-        self._tokenize_ms: dict = {}  # request_id -> tokenize ms, for the request summary's ttft
+        self._requests: dict = {}  # request_id -> open RequestSpan (collector/request.py)
+        self._memory_probe = memory_probe  # () -> {"reserved_mb", "allocated_mb"} | None
         self._writer = Writer(self._queue, log_dir=self.log_dir, prefix=prefix, max_bytes=max_bytes,
                               gzip_closed=gzip, clock=self._clock, host=host, poll_s=flush_interval_s,
                               health_interval_s=health_interval_s, write=_write, stderr=_stderr)
@@ -99,23 +102,31 @@ class Tracer:
         atexit.register(_close_at_exit, ref)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+        if handle_signals:
+            _install_signal_handlers(self)
         if samplers:
             self.start_samplers(samplers, interval_s=sample_interval_s)
 
     # -- the hot path ----------------------------------------------------------------------
-    def event(self, stage: str, duration_ms: float | None = None, **fields) -> None:
+    def event(self, stage: str, duration_ms: float | None = None, /, *more, **fields) -> None:
         """Queue one event. ``duration_ms`` None leaves it out (-1 is article 003's "not
-        measured"). Fields are written as given; values json can't encode go through
-        ``item()``/``tolist()``/``str()``."""
+        measured"); ``duration_ms=`` as a keyword works too. Any field name is accepted (the
+        writer's own, like ``stage`` or ``ts``, are kept as ``stage_``, ``ts_``); values are
+        made JSON-safe by the writer thread (collector/values.py)."""
         q = self._queue
+        if more:  # extra positional arguments: kept, never a TypeError
+            fields["args_"] = more
         if len(q) < self._max_queue:
             q.append((self._clock(), stage, duration_ms, fields))
         else:
             self._overflow()
 
-    def event_at(self, ts: float, stage: str, duration_ms: float | None = None, **fields) -> None:
+    def event_at(self, ts: float, stage: str, duration_ms: float | None = None, /, *more,
+                 **fields) -> None:
         """``event`` with its own timestamp (seconds since the epoch, as ``time.time()``)."""
         q = self._queue
+        if more:
+            fields["args_"] = more
         if len(q) < self._max_queue:
             q.append((ts, stage, duration_ms, fields))
         else:
@@ -132,14 +143,17 @@ class Tracer:
         """Time a block: ``with tracer.stage("prefill", session_id=s) as span: ...``."""
         return Span(self, stage, fields)
 
-    def error(self, exc: BaseException, failed_stage: str | None = None, **fields) -> None:
+    def error(self, exc: BaseException, /, failed_stage: str | None = None, **fields) -> None:
         """An ``error`` event for ``exc`` (type name, first 300 characters of its message)."""
         try:
-            msg = str(exc)
+            try:
+                msg = str(exc)
+            except Exception:
+                msg = f"<{type(exc).__name__}>"
             if len(msg) > MAX_ERROR_MSG:
                 msg = msg[:MAX_ERROR_MSG] + "…"
-            self.event("error", error_type=type(exc).__name__, error_msg=msg,
-                       failed_stage=failed_stage, **fields)
+            fields.update(error_type=type(exc).__name__, error_msg=msg, failed_stage=failed_stage)
+            self.event("error", **fields)
         except Exception:
             pass
 
@@ -163,7 +177,28 @@ class Tracer:
         except Exception:
             pass
         self._max_queue = 0  # from now on events are counted as dropped (the last heartbeat has them)
-        self._writer.stop(timeout)
+        if not self._writer.stop(timeout):
+            # The writer could not finish in time (a hung disk): what is still queued is lost.
+            # Taken off the queue here, each item either by the writer or by us: never both.
+            left = 0
+            q = self._queue
+            while True:
+                try:
+                    item = q.popleft()
+                except IndexError:
+                    break
+                if item.__class__ is tuple:
+                    left += 1
+                else:  # a flush() waiting: nothing more will be written
+                    item.done.set()
+            if left:
+                # not `with`: a signal handler may run close() while this thread holds the lock
+                locked = self._drop_lock.acquire(timeout=0.5)
+                self._dropped += left
+                if locked:
+                    self._drop_lock.release()
+                self._writer._report(f"{left} queued events not written: the writer did not "
+                                     f"finish within {timeout} s (counted as dropped)", once=False)
 
     def __enter__(self) -> Tracer:
         return self
@@ -172,11 +207,18 @@ class Tracer:
         self.close()
 
     def stats(self) -> dict:
-        """The counters the ``collector`` events carry, now."""
+        """The counters the ``collector`` events carry, now. ``accepted`` = lines this tracer
+        took on (your events, including those dropped at a full queue, and its own
+        ``heartbeats``); once the queue is empty, ``written + dropped == accepted``, and
+        ``written`` is the number of lines it put on disk."""
         w = self._writer
-        return {"queued": len(self._queue), "written": w.written,
-                "dropped": self._dropped + w.dropped_write, "bytes_written": w.bytes_written,
-                "dropped_queue": self._dropped, "dropped_write": w.dropped_write}
+        queued = len(self._queue)
+        dropped_queue, dropped_write, written = self._dropped, w.dropped_write, w.written
+        return {"queued": queued, "written": written,
+                "dropped": dropped_queue + dropped_write, "bytes_written": w.bytes_written,
+                "dropped_queue": dropped_queue, "dropped_write": dropped_write,
+                "accepted": w.received + w.heartbeats + dropped_queue + queued,
+                "heartbeats": w.heartbeats}
 
     def current_file(self) -> str | None:
         return self._writer.files.current_path()
@@ -231,6 +273,47 @@ class Tracer:
 
         return traced_tokenize(self, tokenizer, text, session_id=session_id, request_id=request_id,
                                device=device, log_text=log_text, **tokenizer_kwargs)
+
+    def stream_generate(self, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
+                        think_end_token_id=None, oom_fallback: bool = False, log_text: bool = False,
+                        timeout_s: float | None = None, **generate_kwargs):
+        """Streaming ``generate``: yields decoded text pieces as they are generated (generate runs
+        on its own thread, feeding a TextIteratorStreamer); the same events as ``generate``.
+        When generate raises, the stream ends and the exception is re-raised here after its
+        ``error`` event; closing the generator early stops generation. Beam search raises
+        ValueError at once. See collector/hf.py."""
+        from collector.hf import stream_generate
+
+        return stream_generate(self, model, inputs, session_id=session_id, request_id=request_id,
+                               tokenizer=tokenizer, think_end_token_id=think_end_token_id,
+                               oom_fallback=oom_fallback, log_text=log_text, timeout_s=timeout_s,
+                               **generate_kwargs)
+
+    # -- request spans (collector/request.py) -----------------------------------------------
+    def request(self, *, session_id=None, request_id=None, **fields):
+        """``with tracer.request(session_id=s, request_id=r):`` around a whole handler: one
+        ``request`` event at its exit, with duration_ms, ttft_ms, device, inflight, attempts and
+        memory/RSS before and after; tokenize/generate/stream_generate with the same request_id
+        report into it. Reads Gradio's queue wait itself (GRADIO_PROFILING=1)."""
+        from collector.request import RequestSpan
+
+        return RequestSpan(self, session_id, request_id, fields)
+
+    def queue_wait(self, ms: float, *, session_id=None, request_id=None, source: str | None = None,
+                   **fields) -> None:
+        """A ``queue`` event: the request waited ``ms`` before its handler ran. Counted in the
+        open request span's duration_ms and ttft_ms (if one is open for ``request_id``)."""
+        try:
+            span = self._requests.get(request_id) if request_id is not None else None
+            if span is not None and not span.closed:
+                span.set_queue(float(ms), source=source, **fields)
+                return
+            f = dict(fields, session_id=session_id, request_id=request_id)
+            if source is not None:
+                f["source"] = source
+            self.event_at(self._clock() - float(ms) / 1000.0, "queue", float(ms), **f)
+        except Exception:
+            pass
 
     # -- process lifecycle -----------------------------------------------------------------
     def _after_fork_in_child(self) -> None:
@@ -289,16 +372,101 @@ def set_default_tracer(tracer: Tracer | None) -> None:
     _default = tracer
 
 
-def log_event(stage: str, duration_ms: float = -1, **fields) -> None:
+def log_event(stage: str, duration_ms=LOG_EVENT_DEFAULT, /, *more, **fields) -> None:
     """Drop-in for article 003 §2.2's ``utils/logger.log_event``: same arguments, same stages;
-    lines are schema v1 (``v``, ``ts`` with offset, host, pid). Pass ``session_id=`` (the
-    article read it from ``st.session_state``)."""
+    lines are schema v1 (``v``, ``ts`` with offset, host, pid). ``duration_ms`` not given
+    (neither way) is -1, the article's "not measured". Without ``session_id=`` it is
+    ``st.session_state["session_id"]`` when called from a Streamlit script (as the article's),
+    else ``"unknown"`` (as the article's)."""
     t = _default or default_tracer()
+    if "session_id" not in fields:
+        fields["session_id"] = _session_id_from_streamlit() if "streamlit" in sys.modules else "unknown"
+    if more:
+        fields["args_"] = more
     q = t._queue
     if len(q) < t._max_queue:
         q.append((t._clock(), stage, duration_ms, fields))
     else:
         t._overflow()
+
+
+_script_run_ctx = None
+
+
+def _session_id_from_streamlit():
+    """``st.session_state.get("session_id", "unknown")`` when the calling thread runs a
+    Streamlit script; ``"unknown"`` otherwise. Streamlit is only looked at once the app has
+    imported it: the collector never imports it itself."""
+    global _script_run_ctx
+    try:
+        if _script_run_ctx is None:
+            from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+            _script_run_ctx = get_script_run_ctx
+        if _script_run_ctx(suppress_warning=True) is None:
+            return "unknown"
+        return sys.modules["streamlit"].session_state.get("session_id", "unknown")
+    except Exception:
+        return "unknown"
+
+
+# -- SIGTERM / SIGINT: write what is queued, then do what the signal did before --------------
+_signal_tracers: weakref.WeakSet = weakref.WeakSet()
+_previous_handlers: dict = {}
+_in_signal = False
+SIGNAL_FLUSH_TIMEOUT_S = 5.0
+
+
+def _install_signal_handlers(tracer: Tracer) -> None:
+    """From the main thread only (Python's rule): once per process and signal, chaining to the
+    handler that was there. A signal ignored (SIG_IGN) or handled outside Python is left alone."""
+    try:
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        _signal_tracers.add(tracer)
+        for name in ("SIGTERM", "SIGINT"):
+            signum = getattr(signal, name, None)
+            if signum is None or signum in _previous_handlers:
+                continue
+            prev = signal.getsignal(signum)
+            if prev is None or prev == signal.SIG_IGN:
+                continue
+            signal.signal(signum, _on_signal)
+            _previous_handlers[signum] = prev
+    except Exception:
+        pass
+
+
+def _on_signal(signum, frame):
+    import signal
+
+    global _in_signal
+    prev = _previous_handlers.get(signum, signal.SIG_DFL)
+    dies = not callable(prev) and prev != signal.SIG_IGN  # SIG_DFL of SIGTERM/SIGINT: terminate
+    if not _in_signal:
+        _in_signal = True
+        try:
+            for t in list(_signal_tracers):
+                try:
+                    # The process ends now: close (queue, last heartbeat, files). Otherwise the
+                    # previous handler decides (KeyboardInterrupt may be caught): flush only.
+                    if dies:
+                        t.close(SIGNAL_FLUSH_TIMEOUT_S)
+                    else:
+                        t.flush(SIGNAL_FLUSH_TIMEOUT_S)
+                except Exception:
+                    pass
+        finally:
+            _in_signal = False
+    if callable(prev):
+        return prev(signum, frame)
+    if dies:
+        # The default action, so the exit status still says "killed by SIGTERM".
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    return None
 
 
 def _warn(msg: str) -> None:

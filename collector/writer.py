@@ -21,11 +21,27 @@ from collections import deque
 
 from collector.files import LogFiles, gzip_file
 from collector.schema import SCHEMA_VERSION
+from collector.values import (
+    HARD,
+    LOG_EVENT_DEFAULT,
+    MAX_EVENT_BYTES,
+    MAX_KEY_CHARS,
+    MAX_STR_CHARS,
+    NORMAL,
+    NOTHING,
+    PLAIN,
+    RESERVED,
+    cut_str,
+    rename_reserved,
+    safe,
+    safe_duration,
+    safe_fields,
+)
 
-# Fields the writer owns; a caller's field of the same name is renamed with a trailing "_".
-RESERVED = frozenset({"v", "ts", "stage", "host", "pid", "duration_ms"})
 MAX_BATCH = 20_000  # events per write: bounds the memory of one batch
 MAX_ERROR_MSG = 300
+MAX_CACHED_STAGES = 1000  # stage names whose line head is cached (an app could invent many)
+MAX_FLAT_DICT = 32  # a dict field with at most this many plain values takes the fast path
 _MS3 = [f"{i:03d}" for i in range(1000)]
 
 
@@ -38,18 +54,29 @@ class Flush:
         self.done = threading.Event()
 
 
+def _not_plain(o):
+    # The fast path takes plain values only; anything else goes through collector/values.py.
+    raise TypeError(type(o).__name__)
+
+
 def _json_default(o):
-    """Encode what json can't: tensors/numpy scalars via item()/tolist(), the rest as str."""
-    for attr in ("item", "tolist"):
-        f = getattr(o, attr, None)
-        if f is not None:
-            try:
-                return f()
-            except Exception:
-                pass
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    return str(o)
+    return safe(o)
+
+
+_plain_types = PLAIN.issuperset
+
+
+def _flat_values(values) -> bool:
+    """Plain values, or small dicts of plain values (generate's ``params``): what the fast
+    path's C encoder may take without a long stall (no big or deep container)."""
+    for v in values:
+        c = v.__class__
+        if c is dict:
+            if len(v) > MAX_FLAT_DICT or not _plain_types(map(type, v.values())):
+                return False
+        elif c not in PLAIN:
+            return False
+    return True
 
 
 _encode = json.JSONEncoder(
@@ -61,23 +88,18 @@ try:  # the C encoder made once: JSONEncoder.encode builds a new one per call (~
 except ImportError:  # pragma: no cover - no C accelerator
     _c_make_encoder = None
 _fast_chunks = (
+    _c_make_encoder(None, _not_plain, _c_basestring, None, ":", ",", False, False, False)
+    if _c_make_encoder is not None else None
+)
+# Encodes what collector/values.py made safe (no NaN, str keys, plain types) without building an
+# encoder per call.
+_safe_chunks = (
     _c_make_encoder(None, _json_default, _c_basestring, None, ":", ",", False, False, False)
     if _c_make_encoder is not None else None
 )
 _encode_ascii = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_json_default
 ).encode
-
-
-def _finite(o):
-    """NaN/inf are not JSON: they become null."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {str(k): _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    return o
 
 
 class TsFormatter:
@@ -116,6 +138,11 @@ class Writer:
                  write=os.write, stderr=None):
         self.queue = queue
         self.files = LogFiles(log_dir, prefix, max_bytes, write=write)
+        # No line longer than this (bytes, newline included): an oversized event is cut down.
+        self.line_limit = min(MAX_EVENT_BYTES, self.files.max_bytes)
+        # The fast path's bodies stay under this many characters (6 bytes each at worst, a lone
+        # surrogate's JSON escape), which also means no string in them is over MAX_STR_CHARS.
+        self._fast_chars = min(MAX_STR_CHARS, (self.line_limit - 1024) // 6)
         self.gzip_closed = gzip_closed
         self.clock = clock
         self.host = host or socket.gethostname()
@@ -125,6 +152,8 @@ class Writer:
         self.written = 0
         self.dropped_write = 0  # lines lost to I/O errors (queue overflow is counted by the Tracer)
         self.bytes_written = 0
+        self.received = 0  # events taken off the queue (each ends up written or dropped_write)
+        self.heartbeats = 0  # this writer's own `collector` lines (also written or dropped_write)
         self.max_queued = 0
         self.dropped_queue = lambda: 0  # the Tracer's overflow counter, read for health events
         self._fmt = TsFormatter()
@@ -169,6 +198,7 @@ class Writer:
         self._gzip_jobs = deque()
         self._gzip_thread = None
         self.written = self.dropped_write = self.bytes_written = self.max_queued = 0
+        self.received = self.heartbeats = 0
         self._next_health = 0.0
         self._set_identity()
         self.thread = self._start()
@@ -213,35 +243,67 @@ class Writer:
             except IndexError:
                 pass
             if items:
+                self.received += len(items)
                 self._write_items(items)
             for m in markers:
                 m.done.set()
 
-    def _line(self, ts: float, stage, dur, fields: dict) -> tuple[str, str]:
-        """One line, any input (the slow path): odd durations, reserved names, NaN, objects."""
-        tstr, date = self._fmt(ts)
-        head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{_encode(str(stage))},{self._idpart}'
-        if dur is not None:
-            if dur.__class__ is float and math.isfinite(dur):
-                head += f',"duration_ms":{dur:.3f}'
-            elif dur.__class__ is int:
-                head += f',"duration_ms":{dur}'
-            else:
-                fields = {**fields, "duration_ms_raw": dur}
-        if not fields:
-            return head + "}\n", date
-        if not RESERVED.isdisjoint(fields):
-            fields = {(k + "_" if k in RESERVED else k): v for k, v in fields.items()}
+    def _line(self, ts, stage, dur, fields) -> tuple[str | None, str]:
+        """One line for any input (the slow path): odd values, reserved names, NaN, objects,
+        oversized events. Returns (None, date) when not even a cut-down line fits."""
         try:
-            body = _encode(fields)
-        except (ValueError, TypeError, RecursionError):
-            body = _encode(_finite(fields))
-        return f"{head},{body[1:]}\n", date
+            ts = float(ts)
+            if not math.isfinite(ts):
+                raise ValueError
+        except Exception:  # event_at() with a bad timestamp: now
+            ts = time.time()
+        tstr, date = self._fmt(ts)
+        if stage.__class__ is not str or len(stage) > MAX_KEY_CHARS:
+            s = safe(stage, (MAX_KEY_CHARS, 8, 1))
+            stage = s if s.__class__ is str else _encode(s)
+        head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{_encode(stage)},{self._idpart}'
+        fields = rename_reserved(fields) if fields.__class__ is dict else {"fields_": fields}
+        if dur is not None:
+            num, extra = safe_duration(dur)
+            if extra is NOTHING:
+                if num is None:
+                    head += ',"duration_ms":null'
+                elif num.__class__ is float:
+                    head += f',"duration_ms":{num:.3f}'
+                else:
+                    head += f',"duration_ms":{num}'
+            else:  # not a number: kept under another name
+                name = "duration_ms_"
+                while name in fields:
+                    name += "_"
+                fields[name] = extra
+        limit = self.line_limit
+        text = self._join(head, safe_fields(fields, NORMAL))
+        if _utf8_len(text) <= limit:
+            return text, date
+        cut = safe_fields(fields, HARD)
+        cut[_free_name(cut, "truncated")] = True
+        text = self._join(head, cut)
+        if _utf8_len(text) <= limit:
+            return text, date
+        ids = {k: cut_str(str(fields[k]), 128) for k in ("session_id", "request_id") if fields.get(k) is not None}
+        ids[_free_name(ids, "truncated")] = True
+        text = self._join(head, ids)
+        if _utf8_len(text) <= limit:
+            return text, date
+        return None, date
+
+    @staticmethod
+    def _join(head: str, fields: dict) -> str:
+        if not fields:
+            return head + "}\n"
+        body = "".join(_safe_chunks(fields, 0)) if _safe_chunks is not None else _encode(fields)
+        return f"{head},{body[1:]}\n"
 
     def _write_items(self, items: list) -> None:
         """Encode and append. The loop inlines the common case (int/float/no duration, no
-        reserved field names, plain JSON values) with the line's head cached per second and
-        stage: ~2x faster than calling ``_line`` per event."""
+        reserved field names, plain str/int/float/bool/None values, a short body) with the
+        line's head cached per second and stage: ~2x faster than calling ``_line`` per event."""
         groups: dict[str, list[str]] = {}
         bad = 0
         line = self._line
@@ -249,16 +311,28 @@ class Writer:
         parts = self._fmt.parts
         mids = self._mids
         reserved_free = RESERVED.isdisjoint
+        plain_types = _plain_types
+        flat_values = _flat_values
+        fast_chars = self._fast_chars
         isfinite = math.isfinite
         floor = math.floor
         join = "".join
         ms3 = _MS3
+        default_dur = LOG_EVENT_DEFAULT
         cur_sec = None
         head = ""
         lines: list[str] = []
         for item in items:
             ts, stage, dur, fields = item
             try:
+                if (dur is None or dur is default_dur) and fields:
+                    # positional-only signature: duration_ms= arrives among the fields
+                    if "duration_ms" in fields:
+                        dur = fields.pop("duration_ms")
+                    elif dur is default_dur:
+                        dur = -1
+                elif dur is default_dur:
+                    dur = -1
                 sec, ms = divmod(floor(ts * 1000.0 + 0.5), 1000)
                 if sec != cur_sec:
                     base, off, date = parts(sec)
@@ -270,15 +344,16 @@ class Writer:
                     lines = groups.get(date)
                     if lines is None:
                         lines = groups[date] = []
-                mid = mids.get(stage)
+                mid = mids.get(stage) if stage.__class__ is str else None
                 if (mid is not None and fields and chunks is not None and reserved_free(fields)
                         and (dur is None or dur.__class__ is int
-                             or (dur.__class__ is float and isfinite(dur)))):
+                             or (dur.__class__ is float and isfinite(dur)))
+                        and (plain_types(map(type, fields.values())) or flat_values(fields.values()))):
                     try:
                         body = join(chunks(fields, 0))
-                    except Exception:
+                    except Exception:  # NaN, a non-str key
                         body = None
-                    if body is not None:
+                    if body is not None and len(body) <= fast_chars:
                         if dur is None:
                             lines.append(f"{head}{ms3[ms]}{mid},{body[1:]}\n")
                         elif dur.__class__ is int:
@@ -286,38 +361,57 @@ class Writer:
                         else:  # 3 decimals (µs); '%.3f' is ~2.5x cheaper than repr(round())
                             lines.append(f'{head}{ms3[ms]}{mid},"duration_ms":{dur:.3f},{body[1:]}\n')
                         continue
-                if mid is None and stage.__class__ is str:
+                if (mid is None and stage.__class__ is str and len(stage) <= 100
+                        and len(mids) < MAX_CACHED_STAGES):
                     mids[stage] = f'{self._mids_off}","stage":{_encode(stage)},{self._idpart}'
-                text, _ = line(ts, stage, dur, fields)
-                lines.append(text)
             except Exception:
+                pass
+            try:
+                text, date = line(ts, stage, dur, fields)
+            except Exception:
+                text = None
+            if text is None:
                 bad += 1
+                continue
+            group = groups.get(date)
+            if group is None:
+                group = groups[date] = []
+            group.append(text)
         if bad:
             self.dropped_write += bad
-            self._report(f"{bad} events could not be encoded as JSON and were dropped (counted; "
-                         "further ones are only counted)", key="encode")
+            self._report(f"{bad} events could not be written as JSON within {self.line_limit} bytes "
+                         "and were dropped (counted; further ones are only counted)", key="encode")
         for date, group in groups.items():
             if group:
                 self._append(date, group)
 
     def _append(self, date: str, lines: list[str]) -> None:
+        files = self.files
         try:
             try:
-                n = self.files.append(date, lines)
-            except UnicodeEncodeError:  # lone surrogates: \u-escape them
+                n = files.append(date, lines)
+            except UnicodeEncodeError:  # lone surrogates: \u-escape them (nothing written yet)
                 lines = [_reencode_ascii(x) for x in lines]
-                n = self.files.append(date, lines)
+                n = files.append(date, lines)
         except OSError as e:
-            self.dropped_write += len(lines)
-            self._report(f"cannot write logs to {self.files.dir!r} ({e.strerror or e}); "
+            # Part of a batch split by a rotation may be on disk: count exactly that as written.
+            done = files.done_lines
+            self.written += done
+            self.bytes_written += files.done_bytes
+            self.dropped_write += len(lines) - done
+            self._report(f"cannot write logs to {files.dir!r} ({e.strerror or e}); "
                          "events are dropped and counted until it works again")
             self._failing = True
+            self._collect_closed()
             return
         self.written += len(lines)
         self.bytes_written += n
         if self._failing:
             self._failing = False
-            self._report(f"writing logs to {self.files.dir!r} works again", once=False)
+            self._report(f"writing logs to {files.dir!r} works again", once=False)
+        self._collect_closed()
+
+    def _collect_closed(self) -> None:
         if self.files.closed_files:
             if self.gzip_closed:
                 self._gzip_jobs.extend(self.files.closed_files)
@@ -331,7 +425,11 @@ class Writer:
         fields = {"queued": self.max_queued, "written": self.written, "dropped": dropped,
                   "bytes_written": self.bytes_written}
         self.max_queued = len(self.queue)
+        self.heartbeats += 1
         text, date = self._line(ts, "collector", None, fields)
+        if text is None:  # pragma: no cover - a line of four ints always fits
+            self.dropped_write += 1
+            return
         self._append(date, [text])
 
     def _report(self, msg: str, once: bool = True, key: str | None = None) -> None:
@@ -368,6 +466,19 @@ class Writer:
             t.join(30)
         if self._gzip_jobs:  # queued after that thread's last look
             self._gzip_loop()
+
+
+def _utf8_len(text: str) -> int:
+    """Bytes on disk: UTF-8, a lone surrogate as its 6-byte JSON escape."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "backslashreplace"))
+
+
+def _free_name(fields: dict, name: str) -> str:
+    while name in fields:
+        name += "_"
+    return name
 
 
 def _reencode_ascii(line: str) -> str:

@@ -8,6 +8,7 @@ test-output/ for a human to look at.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -108,6 +109,47 @@ def test_every_chart_container_holds_a_rendered_chart(real):
     assert sorted(views) == sorted(ids)
 
 
+def _axis_labels(page, chart_id: str) -> list[str]:
+    return page.evaluate(
+        """id => Array.from(document.querySelectorAll('#chart-' + id + ' .role-axis-label text'))
+                   .map(t => t.textContent)""", chart_id)
+
+
+def test_time_axes_read_24_hours_and_ms_axes_plain_decimals(real):
+    """14:52 UTC reads 14:xx on the axis (not a 12-hour 02:xx), 0.2 ms reads 0.2 (not 200m)."""
+    page = real.page
+    for cid in ("overview", "stage_latency_by_hour", "gpu_timeline", "errors_timeline"):
+        if not page.locator(f"#chart-{cid}").count():
+            continue
+        labels = _axis_labels(page, cid)
+        clock = [t for t in labels if re.fullmatch(r"\d\d:\d\d", t)]
+        assert clock, f"{cid}: no HH:MM labels in {labels}"
+        assert not [t for t in labels if re.search(r"AM|PM|am|pm", t)], cid
+    # sample_logs span the afternoon: a 24-hour clock must print an hour past 12
+    hours = [int(t[:2]) for t in _axis_labels(page, "stage_latency_by_hour") if re.fullmatch(r"\d\d:\d\d", t)]
+    assert max(hours) >= 13, hours
+    for cid in ("stage_latency_by_hour", "latency_hist"):
+        # a log axis blanks the labels of its minor ticks
+        numeric = [t for t in _axis_labels(page, cid) if t and not re.fullmatch(r"\d\d:\d\d|[A-Z][a-z]{2} \d\d?", t)]
+        assert numeric and all(re.fullmatch(r"[\d,]+(\.\d+)?", t) for t in numeric), numeric
+
+
+def test_latency_histogram_resolves_sub_second_latencies(real):
+    page = real.page
+    bars = page.evaluate("document.querySelectorAll('#chart-latency_hist .mark-rect path').length")
+    assert bars >= 20, bars
+    # the TTFT panel (sample_logs: p50 about 300 ms) has several bars left of its 1,000 tick
+    lefts = page.evaluate("""() => {
+        const svg = document.querySelector('#chart-latency_hist svg');
+        const tick = Array.from(svg.querySelectorAll('.role-axis-label text')).find(t => t.textContent === '1,000');
+        if (!tick) return -1;
+        const x = tick.getBoundingClientRect().x;
+        const first = svg.querySelector('.mark-rect').getBoundingClientRect();
+        return Array.from(svg.querySelectorAll('.mark-rect path')).filter(p => {
+            const r = p.getBoundingClientRect(); return r.right <= x + 1 && r.left >= first.left - 1 && r.height > 0; }).length; }""")
+    assert lefts >= 4, lefts
+
+
 def test_brush_filters_every_timeline_chart(real):
     page = real.page
     assert page.evaluate("window.dslogs.views.overview.getState({signals: n => n === 'brush'}).signals") == {"brush": {}}
@@ -198,6 +240,11 @@ def test_without_javascript_findings_and_static_charts_show(browser, pages):
         visible_svgs = page.evaluate("""() => Array.from(document.querySelectorAll('.chart[data-chart] noscript > svg'))
                                            .filter(s => s.getBoundingClientRect().width > 100).length""")
         assert visible_svgs == charts
+        # the static pictures print a 24-hour clock too
+        static = page.evaluate("""() => Array.from(document.querySelectorAll('#chart-stage_latency_by_hour noscript > svg text'))
+                                   .map(t => t.textContent)""")
+        hours = [int(t[:2]) for t in static if re.fullmatch(r"\d\d:\d\d", t)]
+        assert hours and max(hours) >= 13, static
         assert not page.locator("#range-label").is_visible()  # the brush hint needs JS
         assert loaded.blocked == []
         page.screenshot(path=str(OUT / "report-nojs.png"), full_page=True)

@@ -140,11 +140,18 @@ def test_schema_version_mismatch_rebuilds(logs, cache_file):
     db.close()
 
 
-def test_a_file_that_is_not_a_cache_is_replaced(logs, cache_file):
-    cache_file.parent.mkdir(parents=True)
-    cache_file.write_bytes(b"not a database" * 100)
-    db = open_logs([str(logs)], cache=cache_file)
-    assert db.ingest["read_files"] == 2 and db.ingest["cache"] == str(cache_file)
+def test_a_file_that_is_not_a_cache_is_replaced_only_in_the_default_location(logs, tmp_path, monkeypatch):
+    # --cache PATH at a foreign file is refused (tests/test_cache_identity.py); dslogs' own
+    # folder holds only its caches, so a damaged one there is rebuilt.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    from analyzer.cache import default_cache_path
+    from analyzer.discovery import discover
+
+    default = default_cache_path([f.path for f in discover([str(logs)]).files])
+    default.parent.mkdir(parents=True)
+    default.write_bytes(b"not a database" * 100)
+    db = open_logs([str(logs)])
+    assert db.ingest["read_files"] == 2 and db.ingest["cache"] == str(default)
     db.close()
 
 

@@ -247,15 +247,25 @@ def test_event_after_close_is_counted_not_raised(tmp_path):
     assert t.stats()["dropped_queue"] == 2 and len(err.getvalue().splitlines()) == 1
 
 
-def test_unencodable_event_is_dropped_not_raised(tmp_path):
+def test_self_referencing_and_hostile_values_are_written_cut(tmp_path):
+    class Hostile:
+        def __str__(self):
+            raise RuntimeError("no")
+
     t = Tracer(tmp_path)
     loop: dict = {}
     loop["self"] = loop
-    t.event("queue", duration_ms=1.0, bad=loop)
+    t.event("queue", duration_ms=1.0, bad=loop, hostile=Hostile(), seq=0)
     t.event("queue", duration_ms=1.0, seq=1)
     t.close()
-    assert [e.get("seq") for e in data_events(read_lines(tmp_path))] == [1]
-    assert t.stats()["dropped_write"] == 1
+    events = data_events(read_lines(tmp_path))
+    assert [e.get("seq") for e in events] == [0, 1]
+    depth, node = 0, events[0]["bad"]
+    while isinstance(node, dict):
+        node, depth = node["self"], depth + 1
+    assert node == "…" and 3 <= depth <= 8  # nesting cut at MAX_DEPTH, not a RecursionError
+    assert events[0]["hostile"] == "<Hostile>"
+    assert t.stats()["dropped"] == 0
 
 
 def test_stage_span_times_block_and_reports_errors(tmp_path):

@@ -13,57 +13,27 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from collector import Tracer  # noqa: E402
-from tests.collector_helpers import data_events, read_lines, validate  # noqa: E402
+from tests.collector_hf_helpers import (  # noqa: E402
+    PROMPT,
+    by_stage,
+    events_of,
+    prompt_ids,
+    tiny_qwen2,
+    word_tokenizer,
+)
+from tests.collector_hf_helpers import OomOn as _OomOn  # noqa: E402
 
 pytestmark = pytest.mark.hf
-
-VOCAB = 96
-PROMPT = 12
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = transformers.Qwen2Config(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256,
-        eos_token_id=2, pad_token_id=0,
-    )
-    m = transformers.Qwen2ForCausalLM(cfg).eval()
-    ids = torch.randint(3, VOCAB, (1, PROMPT))
-    m.generate(ids, max_new_tokens=2, do_sample=False)  # warm-up: first calls are slow
-    m.generate(ids, max_new_tokens=2, num_beams=2)
-    return m
+    return tiny_qwen2()
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = ["[UNK]", "<pad>", "<eos>", "</think>"] + [f"w{i}" for i in range(VOCAB - 4)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", eos_token="<eos>",
-        additional_special_tokens=["</think>"],
-    )
-
-
-def prompt_ids(seed=1):
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(4, VOCAB, (1, PROMPT), generator=g)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-
-def events_of(tmp_path):
-    events = read_lines(tmp_path)
-    for e in events:
-        validate(e)
-    return data_events(events)
-
-
-def by_stage(events, stage):
-    return [e for e in events if e["stage"] == stage]
+    return word_tokenizer()
 
 
 def test_greedy_events_match_generate(model, tmp_path):
@@ -100,7 +70,7 @@ def test_greedy_events_match_generate(model, tmp_path):
                        eos_token_id=None)  # fmt: skip
         wall = (time.perf_counter() - w0) * 1000
         again.close()
-        spans = {e["stage"]: e["duration_ms"] for e in events_of(tmp_path / f"again{i}")}
+        spans = {e["stage"]: e.get("duration_ms") for e in events_of(tmp_path / f"again{i}")}
         assert spans["prefill"] + spans["decode"] <= wall + 1
         gaps.append((wall - spans["prefill"] - spans["decode"], wall))
     assert min(g - max(10.0, 0.05 * w) for g, w in gaps) <= 0, gaps
@@ -194,28 +164,6 @@ def test_log_text_opt_in(model, tokenizer, tmp_path):
     assert req["prompt_text"] == text and isinstance(req["response_text"], str)
 
 
-class _OomOn:
-    """Make the model's forward raise torch.cuda.OutOfMemoryError on call number ``n``."""
-
-    def __init__(self, model, n, times=1, exc=None):
-        self.model, self.n, self.times, self.calls = model, n, times, 0
-        self.exc = exc or torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        self.orig = model.forward
-
-    def __enter__(self):
-        def forward(*args, **kwargs):
-            self.calls += 1
-            if self.n <= self.calls < self.n + self.times:
-                raise self.exc
-            return self.orig(*args, **kwargs)
-
-        self.model.forward = forward
-        return self
-
-    def __exit__(self, *exc):
-        del self.model.forward  # back to the class's forward
-
-
 def test_injected_oom_in_decode_logs_error_and_reraises(model, tmp_path):
     t = Tracer(tmp_path)
     with _OomOn(model, 3) as inj:
@@ -245,18 +193,29 @@ def test_injected_oom_in_prefill(model, tmp_path):
 
 def test_oom_fallback_to_greedy(model, tmp_path):
     t = Tracer(tmp_path)
+    w0 = time.perf_counter()
     with _OomOn(model, 3):
         out = t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=6, num_beams=3,
                          num_return_sequences=2, do_sample=True, eos_token_id=None, oom_fallback=True)
+    wall_ms = (time.perf_counter() - w0) * 1000
     t.close()
     assert out.shape == (1, PROMPT + 6)
     ev = events_of(tmp_path)
-    assert [e["stage"] for e in ev] == ["error", "request", "prefill", "decode", "request", "kv_cache"]
-    err, failed_req, _, dec, ok_req, _ = ev
+    # one request line for the turn: the failed attempt is in it (issue 12 item 3)
+    assert [e["stage"] for e in ev] == ["error", "prefill", "decode", "request", "kv_cache"]
+    err, pre, dec, req, _ = ev
     assert err["error_type"] == "OutOfMemoryError" and err["fallback"] == "greedy"
-    assert failed_req["status"] == "error"
+    # the cause survives the fallback: the failed attempt's parameters and the device
+    assert err["params"] == {"num_beams": 3, "max_new_tokens": 6, "temperature": 1.0, "top_p": 1.0,
+                             "do_sample": True}
+    assert err["device"] == "cpu" and err["failed_stage"] == "decode"
     assert dec["fallback"] == "greedy" and dec["params"]["num_beams"] == 1 and dec["params"]["do_sample"] is False
-    assert ok_req["status"] == "ok" and ok_req["output_len"] == 6
+    assert req["status"] == "ok" and req["output_len"] == 6 and req["fallback"] == "greedy"
+    assert req["attempts"] == 2 and req["device"] == "cpu" and req["inflight"] == 1
+    # e2e covers the failed attempt too: more than the retry's prefill + decode, within the call
+    assert pre["duration_ms"] + dec["duration_ms"] < req["duration_ms"] <= wall_ms
+    # ttft is the retry's first token (what the user saw), measured from the first attempt's start
+    assert pre["duration_ms"] < req["ttft_ms"] < req["duration_ms"]
 
 
 def test_user_exception_propagates_unchanged(model, tmp_path):
@@ -333,3 +292,148 @@ def test_streaming_generate_on_its_own_thread(model, tokenizer, tmp_path):
     dec = next(e for e in ev if e["stage"] == "decode")
     assert dec["output_len"] == 6 and pieces
     assert next(e for e in ev if e["stage"] == "prefill")["duration_ms"] > 0
+
+
+# -- request spans and per-request attribution (issue 12 items 1, 3, 4, 6) --------------------
+
+
+def test_explicit_request_span_wraps_the_handler(model, tokenizer, tmp_path):
+    fake = {"reserved_mb": 1000.0, "allocated_mb": 600.0}
+    t = Tracer(tmp_path, memory_probe=lambda: dict(fake))
+    text = " ".join(f"w{i}" for i in range(40, 40 + PROMPT))
+    w0 = time.perf_counter()
+    with t.request(session_id="s", request_id="r", app="chat") as span:
+        enc = t.tokenize(tokenizer, text, session_id="s", request_id="r")
+        t.generate(model, enc, session_id="s", request_id="r", tokenizer=tokenizer, max_new_tokens=6,
+                   eos_token_id=None)
+        fake.update(reserved_mb=1200.0, allocated_mb=650.0)  # what the turn left behind
+        time.sleep(0.02)  # work after generate (formatting) is part of the request
+        span.set(output_chars=17)
+    wall_ms = (time.perf_counter() - w0) * 1000
+    t.close()
+    ev = events_of(tmp_path)
+    assert [e["stage"] for e in ev] == ["input", "tokenize", "prefill", "decode", "kv_cache", "gpu_memory",
+                                        "request"]
+    tok, pre, dec, mem, req = ev[1], ev[2], ev[3], ev[5], ev[-1]
+    assert (mem["reserved_mb"], mem["allocated_mb"], mem["request_id"]) == (1000.0, 600.0, "r")  # after generate
+    assert req["status"] == "ok" and req["output_len"] == 6 and req["finish_reason"] == "length"
+    assert req["app"] == "chat" and req["output_chars"] == 17
+    assert req["device"] == "cpu" and req["inflight"] == 1 and req["attempts"] == 1
+    assert (req["reserved_mb_before"], req["reserved_mb_after"]) == (1000.0, 1200.0)
+    assert (req["allocated_mb_before"], req["allocated_mb_after"]) == (600.0, 650.0)
+    assert req["rss_mb_before"] > 0 and req["rss_mb_after"] > 0
+    spans = tok["duration_ms"] + pre["duration_ms"] + dec["duration_ms"]
+    assert spans + 20 <= req["duration_ms"] <= wall_ms
+    assert tok["duration_ms"] + pre["duration_ms"] <= req["ttft_ms"] < spans
+
+
+def test_implicit_request_from_tokenize_to_generate(model, tokenizer, tmp_path):
+    t = Tracer(tmp_path)
+    t.tokenize(tokenizer, "w7 w8", request_id="orphan")  # tokenized only (to count tokens): not in flight
+    enc = t.tokenize(tokenizer, " ".join(f"w{i}" for i in range(50, 50 + PROMPT)), session_id="s", request_id="r")
+    t.generate(model, enc, session_id="s", request_id="r", tokenizer=tokenizer, max_new_tokens=4)
+    t.close()
+    (req,) = by_stage(events_of(tmp_path), "request")
+    assert req["request_id"] == "r"
+    assert req["device"] == "cpu" and req["inflight"] == 1 and req["attempts"] == 1
+    assert req["rss_mb_before"] > 0 and req["rss_mb_after"] > 0
+    assert "reserved_mb_before" not in req  # CPU torch, no memory probe: not measured
+    assert list(t._requests) == ["orphan"]  # "r" closed and forgotten
+
+
+def test_inflight_counts_concurrent_requests(model, tmp_path):
+    t = Tracer(tmp_path)
+    inside = threading.Barrier(3, timeout=30)
+
+    def handler(rid):
+        with t.request(session_id=rid, request_id=rid):
+            inside.wait()  # all three are open at once
+            t.generate(model, prompt_ids(5), session_id=rid, request_id=rid, max_new_tokens=3)
+
+    threads = [threading.Thread(target=handler, args=(f"r{i}",)) for i in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    t.close()
+    reqs = by_stage(events_of(tmp_path), "request")
+    assert sorted(r["inflight"] for r in reqs) == [1, 2, 3]
+    with t.request(request_id="later"):
+        pass
+    assert not t._requests
+
+
+def test_error_after_generate_marks_the_request(model, tmp_path):
+    t = Tracer(tmp_path)
+    with pytest.raises(KeyError):
+        with t.request(session_id="s", request_id="r"):
+            t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=3)
+            raise KeyError("format failed")
+    t.close()
+    ev = events_of(tmp_path)
+    (err,) = by_stage(ev, "error")
+    (req,) = by_stage(ev, "request")
+    assert err["failed_stage"] == "handler" and err["error_type"] == "KeyError"
+    assert req["status"] == "error" and req["output_len"] == 3
+
+
+def test_oom_inside_a_span_gives_one_error_and_one_request(model, tmp_path):
+    t = Tracer(tmp_path)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        with t.request(session_id="s", request_id="r"):
+            with _OomOn(model, 2):
+                t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=4,
+                           temperature=0.7, do_sample=True)
+    t.close()
+    ev = events_of(tmp_path)
+    (err,) = by_stage(ev, "error")
+    (req,) = by_stage(ev, "request")
+    assert err["params"]["temperature"] == 0.7 and err["device"] == "cpu"
+    assert req["status"] == "error" and req["attempts"] == 1 and req["ttft_ms"] > 0
+
+
+def test_queue_wait_counts_in_duration_and_ttft(model, tmp_path):
+    t = Tracer(tmp_path)
+    with t.request(session_id="s", request_id="r"):
+        t.queue_wait(250.0, session_id="s", request_id="r", source="gateway")
+        t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=3)
+    t.queue_wait(40.0, session_id="s", request_id="other", source="gateway")  # no span: just the event
+    t.close()
+    ev = events_of(tmp_path)
+    q, q2 = by_stage(ev, "queue")
+    (pre,) = by_stage(ev, "prefill")
+    (dec,) = by_stage(ev, "decode")
+    (req,) = by_stage(ev, "request")
+    assert q["duration_ms"] == 250.0 and q["source"] == "gateway" and q["request_id"] == "r"
+    assert q2["duration_ms"] == 40.0 and q2["request_id"] == "other"
+    assert q["ts"] < pre["ts"]  # stamped when the request was enqueued
+    assert req["duration_ms"] >= 250.0 + pre["duration_ms"] + dec["duration_ms"]
+    assert 250.0 + pre["duration_ms"] <= req["ttft_ms"] < req["duration_ms"]
+
+
+def test_device_names_and_rss():
+    from collector.request import device_name, rss_mb
+
+    assert device_name(torch.device("cpu")) == "cpu"
+    assert device_name(torch.device("cuda", 1)) == "cuda:1"
+    assert device_name(torch.device("cuda")) == "cuda:0"  # no CUDA context here: index 0, none created
+    assert device_name("mps") == "mps" and device_name(None) is None
+    assert not torch.cuda.is_initialized()
+    psutil = pytest.importorskip("psutil")
+    assert rss_mb() == pytest.approx(psutil.Process().memory_info().rss / 2**20, rel=0.1)
+
+
+def test_memory_probe_feeds_gpu_memory_and_may_name_the_device(model, tmp_path):
+    readings = iter([{"reserved_mb": 900.0, "allocated_mb": 500.0, "device": "cuda:0"},
+                     {"reserved_mb": 1100.0, "allocated_mb": 520.0, "num_ooms": 0, "device": "cuda:0"},
+                     {"reserved_mb": 1100.0, "allocated_mb": 510.0, "device": "cuda:0"}])
+    t = Tracer(tmp_path, memory_probe=lambda: next(readings))
+    with t.request(session_id="s", request_id="r"):
+        t.generate(model, prompt_ids(), session_id="s", request_id="r", max_new_tokens=3)
+    t.close()
+    ev = events_of(tmp_path)
+    (mem,) = by_stage(ev, "gpu_memory")
+    (req,) = by_stage(ev, "request")
+    assert mem["reserved_mb"] == 1100.0 and mem["num_ooms"] == 0 and mem["gpu_index"] == 0
+    assert mem["request_id"] == "r" and "device" not in mem
+    assert req["device"] == "cuda:0" and req["reserved_mb_before"] == 900.0 and req["allocated_mb_after"] == 510.0

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-NEVER = ("analyzer", "duckdb", "pandas", "altair", "jinja2", "typer", "rich", "pyarrow")
+NEVER = ("analyzer", "duckdb", "pandas", "altair", "jinja2", "typer", "rich", "pyarrow", "streamlit", "gradio")
 OPTIONAL = ("torch", "numpy", "pynvml", "psutil", "transformers")
 
 
@@ -37,11 +37,14 @@ def test_tracer_and_log_event_load_no_third_party(tmp_path):
         with t.stage("format", session_id="s"):
             pass
         log_event("input", input_len=3, session_id="s")
+        log_event("input", input_len=4)  # no Streamlit: the article's "unknown"
         assert t.flush()
         t.close()
     """, tmp_path)
     assert not loaded & set(NEVER + OPTIONAL), loaded & set(NEVER + OPTIONAL)
     assert any(p.name.startswith("ds15b_") for p in (tmp_path / "logs").iterdir())
+    logged = [json.loads(x) for p in tmp_path.glob("logs/ds15b_*") for x in p.read_text().splitlines()]
+    assert {e.get("session_id") for e in logged if e["stage"] == "input"} == {"s", "unknown"}
 
 
 def test_process_sampler_loads_psutil_only(tmp_path):

@@ -36,13 +36,13 @@ def util_values(db):
         (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sample","gpu_util_pct":"87 %"}\n', "wrong value type: gpu_util_pct"),
         (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sample","pid":1e30}\n', "wrong value type: pid"),
         (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"decode","params":7}\n', "wrong value type: params"),
-        (b'{"v":1,"ts":"yesterday","stage":"gpu_sample"}\n', "wrong value type: ts"),
+        (b'{"v":1,"ts":"yesterday","stage":"gpu_sample"}\n', "unreadable time: ts"),
         (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"error","error_msg":"\xe5\x9c"}\n', "invalid UTF-8"),
         (b'[1, 2, 3]\n', "not a JSON object"),
         (b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00"}\n', "no stage"),
         (b'{"v":1,"stage":"gpu_sample"}\n', "no ts"),
         (b'{"session_id":"x","stage":"input"}\n', "no timestamp"),
-        (b'{"session_id":"x","timestamp":"noon","stage":"input"}\n', "wrong value type: timestamp"),
+        (b'{"session_id":"x","timestamp":"noon","stage":"input"}\n', "unreadable time (timestamp)"),
     ],
 )
 def test_one_bad_line_is_skipped_and_counted(tmp_path, bad, reason):

@@ -18,16 +18,18 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("collector", ("collector", "collector.*")),
     ("base", ("analyzer", "analyzer.errors", "analyzer.resources", "analyzer.timewindow",
-              "analyzer.thresholds", "analyzer.output")),  # fmt: skip
+              "analyzer.thresholds", "analyzer.output", "analyzer.textsafe")),  # fmt: skip
     # reading logs (and writing them: compact, the simulator)
     ("ingest", ("analyzer.discovery", "analyzer.cache", "analyzer.dataset", "analyzer.ingest",
-                "analyzer.compact", "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
+                "analyzer.compact", "analyzer.sandbox", "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
     # the engine contract and its engines: DuckDB (metrics), Spark (spark_engine + merge)
     ("metrics", ("analyzer.metrics", "analyzer.merge", "analyzer.spark_engine")),
     ("rules", ("analyzer.rules",)),
-    ("report", ("analyzer.report",)),
-    ("renderers", ("analyzer.charts", "analyzer.render_md", "analyzer.render_html", "analyzer.weekly")),
-    ("cli", ("analyzer.cli", "analyzer.__main__")),
+    ("report", ("analyzer.report", "analyzer.diff")),
+    ("renderers", ("analyzer.vl", "analyzer.svgchart", "analyzer.charts", "analyzer.render_md", "analyzer.render_html",
+                   "analyzer.render_diff", "analyzer.render_diff_html", "analyzer.weekly")),  # fmt: skip
+    # commands: the CLI and the loop that re-runs it (watch)
+    ("cli", ("analyzer.cli", "analyzer.__main__", "analyzer.watch")),
 ]
 
 

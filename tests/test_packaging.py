@@ -81,6 +81,7 @@ def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
         [str(installed_env / "bin" / "python"), "-c", "import analyzer, collector, analyzer.resources as r; "
          "print(analyzer.__file__); print(collector.__file__); print(r.queries_dir()); print(r.templates_dir())"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
     ).stdout.split()
     assert all(str(REPO) not in p for p in where), where
     assert where[2].endswith("analyzer/_data/queries") and where[3].endswith("analyzer/_data/templates")
@@ -101,3 +102,102 @@ def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
     assert sim_run.returncode == 0, sim_run.stderr
     assert (tmp_path / "out" / "truth.json").is_file()
     assert list((tmp_path / "out").rglob("*.jsonl*"))
+
+
+# -- dslogs-collector: the collector alone, for inference environments ----------------------
+
+COLLECTOR_SCRIPT = """
+import json, os, sys
+from collector import Tracer, log_event
+import collector
+t = Tracer("logs")
+t.event("tokenize", 1.5, session_id="s", request_id="r", input_len=3)
+with t.stage("format", session_id="s"):
+    pass
+log_event("input", input_len=3)
+t.close()
+third = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"collector", "__main__"})
+print(json.dumps({"file": collector.__file__, "third_party": third, "path": sys.path, "stats": t.stats()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def collector_wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("collector_wheel")
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+         str(REPO / "packaging" / "collector")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    (whl,) = out.glob("dslogs_collector-*.whl")
+    return whl
+
+
+def test_collector_wheel_declares_no_dependencies_and_ships_collector_only(collector_wheel):
+    import tomllib
+
+    zf = zipfile.ZipFile(collector_wheel)
+    names = zf.namelist()
+    dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    assert all(n.startswith(("collector/", dist_info + "/")) for n in names), names
+    shipped = {n.split("/", 1)[1] for n in names if n.startswith("collector/")}
+    sources = {p.name for p in (REPO / "collector").iterdir() if p.suffix in (".py", ".json")}
+    assert shipped == sources
+    for name in sources:  # one copy of the code: the wheel's files are the repository's
+        assert zf.read(f"collector/{name}") == (REPO / "collector" / name).read_bytes()
+    meta = zf.read(f"{dist_info}/METADATA").decode()
+    assert "Name: dslogs-collector" in meta
+    assert not [line for line in meta.splitlines() if line.startswith(("Requires-Dist", "Provides-Extra"))], meta
+    root = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    own = tomllib.loads((REPO / "packaging" / "collector" / "pyproject.toml").read_text())["project"]
+    assert own["version"] == root["version"] and own["dependencies"] == []
+    # no extra of dslogs pins torch: a user's CUDA build must survive `pip install dslogs[hf]`
+    for extra, reqs in root["optional-dependencies"].items():
+        for req in reqs:
+            assert not (req.startswith("torch") and "==" in req), (extra, req)
+
+
+def test_collector_wheel_installs_into_a_fresh_venv_with_nothing_else(collector_wheel, tmp_path):
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
+    py = env_dir / "bin" / "python"
+    # pip resolves dependencies (no --no-deps) with no index, no find-links, no config: a
+    # declared dependency would fail to install here.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-index", "-q",
+                        str(collector_wheel)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    site = Path(subprocess.run([str(py), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    installed = sorted(p.name for p in site.iterdir() if p.name != "__pycache__")
+    assert [n for n in installed if not n.endswith(".dist-info")] == ["collector"], installed
+    # -I: no PYTHONPATH, no user site, not the checkout; the standard library and the wheel only
+    run = subprocess.run([str(py), "-I", "-c", COLLECTOR_SCRIPT], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["file"].startswith(str(site)) and not any(str(REPO) in p for p in got["path"])
+    assert got["third_party"] == [], got["third_party"]
+    lines = [json.loads(x) for p in (tmp_path / "logs").glob("ds15b_*.jsonl") for x in p.read_text().splitlines()]
+    stages = [e["stage"] for e in lines if e["stage"] != "collector"]
+    assert stages == ["tokenize", "format", "input"] and got["stats"]["dropped"] == 0
+    assert sum(e["stage"] == "collector" for e in lines) == 4  # start and exit of t and log_event's tracer
+
+
+def test_makefile_stamps_know_their_extras():
+    # `make demo` then `make test` on one clone: the test target must not be satisfied by the
+    # demo's install (one stamp per extras set), and it installs torch's CPU wheel itself.
+    def plan(target: str) -> str:
+        r = subprocess.run(["make", "-n", "-C", str(REPO), target, "VENV=/nonexistent-venv"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    demo, test = plan("demo"), plan("test")
+    assert "/nonexistent-venv/.installed-base" in demo and "pip install -q -e '.'" in demo
+    assert "/nonexistent-venv/.installed-test_gpu_hf_spark" in test
+    assert "pip install -q 'torch==2.13.0'" in test and "-e '.[test,gpu,hf,spark]'" in test
+    assert test.index("torch==2.13.0") < test.index("-e '.[test,gpu,hf,spark]'")
+    assert "pytest" in test and "make test" in (REPO / ".ci" / "run").read_text()

@@ -91,8 +91,9 @@ def _hosts(
 class _Run:
     """One pass over all hosts: count-only (calibration) or writing."""
 
-    def __init__(self, key, fmt, hosts, names, scale, outdir=None, max_bytes=None, executor=None):
+    def __init__(self, key, fmt, hosts, names, scale, outdir=None, max_bytes=None, executor=None, change=None):
         self.key, self.fmt, self.hosts, self.names, self.scale = key, fmt, hosts, names, scale
+        self.change = change  # (name, ms after each host's start) or None: analyzer/simulate/changes.py
         self.outdir, self.max_bytes, self.executor = outdir, max_bytes, executor
         self.session_faults = [n for n in names if SCENARIOS[n].scope == SESSION]
         self.global_faults = frozenset(n for n in names if SCENARIOS[n].scope == GLOBAL)
@@ -105,6 +106,14 @@ class _Run:
             self.scale, self.sparse, legacy=self.legacy,
         )  # fmt: skip
 
+    def sessions(self, host: Host):
+        sessions = self.planner(host).sessions()
+        if self.change is None:
+            return sessions
+        from analyzer.simulate.changes import apply_all
+
+        return apply_all(sessions, self.change[0], host.start_ms + self.change[1])
+
     def profile(self) -> tuple[int, int, list[tuple[int, int]]]:
         """Count-only pass: (events, request events, [(seconds, busy seconds)] per host-hour)."""
         total = req = 0
@@ -112,7 +121,7 @@ class _Run:
         cls = LegacyHost if self.legacy else V1Host
         for host in self.hosts:
             hw = cls(host, None, Random(f"{self.key}|samplers|{host.index}"))
-            for s in self.planner(host).sessions():
+            for s in self.sessions(host):
                 hw.add_session(s)
             total += hw.finish()
             req += hw.request_events
@@ -134,7 +143,7 @@ class _Run:
             )  # fmt: skip
             with_bad = "bad_lines" in self.names and host.index == 0
             hw = cls(host, writer, Random(f"{self.key}|samplers|{host.index}"), bad_lines=with_bad)
-            for s in self.planner(host).sessions():
+            for s in self.sessions(host):
                 hw.add_session(s)
                 collect(s)
             total += hw.finish()
@@ -258,6 +267,27 @@ def _prepare(outdir: Path) -> None:
         raise UsageError(f"{outdir}: folder is not empty (and holds no simulate truth.json); choose an empty folder")
 
 
+def _change_plan(change, change_at, start_dt: datetime, span_ms: int):
+    """(change name, ms after the start) or None; the change lies inside the run."""
+    if change is None:
+        return None
+    from analyzer.simulate.changes import check
+
+    check(change)
+    if change_at is None:
+        return change, span_ms // 2
+    try:
+        at = datetime.fromisoformat(change_at)
+    except ValueError:
+        raise UsageError(f"--change-at {change_at!r}: expected an ISO date-time like 2026-11-23T12:00") from None
+    if at.tzinfo is not None:
+        raise UsageError(f"--change-at {change_at!r}: give local wall-clock time without an offset")
+    offset = int((at - start_dt).total_seconds() * 1000)
+    if not 0 < offset < span_ms:
+        raise UsageError(f"--change-at {change_at!r}: outside the simulated run")
+    return change, offset
+
+
 def _p50(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
@@ -366,11 +396,14 @@ def simulate(
     hours: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     host_prefix: str = "gpu",
+    change: str | None = None,
+    change_at: str | None = None,
 ) -> dict:
     """Write simulated logs and truth.json into ``outdir``; return a summary.
 
     ``hours`` (Python API only) limits the run to that many hours from ``start`` instead of
-    whole days; ``max_bytes`` is the rotation size (tests use small values); hosts are named
+    whole days; ``change`` (analyzer/simulate/changes.py) alters the service at ``change_at``
+    (local wall-clock ISO time; default the middle of the run); ``max_bytes`` is the rotation size (tests use small values); hosts are named
     ``<host_prefix>-01``, ... (sample_logs/ gives each folder its own, so that analysing all
     folders at once does not merge different runs' hosts).
     """
@@ -380,7 +413,8 @@ def simulate(
     gc.disable()
     try:
         return _simulate(
-            outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix
+            outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix,
+            change, change_at,
         )
     finally:
         if was_enabled:
@@ -388,7 +422,7 @@ def simulate(
 
 
 def _simulate(
-    outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix
+    outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix, change=None, change_at=None
 ) -> dict:
     t_begin = time.perf_counter()
     outdir = Path(outdir)
@@ -411,11 +445,14 @@ def _simulate(
         raise UsageError(f"host prefix {host_prefix!r}: use letters, digits, '.', '_' or '-'")
     host_list = _hosts(hosts, fmt, start_dt, span_ms, host_faults, key, host_prefix)
 
+    change_plan = _change_plan(change, change_at, start_dt, span_ms)
+    if change_plan:
+        key += f"|change={change}@{change_plan[1]}"
     scale = _calibrate(key, fmt, host_list, names, events) if events else 1.0
     _prepare(outdir)
     truth = _Truth(names, fmt == "legacy")
     with ThreadPoolExecutor(max_workers=1) as pool:
-        run = _Run(key, fmt, host_list, names, scale, outdir, max_bytes, pool)
+        run = _Run(key, fmt, host_list, names, scale, outdir, max_bytes, pool, change_plan)
         total, files, bad, host_stats = run.write(truth.collect)
     files.sort()
 
@@ -475,6 +512,12 @@ def _simulate(
         ],
         "p50": {k: _p50(v) for k, v in sv.items()},
     }
+    if change_plan:
+        from analyzer.simulate.changes import truth_entry
+
+        at = start_dt + timedelta(milliseconds=change_plan[1])
+        doc["change"] = truth_entry(change, at.isoformat(), change_plan[1])
+        doc["args"].update(change=change, change_at=change_at)
     (outdir / "truth.json").write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     seconds = time.perf_counter() - t_begin
     return {

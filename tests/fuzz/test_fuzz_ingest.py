@@ -1,0 +1,121 @@
+"""Fuzz: damaged logs cost exactly their own lines (issue 13 item 7).
+
+Seeded and reproducible: case k of a class uses random.Random(f"{class}-{k}"). A failing case
+prints its seed and keeps its file under test-output/fuzz/. DSLOGS_FUZZ_CASES scales every
+class (default: a few hundred cases in all, ~1-2 minutes); e.g. DSLOGS_FUZZ_CASES=5000.
+
+For every case: the run completes without a traceback; the events kept equal the oracle's
+line-by-line count (tests/fuzz/oracle.py, LINE_RULES); the bad lines counted and the first
+ones named (file, line) are the oracle's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.ingest import SAMPLES_PER_FILE, open_logs
+from tests.fuzz.mutate import (
+    BYTE_MUTATIONS,
+    base_events,
+    byte_mutation,
+    encode,
+    field_cases,
+    with_bad_value,
+)
+from tests.fuzz.oracle import Oracle, gunzip_prefix
+
+REPO = Path(__file__).resolve().parents[2]
+SCALE = int(os.environ.get("DSLOGS_FUZZ_CASES", "0") or 0)
+BYTE_CASES = max(SCALE // len(BYTE_MUTATIONS), 16)  # per mutation kind: 8 x 16 = 128 by default
+FIELD_STRIDE = 1 if SCALE >= 1000 else 11  # every 11th (field, value) pair by default: 133 of 1457
+ANALYZE_EVERY = 10  # also a full `analyze --format json` for one case in ten
+
+BASE = encode(base_events())
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    o = Oracle("UTC")
+    yield o
+    o.close()
+
+
+def _keep(tmp: Path, name: str) -> str:
+    out = REPO / "test-output" / "fuzz"
+    out.mkdir(parents=True, exist_ok=True)
+    for p in tmp.iterdir():
+        shutil.copy(p, out / f"{name}-{p.name}")
+    return str(out)
+
+
+def check(tmp_path: Path, data: bytes, gz: bool, oracle: Oracle, case: str, analyze: bool) -> None:
+    name = "ds15b_20261123.jsonl" + (".gz" if gz else "")
+    path = tmp_path / name
+    path.write_bytes(data)
+    if gz:
+        plain, complete = gunzip_prefix(data)
+    else:
+        plain, complete = data, True
+    try:
+        db = open_logs([str(path)], use_cache=False, tz="UTC", materialize=False)
+        ingest = dict(db.ingest)
+        db.close()
+        if complete:
+            want = oracle.expect(plain)
+            assert ingest["events"] == want.good, (ingest["events"], want.good)
+            assert ingest["bad_lines"] == len(want.bad), (ingest["bad_line_samples"], want.bad)
+            named = [(s["file"], s["line"]) for s in ingest["bad_line_samples"]]
+            assert named == [(str(path), n) for n in want.bad[:SAMPLES_PER_FILE]], (named, want.bad)
+            assert all(s["reason"] for s in ingest["bad_line_samples"])
+        else:
+            # A damaged .gz: the lines before the damage, never more than the whole file has,
+            # and the file is reported as damaged unless nothing was lost.
+            full = oracle.expect(gzip.decompress(gzip.compress(BASE)))
+            assert ingest["events"] <= full.good
+        if analyze:
+            r = CliRunner().invoke(app, ["analyze", str(path), "--format", "json", "--no-cache", "--tz", "UTC"])
+            assert r.exit_code in (0, 2), r.output
+            assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+            assert "Traceback" not in r.output
+    except BaseException:
+        print(f"fuzz case {case} failed; files kept in {_keep(tmp_path, case)}")
+        raise
+
+
+@pytest.mark.parametrize("kind", BYTE_MUTATIONS)
+def test_byte_mutations(tmp_path, oracle, kind):
+    for k in range(BYTE_CASES):
+        rng = random.Random(f"{kind}-{k}")
+        data, gz = byte_mutation(BASE, kind, rng)
+        case_dir = tmp_path / f"{k}"
+        case_dir.mkdir()
+        check(case_dir, data, gz, oracle, f"{kind}-{k}", analyze=k % ANALYZE_EVERY == 0)
+
+
+def test_one_bad_value_per_field(tmp_path, oracle):
+    cases = field_cases()[::FIELD_STRIDE]
+    assert len(cases) > 100 or FIELD_STRIDE == 1
+    events = base_events()
+    for k, (field_name, value) in enumerate(cases):
+        rng = random.Random(f"field-{k}")
+        bad_events, _index = with_bad_value(events, field_name, value, rng)
+        case_dir = tmp_path / f"{k}"
+        case_dir.mkdir()
+        check(case_dir, encode(bad_events), False, oracle, f"field-{k}-{field_name}", analyze=k % (3 * ANALYZE_EVERY) == 0)
+
+
+def test_the_oracle_itself_sees_damage(oracle):
+    # The oracle must be able to fail: a clean file is all events, one garbage line is one bad line.
+    assert oracle.expect(BASE).good == len(base_events()) and oracle.expect(BASE).bad == []
+    want = oracle.expect(BASE.replace(b"\n", b"\n{oops\n", 1))
+    assert want.bad == [2] and want.good == len(base_events())
+    want = oracle.expect(BASE.replace(b'"ts":"2026-11-23T10:00:00.000+00:00"', b'"ts":"2026-W48-1"', 1))
+    assert want.bad == [1]

@@ -1,0 +1,124 @@
+"""`dslogs query` is read-only by default (issue 13 item 3, DESIGN.md §7/§10): one statement,
+over the views, no file, network or extension, the configuration locked, the cache untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from tests.ingest_lines import v1, write_lines
+
+
+@pytest.fixture
+def logs(tmp_path):
+    lines = [v1(f"2026-11-23T10:00:{s:02d}.000+00:00", "gpu_sample", None, None, gpu_util_pct=float(s))
+             for s in range(30)]
+    write_lines(tmp_path / "logs" / "ds15b_20261123.jsonl", lines)
+    return tmp_path / "logs"
+
+
+def q(logs, cache: Path, sql: str, *extra):
+    return CliRunner().invoke(app, ["query", str(logs), sql, "--cache", str(cache), "--format", "csv", *extra])
+
+
+def count(logs, cache):
+    r = q(logs, cache, "SELECT count(*) AS n FROM events")
+    assert r.exit_code == 0, r.output
+    return int(r.output.splitlines()[1])
+
+
+def one_line_error(r, *words):
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dslogs: error:"), r.output
+    assert "Traceback" not in r.output
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("DELETE FROM dslogs_cache.events WHERE gpu_util_pct > 0", ["read-only", "DELETE"]),
+        ("DELETE FROM events", ["read-only", "DELETE"]),
+        ("UPDATE dslogs_cache.events SET stage = 'x'", ["read-only", "UPDATE"]),
+        ("DROP TABLE dslogs_cache.events", ["read-only", "DROP"]),
+        ("DETACH dslogs_cache", ["read-only", "DETACH"]),
+        ("ATTACH '{cache}' AS w", ["read-only", "ATTACH"]),
+        ("CREATE TABLE x AS SELECT 1", ["read-only", "CREATE"]),
+        ("INSERT INTO dslogs_cache.meta VALUES ('a', 'b')", ["read-only", "INSERT"]),
+        ("SET enable_external_access = true", ["read-only", "SET"]),
+        ("INSTALL httpfs", ["read-only"]),
+        ("LOAD httpfs", ["read-only"]),
+        ("PRAGMA enable_profiling", ["read-only"]),
+        ("COPY (SELECT 1) TO '{out}'", ["read-only", "COPY", "--allow-files"]),
+        ("SELECT 1; DELETE FROM dslogs_cache.events", ["one SQL statement", "2"]),
+        ("SELECT 1; SELECT 2", ["one SQL statement"]),
+    ],
+)
+def test_writes_and_several_statements_are_refused_and_the_cache_keeps_every_event(tmp_path, logs, sql, words):
+    cache = tmp_path / "c.duckdb"
+    assert count(logs, cache) == 30
+    out = tmp_path / "out.csv"
+    r = q(logs, cache, sql.format(cache=cache, out=out))
+    one_line_error(r, *words)
+    assert not out.exists()
+    assert count(logs, cache) == 30
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_json('{logs}/ds15b_20261123.jsonl')",
+        "SELECT * FROM read_text('https://example.com/x')",
+        "FROM (SELECT * FROM read_parquet('{logs}/../x.parquet'))",
+        "SELECT * FROM glob('/etc/*')",
+    ],
+)
+def test_no_file_or_network_access_from_a_select(tmp_path, logs, sql):
+    cache = tmp_path / "c.duckdb"
+    r = q(logs, cache, sql.format(logs=logs, cache=cache))
+    one_line_error(r, "disabled by configuration")
+
+
+def test_no_cache_run_is_sandboxed_too(tmp_path, logs):
+    r = CliRunner().invoke(app, ["query", str(logs), "SELECT * FROM read_text('/etc/passwd')", "--no-cache"])
+    one_line_error(r, "disabled by configuration")
+
+
+def test_reads_still_work_and_spill_is_allowed(tmp_path, logs):
+    cache = tmp_path / "c.duckdb"
+    r = q(logs, cache, "WITH x AS (SELECT stage, count(*) n FROM events GROUP BY stage) SELECT * FROM x")
+    assert r.exit_code == 0 and r.output.splitlines()[1] == "gpu_sample,30"
+    for sql in ("DESCRIBE events", "SHOW TABLES", "EXPLAIN SELECT * FROM sessions", "FROM requests LIMIT 1",
+                "SELECT * FROM duckdb_settings() WHERE name = 'enable_external_access'"):
+        r = q(logs, cache, sql)
+        assert r.exit_code == 0, (sql, r.output)
+    r = q(logs, cache, "SELECT value FROM duckdb_settings() WHERE name IN ('enable_external_access', 'lock_configuration', "
+                       "'autoload_known_extensions', 'autoinstall_known_extensions') ORDER BY name")
+    assert r.output.splitlines()[1:] == ["false", "false", "false", "true"]
+
+
+def test_allow_files_opts_in_to_files_and_copy(tmp_path, logs):
+    cache = tmp_path / "c.duckdb"
+    out = tmp_path / "out.csv"
+    r = q(logs, cache, f"COPY (SELECT stage, count(*) AS n FROM events GROUP BY stage) TO '{out}'", "--allow-files")
+    assert r.exit_code == 0, r.output
+    assert out.read_text().splitlines() == ["stage,n", "gpu_sample,30"]
+    r = q(logs, cache, f"SELECT count(*) FROM read_json('{logs}/ds15b_20261123.jsonl')", "--allow-files")
+    assert r.exit_code == 0 and r.output.splitlines()[1] == "30"
+    # Still no writes, no second statement, no extension install.
+    one_line_error(q(logs, cache, "DELETE FROM dslogs_cache.events", "--allow-files"), "read-only")
+    one_line_error(q(logs, cache, "INSTALL httpfs", "--allow-files"), "read-only")
+    assert count(logs, cache) == 30
+
+
+def test_refused_before_the_logs_are_read(tmp_path):
+    # A write is refused even when the logs do not exist: nothing is opened first.
+    r = CliRunner().invoke(app, ["query", str(tmp_path / "none"), "DELETE FROM events", "--no-cache"])
+    one_line_error(r, "read-only")
