@@ -529,7 +529,9 @@ def _type_problem(obj: dict) -> str | None:
     dups = sorted(getattr(obj, "dups", frozenset()) & RAW_COLUMNS.keys())
     if dups:
         return f"duplicate key: {dups[0]}"
-    for name in obj.keys() & RAW_COLUMNS.keys():  # a line holds a few of the 46 fields
+    # In the line's own order (a set's order follows PYTHONHASHSEED: Spark's workers fix it, a
+    # shell does not, and the reason for a line with two bad fields must not depend on that).
+    for name in [k for k in obj if k in RAW_COLUMNS]:  # a line holds a few of the 46 fields
         value = obj[name]
         kind = RAW_COLUMNS[name]
         if value is None:
