@@ -539,7 +539,9 @@ def _type_problem(obj: dict) -> str | None:
     dups = sorted(getattr(obj, "dups", frozenset()) & RAW_COLUMNS.keys())
     if dups:
         return f"duplicate key: {dups[0]}"
-    for name in obj.keys() & RAW_COLUMNS.keys():  # a line holds a few of the 46 fields
+    # In the line's own order (a set's order follows PYTHONHASHSEED: Spark's workers fix it, a
+    # shell does not, and the reason for a line with two bad fields must not depend on that).
+    for name in [k for k in obj if k in RAW_COLUMNS]:  # a line holds a few of the 46 fields
         value = obj[name]
         kind = RAW_COLUMNS[name]
         if value is None:
@@ -890,6 +892,8 @@ def open_logs(
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {_q(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
@@ -1087,14 +1091,14 @@ def _load_datasets(con, datasets: list[Path], lo, hi) -> dict | None:
     the days in the window only) into a temporary table; their ingest counts as compacted."""
     if not datasets:
         return None
-    from analyzer import compact
+    from analyzer import dataset
 
     rows: list[tuple[str, str | None, str]] = []
     counts = {"files": 0, "bad_lines": 0, "bytes": 0, "skipped_files": 0, "bad_line_samples": [], "sources": []}
     for root in datasets:
-        manifest = compact.load_manifest(root)
-        files = compact.dataset_files(manifest, lo, hi)
-        block = compact.dataset_ingest(manifest, files)
+        manifest = dataset.load_manifest(root)
+        files = dataset.dataset_files(manifest, lo, hi)
+        block = dataset.dataset_ingest(manifest, files)
         for key in ("files", "bad_lines", "bytes", "skipped_files"):
             counts[key] += int(block.get(key, 0))
         counts["bad_line_samples"].extend(block.get("bad_line_samples", []))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Protocol
 
 from analyzer.resources import load_query, query_names
 from analyzer.thresholds import defaults
@@ -188,6 +190,11 @@ def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
     sql = load_query(name)
     used = {k: params[k] for k in query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
+    return result_rows(cursor)
+
+
+def result_rows(cursor) -> list[dict]:
+    """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine)."""
     columns = [d[0] for d in cursor.description]
     converters = [_converter(str(d[1])) for d in cursor.description]
     # fetchall before the next query: DuckDB 2.0 streams results (DESIGN.md §10).
@@ -205,33 +212,93 @@ def view_columns(con, view: str) -> set[str]:
     return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
 
 
-def compute_metrics(con, thresholds: dict | None = None) -> dict[str, list[dict]]:
-    """Every metric table of METRIC_QUERIES on one connection (views events/requests/sessions)."""
+class MetricSource(Protocol):
+    """The engine contract (docs/architecture.md): logs opened for a window, on some engine.
+
+    ``ingest`` and ``window`` are the report's blocks; ``columns`` lists a view's columns;
+    ``time_bounds`` gives the first and last event (ISO text, for the time-bucket width);
+    ``run`` runs named metric queries (queries/<name>.sql) with parameters and returns each
+    table as rows of JSON values. ``compute_metrics`` and ``report.build_report`` use nothing else.
+    """
+
+    ingest: dict
+    window: dict
+
+    def columns(self, view: str) -> set[str]: ...
+
+    def time_bounds(self) -> tuple[str | None, str | None]: ...
+
+    def run(self, names: Sequence[str], params: dict[str, object]) -> dict[str, list[dict]]: ...
+
+    def close(self) -> None: ...
+
+
+class DuckDBSource:
+    """The contract over one DuckDB connection holding the views (``ingest.open_logs``'s LogDB,
+    or a bare connection as the tests build)."""
+
+    def __init__(self, con, ingest: dict | None = None, window: dict | None = None, db=None):
+        self.con = con
+        self.ingest = ingest if ingest is not None else {}
+        self.window = window if window is not None else {}
+        self.db = db
+
+    @classmethod
+    def of(cls, db) -> DuckDBSource:
+        return cls(db.con, db.ingest, db.window, db)
+
+    def columns(self, view: str) -> set[str]:
+        return view_columns(self.con, view)
+
+    def time_bounds(self) -> tuple[str | None, str | None]:
+        # time_span gives the bounds; kept for the run that follows (it takes no parameters).
+        self._span = run_metric(self.con, "time_span", {})
+        row = self._span[0] if self._span else {}
+        return row.get("first_event"), row.get("last_event")
+
+    def run(self, names: Sequence[str], params: dict[str, object]) -> dict[str, list[dict]]:
+        span = getattr(self, "_span", None)
+        return {name: span if name == "time_span" and span is not None else run_metric(self.con, name, params)
+                for name in names}  # fmt: skip
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+
+
+def as_source(source) -> MetricSource:
+    """A MetricSource as it is, a LogDB or a DuckDB connection wrapped."""
+    if hasattr(source, "run") and hasattr(source, "time_bounds"):
+        return source
+    if hasattr(source, "con") and hasattr(source, "ingest"):
+        return DuckDBSource.of(source)
+    return DuckDBSource(source)
+
+
+def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[dict]]:
+    """Every metric table of METRIC_QUERIES from a MetricSource (or a LogDB / DuckDB connection
+    holding the views events/requests/sessions): one function for every engine."""
     thresholds = thresholds or defaults()
-    event_columns = view_columns(con, "events")
-    metrics: dict[str, list[dict]] = {}
-    span = run_metric(con, "time_span", {})
-    metrics["time_span"] = span
-    first = span[0]["first_event"] if span else None
-    last = span[0]["last_event"] if span else None
+    src = as_source(source)
+    event_columns = src.columns("events")
+    first, last = src.time_bounds()
     params = parameters(thresholds, bucket_for_span(first, last))
+    skipped = {n for n, col in _NEEDS_COLUMN.items() if col not in event_columns}
+    tables = src.run([n for n in METRIC_QUERIES if n not in skipped], params)
+    metrics: dict[str, list[dict]] = {"time_span": tables["time_span"]}
     metrics["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]
     for name in METRIC_QUERIES[1:]:
-        needed = _NEEDS_COLUMN.get(name)
-        if needed and needed not in event_columns:
-            metrics[name] = []
-            continue
-        metrics[name] = run_metric(con, name, params)
+        metrics[name] = [] if name in skipped else tables[name]
     return metrics
 
 
-def session_requests(con, session_ids: list[str], thresholds: dict | None = None) -> list[dict]:
+def session_requests(source, session_ids: list[str], thresholds: dict | None = None) -> list[dict]:
     """Request rows of the given sessions (drill-down), at most report.detail_requests each."""
     if not session_ids:
         return []
     thresholds = thresholds or defaults()
     params = {"session_ids": list(session_ids), "max_requests": int(thresholds["report"]["detail_requests"])}
-    return run_metric(con, "session_requests", params)
+    return as_source(source).run(["session_requests"], params)["session_requests"]
 
 
 def all_query_names() -> list[str]:

@@ -1,9 +1,10 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``analyze_logs`` reads the logs once (``open_logs``), runs every metric query on that connection
-(``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and builds the model the
-renderers (html, md, json) and the weekly report read. ``build_report_from_metrics`` sees only
-the metric tables, so the Spark engine builds the same model from its own tables.
+``analyze_logs`` opens the logs once on an engine (``open_source``: DuckDB's ``open_logs`` or
+Spark's ``open_spark``, both a ``metrics.MetricSource``), and ``build_report`` runs every metric
+query through that contract (``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and
+builds the model the renderers (html, md, json) and the weekly report read. One path for every
+engine; ``build_report_from_metrics`` sees only the metric tables.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from pathlib import Path
 
 from analyzer import __version__
 from analyzer.errors import UsageError
-from analyzer.metrics import compute_metrics, session_requests
+from analyzer.metrics import (
+    DuckDBSource,
+    MetricSource,
+    as_source,
+    compute_metrics,
+    session_requests,
+)
 from analyzer.rules import (
     MAX_FINDING_SESSIONS,
     RULE_IDS,
@@ -48,30 +55,46 @@ def analyze_logs(
     """Read the logs once and return the report model."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    try:
+        return build_report(source, thresholds)
+    finally:
+        source.close()
+
+
+def open_source(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    engine: str = "duckdb",
+    master: str = "local[*]",
+) -> MetricSource:
+    """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
         try:
-            from analyzer.spark_engine import compute_metrics_spark
+            from analyzer.spark_engine import open_spark
         except ImportError as exc:
             raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        metrics, ingest, window = compute_metrics_spark(
-            paths, since, until, tz, master, thresholds=thresholds
-        )
-        return build_report_from_metrics(metrics, ingest, window, thresholds)
+        return open_spark(list(paths), since, until, tz, master)
     if engine != "duckdb":
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest import open_logs
 
-    db = open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache)
-    return build_report(db, thresholds)
+    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache))
 
 
-def build_report(db, thresholds: dict | None = None) -> dict:
-    """The model for an open LogDB (``db.con``, ``db.ingest``, ``db.window``)."""
+def build_report(source, thresholds: dict | None = None) -> dict:
+    """The model from any engine's MetricSource (or an open LogDB): the metric tables, the rules,
+    then the drill-down rows of the sessions the model shows."""
     thresholds = thresholds or defaults()
-    metrics = compute_metrics(db.con, thresholds)
-    model = build_report_from_metrics(metrics, db.ingest, db.window, thresholds)
+    source = as_source(source)
+    metrics = compute_metrics(source, thresholds)
+    model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
     ids = detail_session_ids(model, thresholds)
-    model["session_details"] = group_session_details(session_requests(db.con, ids, thresholds))
+    model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
     return model
 
 
@@ -427,6 +450,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "analyze_logs", "build_report", "build_report_from_metrics",
+    "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
     "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
 ]

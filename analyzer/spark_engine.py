@@ -1,48 +1,50 @@
-"""The Spark engine (``--engine spark``): the same views and metric tables as DuckDB, on Apache Spark.
+"""The Spark engine (``--engine spark``): the DuckDB analysis, distributed by host.
 
-A fleet's logs do not fit one machine (DESIGN.md §9), so the analyses also run on Spark through
-pyspark: ``local[*]`` on one box, any master URL on a cluster, over JSONL or the Parquet that
-``dslogs compact`` writes, at any path Spark reads (``file://``, ``s3a://``, ``hdfs://``).
+A fleet's logs do not fit one machine (DESIGN.md §9), so the analysis also runs on Apache Spark
+through pyspark: ``local[*]`` on one box, any master URL on a cluster, over JSONL or the Parquet
+that ``dslogs compact`` writes, at any path Spark reads (``file://``, ``s3a://``, ``hdfs://``).
+Spark does not restate the analysis; it moves bytes and runs DuckDB in its tasks:
 
-The pieces mirror the DuckDB path one to one:
+1. sources: local paths go through ``analyzer.discovery`` (same files, same name-date pruning,
+   same de-duplication); URLs are listed with Hadoop's FileSystem; a compacted folder is read
+   from its manifest.
+2. reading: Spark's ``binaryFile`` reader fetches every file's bytes (object storage included).
+   A JSONL file is ingested in a task by ``ingest.open_logs`` itself (the same validation, bad
+   lines, samples and legacy mapping) and leaves as Arrow, split by host; a Parquet file of a
+   compacted dataset goes as it is, its host taken from the manifest.
+3. analysis: ``groupBy("host").applyInArrow`` hands each host's events to one task, which builds
+   the views and runs every metric query with DuckDB (``merge.partition_tables``).
+4. merge: the driver combines the partitions' tables as ``merge.MERGES`` declares (unions,
+   sums/min/max, exact re-runs for global percentiles), with DuckDB (``merge.merge_tables``).
 
-- sources: local paths go through ``analyzer.discovery`` (same files, same name-date pruning);
-  URLs are listed with Hadoop's FileSystem; a compacted folder is read from its manifest.
-- views ``events``, ``requests``, ``sessions``: ``analyzer/spark_sql/views/*.sql``, Spark twins
-  of ``analyzer/views/*.sql`` (same legacy mapping, same NULL-for--1 rule, same synthesised
-  ``<session_id>#<n>`` request ids).
-- metrics: every name of ``metrics.METRIC_QUERIES``; ``analyzer/spark_sql/<name>.sql`` where the
-  dialects differ (quantile_cont -> percentile, epoch -> unix_micros, NULL ordering, ...),
-  ``queries/<name>.sql`` unchanged otherwise. Parameters are bound as Spark named parameters
-  (``:name``), never spliced into SQL text.
-- values are converted to what DuckDB hands ``metrics.jsonable`` (tz-aware datetimes, floats for
-  decimals), so the rules and the report model cannot tell the engines apart.
+``open_spark`` returns a ``metrics.MetricSource``: ``report.build_report`` treats it exactly as
+DuckDB's. Executors need Python with dslogs, duckdb and pyarrow (docs/scale.md: a packed
+environment through ``spark.archives``, or an image); locally they use this interpreter.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import re
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from functools import cache
 from pathlib import Path
 
 from analyzer.errors import InputError, UsageError
 
-SPARK_SQL_DIR = Path(__file__).resolve().with_name("spark_sql")
-LOG4J_FILE = SPARK_SQL_DIR / "log4j2.properties"
+LOG4J_FILE = Path(__file__).resolve().with_name("spark_log4j2.properties")
 
-# Named parameters (:name) outside comments and string literals; '::' casts are not parameters.
-_SPARK_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-_COMMENT = re.compile(r"--[^\n]*")
-_STRING = re.compile(r"'(?:[^']|'')*'")
 # Hadoop glob metacharacters: a discovered file name is a name, not a pattern.
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+# What a partition task returns, and what the JSONL ingest step returns per (file, host).
+PARTITION_SCHEMA = "name string, data binary"
+STAGED_SCHEMA = "file int, host string, first_us long, last_us long, data binary, ingest string"
+INPUT_SCHEMA = "host string, kind string, data binary"
 
 
 # -- session -----------------------------------------------------------------------------------
@@ -69,6 +71,8 @@ def spark_conf(master: str) -> dict[str, str]:
         # become NULL in metrics.jsonable anyway); ANSI mode would fail the whole report.
         "spark.sql.ansi.enabled": "false",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_FILE.as_uri()}",
+        # A binaryFile row is a whole file: few per Arrow batch keeps a task's memory bounded.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
     }
     cores = _local_cores(master)
     partitions = os.environ.get("DSLOGS_SPARK_SHUFFLE_PARTITIONS")
@@ -78,6 +82,9 @@ def spark_conf(master: str) -> dict[str, str]:
         conf["spark.ui.enabled"] = "false"
         partitions = partitions or str(max(2, cores))
         conf["spark.driver.memory"] = os.environ.get("DSLOGS_SPARK_DRIVER_MEMORY", "2g")
+        # Local Python workers run this interpreter: it has dslogs, duckdb and pyarrow. On a
+        # cluster the executors' Python comes from spark-defaults.conf (docs/scale.md).
+        conf["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
     if partitions:
         # On a cluster only when asked: there spark-defaults.conf knows the executor count.
         conf["spark.sql.shuffle.partitions"] = partitions
@@ -109,6 +116,9 @@ def get_spark(master: str = "local[*]"):
     if _local_cores(master) is not None:
         # Skips the loopback-hostname warning and binds nothing outside this box.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers start from this variable (spark.pyspark.python alone is not read by a
+        # session built in-process): this interpreter has dslogs, duckdb and pyarrow.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master)
     for key, value in spark_conf(master).items():
         builder = builder.config(key, value)
@@ -244,274 +254,9 @@ def _list_url(spark, url: str) -> tuple[list[tuple[str, int]], list[str]]:
 
 
 def _manifest_name() -> str:
-    from analyzer.compact import MANIFEST
+    from analyzer.dataset import MANIFEST
 
     return MANIFEST
-
-
-# -- reading -----------------------------------------------------------------------------------
-#
-# Mirrors analyzer/ingest.py: the same read schema (ingest.RAW_COLUMNS), the same notion of a bad
-# line (malformed JSON, not an object, invalid UTF-8, a line over 16 MiB, a known field of the
-# wrong type, no stage, no readable time), blank lines skipped, samples per file and in total.
-# Lines are read as text and parsed with every field as a string, so each check is one SQL
-# expression and a bad field condemns its line (as DuckDB's strict read does), not the file.
-
-
-def _ingest_limits() -> tuple[int, int, int]:
-    from analyzer.ingest import MAX_LINE_BYTES, SAMPLES_PER_FILE, SAMPLES_TOTAL
-
-    return MAX_LINE_BYTES, SAMPLES_PER_FILE, SAMPLES_TOTAL
-
-
-def raw_fields() -> list[str]:
-    """The fields read from each line (ingest.RAW_COLUMNS: every v1 field, legacy ``timestamp``)."""
-    from analyzer.ingest import RAW_COLUMNS
-
-    return list(RAW_COLUMNS)
-
-
-def _raw_schema(typed: bool = False):
-    """The read schema: every field a string (``typed=False``: the lenient second look at a line
-    the typed parse rejected), or typed as DuckDB reads them (``typed=True``, the fast path:
-    Spark's JSON parser converts numbers itself; ts and timestamp stay text)."""
-    from pyspark.sql.types import (
-        BooleanType,
-        DoubleType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
-
-    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
-
-    kinds = {"BIGINT": LongType(), "DOUBLE": DoubleType(), "BOOLEAN": BooleanType()}
-
-    def spark_type(kind: str):
-        return kinds.get(kind, StringType()) if typed else StringType()
-
-    fields = []
-    for name, kind in RAW_COLUMNS.items():
-        if name == "params":
-            fields.append(StructField(name, StructType([StructField(k, spark_type(t)) for k, t in _PARAM_TYPES.items()])))
-        else:
-            fields.append(StructField(name, spark_type(kind)))
-    return StructType([*fields, StructField("_corrupt_record", StringType())])
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _as_type(expr: str, kind: str) -> str:
-    """SQL: the JSON value text ``expr`` as DuckDB's reader types it (numeric strings and
-    booleans become numbers; a fractional value cast to an integer rounds, as in DuckDB)."""
-    if kind == "BIGINT":
-        return (
-            f"CASE WHEN {expr} IN ('true', 'false') THEN CAST({expr} = 'true' AS BIGINT) "
-            f"WHEN instr({expr}, '.') > 0 OR instr(lower({expr}), 'e') > 0 "
-            f"THEN CAST(round(CAST({expr} AS DOUBLE)) AS BIGINT) ELSE CAST({expr} AS BIGINT) END"
-        )
-    if kind == "DOUBLE":
-        return f"CASE WHEN {expr} IN ('true', 'false') THEN CAST({expr} = 'true' AS DOUBLE) ELSE CAST({expr} AS DOUBLE) END"
-    if kind == "BOOLEAN":
-        return f"CASE WHEN {expr} IN ('true', '1') THEN true WHEN {expr} IN ('false', '0') THEN false END"
-    if kind == "TIMESTAMPTZ":
-        return f"to_timestamp({expr})"
-    return expr
-
-
-def _text(name: str) -> str:
-    """SQL: a field's JSON text, from the lenient parse when the line needed one."""
-    return f"CASE WHEN j2 IS NULL THEN j1.{_q(name)} ELSE j2.{_q(name)} END"
-
-
-def _bad_sql() -> str:
-    """SQL: the line is bad, by the rules of ingest._line_problem (the reason itself is worked
-    out on the driver for the few sampled lines). A line the typed parse took is well typed; for
-    one it rejected (j2 is its lenient parse), one lambda checks every numeric field, which keeps
-    the generated code small."""
-    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
-
-    max_bytes, _, _ = _ingest_limits()
-    numbers = [f"j2.{_q(n)}" for n, k in RAW_COLUMNS.items() if k in ("BIGINT", "DOUBLE")]
-    numbers += [f"j2.params.{k}" for k, t in _PARAM_TYPES.items() if t in ("BIGINT", "DOUBLE")]
-    booleans = [f"j2.params.{k}" for k, t in _PARAM_TYPES.items() if t == "BOOLEAN"]
-    lenient = [
-        "j2._corrupt_record IS NOT NULL",
-        f"exists(array({', '.join(numbers)}), x -> x IS NOT NULL AND x NOT IN ('true', 'false') "
-        "AND (CAST(x AS DOUBLE) IS NULL OR isnan(CAST(x AS DOUBLE)) OR abs(CAST(x AS DOUBLE)) = double('inf')))",
-        *[f"({b} IS NOT NULL AND {b} NOT IN ('true', 'false', '0', '1'))" for b in booleans],
-    ]
-    v, ts, stamp, stage = _text("v"), _text("ts"), _text("timestamp"), _text("stage")
-    conditions = [
-        f"octet_length(value) > {max_bytes + 1}",
-        "NOT is_valid_utf8(value)",
-        f"(j2 IS NOT NULL AND ({' OR '.join(lenient)}))",
-        f"({ts} IS NOT NULL AND to_timestamp({ts}) IS NULL)",
-        f"({stage}) IS NULL",
-        f"(({v}) IS NULL AND ({ts}) IS NULL AND to_timestamp({stamp}) IS NULL)",
-        f"(({v}) IS NOT NULL AND ({ts}) IS NULL)",
-    ]
-    return "(" + " OR ".join(conditions) + ")"
-
-
-def _reason(raw: bytes, unterminated: bool) -> str:
-    """The DuckDB path's reason for a bad line: ingest._line_problem on its bytes."""
-    from analyzer.ingest import _line_problem
-
-    return _line_problem(raw if unterminated else raw + b"\n") or "rejected by the reader"
-
-
-def _ends_with_newline(f: SourceFile) -> bool:
-    """Whether a file's last byte is a newline (asked only for a bad last line; a URL is
-    assumed to end with one)."""
-    if is_url(f.display):
-        return True
-    import gzip
-
-    path = Path(f.display)
-    try:
-        if path.name.endswith(".gz"):
-            tail = b""
-            with gzip.open(path, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    tail = chunk
-            return tail.endswith(b"\n")
-        with open(path, "rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) == b"\n"
-    except (OSError, EOFError):
-        return True
-
-
-def _read_jsonl(spark, files: list[SourceFile]):
-    """Every line of ``files``, parsed once: file_id (read order), split and position, whether it
-    is blank or bad, its bytes as DuckDB counts them, its fields typed as DuckDB reads them, and
-    its text when it is bad (for the samples). Persisted: the counts, the samples and the events
-    all come from it."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from analyzer.ingest import _PARAM_TYPES, RAW_COLUMNS
-
-    names = spark.createDataFrame(
-        [(f.uri, i, f.display) for i, f in enumerate(files)], "file_uri string, file_id int, source_file string"
-    )
-    lines = (
-        spark.read.option("lineSep", "\n")
-        .text([f.spark_path for f in files])
-        .select(
-            F.col("value"),
-            F.col("_metadata.file_path").alias("file_uri"),
-            F.col("_metadata.file_block_start").alias("block_start"),
-            F.monotonically_increasing_id().alias("row_id"),
-        )
-        .join(F.broadcast(names), "file_uri")
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record",
-               "allowNonNumericNumbers": "false"}  # fmt: skip
-    # Typed parse first (fast); only a line it rejects is parsed again with every field a string,
-    # to be typed the lenient way DuckDB's reader does (numeric strings, 42.0 for an integer).
-    j1 = F.from_json(F.col("value"), _raw_schema(typed=True), options)
-    parsed = lines.select("file_id", "source_file", "block_start", "row_id", "value", j1.alias("j1"))
-    j2 = F.when(F.col("j1._corrupt_record").isNotNull(), F.from_json(F.col("value"), _raw_schema(), options))
-    parsed = parsed.select(
-        "*",
-        j2.alias("j2"),
-        F.expr("trim(BOTH ' \\t\\r' FROM value) = ''").alias("is_blank"),
-        # DuckDB: strlen of the line without its line break, plus the newline.
-        F.expr("octet_length(value) + 1 - CAST(endswith(value, '\\r') AS INT)").alias("line_bytes"),
-    ).withColumn("bad", ~F.col("is_blank") & F.expr(_bad_sql()))
-    typed = []
-    for name, kind in RAW_COLUMNS.items():
-        if name == "params":
-            fields = ", ".join(f"'{k}', {_as_type(f'j2.params.{k}', t)}" for k, t in _PARAM_TYPES.items())
-            lenient = f"CASE WHEN j2.params IS NOT NULL THEN named_struct({fields}) END"
-            typed.append(F.expr(f"CASE WHEN j2 IS NULL THEN j1.params ELSE {lenient} END").alias(name))
-        else:
-            fast = f"to_timestamp(j1.{_q(name)})" if kind == "TIMESTAMPTZ" else f"j1.{_q(name)}"
-            slow = _as_type(f"j2.{_q(name)}", kind)
-            typed.append(F.expr(f"CASE WHEN j2 IS NULL THEN {fast} ELSE {slow} END").alias(name))
-    out = parsed.select(
-        "file_id", "source_file", "block_start", "row_id", "is_blank", "bad", "line_bytes",
-        # The raw bytes of a bad line (invalid UTF-8 included), for the reason of a sample.
-        F.when(F.col("bad"), F.col("value").cast("binary")).alias("bad_bytes"),
-        *typed,
-    )  # fmt: skip
-    return out.persist(StorageLevel.MEMORY_AND_DISK)
-
-
-@dataclass
-class Scan:
-    """What one aggregate over the lines gives: bad lines, and where each split's lines start."""
-
-    bad_lines: int
-    splits: dict[tuple[int, int], tuple[int, int]]  # (file_id, block_start) -> (first row_id, lines before)
-    lines: dict[int, int]  # file_id -> lines in the file
-
-
-def _scan(lines) -> Scan:
-    from pyspark.sql import functions as F
-
-    blocks = (
-        lines.groupBy("file_id", "block_start")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("row_id").alias("first_row_id"),
-            F.sum(F.col("bad").cast("long")).alias("bad"),
-        )
-        .collect()
-    )
-    splits: dict[tuple[int, int], tuple[int, int]] = {}
-    before: dict[int, int] = {}
-    for b in sorted(blocks, key=lambda r: (r["file_id"], r["block_start"])):
-        start = before.get(b["file_id"], 0)
-        splits[(b["file_id"], b["block_start"])] = (b["first_row_id"], start)
-        before[b["file_id"]] = start + b["n"]
-    return Scan(sum(int(b["bad"] or 0) for b in blocks), splits, before)
-
-
-def _bad_line_samples(lines, scan: Scan, files: list[SourceFile]) -> list[dict]:
-    """The first bad lines of each file (ingest.SAMPLES_PER_FILE), files in read order, with
-    1-based line numbers (blank lines count, as in the DuckDB path)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    _, per_file, total = _ingest_limits()
-    ranked = lines.filter(F.col("bad")).withColumn(
-        "k", F.row_number().over(Window.partitionBy("file_id").orderBy("block_start", "row_id"))
-    )
-    rows = (
-        ranked.filter(F.col("k") <= per_file)
-        .select("file_id", "source_file", "block_start", "row_id", "bad_bytes")
-        .orderBy("file_id", "block_start", "row_id")
-        .limit(total)
-        .collect()
-    )
-    out = []
-    for r in rows:
-        first, before = scan.splits[(r["file_id"], r["block_start"])]
-        line = before + r["row_id"] - first + 1
-        last = line == scan.lines.get(r["file_id"])
-        reason = _reason(bytes(r["bad_bytes"] or b""), last and not _ends_with_newline(files[r["file_id"]]))
-        out.append({"file": r["source_file"], "line": int(line), "reason": reason})
-    return out
-
-
-def _raw_view(lines):
-    """dslogs_raw, the input of views/events.sql: the good lines' typed fields (ingest.RAW_COLUMNS)
-    plus file_id, block_start, row_id (file position), line_bytes, source_file."""
-    from pyspark.sql import functions as F
-
-    return lines.filter(~F.col("bad") & ~F.col("is_blank")).select(
-        *raw_fields(), "file_id", "block_start", "row_id", "line_bytes", "source_file"
-    )
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 # -- discovery ---------------------------------------------------------------------------------
@@ -521,7 +266,7 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
     """The JSONL files and compacted datasets under ``paths``: local paths through
     analyzer.discovery (the DuckDB path's files, order and pruning), Hadoop URLs (s3a://,
     hdfs://, ...) listed with Hadoop's FileSystem and pruned by the same name-date rule."""
-    from analyzer import compact, discovery
+    from analyzer import dataset, discovery
 
     sources = Sources()
     local: list[str] = []
@@ -531,9 +276,9 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
             continue
         found, roots = _list_url(spark, raw)
         for root in roots:
-            text = _read_text_url(spark, f"{root}/{compact.MANIFEST}")
-            manifest = compact.check_manifest(_json_loads(text, root), root)
-            sources.datasets.append(Dataset(root, manifest, compact.dataset_files(manifest, since, until)))
+            text = _read_text_url(spark, f"{root}/{dataset.MANIFEST}")
+            manifest = dataset.check_manifest(_json_loads(text, root), root)
+            sources.datasets.append(Dataset(root, manifest, dataset.dataset_files(manifest, since, until)))
         urls = []
         for url, size in found:
             name = url.rsplit("/", 1)[-1]
@@ -565,9 +310,9 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
                 SourceFile(lf.display, _escape_glob(str(lf.path.resolve())), _hadoop_uri(spark, str(lf.path)), lf.size)
             )
         for root in found.datasets:
-            manifest = compact.load_manifest(root)
+            manifest = dataset.load_manifest(root)
             sources.datasets.append(
-                Dataset(str(Path(root).resolve()), manifest, compact.dataset_files(manifest, since, until))
+                Dataset(str(Path(root).resolve()), manifest, dataset.dataset_files(manifest, since, until))
             )
     return sources
 
@@ -579,175 +324,6 @@ def _json_loads(text: str, where: str):
         return json.loads(text)
     except ValueError as exc:
         raise InputError(f"{where}: not a dslogs compact manifest ({exc})") from None
-
-
-# -- the views -----------------------------------------------------------------------------------
-
-
-@cache
-def load_spark_sql(relpath: str) -> str:
-    return (SPARK_SQL_DIR / relpath).read_text(encoding="utf-8")
-
-
-def spark_params(sql: str) -> set[str]:
-    """Names of the ``:name`` parameters a Spark query uses (comments and strings ignored)."""
-    return set(_SPARK_PARAM.findall(_STRING.sub("''", _COMMENT.sub("", sql))))
-
-
-@dataclass
-class SparkLogs:
-    """Logs opened on Spark: temp views events / requests / sessions on ``spark``."""
-
-    spark: object
-    ingest: dict
-    window: dict
-    zone: str
-    cached: list = field(default_factory=list)
-
-    def sql(self, text: str, params: dict | None = None):
-        used = {k: v for k, v in (params or {}).items() if k in spark_params(text)}
-        return self.spark.sql(text, args=used or None)
-
-    def close(self) -> None:
-        for df in self.cached:
-            with contextlib.suppress(Exception):
-                df.unpersist()
-        self.cached.clear()
-
-
-# The events view's columns and Spark types, in order (ingest.EVENT_COLUMNS, docs/internals.md).
-EVENT_TYPES: dict[str, str] = {
-    "ts": "timestamp", "stage": "string", "session_id": "string", "request_id": "string",
-    "host": "string", "pid": "bigint", "duration_ms": "double", "input_len": "bigint",
-    "output_len": "bigint", "reasoning_len": "bigint", "kv_seq_len": "bigint",
-    "cpu_time_ms": "double", "gpu_wait_pct": "double", "gpu_util_pct": "double",
-    "num_beams": "bigint", "max_new_tokens": "bigint", "temperature": "double", "top_p": "double",
-    "do_sample": "boolean", "ttft_ms": "double", "ttfa_ms": "double", "status": "string",
-    "finish_reason": "string", "error_type": "string", "error_msg": "string",
-    "failed_stage": "string", "allocated_mb": "double", "reserved_mb": "double",
-    "max_allocated_mb": "double", "num_ooms": "bigint", "num_alloc_retries": "bigint",
-    "gpu_index": "bigint", "kv_cache_size_mb": "double", "gpu_mem_util_pct": "double",
-    "gpu_mem_used_mb": "double", "gpu_mem_total_mb": "double", "power_w": "double",
-    "temp_c": "double", "sm_clock_mhz": "double", "rss_mb": "double", "cpu_pct": "double",
-    "threads": "bigint", "queued": "bigint", "written": "bigint", "dropped": "bigint",
-    "bytes_written": "bigint", "source_format": "string", "source_file": "string",
-    "line_bytes": "bigint",
-}  # fmt: skip
-
-
-def _events_ddl() -> str:
-    return ", ".join(f"{name} {kind}" for name, kind in EVENT_TYPES.items())
-
-
-def open_logs_spark(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    master: str = "local[*]",
-) -> SparkLogs:
-    """``ingest.open_logs`` on Spark: the same files, views and ingest counts."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from analyzer.timewindow import iso, parse_window, zone_name
-
-    zone = zone_name(tz)
-    lo, hi = parse_window(since, until, tz)
-    if isinstance(paths, str):
-        paths = [paths]
-    spark = get_spark(master)
-    # Naive timestamps parse, and date_trunc buckets, in the zone DuckDB is told (--tz or local).
-    spark.conf.set("spark.sql.session.timeZone", zone)
-    # Partition values (host names) stay strings: a host called "0042" is not a number.
-    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-    # A corrupt .gz keeps the lines before the damage, as on the DuckDB path.
-    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
-    sources = resolve_sources(spark, list(paths), lo, hi)
-    ingest = {"files": len(sources.jsonl), "events": 0, "bad_lines": 0,
-              "skipped_files": sources.skipped_files + sources.empty_files,
-              "bad_line_samples": [], "formats": {}, "bytes": sum(f.size for f in sources.jsonl)}  # fmt: skip
-    parts = []
-    readable = [f for f in sources.jsonl if f.size != 0]
-    lines = None
-    if readable:
-        lines = _read_jsonl(spark, readable)
-        scan = _scan(lines)
-        ingest["bad_lines"] = scan.bad_lines
-        if scan.bad_lines:
-            ingest["bad_line_samples"] = _bad_line_samples(lines, scan, readable)
-        _raw_view(lines).createOrReplaceTempView("dslogs_raw")
-        parts.append(spark.sql(load_spark_sql("views/events.sql")).select(*EVENT_TYPES))
-    for ds in sources.datasets:
-        parts.append(_dataset_events(spark, ds))
-        block = _dataset_ingest(ds)
-        for key in ("files", "bad_lines", "bytes", "skipped_files"):
-            ingest[key] += block[key]
-        ingest["bad_line_samples"].extend(block["bad_line_samples"])
-    if not parts:
-        parts.append(spark.createDataFrame([], _events_ddl()))
-    events = parts[0]
-    for part in parts[1:]:
-        events = events.unionByName(part)
-    # The window is half-open, since <= ts < until (analyzer.timewindow).
-    if lo is not None:
-        events = events.filter(F.col("ts") >= F.lit(lo))
-    if hi is not None:
-        events = events.filter(F.col("ts") < F.lit(hi))
-    events = _materialise(spark, events)
-    if lines is not None:
-        lines.unpersist()
-    events.createOrReplaceTempView("events")
-    counts = events.groupBy("source_format").count().collect()
-    ingest["formats"] = {r["source_format"]: int(r["count"]) for r in sorted(counts, key=lambda r: r[0] != "v1") if r["count"]}
-    ingest["events"] = sum(ingest["formats"].values())
-    ingest["bad_line_samples"] = ingest["bad_line_samples"][: _ingest_limits()[2]]
-    logs = SparkLogs(spark, ingest, {"since": iso(lo), "until": iso(hi)}, zone, [events])
-    for name in ("requests", "sessions"):
-        df = spark.sql(load_spark_sql(f"views/{name}.sql")).persist(StorageLevel.MEMORY_AND_DISK)
-        # Filled now: the metric queries run concurrently and would each compute it otherwise.
-        df.count()
-        df.createOrReplaceTempView(name)
-        logs.cached.append(df)
-    return logs
-
-
-def _materialise(spark, events):
-    """Normalise once and cut the lineage: every metric reads events many times, and Spark 4.x
-    mis-plans self-joins over the from_json projection (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND on
-    source_format) unless the plan starts from stored rows. DSLOGS_SPARK_CHECKPOINT_DIR (a
-    shared hdfs:// or s3a:// folder) makes it a reliable checkpoint on a cluster; otherwise it is
-    a local checkpoint in the executors' block managers (memory, spilling to disk)."""
-    folder = os.environ.get("DSLOGS_SPARK_CHECKPOINT_DIR")
-    if folder:
-        spark.sparkContext.setCheckpointDir(folder)
-        return events.checkpoint(eager=True)
-    return events.localCheckpoint(eager=True)
-
-
-def _dataset_events(spark, ds: Dataset):
-    """A compacted dataset's events: its manifest's files (never a stray file), host from the
-    partition path, columns in the view's order and types."""
-    from pyspark.sql import functions as F
-
-    if not ds.files:
-        return spark.createDataFrame([], _events_ddl())
-    root = ds.root.rstrip("/")
-    files = [_escape_glob(f"{root}/{f['file']}") for f in ds.files]
-    df = spark.read.option("basePath", _escape_glob(root)).parquet(*files)
-    have = set(df.columns)
-    return df.select(
-        *[(F.col(c) if c in have else F.lit(None)).cast(kind).alias(c) for c, kind in EVENT_TYPES.items()]
-    )
-
-
-def _dataset_ingest(ds: Dataset) -> dict:
-    from analyzer.compact import dataset_ingest
-
-    return dataset_ingest(ds.manifest, ds.files)
-
-
-# -- results -------------------------------------------------------------------------------------
 
 
 def _collect(df, zone: str) -> tuple[list[str], list[tuple]]:
@@ -801,103 +377,474 @@ def _plain(value):
     return value
 
 
-def spark_metric_sql(name: str) -> str:
-    """analyzer/spark_sql/<name>.sql where the dialects differ, else queries/<name>.sql."""
-    from analyzer.resources import load_query
-
-    twin = SPARK_SQL_DIR / f"{name}.sql"
-    if twin.is_file():
-        return load_spark_sql(f"{name}.sql")
-    return _duckdb_params_to_spark(load_query(name))
-
-
-def _duckdb_params_to_spark(sql: str) -> str:
-    """queries/*.sql that run unchanged on Spark still name parameters DuckDB's way ($name)."""
-    return re.sub(r"\$([A-Za-z_][A-Za-z0-9_]*)", r":\1", sql)
-
-
-def run_spark_metric(logs: SparkLogs, name: str, params: dict) -> list[dict]:
-    from analyzer.metrics import jsonable
-
-    sql = spark_metric_sql(name)
-    try:
-        columns, rows = _collect(logs.sql(sql, params), logs.zone)
-    except Exception as exc:
-        if _is_spark_error(exc):
-            raise UsageError(f"Spark failed on metric {name}: {_one_line(exc)}") from None
-        raise
-    return [{c: jsonable(v) for c, v in zip(columns, row, strict=True)} for row in rows]
-
-
 def _is_spark_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(("pyspark", "py4j"))
 
 
-def compute_metrics_on(logs: SparkLogs, thresholds: dict | None = None) -> dict[str, list[dict]]:
-    """metrics.compute_metrics on Spark: same tables, same order, same parameters."""
-    from analyzer import metrics as M
-    from analyzer.thresholds import defaults
-
-    thresholds = thresholds or defaults()
-    event_columns = set(logs.spark.table("events").columns)
-    out: dict[str, list[dict]] = {}
-    span = run_spark_metric(logs, "time_span", {})
-    out["time_span"] = span
-    first = span[0]["first_event"] if span else None
-    last = span[0]["last_event"] if span else None
-    params = M.parameters(thresholds, M.bucket_for_span(first, last))
-    out["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]
-    names = []
-    for name in M.METRIC_QUERIES[1:]:
-        needed = M._NEEDS_COLUMN.get(name)
-        if needed and needed not in event_columns:
-            out[name] = []
-        else:
-            names.append(name)
-    # Spark runs jobs from several threads at once: the driver plans the next query while the
-    # executors run the last one, which matters more than the data for ~40 small queries.
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = int(os.environ.get("DSLOGS_SPARK_CONCURRENT_QUERIES", "4"))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = dict(zip(names, pool.map(lambda n: run_spark_metric(logs, n, params), names), strict=True))
-    for name in M.METRIC_QUERIES[1:]:
-        if name in results:
-            out[name] = results[name]
-    return {k: out[k] for k in ["time_span", "_params", *M.METRIC_QUERIES[1:]] if k in out}
+# -- in the executors ----------------------------------------------------------------------------
+#
+# The functions below run in Spark's Python workers: they import only what a worker has (dslogs,
+# duckdb, pyarrow) and get their arguments through the closure (pickled with the task).
 
 
-def compute_metrics_spark(
+def _worker_threads() -> int:
+    """DuckDB threads per task: the cores Spark gave the task (spark.task.cpus), so N tasks on N
+    cores do not start N x N threads."""
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        cpus = int(ctx.cpus()) if ctx is not None else 1
+    except Exception:  # outside a task (tests) or an older pyspark
+        cpus = 1
+    return max(1, cpus)
+
+
+def _ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _ingest_fn(files: dict[str, tuple[int, str]], since, until, tz):
+    """mapInArrow function over binaryFile rows (path, content): the task's JSONL files written to
+    a scratch folder (each keeps its name: discovery and the name-date rule see what the driver
+    saw) and read by ONE ingest.open_logs; its events leave as Arrow per host (STAGED_SCHEMA),
+    the ingest block on the first row."""
+
+    def fn(batches):
+        import tempfile
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from analyzer.ingest import open_logs
+
+        os.environ["DSLOGS_THREADS"] = str(_worker_threads())
+        schema = pa.schema([("file", pa.int32()), ("host", pa.string()), ("first_us", pa.int64()),
+                            ("last_us", pa.int64()), ("data", pa.binary()), ("ingest", pa.string())])  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="dslogs-spark-") as tmp:
+            shown: dict[str, str] = {}
+            indices = []
+            for batch in batches:
+                for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True):
+                    index, display = files[path]
+                    name = re.sub(r"[/\\]", "_", display.rstrip("/").rsplit("/", 1)[-1]) or "log.jsonl"
+                    local = Path(tmp) / str(index) / name
+                    local.parent.mkdir()
+                    local.write_bytes(content)
+                    shown[str(local)] = display
+                    indices.append(index)
+            if not indices:
+                return
+            db = open_logs(list(shown), since=since, until=until, tz=tz, use_cache=False, materialize=False)
+            try:
+                events = db.con.sql("SELECT * FROM events").to_arrow_table()
+                ingest = dict(db.ingest)
+            finally:
+                db.close()
+        for key in ("bad_line_samples", "skipped"):
+            ingest[key] = [{**s, "file": shown.get(s.get("file"), s.get("file"))} for s in ingest.get(key, [])]
+        ingest.pop("seconds", None)
+        if events.num_rows:
+            names = events.column("source_file").combine_chunks().dictionary_encode()
+            renamed = pa.array([shown.get(v, v) for v in names.dictionary.to_pylist()], pa.string())
+            column = pa.DictionaryArray.from_arrays(names.indices, renamed).cast(pa.string())
+            events = events.set_column(events.schema.get_field_index("source_file"), "source_file", column)
+        rows = []
+        for host in events.column("host").unique().to_pylist() if events.num_rows else []:
+            part = events.filter(pc.is_null(events["host"]) if host is None else pc.equal(events["host"], host))
+            bounds = pc.min_max(part["ts"].cast(pa.int64())).as_py()
+            rows.append({"file": min(indices), "host": host, "first_us": bounds["min"], "last_us": bounds["max"],
+                         "data": _ipc(part), "ingest": None})  # fmt: skip
+        if not rows:
+            rows.append({"file": min(indices), "host": None, "first_us": None, "last_us": None, "data": None,
+                         "ingest": None})  # fmt: skip
+        rows[0]["ingest"] = json.dumps(ingest, ensure_ascii=False, default=str)
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return fn
+
+
+def partition_events_sql(con, table, lo: str | None, hi: str | None, sessions: list | None = None) -> tuple[str, dict]:
+    """Register one host set's input rows (host, kind, data) on ``con``; the SQL of its events
+    (only those of ``sessions`` when given: a drill-down needs nothing else)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analyzer.ingest import EVENT_COLUMNS, _event_type
+
+    selects = []
+    for i, (host, kind, data) in enumerate(zip(*(table.column(c).to_pylist() for c in ("host", "kind", "data")), strict=True)):
+        if data is None:
+            continue
+        part = _from_ipc(data) if kind == "arrow" else pq.read_table(pa.BufferReader(data))
+        con.register(f"_dslogs_in{i}", part)
+        have = set(part.column_names)
+        cols = []
+        for c in EVENT_COLUMNS:
+            if c == "host" and kind == "parquet":
+                # A compacted file's host is its partition folder's (the manifest's), as in ingest.
+                cols.append(("NULL" if host is None else "'" + host.replace("'", "''") + "'") + "::VARCHAR AS host")
+            elif c in have:
+                cols.append(f'"{c}"')
+            else:
+                cols.append(f"NULL::{_event_type(c)} AS {c}")
+        selects.append(f"SELECT {', '.join(cols)} FROM _dslogs_in{i}")
+    if not selects:
+        from analyzer.merge import empty_events_sql
+
+        return empty_events_sql(), {}
+    where, params = [], {}
+    if lo is not None:
+        where.append("ts >= $lo::TIMESTAMPTZ")
+        params["lo"] = lo
+    if hi is not None:
+        where.append("ts < $hi::TIMESTAMPTZ")
+        params["hi"] = hi
+    if sessions is not None:
+        where.append("list_contains($sessions, session_id)")
+        params["sessions"] = list(sessions)
+    sql = "SELECT * FROM (" + " UNION ALL ".join(selects) + ")"
+    return sql + (" WHERE " + " AND ".join(where) if where else ""), params
+
+
+def _partition_connection(zone: str):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET TimeZone = '{zone}'")
+    con.execute(f"SET threads = {_worker_threads()}")
+    con.execute(f"SET memory_limit = '{os.environ.get('DSLOGS_MEMORY_LIMIT', '1GB')}'")
+    return con
+
+
+def _analysis_fn(zone: str, names: list[str], params: dict, lo: str | None, hi: str | None):
+    """applyInArrow function: one host set's inputs -> (name, Arrow IPC) of
+    merge.partition_tables."""
+    # The drill-down's rows depend only on its sessions' own events (requests are per session):
+    # the views are built from those alone.
+    sessions = params.get("session_ids") if names == ["session_requests"] else None
+
+    def fn(table):
+        import pyarrow as pa
+
+        from analyzer.merge import load_partition, partition_tables
+
+        con = _partition_connection(zone)
+        try:
+            sql, bound = partition_events_sql(con, table, lo, hi, sessions)
+            load_partition(con, sql, bound)
+            out = partition_tables(con, names, params)
+        finally:
+            con.close()
+        return pa.table({"name": [n for n, _ in out], "data": [_ipc(t) for _, t in out]},
+                        schema=pa.schema([("name", pa.string()), ("data", pa.binary())]))  # fmt: skip
+
+    return fn
+
+
+def _view_fn(zone: str, view: str, lo: str | None, hi: str | None):
+    """applyInArrow function: one host's inputs -> the rows of one view (for ``query``)."""
+
+    def fn(table):
+        from analyzer.merge import load_partition
+
+        con = _partition_connection(zone)
+        try:
+            sql, bound = partition_events_sql(con, table, lo, hi)
+            load_partition(con, sql, bound)
+            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
+        finally:
+            con.close()
+        # Spark takes instants as UTC-labelled timestamps (DuckDB labels them with the zone).
+        import pyarrow as pa
+
+        utc = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                         for f in table.schema])  # fmt: skip
+        return table.cast(utc)
+
+    return fn
+
+
+# -- on the driver -------------------------------------------------------------------------------
+
+
+@dataclass
+class SparkSource:
+    """Logs opened on Spark (a ``metrics.MetricSource``): per-host inputs, the ingest block, the
+    window and the time bounds; ``run`` distributes the queries and merges their tables."""
+
+    spark: object
+    inputs: object  # DataFrame of INPUT_SCHEMA, persisted
+    ingest: dict
+    window: dict
+    zone: str
+    bounds: tuple[str | None, str | None]
+    lo: str | None = None
+    hi: str | None = None
+    cached: list = field(default_factory=list)
+    session_hosts: dict = field(default_factory=dict)
+    partitions: int = 2
+
+    def columns(self, view: str) -> set[str]:
+        from analyzer.merge import empty_events_sql, load_partition
+
+        con = _driver_connection(self.zone)
+        try:
+            load_partition(con, empty_events_sql())
+            return {r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()}
+        finally:
+            con.close()
+
+    def time_bounds(self) -> tuple[str | None, str | None]:
+        return self.bounds
+
+    def run(self, names, params: dict) -> dict[str, list[dict]]:
+        from pyspark.sql import functions as F
+
+        from analyzer.merge import merge_tables
+
+        names = list(names)
+        inputs = self.inputs
+        ids = params.get("session_ids")
+        if ids is not None and all(s in self.session_hosts for s in ids):
+            # A drill-down reads only the hosts of its sessions (sessions never cross hosts).
+            hosts = {self.session_hosts[s] for s in ids}
+            keep = F.col("host").isin([h for h in hosts if h is not None])
+            inputs = inputs.filter(keep | F.col("host").isNull() if None in hosts else keep)
+        fn = _analysis_fn(self.zone, names, params, self.lo, self.hi)
+        out = _by_host_sets(inputs, self.partitions).applyInArrow(fn, PARTITION_SCHEMA)
+        try:
+            rows = out.toArrow()
+        except Exception as exc:
+            if _is_spark_error(exc):
+                raise UsageError(f"Spark failed to analyse the partitions: {_one_line(exc)}") from None
+            raise
+        parts: dict[str, list] = {}
+        for name, data in zip(rows.column("name").to_pylist(), rows.column("data").to_pylist(), strict=True):
+            parts.setdefault(name, []).append(_from_ipc(data))
+        con = _driver_connection(self.zone)
+        try:
+            tables = merge_tables(con, parts, names, params)
+        finally:
+            con.close()
+        if "session_summary" in tables:
+            self.session_hosts = _session_hosts(tables["session_summary"])
+        return tables
+
+    def close(self) -> None:
+        for df in self.cached:
+            try:
+                df.unpersist()
+            except Exception:  # the session may be gone already
+                pass
+        self.cached.clear()
+
+
+def _by_host_sets(inputs, partitions: int):
+    """The inputs grouped into ``partitions`` sets of whole hosts (a hash of the host name): one
+    DuckDB run per set, not per host, so a fleet of many small hosts costs a few runs; exact all
+    the same, since every session, request, host and process lies whole inside one set."""
+    from pyspark.sql import functions as F
+
+    return _QuietGroups(inputs.groupBy(F.expr(f"pmod(hash(host), {int(partitions)})").alias("host_set")))
+
+
+class _QuietGroups:
+    """GroupedData whose applyInArrow skips pyspark's warning about pandas >= 3 (dslogs passes
+    Arrow tables, never pandas)."""
+
+    def __init__(self, grouped):
+        self.grouped = grouped
+
+    def applyInArrow(self, fn, schema):  # noqa: N802 - pyspark's name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return self.grouped.applyInArrow(fn, schema)
+
+
+def _session_hosts(rows: list[dict]) -> dict:
+    """session id -> host; a session on two hosts breaks the partitioning, and says so."""
+    hosts: dict = {}
+    for r in rows:
+        sid = r.get("session_id")
+        if sid in hosts and hosts[sid] != r.get("host"):
+            raise UsageError(
+                f"session {sid!r} has events on hosts {hosts[sid]!r} and {r.get('host')!r}: the Spark engine "
+                "partitions by host and needs each session on one host; analyse with --engine duckdb"
+            )
+        hosts[sid] = r.get("host")
+    return hosts
+
+
+def _driver_connection(zone: str):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET TimeZone = '{zone}'")
+    return con
+
+
+def _iso_micros(value: int | None, zone: str) -> str | None:
+    if value is None:
+        return None
+    from datetime import timedelta
+    from zoneinfo import ZoneInfo
+
+    stamp = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(value))
+    return stamp.astimezone(ZoneInfo(zone)).isoformat(timespec="milliseconds")
+
+
+def _read_bytes(spark, paths: list[str], total: int):
+    """Spark's binaryFile reader over ``paths`` (object storage included)."""
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    df = spark.read.format("binaryFile").load(paths).select("path", "content")
+    # A task reads many files at once (one open_logs, one DuckDB per task): two tasks per core,
+    # more when that would give a task over 256 MiB of files.
+    tasks = max(2 * cores, -(-total // (256 << 20)))
+    return df.coalesce(tasks) if df.rdd.getNumPartitions() > tasks else df
+
+
+def open_spark(
     paths: list[str],
     since: str | None = None,
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
-    thresholds: dict | None = None,
-) -> tuple[dict, dict, dict]:
-    """(metrics, ingest, window) for report.build_report_from_metrics, computed on Spark; the
-    drill-down rows (``session_requests``) for the sessions the report will show are included."""
-    from analyzer.report import build_report_from_metrics, detail_session_ids
-    from analyzer.thresholds import defaults
+) -> SparkSource:
+    """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
+    ``ingest.open_logs``; nothing is analysed until ``run``."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
-    thresholds = thresholds or defaults()
-    logs = open_logs_spark(paths, since, until, tz, master)
-    try:
-        metrics = compute_metrics_on(logs, thresholds)
-        model = build_report_from_metrics(metrics, logs.ingest, logs.window, thresholds)
-        ids = detail_session_ids(model, thresholds)
-        metrics["session_requests"] = (
-            run_spark_metric(
-                logs,
-                "session_requests",
-                {"session_ids": list(ids), "max_requests": int(thresholds["report"]["detail_requests"])},
-            )
-            if ids
-            else []
+    from analyzer.dataset import dataset_ingest
+    from analyzer.ingest import SAMPLES_TOTAL
+    from analyzer.timewindow import iso, parse_window, zone_name
+
+    zone = zone_name(tz)
+    lo, hi = parse_window(since, until, tz)
+    if isinstance(paths, str):
+        paths = [paths]
+    spark = get_spark(master)
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    sources = resolve_sources(spark, list(paths), lo, hi)
+    ingest = {"files": 0, "events": 0, "bad_lines": 0, "skipped_files": sources.skipped_files,
+              "bad_line_samples": [], "formats": {}, "bytes": 0}  # fmt: skip
+    inputs = []
+    cached = []
+    firsts, lasts = [], []
+    formats: dict[str, int] = {}
+    # An empty file is read as nothing and counted as read and skipped, as open_logs counts it
+    # (Spark's binaryFile reader lists no empty file).
+    empty = [f for f in sources.jsonl if f.size == 0]
+    ingest["files"] += len(empty)
+    ingest["skipped_files"] += len(empty)
+    readable = [f for f in sources.jsonl if f.size != 0]
+    if readable:
+        order = {f.display: i for i, f in enumerate(sources.jsonl)}
+        files = {f.uri: (order[f.display], f.display) for f in readable}
+        raw = _read_bytes(spark, [f.spark_path for f in readable], sum(f.size for f in readable))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3; no pandas here
+            staged = raw.mapInArrow(_ingest_fn(files, since, until, tz), STAGED_SCHEMA)
+        staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(staged)
+        try:
+            meta = staged.select("file", "first_us", "last_us", "ingest").collect()
+        except Exception as exc:
+            if _is_spark_error(exc):
+                raise InputError(f"Spark could not read the logs: {_one_line(exc)}") from None
+            raise
+        samples = []
+        for r in sorted(meta, key=lambda r: r["file"]):
+            if r["first_us"] is not None:
+                firsts.append(r["first_us"])
+                lasts.append(r["last_us"])
+            if r["ingest"] is None:
+                continue
+            block = json.loads(r["ingest"])
+            for key in ("files", "bad_lines", "skipped_files", "bytes"):
+                ingest[key] += int(block.get(key) or 0)
+            for fmt, n in (block.get("formats") or {}).items():
+                formats[fmt] = formats.get(fmt, 0) + int(n)
+            samples.extend(block.get("bad_line_samples") or [])
+        # Samples in the files' read order (each task read a few files), lines in order within.
+        ingest["bad_line_samples"] = sorted(samples, key=lambda x: order.get(x.get("file"), len(order)))
+        inputs.append(staged.filter(F.col("data").isNotNull()).select("host", F.lit("arrow").alias("kind"), "data"))
+    for ds in sources.datasets:
+        block = dataset_ingest(ds.manifest, ds.files)
+        for key in ("files", "bad_lines", "bytes", "skipped_files"):
+            ingest[key] += int(block.get(key) or 0)
+        ingest["bad_line_samples"].extend(block.get("bad_line_samples") or [])
+        if not ds.files:
+            continue
+        root = ds.root.rstrip("/")
+        located = [(_escape_glob(f"{root}/{f['file']}"), f.get("host")) for f in ds.files]
+        hosts = spark.createDataFrame(
+            [(_hadoop_uri(spark, f"{root}/{f['file']}"), f.get("host")) for f in ds.files], "path string, host string"
         )
+        raw = _read_bytes(spark, [p for p, _ in located], sum(int(f.get("bytes") or 0) for f in ds.files) or (64 << 20))
+        inputs.append(raw.join(F.broadcast(hosts), "path").select("host", F.lit("parquet").alias("kind"),
+                                                                   F.col("content").alias("data")))  # fmt: skip
+        # Bounds and formats of the window's rows: one narrow Spark scan (ts, source_format).
+        events = spark.read.parquet(*[p for p, _ in located])
+        if lo is not None:
+            events = events.filter(F.col("ts") >= F.lit(lo))
+        if hi is not None:
+            events = events.filter(F.col("ts") < F.lit(hi))
+        for r in events.groupBy("source_format").agg(
+            F.count(F.lit(1)).alias("n"), F.unix_micros(F.min("ts")).alias("lo"), F.unix_micros(F.max("ts")).alias("hi")
+        ).collect():
+            formats[r["source_format"]] = formats.get(r["source_format"], 0) + int(r["n"])
+            if r["lo"] is not None:
+                firsts.append(r["lo"])
+                lasts.append(r["hi"])
+    if not inputs:
+        inputs.append(spark.createDataFrame([], INPUT_SCHEMA))
+    union = inputs[0]
+    for more in inputs[1:]:
+        union = union.unionByName(more)
+    ingest["formats"] = {k: formats[k] for k in sorted(formats, key=lambda k: k != "v1") if formats[k]}
+    ingest["events"] = sum(ingest["formats"].values())
+    ingest["bad_line_samples"] = ingest["bad_line_samples"][:SAMPLES_TOTAL]
+    bounds = (_iso_micros(min(firsts), zone) if firsts else None, _iso_micros(max(lasts), zone) if lasts else None)
+    partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
+    return SparkSource(spark, union, ingest, {"since": iso(lo), "until": iso(hi)}, zone, bounds,
+                       lo=iso(lo), hi=iso(hi), cached=cached, partitions=max(1, partitions))  # fmt: skip
+
+
+def spark_views(source: SparkSource) -> None:
+    """Temp views events, requests, sessions on Spark, each computed per host by DuckDB (the
+    same views as ``ingest.open_logs``), for Spark SQL over them."""
+    from pyspark import StorageLevel
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from analyzer.merge import empty_events_sql, load_partition
+
+    con = _driver_connection(source.zone)
+    try:
+        load_partition(con, empty_events_sql())
+        schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in ("events", "requests", "sessions")}
     finally:
-        logs.close()
-    return metrics, logs.ingest, logs.window
+        con.close()
+    for view, schema in schemas.items():
+        df = _by_host_sets(source.inputs, source.partitions).applyInArrow(
+            _view_fn(source.zone, view, source.lo, source.hi), from_arrow_schema(schema)
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        source.cached.append(df)
+        df.createOrReplaceTempView(view)
 
 
 def spark_query(
@@ -911,14 +858,15 @@ def spark_query(
     """``dslogs query --engine spark``: Spark SQL over the views events, requests, sessions."""
     from analyzer.output import QueryResult
 
-    opened = open_logs_spark(logs, since, until, tz, master)
+    source = open_spark(logs, since, until, tz, master)
     try:
+        spark_views(source)
         try:
-            columns, rows = _collect(opened.spark.sql(sql), opened.zone)
+            columns, rows = _collect(source.spark.sql(sql), source.zone)
         except Exception as exc:
             if _is_spark_error(exc):
                 raise UsageError(f"query failed: {_one_line(exc)}") from None
             raise
     finally:
-        opened.close()
+        source.close()
     return QueryResult(columns, rows)

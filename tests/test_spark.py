@@ -1,10 +1,11 @@
-"""The Spark engine gives DuckDB's answers (DESIGN.md §9): same views, same metric tables, same
-report model, on sample_logs/ and on a simulated multi-host set read back from compacted Parquet.
+"""The Spark engine gives DuckDB's answers (DESIGN.md §9): Spark runs the DuckDB analysis per
+set of hosts and merges (analyzer/merge.py); same views, same metric tables, same report model, on
+sample_logs/ and on a simulated multi-host set read back from compacted Parquet.
 
 What must be equal between the engines (and is asserted here):
 - the requests and sessions views row for row, and every metric table: same rows in the same
-  order, same columns, strings and ints equal, floats within 1e-6 relative (exact percentiles on
-  both sides: Spark ``percentile`` = DuckDB ``quantile_cont``, linear interpolation);
+  order, same columns, strings and ints equal, floats within 1e-6 relative (global percentiles
+  are re-run exactly on the driver, never sketched);
 - the report model without ``generated_at``: same checklist, stages, requests, sessions, findings
   (rule, severity, sessions, hosts, values, evidence), rules, series, drill-downs; its numbers are
   rounded to 3 decimals, so they may differ by that last step (0.001) where the unrounded values
@@ -18,19 +19,14 @@ One SparkSession (local[2]) for the module; the Spark tests skip only without py
 
 from __future__ import annotations
 
-import hashlib
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from analyzer.metrics import DRILLDOWN_QUERIES, METRIC_QUERIES
-from analyzer.resources import load_query
 from tests.engine_compare import INGEST_KEYS, ROUNDED, assert_same, comparable_model
 
 REPO = Path(__file__).resolve().parents[1]
-SPARK_SQL = REPO / "analyzer" / "spark_sql"
 MASTER = "local[2]"
 
 
@@ -43,54 +39,6 @@ def _have_spark() -> bool:
 
 
 needs_spark = pytest.mark.skipif(not _have_spark(), reason="pyspark or java missing")
-
-
-# -- the SQL files (no Spark needed) -----------------------------------------------------------
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def test_every_spark_twin_mirrors_the_current_duckdb_sql():
-    """A change to queries/*.sql or analyzer/views/*.sql must reach its Spark twin."""
-    twins = sorted(SPARK_SQL.glob("*.sql")) + sorted((SPARK_SQL / "views").glob("*.sql"))
-    assert twins
-    stale = []
-    for twin in twins:
-        text = twin.read_text(encoding="utf-8")
-        mirrors = re.findall(r"of (\S+\.sql) \(mirrors sha256:([0-9a-f]{16})\)", text)
-        assert mirrors, f"{twin.name}: no 'mirrors sha256:' header"
-        for rel, digest in mirrors:
-            source = REPO / rel
-            assert source.is_file(), f"{twin.name} mirrors {rel}, which does not exist"
-            if _digest(source) != digest:
-                stale.append(f"{rel} changed: update {twin.relative_to(REPO)} "
-                             f"(draft: python -m analyzer.spark_sql.twin ...) and its sha256")  # fmt: skip
-    assert not stale, "\n".join(stale)
-
-
-def test_a_query_without_a_twin_needs_no_dialect_change():
-    """Queries without a Spark twin run as they are: the twin drafter would change nothing but
-    the parameter markers."""
-    from analyzer.spark_sql.twin import translate
-
-    for name in (*METRIC_QUERIES, *DRILLDOWN_QUERIES):
-        if (SPARK_SQL / f"{name}.sql").is_file():
-            continue
-        code = re.sub(r"--[^\n]*", "", load_query(name))
-        as_spark = re.sub(r"\$([A-Za-z_]\w*)", r":\1", code)
-        assert translate(code) == as_spark, f"queries/{name}.sql needs a Spark twin (dialect differences)"
-
-
-def test_no_twin_uses_an_approximate_percentile():
-    for twin in SPARK_SQL.rglob("*.sql"):
-        code = "\n".join(line for line in twin.read_text().splitlines() if not line.lstrip().startswith("--"))
-        assert "percentile_approx" not in code and "approx_percentile" not in code, twin.name
-        assert "quantile_cont" not in code and "epoch(" not in code, twin.name
-
-
-# -- the engines side by side --------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -134,25 +82,21 @@ def test_report_model_equal_on_sample_logs(spark):
 @needs_spark
 @pytest.mark.spark
 def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
-    """JSONL on DuckDB against the compacted Parquet on Spark: views row for row, every metric
-    table, the model."""
+    """JSONL on DuckDB against the compacted Parquet on Spark, through the one engine contract:
+    views row for row, every metric table, the drill-down rows, the model."""
     from analyzer.ingest import open_logs, run_query
     from analyzer.metrics import compute_metrics, jsonable, session_requests
     from analyzer.report import build_report_from_metrics, detail_session_ids
-    from analyzer.spark_engine import (
-        _collect,
-        compute_metrics_on,
-        open_logs_spark,
-        run_spark_metric,
-    )
+    from analyzer.spark_engine import _collect, open_spark, spark_views
     from analyzer.thresholds import defaults
 
     logs, parquet = fleet
     db = open_logs([str(logs)], use_cache=False)
-    sp = open_logs_spark([str(parquet)], master=MASTER)
+    sp = open_spark([str(parquet)], master=MASTER)
     try:
         assert {k: db.ingest[k] for k in INGEST_KEYS} == {k: sp.ingest[k] for k in INGEST_KEYS}
         assert len({r["host"] for r in run_query(db, "SELECT DISTINCT host FROM events").dicts()}) == 3
+        spark_views(sp)
         for view, key in (("requests", "session_id, request_id"), ("sessions", "session_id")):
             sql = f"SELECT * FROM {view} ORDER BY {key}"
             duck_rows = [{c: jsonable(v) for c, v in r.items()} for r in run_query(db, sql).dicts()]
@@ -160,15 +104,14 @@ def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
             spark_rows = [{c: jsonable(v) for c, v in zip(cols, r, strict=True)} for r in rows]
             assert_same(duck_rows, spark_rows, f"{view} view")
         t = defaults()
-        dm, sm = compute_metrics(db.con, t), compute_metrics_on(sp, t)
+        dm, sm = compute_metrics(db, t), compute_metrics(sp, t)
         assert_same(dm, sm, "metric tables")
         duck_model = build_report_from_metrics(dm, db.ingest, db.window, t)
         spark_model = build_report_from_metrics(sm, sp.ingest, sp.window, t)
         ids = detail_session_ids(duck_model, t)
         assert ids == detail_session_ids(spark_model, t)
         assert {f["rule"] for f in duck_model["findings"]} >= {"memory_leak", "oom"}
-        dr = session_requests(db.con, ids, t)
-        sr = run_spark_metric(sp, "session_requests", {"session_ids": ids, "max_requests": t["report"]["detail_requests"]})
+        dr, sr = session_requests(db, ids, t), session_requests(sp, ids, t)
         assert dr
         assert_same(dr, sr, "drill-down rows")
         assert_same(comparable_model(duck_model), comparable_model(spark_model), "report models (fleet)", ROUNDED)

@@ -3,9 +3,16 @@
 The other Spark tests use ``local[2]``: one JVM that reads the files and runs every task itself.
 Here a standalone master and a worker are started from pyspark's own ``spark-class`` (what
 ``sbin/start-master.sh`` runs), so the driver, the master and the executor are separate JVMs:
-files are read by the executor, the normalised events are checkpointed in its block manager,
-and every metric query crosses the network. What a cluster user types is run as a subprocess,
-and its report model must equal DuckDB's on the same compacted Parquet.
+files are read by the executor, each set of hosts is analysed by DuckDB in the executor's Python
+workers, and the partitions' tables cross the network to the driver's merge. What a cluster
+user types is run as a subprocess, and its report model must equal DuckDB's on the same
+compacted Parquet.
+
+Executors need a Python with dslogs, duckdb and pyarrow. On a real cluster that is a packed
+environment (``spark.archives``) or an image (docs/scale.md); here the worker runs on this
+machine, so the executors use this very interpreter: PYSPARK_PYTHON names it (the driver sends
+it with every task) and the worker inherits PYTHONPATH. That is the honest extent of this test:
+it proves the executor side runs dslogs' code in separate processes, not that an archive ships.
 """
 
 from __future__ import annotations
@@ -109,7 +116,8 @@ def test_analyze_on_a_standalone_cluster_equals_duckdb(cluster, parquet, tmp_pat
 
     out = tmp_path / "spark.json"
     # Two shuffle partitions: the cluster has two cores (spark-defaults.conf's job on a real one).
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", DSLOGS_SPARK_SHUFFLE_PARTITIONS="2")
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", DSLOGS_SPARK_SHUFFLE_PARTITIONS="2",
+               PYSPARK_PYTHON=sys.executable)  # fmt: skip
     run = subprocess.run(
         [sys.executable, "-m", "analyzer", "analyze", str(parquet), "--engine", "spark", "--master", cluster,
          "--format", "json", "--out", str(out)],

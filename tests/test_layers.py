@@ -1,0 +1,131 @@
+"""The layers stay one-directional (docs/architecture.md): a module imports only modules of its own
+layer or below, imports inside functions included, and no two modules import each other through
+any path. Every module has a layer: a new module fails here until it is placed (add it to LAYERS
+and to the module map in docs/architecture.md).
+
+    collector <- base <- ingest <- metrics <- rules <- report <- renderers <- cli
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Lowest first. A pattern ending in ".*" takes a package's submodules.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("collector", ("collector", "collector.*")),
+    ("base", ("analyzer", "analyzer.errors", "analyzer.resources", "analyzer.timewindow",
+              "analyzer.thresholds", "analyzer.output", "analyzer.textsafe")),  # fmt: skip
+    # reading logs (and writing them: compact, the simulator)
+    ("ingest", ("analyzer.discovery", "analyzer.cache", "analyzer.dataset", "analyzer.ingest",
+                "analyzer.compact", "analyzer.sandbox", "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
+    # the engine contract and its engines: DuckDB (metrics), Spark (spark_engine + merge)
+    ("metrics", ("analyzer.metrics", "analyzer.merge", "analyzer.spark_engine")),
+    ("rules", ("analyzer.rules",)),
+    ("report", ("analyzer.report", "analyzer.diff")),
+    ("renderers", ("analyzer.vl", "analyzer.svgchart", "analyzer.charts", "analyzer.render_md", "analyzer.render_html",
+                   "analyzer.render_diff", "analyzer.render_diff_html", "analyzer.weekly")),  # fmt: skip
+    # commands: the CLI and the loop that re-runs it (watch)
+    ("cli", ("analyzer.cli", "analyzer.__main__", "analyzer.watch")),
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in ("analyzer", "collector"):
+        for path in (REPO / package).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports anywhere in its file (functions included)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                # "import analyzer.x.y" names analyzer.x.y; the nearest project module counts.
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    for i, (_, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatchcase(module, p) for p in patterns):
+            return i
+    return None
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(m for m in _modules() if layer_of(m) is None)
+    assert not missing, f"place these modules in tests/test_layers.py LAYERS and docs/architecture.md: {missing}"
+
+
+def test_imports_point_down_or_sideways():
+    graph = imports(_modules())
+    upward = [
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in sorted(graph.items())
+        for b in sorted(targets)
+        if layer_of(a) is not None and layer_of(b) is not None and layer_of(b) > layer_of(a)
+    ]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles():
+    graph = imports(_modules())
+    # Package __init__ modules re-export their submodules: an edge into a package's own
+    # submodule is its structure, not a cycle between layers' code.
+    graph = {a: {b for b in bs if not b.startswith(a + ".")} for a, bs in graph.items()}
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_imports_inside_functions(tmp_path):
+    """A function-level import is an import (the cycles issue 14 found hid there)."""
+    pkg = tmp_path / "analyzer"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from analyzer.b import g\n    return g\n")
+    (pkg / "b.py").write_text("def g():\n    from . import a\n    return a\n")
+    modules = {"analyzer": pkg / "__init__.py", "analyzer.a": pkg / "a.py", "analyzer.b": pkg / "b.py"}
+    graph = imports(modules)
+    assert graph["analyzer.a"] == {"analyzer.b"} and "analyzer.a" in graph["analyzer.b"]
