@@ -65,6 +65,8 @@ MERGES: dict[str, Merge] = {
     "time_span": aggregate(min=("first_event",), max=("last_event",),
                            sum=("events", "v1_events", "legacy_events", "sessions")),  # fmt: skip
     "latency_hist": aggregate(keys=("metric", "bin_start", "bin_end"), sum=("count",)),
+    "future_events": aggregate(sum=("naive_events", "future_events"), max=("naive_last_ts",)),
+    "session_id_coverage": aggregate(sum=("requests", "without_session")),
     "gpu_wait_hist": aggregate(keys=("bin_start", "bin_end"), sum=("count",)),
     "errors_over_time": aggregate(keys=("bucket", "error_type"), sum=("count",)),
     "stage_percentiles": rerun(where=_DURATIONS),
