@@ -563,7 +563,9 @@ def _type_problem(obj: dict) -> str | None:
                 if v is None:
                     continue
                 if sub == "BOOLEAN":
-                    if not (isinstance(v, bool | int | float) or (isinstance(v, str) and v.lower() in ("true", "false"))):
+                    # DuckDB casts a number to BOOLEAN through BIGINT: 1e30 is no boolean
+                    if not ((isinstance(v, bool | int | float) and not _number_suspect(v, True))
+                            or (isinstance(v, str) and v.lower() in ("true", "false"))):
                         return f"wrong value type: params.{key}={_short(v)} (true/false expected)"
                 elif _number_suspect(v, sub == "BIGINT"):
                     return f"wrong value type: params.{key}={_short(v)} (a number expected)"
