@@ -537,6 +537,7 @@ def compare_memory(before: dict, after: dict) -> list[dict]:
     labels = (("reserved_slope_p50", "reserved slope p50 over sessions", "MiB/min"),
               ("reserved_slope_max", "reserved slope, steepest session", "MiB/min"),
               ("rss_slope_max", "RSS slope, steepest process", "MiB/min"),
+              ("memory_leak_findings", "memory_leak findings (session or process)", ""),
               ("memory_leak_sessions", "sessions with a memory_leak finding", ""))
     return [{"metric": k, "label": label, "unit": unit, "before": mb[k], "after": ma[k],
              "change": None if mb[k] is None or ma[k] is None else _r(ma[k] - mb[k])} for k, label, unit in labels]
