@@ -72,6 +72,7 @@ REQUEST_FIELDS: dict[str, str] = {
     "reserved_mb_before": "DOUBLE", "reserved_mb_after": "DOUBLE",
     "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
     "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "source": "VARCHAR",
+    "done_before": "BIGINT", "done_seq": "BIGINT",
 }  # fmt: skip
 RAW_COLUMNS.update(REQUEST_FIELDS)
 _PARAM_TYPES = {"num_beams": "BIGINT", "max_new_tokens": "BIGINT", "temperature": "DOUBLE",

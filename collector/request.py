@@ -130,13 +130,21 @@ def torch_memory(device: str | None) -> dict | None:
 
 
 class Inflight:
-    """Process-wide count of open requests (a lock held for two integer operations)."""
+    """Process-wide count of open requests and of completed ones (a lock held for a few integer
+    operations, and around the memory readings at a request's edges).
 
-    __slots__ = ("_lock", "n")
+    ``done`` numbers completions: a request's "after" reading is taken under the lock together
+    with its completion index (``done_seq``), and its "before" reading together with the number
+    of completions so far (``done_before``). So the order of readings is exact where timestamps
+    tie: B's "after" fell between A's two readings exactly when
+    ``A.done_before < B.done_seq < A.done_seq`` (the analyzer's request_memory_deltas)."""
+
+    __slots__ = ("_lock", "n", "done")
 
     def __init__(self):
         self._lock = threading.Lock()
         self.n = 0
+        self.done = 0
 
     def enter(self) -> int:
         with self._lock:
@@ -148,8 +156,34 @@ class Inflight:
             if self.n > 0:
                 self.n -= 1
 
+    def before(self, read) -> int:
+        """Run ``read`` (the "before" memory reading); return the completions that preceded it."""
+        with self._lock:
+            read()
+            return self.done
+
+    def finish(self, read, counted: bool) -> int:
+        """Leave the in-flight count (when ``counted``), run ``read`` (the "after" reading) and
+        return this request's completion index, 1-based, all in one lock section."""
+        with self._lock:
+            if counted and self.n > 0:
+                self.n -= 1
+            read()
+            self.done += 1
+            return self.done
+
+    def reset(self) -> None:
+        # a forked child has its own requests and memory: counts start over, and a lock a parent
+        # thread held at fork time would never be released in the child
+        self._lock = threading.Lock()
+        self.n = 0
+        self.done = 0
+
 
 INFLIGHT = Inflight()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=INFLIGHT.reset)
 
 
 def _gradio_queue_wait_ms() -> float | None:
@@ -186,6 +220,7 @@ class RequestSpan:
         self.attempts = 0
         self.before = {}
         self.inflight = None
+        self.done_before = None  # completions in this process before the "before" reading
         self.error_recorded = None  # the exception an error event was written for
         self.closed = False
         self._registered = False
@@ -197,7 +232,7 @@ class RequestSpan:
                 self.count_inflight()
             if start_clock:
                 self.t0 = time.perf_counter()
-            self._snapshot(self.before, "before")
+            self.done_before = INFLIGHT.before(lambda: self._snapshot(self.before, "before"))
             if read_queue:
                 q = _gradio_queue_wait_ms()
                 if q is not None:
@@ -259,8 +294,8 @@ class RequestSpan:
         try:
             if end is None:
                 end = time.perf_counter()
-            if self.inflight is not None:
-                INFLIGHT.exit()
+            after = {}
+            done_seq = INFLIGHT.finish(lambda: self._snapshot(after, "after"), self.inflight is not None)
             if self._registered and self.tracer._requests.get(self.request_id) is self:
                 self.tracer._requests.pop(self.request_id, None)
             f = self.fields
@@ -276,8 +311,6 @@ class RequestSpan:
                         self.tracer.error(exc, failed_stage="handler",
                                           session_id=self.session_id, request_id=self.request_id,
                                           device=self.device)
-            after = {}
-            self._snapshot(after, "after")
             duration = None
             if self.t0 is not None:
                 duration = (end - self.t0) * 1000.0 + self.offset_ms
@@ -287,6 +320,9 @@ class RequestSpan:
             if self.device is not None:
                 f["device"] = self.device
             f["inflight"] = self.inflight
+            if self.done_before is not None:
+                f["done_before"] = self.done_before
+                f["done_seq"] = done_seq
             if self.attempts:  # 0: no generate ran in this span
                 f["attempts"] = self.attempts
             f.update(self.before)

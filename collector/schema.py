@@ -80,6 +80,10 @@ STAGES: dict[str, dict[str, dict]] = {
         # just before and just after the request, and requests in flight when it started
         "device": _STR,
         "inflight": {"type": ["integer", "null"], "minimum": 1},
+        # the process's completion sequence: requests of this process completed before the
+        # "before" reading, and this request's own completion index (1-based), read with "after"
+        "done_before": _NONNEG_INT,
+        "done_seq": {"type": ["integer", "null"], "minimum": 1},
         "attempts": {"type": ["integer", "null"], "minimum": 1},
         "reserved_mb_before": _NONNEG_NUM,
         "reserved_mb_after": _NONNEG_NUM,

@@ -1,9 +1,13 @@
 -- One row per request that carries before/after memory values (issue 12): its GPU delta
 -- (allocated after - before, else reserved), its RSS delta, and the sessions of the other requests
 -- of the same process that ended while its handler ran. Their leaks land in this request's delta (torch and
--- RSS are per process), so the rules subtract them (analyzer/rules.py, attribute_deltas). Ends in
--- the same millisecond count as ended during: the collector reads "after" last thing, so another
--- request's leak from that instant is most likely in it.
+-- RSS are per process), so the rules subtract them (analyzer/rules.py, attribute_deltas).
+-- "B ended during A": when both carry the collector's completion sequence (done_before, done_seq:
+-- each "after" reading is taken with its completion index, each "before" reading with the count of
+-- completions so far, in one lock section), exactly A.done_before < B.done_seq < A.done_seq, even
+-- when many requests end in the same millisecond. Otherwise (older logs, the simulator's legacy
+-- scenarios) by timestamps, and ends in the same millisecond count as ended during: the collector
+-- reads "after" last thing, so another request's leak from that instant is most likely in it.
 -- Units: MiB.
 WITH r AS (
     SELECT
@@ -11,35 +15,56 @@ WITH r AS (
         -- the handler's start, where "before" was read: e2e includes the queue wait (contract)
         coalesce(end_ts - to_microseconds(CAST((e2e_ms - coalesce(queue_ms, 0)) * 1000 AS BIGINT)), start_ts) AS start_ts,
         coalesce(allocated_mb_after - allocated_mb_before, reserved_mb_after - reserved_mb_before) AS gpu_delta_mb,
-        rss_mb_after - rss_mb_before AS rss_delta_mb
+        rss_mb_after - rss_mb_before AS rss_delta_mb,
+        done_before, done_seq
     FROM requests
     WHERE session_id IS NOT NULL
       AND (allocated_mb_after IS NOT NULL OR reserved_mb_after IS NOT NULL OR rss_mb_after IS NOT NULL)
 ), rb AS (
     -- Each request in every minute it touches: overlapping requests meet in a shared minute, so
     -- the self-join is by (process, minute), not every pair of a process's requests (quadratic).
+    -- Padded by a second each side: a pair that the completion sequence says overlapped meets
+    -- even when millisecond stamps put one's end a hair before the other's start.
     SELECT session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, start_ts, end_ts,
-           epoch_ms(start_ts) // 60000 AS b0,
-           unnest(range(epoch_ms(start_ts) // 60000, greatest(epoch_ms(end_ts), epoch_ms(start_ts)) // 60000 + 1)) AS bucket
+           done_before, done_seq,
+           (epoch_ms(start_ts) - 1000) // 60000 AS b0,
+           unnest(range((epoch_ms(start_ts) - 1000) // 60000,
+                        (greatest(epoch_ms(end_ts), epoch_ms(start_ts)) + 1000) // 60000 + 1)) AS bucket
     FROM r
 ), pairs AS (
     -- a pair is counted once: in the first minute both requests touch
     SELECT a.session_id AS a_sid, a.request_id AS a_rid, a.start_ts AS a_start, a.end_ts AS a_end,
-           b.session_id AS b_sid, b.request_id AS b_rid, b.start_ts AS b_start, b.end_ts AS b_end
+           b.session_id AS b_sid, b.request_id AS b_rid, b.start_ts AS b_start, b.end_ts AS b_end,
+           b.done_seq AS b_seq,
+           a.done_seq IS NOT NULL AND a.done_before IS NOT NULL
+               AND b.done_seq IS NOT NULL AND b.done_before IS NOT NULL AS exact,
+           -- B's "after" reading came before A's: by sequence, else B's end stamp not after A's
+           CASE WHEN exact THEN b.done_seq < a.done_seq ELSE b.end_ts <= a.end_ts END AS b_ended_first,
+           -- B's "before" reading came first: fewer completions had preceded it; between the same
+           -- two completions the sequence cannot tell, and the start stamps do
+           CASE WHEN exact THEN b.done_before < a.done_before
+                                OR (b.done_before = a.done_before AND b.start_ts <= a.start_ts)
+                ELSE b.start_ts <= a.start_ts END AS b_started_first
     FROM rb AS a
     JOIN rb AS b ON a.hkey = b.hkey AND a.pkey = b.pkey AND a.bucket = b.bucket
     WHERE a.bucket = greatest(a.b0, b.b0)
-      AND b.end_ts > a.start_ts AND b.start_ts < a.end_ts
       AND NOT (b.session_id = a.session_id AND b.request_id = a.request_id)
+      AND CASE WHEN exact
+               -- B's readings interleave A's exactly when B completed after A's "before" and
+               -- started before A's "after"; the loose time check keeps a restarted process
+               -- that reused the pid (its sequence starts over) apart
+               THEN b.done_seq > a.done_before AND b.done_before < a.done_seq
+                    AND b.end_ts >= a.start_ts - INTERVAL 1 SECOND AND b.start_ts <= a.end_ts + INTERVAL 1 SECOND
+               ELSE b.end_ts > a.start_ts AND b.start_ts < a.end_ts END
 ), agg AS (
     SELECT
         a_sid, a_rid,
-        list(b_sid ORDER BY b_end, b_sid) FILTER (WHERE b_end <= a_end) AS ended_during,
+        list(b_sid ORDER BY b_end, b_seq, b_sid) FILTER (WHERE b_ended_first) AS ended_during,
         -- other requests' working memory (KV cache, activations) in the delta: + for one that
         -- started during this request and still runs at its end, - for one that ran at its start
         -- and ended during it; the rules fit its mean size per process with the sessions' leaks
-        count(*) FILTER (WHERE b_start > a_start AND b_end > a_end)
-            - count(*) FILTER (WHERE b_start <= a_start AND b_end <= a_end) AS transient_coef
+        count(*) FILTER (WHERE NOT b_started_first AND NOT b_ended_first)
+            - count(*) FILTER (WHERE b_started_first AND b_ended_first) AS transient_coef
     FROM pairs
     GROUP BY a_sid, a_rid
 )

@@ -177,8 +177,8 @@ the others and stay quiet.
 - `concurrent_leak/`, `process_leak/`, `rss_staircase/`, `cpu_only/`, `oom_fallback/` (v1, 40 min)
   come from `analyzer/simulate/concurrent.py`: one process serves overlapping sessions through 4
   handlers (a Gradio concurrency limit), GPU memory and RSS are the process's, and request
-  events carry the collector contract's `device`, `inflight`, `attempts` and
-  `reserved/allocated/rss_mb_before/after`; queue waits are `queue` stages. `seed_turns/` is article
+  events carry the collector contract's `device`, `inflight`, `attempts`,
+  `reserved/allocated/rss_mb_before/after` and the completion sequence `done_before`/`done_seq`; queue waits are `queue` stages. `seed_turns/` is article
   003's format with leaks whose turns are 0.25 s or 10 min apart.
 - "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).

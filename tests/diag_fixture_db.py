@@ -28,6 +28,7 @@ EVENTS = {
     "reserved_mb_before": "DOUBLE", "reserved_mb_after": "DOUBLE",
     "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
     "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "source": "VARCHAR",
+    "done_before": "BIGINT", "done_seq": "BIGINT",
     "source_format": "VARCHAR", "source_file": "VARCHAR", "line_bytes": "BIGINT",
 }  # fmt: skip
 
@@ -46,7 +47,7 @@ REQUESTS = {
     "failed_num_beams": "BIGINT", "failed_max_new_tokens": "BIGINT", "device": "VARCHAR",
     "inflight": "BIGINT", "attempts": "BIGINT", "reserved_mb_before": "DOUBLE",
     "reserved_mb_after": "DOUBLE", "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
-    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE",
+    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "done_before": "BIGINT", "done_seq": "BIGINT",
 }  # fmt: skip
 
 SESSIONS = {

@@ -225,3 +225,61 @@ def test_real_collector_spans_in_concurrent_threads_pin_the_leak_on_its_session(
     [row] = f["evidence"]["details"]["sessions"]
     # about what it keeps (ties within a millisecond blur it), well above the 48 MiB threshold
     assert 60 < row["leak_per_request_mb"] < 150
+
+
+def _same_ms_logs(path: Path, with_sequence: bool) -> None:
+    """One process, sessions "leak" (keeps 200 MiB per request) and "calm" (keeps nothing). Each
+    session also runs alone, and in every shared round both requests end in the same millisecond
+    with calm's "after" read first (the collector's completion sequence says so; the stamps cannot)."""
+    t0 = datetime(2026, 11, 23, 10, 0, 0)
+    mem, done, lines = 1000.0, 0, []
+
+    def request(sid, rid, start_s, end_s, before, after, done_before, done_seq):
+        ev = {"v": 1, "ts": (t0 + timedelta(seconds=end_s)).isoformat(timespec="milliseconds") + "+00:00",
+              "stage": "request", "session_id": sid, "request_id": rid, "host": "h", "pid": 7,
+              "duration_ms": round((end_s - start_s) * 1000, 3), "status": "ok", "inflight": 1,
+              "allocated_mb_before": before, "allocated_mb_after": after}
+        if with_sequence:
+            ev.update(done_before=done_before, done_seq=done_seq)
+        lines.append(json.dumps(ev))
+
+    for k in range(6):
+        base = 10.0 * k
+        for j, (sid, keep) in enumerate((("calm", 0.0), ("leak", 200.0))):  # alone, one after the other
+            request(sid, f"{sid}-solo-{k}", base + j, base + j + 0.5, mem, mem + keep, done, done + 1)
+            mem += keep
+            done += 1
+        # together: calm starts, leak starts 5 ms later, both end at base + 3.250; calm's "after"
+        # comes first (done_seq), so leak's 200 MiB is not in calm's delta
+        request("calm", f"calm-{k}", base + 2.0, base + 3.25, mem, mem, done, done + 1)
+        request("leak", f"leak-{k}", base + 2.005, base + 3.25, mem, mem + 200.0, done, done + 2)
+        mem += 200.0
+        done += 2
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "ds15b_20261123.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_requests_ending_in_the_same_millisecond_are_told_apart_by_the_completion_sequence(tmp_path):
+    from analyzer.metrics import run_metric
+
+    _same_ms_logs(tmp_path / "seq", with_sequence=True)
+    db = open_logs([str(tmp_path / "seq")], use_cache=False)
+    rows = run_metric(db.con, "request_memory_deltas", {})
+    during = {r["request_id"]: r["ended_during"] or [] for r in rows}
+    # exact: calm's "after" preceded leak's, so nothing ended during calm; calm ended during leak
+    assert all(during[f"calm-{k}"] == [] and during[f"leak-{k}"] == ["calm"] for k in range(6))
+    rates = attribute_deltas(rows, "gpu_delta_mb")
+    assert rates["calm"][0] == pytest.approx(0.0, abs=1) and rates["leak"][0] == pytest.approx(200.0, abs=1)
+    model = analyze_logs([str(tmp_path / "seq")], tz="UTC", use_cache=False)
+    [f] = _finding(model, "memory_leak")
+    assert f["scope"] == "session" and f["session_ids"] == ["leak"]
+
+    # Older logs without the sequence: the same stamps, the timestamp logic (a tie counts as ended
+    # during, both ways), which cannot tell the two apart and blurs leak's memory into calm's.
+    _same_ms_logs(tmp_path / "old", with_sequence=False)
+    old = open_logs([str(tmp_path / "old")], use_cache=False)
+    rows = run_metric(old.con, "request_memory_deltas", {})
+    during = {r["request_id"]: r["ended_during"] or [] for r in rows}
+    assert all(during[f"calm-{k}"] == ["leak"] and during[f"leak-{k}"] == ["calm"] for k in range(6))
+    rates = attribute_deltas(rows, "gpu_delta_mb")
+    assert abs(rates["calm"][0]) > 20  # leak's 200 MiB pushed into calm's equations

@@ -437,3 +437,54 @@ def test_memory_probe_feeds_gpu_memory_and_may_name_the_device(model, tmp_path):
     assert mem["reserved_mb"] == 1100.0 and mem["num_ooms"] == 0 and mem["gpu_index"] == 0
     assert mem["request_id"] == "r" and "device" not in mem
     assert req["device"] == "cuda:0" and req["reserved_mb_before"] == 900.0 and req["allocated_mb_after"] == 510.0
+
+
+def test_completion_sequence_orders_memory_readings_across_threads(model, tmp_path):
+    """done_before / done_seq: each request's "after" reading is taken with its completion index,
+    each "before" reading with the count of completions so far, so the order of readings is
+    exact where millisecond stamps tie. The probe numbers its readings to check that."""
+    import itertools
+    import os
+
+    from collector.request import INFLIGHT
+
+    counter = itertools.count(1)  # next() is atomic in CPython; the span reads it under its lock
+    t = Tracer(tmp_path, memory_probe=lambda: {"allocated_mb": float(next(counter)), "reserved_mb": 1.0})
+    start = threading.Barrier(4, timeout=30)
+
+    def handler(k):
+        start.wait()
+        for i in range(4):
+            rid = f"t{k}-{i}"
+            with t.request(session_id=f"s{k}", request_id=rid):
+                t.generate(model, prompt_ids(5), session_id=f"s{k}", request_id=rid, max_new_tokens=2 + (i + k) % 3)
+
+    threads = [threading.Thread(target=handler, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    t.close()
+    reqs = by_stage(events_of(tmp_path), "request")
+    assert len(reqs) == 16
+    # process-wide: earlier tests in this process completed requests too, so relative to the first
+    base = min(r["done_seq"] for r in reqs) - 1
+    assert sorted(r["done_seq"] - base for r in reqs) == list(range(1, 17))
+    after = {r["request_id"]: r["allocated_mb_after"] for r in reqs}
+    # the order of "after" readings is the order of done_seq
+    assert [r["request_id"] for r in sorted(reqs, key=lambda r: r["done_seq"])] == sorted(after, key=after.get)
+    for r in reqs:
+        # done_before = the "after" readings that came before this request's "before" reading
+        assert r["done_before"] - base == sum(1 for v in after.values() if v < r["allocated_mb_before"])
+        assert r["done_before"] < r["done_seq"]
+    overlapped = [r for r in reqs if r["done_seq"] - r["done_before"] > 1]
+    assert overlapped  # four threads at once: some requests saw others complete meanwhile
+
+    # a forked child counts its own requests from zero, like the in-flight count
+    if hasattr(os, "fork"):
+        assert INFLIGHT.done > 0
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if (INFLIGHT.done, INFLIGHT.n) == (0, 0) else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0

@@ -6,7 +6,8 @@ torch reports GPU memory per process: an innocent request that overlaps a leaky 
 other's allocation. This module replays that: requests of many sessions overlap in one process,
 the process's allocated / reserved GPU memory and its RSS are tracked event by event, and each
 request event carries what the collector contract (TEAM.md) gives it: ``device``, ``inflight``,
-``*_mb_before`` / ``*_mb_after``, ``attempts``; error events carry ``params`` and ``device``.
+``*_mb_before`` / ``*_mb_after``, ``attempts``, and the process's completion sequence
+(``done_before`` / ``done_seq``, as collector/request.py counts it); error events carry ``params`` and ``device``.
 
 ``simulate_concurrent(outdir, name, seed, host_prefix)`` writes ``<outdir>/<host>/ds15b_*.jsonl.gz``
 (or article 003's flat legacy file) and a ``truth.json`` in the main simulator's shape, so
@@ -93,6 +94,8 @@ class CReq:
     before: dict = field(default_factory=dict)
     after: dict = field(default_factory=dict)
     inflight: int = 1
+    done_before: int = 0  # the process's completions before its "before" snapshot (collector/request.py)
+    done_seq: int = 0  # its own completion index in the process, 1-based, taken with "after"
 
     @property
     def start(self) -> float:
@@ -170,6 +173,7 @@ def _replay(reqs: list[CReq], name: str, rng: Random) -> list[tuple[float, dict]
     ticks = [float(s) for s in range(0, WINDOW_S, SAMPLE_EVERY_S)]
     state = {"alloc": WEIGHTS_MB + 40.0, "hw": 0.0, "rss": RSS_BASE_MB, "leaked": 0.0, "rss_leaked": 0.0}
     inflight: set[int] = set()
+    done = 0  # completions so far in the process: the collector's completion sequence
     samples: list[tuple[float, dict]] = []
 
     def snapshot(t: float) -> dict:
@@ -189,6 +193,7 @@ def _replay(reqs: list[CReq], name: str, rng: Random) -> list[tuple[float, dict]
         r = reqs[i]
         if kind == 0:
             r.before = snapshot(t)
+            r.done_before = done
             inflight.add(i)
             r.inflight = len(inflight)
         else:
@@ -196,6 +201,8 @@ def _replay(reqs: list[CReq], name: str, rng: Random) -> list[tuple[float, dict]
             state["leaked"] += r.leak_mb
             state["rss_leaked"] += r.rss_leak_mb
             r.after = snapshot(t)
+            done += 1
+            r.done_seq = done
     while k < len(ticks):
         samples.append((ticks[k], snapshot(ticks[k])))
         k += 1
@@ -251,7 +258,7 @@ def _v1_lines(reqs: list[CReq], samples, name: str, host: str, pid: int) -> list
                "ttft_ms": round((r.failed_s + r.tok + r.queue + r.prefill) * 1000, 2),
                "input_len": r.input_len, "output_len": r.output_len, "reasoning_len": r.output_len // 2,
                "status": "ok", "finish_reason": "stop", "device": device, "inflight": r.inflight,
-               "attempts": 2 if r.oom_beams else 1,
+               "done_before": r.done_before, "done_seq": r.done_seq, "attempts": 2 if r.oom_beams else 1,
                "rss_mb_before": r.before["rss_mb"], "rss_mb_after": r.after["rss_mb"]}  # fmt: skip
         if not cpu:
             req.update(reserved_mb_before=r.before["reserved_mb"], reserved_mb_after=r.after["reserved_mb"],

@@ -68,6 +68,8 @@ SELECT
     rss_mb_before,
     rss_mb_after,
     source,
+    done_before,
+    done_seq,
     CASE WHEN v IS NOT NULL THEN 'v1' ELSE 'legacy' END AS source_format,
     file_id,
     line_bytes

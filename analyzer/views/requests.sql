@@ -66,7 +66,9 @@ WITH r AS (
         max(allocated_mb_before) FILTER (WHERE stage = 'request') AS allocated_mb_before,
         max(allocated_mb_after) FILTER (WHERE stage = 'request') AS allocated_mb_after,
         max(rss_mb_before) FILTER (WHERE stage = 'request') AS rss_mb_before,
-        max(rss_mb_after) FILTER (WHERE stage = 'request') AS rss_mb_after
+        max(rss_mb_after) FILTER (WHERE stage = 'request') AS rss_mb_after,
+        max(done_before) FILTER (WHERE stage = 'request') AS done_before,
+        max(done_seq) FILTER (WHERE stage = 'request') AS done_seq
     FROM events
     WHERE request_id IS NOT NULL
     GROUP BY session_id, request_id
@@ -141,5 +143,7 @@ SELECT
     allocated_mb_before,
     allocated_mb_after,
     rss_mb_before,
-    rss_mb_after
+    rss_mb_after,
+    done_before,
+    done_seq
 FROM d

@@ -43,15 +43,11 @@ CALM, CALM_TURNS = ["s16", "s17"], 3
 HEALTHY = set(KEYS + CALM) - set(PLAN)
 # beam search cannot stream (transformers refuses a streamer with beams): those use /chat
 STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15", "s17"}
-# Seen, reported, not yet fixed: the rule names healthy sessions in some runs.
-KNOWN_EXTRA = {
-    "memory_leak": "diagnosis: with 8 requests in flight a request's reserved delta can hold a leaking "
-                   "neighbour's 512 MiB when it ends between that neighbour's keep and its request event "
-                   "(ends are ordered by the events' ms timestamps). Before diagnosis e0891b7 (same-ms ends "
-                   "count as ended during) healthy sessions were named in about half the runs (70-120 "
-                   "MiB/request vs 48); after it, 0 healthy in 5 runs, one non-leaking faulty session (s03) in "
-                   "1 of 5. Exact ordering needs a per-process completion counter read at both edges.",
-}
+# Seen, reported, not yet fixed: the rule names healthy sessions in some runs (rule -> why).
+# memory_leak was here until request spans carried the completion sequence (done_before /
+# done_seq): ends within one millisecond were ordered by their timestamps, and a request's delta
+# could hold a leaking neighbour's 512 MiB that the analyzer did not subtract.
+KNOWN_EXTRA: dict[str, str] = {}
 NEEDS_DIAGNOSIS = "diagnosis (rules on per-request deltas, failed attempts' params)"
 
 
