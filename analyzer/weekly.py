@@ -18,6 +18,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analyzer.errors import DslogsError, UsageError
+from analyzer.render_diff import fmt_change_pct, fmt_value
 
 REGRESSION_PCT = 20.0
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
@@ -356,17 +357,6 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
 # -- rendering ------------------------------------------------------------------------------
 
 
-def _fmt(v, unit: str = "") -> str:
-    from analyzer.render_html import fmt_num
-
-    s = fmt_num(v)
-    return f"{s} {unit}".rstrip() if s != "—" and unit else s
-
-
-def _fmt_pct(p) -> str:
-    return "—" if p is None else f"{p:+.1f} %"
-
-
 def render_markdown_weekly(model: dict) -> str:
     t, p = model["this"], model["previous"]
     lim = model.get("regression_threshold_pct", REGRESSION_PCT)
@@ -383,16 +373,16 @@ def render_markdown_weekly(model: dict) -> str:
     out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
     for r in model["traffic"]:
         flag = " **regression**" if r["verdict"] == "regression" else ""
-        this_v = f"{r['this'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["this"] is not None else _fmt(r["this"])
-        prev_v = f"{r['previous'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["previous"] is not None else _fmt(r["previous"])
-        out.append(f"| {r['label']} | {this_v} | {prev_v} | {_fmt_pct(r['change_pct'])}{flag} |")
+        this_v = f"{r['this'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["this"] is not None else fmt_value(r["this"])
+        prev_v = f"{r['previous'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["previous"] is not None else fmt_value(r["previous"])
+        out.append(f"| {r['label']} | {this_v} | {prev_v} | {fmt_change_pct(r['change_pct'])}{flag} |")
     out += ["", f"## Stage latency ({model['regressions']} regressions)", "",
             "| stage | p50 ms | prev | change | p95 ms | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in model["stages"]:
         cells = []
         for q in ("p50", "p95"):
             mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
-            cells += [_fmt(r[f"{q}_ms"]), _fmt(r[f"{q}_ms_prev"]), _fmt_pct(r[f"{q}_change_pct"]) + mark]
+            cells += [fmt_value(r[f"{q}_ms"]), fmt_value(r[f"{q}_ms_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
         out.append(f"| {'**' + str(r['stage']) + '**' if r['regression'] else r['stage']} | " + " | ".join(cells) + " |")
     if model["request_metrics"]:
         out += ["", "## Requests", "", "| metric | p50 | prev | change | p95 | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -400,7 +390,7 @@ def render_markdown_weekly(model: dict) -> str:
             cells = []
             for q in ("p50", "p95"):
                 mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
-                cells += [_fmt(r[q]), _fmt(r[f"{q}_prev"]), _fmt_pct(r[f"{q}_change_pct"]) + mark]
+                cells += [fmt_value(r[q]), fmt_value(r[f"{q}_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
             out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
     for kind, title in (("new", "New findings"), ("resolved", "Resolved findings"), ("persisting", "Still open")):
         rows = model["findings"][kind]
