@@ -98,8 +98,15 @@ def render_markdown_diff(d: dict) -> str:
         out += ["", "## Errors", "", "| error type | before | after | sample message |", "|---|---:|---:|---|"]
         for e in d["errors"][:12]:
             out.append(f"| {md_text(e['error_type'])} | {e['before']} | {e['after']} | {md_text(e['sample_msg'])[:160]} |")
+    out += md_finding_changes(d["findings"])
+    return "\n".join(out) + "\n"
+
+
+def md_finding_changes(findings: dict, with_fix: bool = False) -> list[str]:
+    """Markdown of findings new / resolved / still open between two models (diff and weekly)."""
+    out: list[str] = []
     for kind, title in (("new", "New findings"), ("resolved", "Resolved findings"), ("persisting", "Still open")):
-        rows = d["findings"][kind]
+        rows = findings[kind]
         out += ["", f"## {title} ({len(rows)})", ""]
         if not rows:
             out.append("none")
@@ -108,7 +115,9 @@ def render_markdown_diff(d: dict) -> str:
             where = f" — {n} session{'s' if n != 1 else ''}" if n else ""
             hosts = f" on {md_text(', '.join(f['hosts']))}" if f.get("hosts") else ""
             out.append(f"- **{f['severity']}** `{md_text(f['rule'])}`{hosts}{where}: {md_text(f.get('message'))}")
-    return "\n".join(out) + "\n"
+            if with_fix and kind != "resolved" and f.get("fix"):
+                out.append(f"  - fix: {md_text(f['fix'])}")
+    return out
 
 
 def render_diff(d: dict, fmt: str) -> str:

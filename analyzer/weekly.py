@@ -18,7 +18,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analyzer.errors import DslogsError, UsageError
-from analyzer.render_diff import fmt_change_pct, fmt_value
+from analyzer.render_diff import fmt_change_pct, fmt_value, md_finding_changes, md_text
 
 REGRESSION_PCT = 20.0
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
@@ -365,11 +365,11 @@ def render_markdown_weekly(model: dict) -> str:
            f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
            f"Regression: a rise of more than {lim:g} %.", ""]
     for note in model.get("notes") or []:
-        out += [f"> {_md_text(note)}", ""]
+        out += [f"> {md_text(note)}", ""]
     if not p["has_data"]:
         out += [f"> No logs for {model['previous_week']}: nothing to compare, every finding counts as new.", ""]
     if model.get("summary"):
-        out += ["## What changed", ""] + [f"- {_md_text(line)}" for line in model["summary"]] + [""]
+        out += ["## What changed", ""] + [f"- {md_text(line)}" for line in model["summary"]] + [""]
     out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
     for r in model["traffic"]:
         flag = " **regression**" if r["verdict"] == "regression" else ""
@@ -392,25 +392,8 @@ def render_markdown_weekly(model: dict) -> str:
                 mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
                 cells += [fmt_value(r[q]), fmt_value(r[f"{q}_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
             out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
-    for kind, title in (("new", "New findings"), ("resolved", "Resolved findings"), ("persisting", "Still open")):
-        rows = model["findings"][kind]
-        out += ["", f"## {title} ({len(rows)})", ""]
-        if not rows:
-            out.append("none")
-        for f in rows:
-            n = f.get("sessions") or 0
-            where = f" — {n} session{'s' if n != 1 else ''}" if n else ""
-            hosts = f" on {', '.join(f['hosts'])}" if f.get("hosts") else ""
-            out.append(f"- **{f['severity']}** `{f['rule']}`{hosts}{where}: {_md_text(f.get('message'))}")
-            if kind != "resolved" and f.get("fix"):
-                out.append(f"  - fix: {_md_text(f['fix'])}")
+    out += md_finding_changes(model["findings"], with_fix=True)
     return "\n".join(out) + "\n"
-
-
-def _md_text(text) -> str:
-    # Log-derived text in Markdown: one line, no table breaks, inert if the Markdown becomes HTML.
-    s = " ".join(str(text or "").split())
-    return s.replace("<", "&lt;").replace("|", "\\|")
 
 
 def weekly_chart_svg(model: dict) -> str | None:
