@@ -13,6 +13,7 @@ appears in one.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -370,6 +371,68 @@ def _overlap(a: dict, b: dict) -> bool:
     return bool(a.get("first_ts") and b.get("first_ts") and a["first_ts"] <= b["last_ts"] and b["first_ts"] <= a["last_ts"])
 
 
+def _regular(v: dict) -> bool:
+    return bool(v.get("first_ts") and v.get("last_ts") and v["first_ts"] <= v["last_ts"])
+
+
+def _co_active(group: list[dict], flagged: list[dict]) -> dict[str, tuple[int, int]]:
+    """For each flagged session of ``group`` (one process's sessions): how many of the group's
+    sessions were active at the same time (``_overlap``, itself included) and how many of those are
+    flagged. Counted by bisecting sorted start and end times: a pairwise scan is quadratic (an hour
+    at 100 k sessions). Rows whose times are missing or reversed take the pairwise check."""
+    reg = [u for u in group if _regular(u)]
+    odd = [u for u in group if u.get("first_ts") and not _regular(u)]
+    reg_f = [u for u in reg if u["flagged"]]
+    firsts, lasts = sorted(u["first_ts"] for u in reg), sorted(u["last_ts"] for u in reg)
+    firsts_f, lasts_f = sorted(u["first_ts"] for u in reg_f), sorted(u["last_ts"] for u in reg_f)
+    out: dict[str, tuple[int, int]] = {}
+    for v in flagged:
+        if not v.get("first_ts"):
+            out[v["session_id"]] = (1, 1)  # overlaps nothing but itself
+            continue
+        if not _regular(v):
+            co = [u for u in group if u is v or _overlap(u, v)]
+            out[v["session_id"]] = (len(co), sum(1 for u in co if u["flagged"]))
+            continue
+        # a regular u overlaps v when u starts by v's end and does not end before v's start
+        n = bisect_right(firsts, v["last_ts"]) - bisect_left(lasts, v["first_ts"])
+        nf = bisect_right(firsts_f, v["last_ts"]) - bisect_left(lasts_f, v["first_ts"])
+        for u in odd:
+            if _overlap(u, v):
+                n += 1
+                nf += u["flagged"]
+        out[v["session_id"]] = (n, nf)
+    return out
+
+
+def _active_with(group: list[dict], flagged: list[dict]) -> set[str]:
+    """Ids of the group's sessions active at the same time as some flagged session (the flagged
+    ones included): against the union of the flagged sessions' time ranges, not pair by pair."""
+    active = {v["session_id"] for v in flagged}
+    spans: list[list[str]] = []
+    for a, b in sorted((v["first_ts"], v["last_ts"]) for v in flagged if _regular(v)):
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    starts = [a for a, _ in spans]
+    odd_flagged = [v for v in flagged if v.get("first_ts") and not _regular(v)]
+    for u in group:
+        if u["session_id"] in active or not u.get("first_ts"):
+            continue
+        if _regular(u):
+            i = bisect_right(starts, u["last_ts"]) - 1
+            if i >= 0 and spans[i][1] >= u["first_ts"]:
+                active.add(u["session_id"])
+                continue
+        elif any(_overlap(u, v) for v in flagged if _regular(v)):
+            active.add(u["session_id"])
+            continue
+        if any(_overlap(u, v) for v in odd_flagged):
+            active.add(u["session_id"])
+    return active
+
+
 def cpu_only_hosts(m: dict) -> set:
     """Hosts whose requests ran on a CPU device and that show nothing GPU-ish (issue 12)."""
     return {
@@ -427,16 +490,16 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         flagged = [v for v in group if v["flagged"]]
         # For each flagged session, the sessions of its process active at the same time (itself
         # included) and the share of them flagged: near 1 when per-process reserved rose under all.
-        co = {v["session_id"]: [u for u in group if u is v or _overlap(u, v)] for v in flagged}
-        crowded = [v for v in flagged if len(co[v["session_id"]]) >= 3]
+        co = _co_active(group, flagged)
+        crowded = [v for v in flagged if co[v["session_id"]][0] >= 3]
         if len(crowded) < 3:
             continue
-        shares = sorted(sum(1 for u in co[v["session_id"]] if u["flagged"]) / len(co[v["session_id"]]) for v in crowded)
+        shares = sorted(co[v["session_id"]][1] / co[v["session_id"]][0] for v in crowded)
         if shares[len(shares) // 2] > th["most_sessions_share"]:
             for v in flagged:
                 v["flagged"] = False
                 v["process_scoped"] = True
-            active = {u["session_id"] for v in flagged for u in co[v["session_id"]]}
+            active = _active_with(group, flagged)
             first = min(flagged, key=lambda v: v.get("first_ts") or "")
             last = max(flagged, key=lambda v: v.get("last_ts") or "")
             processes.append({"host": key[0], "pid": key[1], "sessions": len(active), "flagged_sessions": len(flagged),
