@@ -390,3 +390,20 @@ def test_sample_logs_are_what_the_script_generates(tmp_path):
         ids = set(truth["healthy_sessions"]) | {s for e in truth["scenarios"].values() for s in e["sessions"]}
         assert sessions.isdisjoint(ids), f"{folder}: session ids must be unique across folders"
         sessions |= ids
+
+
+def test_max_turns_caps_healthy_sessions_only(tmp_path):
+    # bench/ingest.py's many-short-sessions data set; a faulty session keeps the turns its fault needs
+    simulate(tmp_path / "s", ["healthy", "memory_leak"], days=1, seed=3, events=40_000, max_turns=2)
+    truth = json.loads((tmp_path / "s" / "truth.json").read_text())
+    per_session: dict[str, int] = defaultdict(int)
+    for e in events(tmp_path / "s", truth):
+        if e.get("stage") == "input":
+            per_session[e["session_id"]] += 1
+    leaky = set(truth["scenarios"]["memory_leak"]["sessions"])
+    assert leaky and all(per_session[s] >= 7 for s in leaky)
+    healthy = [n for s, n in per_session.items() if s not in leaky]
+    assert max(healthy) == 2 and min(healthy) == 1
+    assert truth["args"]["max_turns"] == 2
+    with pytest.raises(UsageError):
+        simulate(tmp_path / "t", ["healthy"], events=1000, max_turns=0)

@@ -91,8 +91,10 @@ def _hosts(
 class _Run:
     """One pass over all hosts: count-only (calibration) or writing."""
 
-    def __init__(self, key, fmt, hosts, names, scale, outdir=None, max_bytes=None, executor=None, change=None):
+    def __init__(self, key, fmt, hosts, names, scale, outdir=None, max_bytes=None, executor=None, change=None,
+                 max_turns=None):  # fmt: skip
         self.key, self.fmt, self.hosts, self.names, self.scale = key, fmt, hosts, names, scale
+        self.max_turns = max_turns  # cap on a healthy session's requests (None: the traffic model's)
         self.change = change  # (name, ms after each host's start) or None: analyzer/simulate/changes.py
         self.outdir, self.max_bytes, self.executor = outdir, max_bytes, executor
         self.session_faults = [n for n in names if SCENARIOS[n].scope == SESSION]
@@ -103,7 +105,7 @@ class _Run:
     def planner(self, host: Host) -> Planner:
         return Planner(
             Random(f"{self.key}|plan|{host.index}"), host, self.session_faults, self.global_faults,
-            self.scale, self.sparse, legacy=self.legacy,
+            self.scale, self.sparse, legacy=self.legacy, max_turns=self.max_turns,
         )  # fmt: skip
 
     def sessions(self, host: Host):
@@ -185,7 +187,7 @@ def _predict(k: float, total: int, req: int, load: list[tuple[int, int]], legacy
 EXACT_CALIBRATION_MAX_EVENTS = 300_000  # above this, trust the model instead of re-counting
 
 
-def _calibrate(key, fmt, hosts, names, target: int) -> float:
+def _calibrate(key, fmt, hosts, names, target: int, max_turns=None) -> float:
     """Arrival-rate scale giving about ``target`` events.
 
     Count-only passes draw every request without writing; a load model extrapolates from the
@@ -207,7 +209,7 @@ def _calibrate(key, fmt, hosts, names, target: int) -> float:
     tried: dict[float, int] = {}
 
     def count(sc: float):
-        total, req, load = _Run(key, fmt, hosts, names, sc).profile()
+        total, req, load = _Run(key, fmt, hosts, names, sc, max_turns=max_turns).profile()
         tried[sc] = total
         return total, req, load
 
@@ -398,12 +400,14 @@ def simulate(
     host_prefix: str = "gpu",
     change: str | None = None,
     change_at: str | None = None,
+    max_turns: int | None = None,
 ) -> dict:
     """Write simulated logs and truth.json into ``outdir``; return a summary.
 
     ``hours`` (Python API only) limits the run to that many hours from ``start`` instead of
     whole days; ``change`` (analyzer/simulate/changes.py) alters the service at ``change_at``
-    (local wall-clock ISO time; default the middle of the run); ``max_bytes`` is the rotation size (tests use small values); hosts are named
+    (local wall-clock ISO time; default the middle of the run); ``max_turns`` (Python API only)
+    caps a healthy session's requests (bench/ingest.py: many short sessions); ``max_bytes`` is the rotation size (tests use small values); hosts are named
     ``<host_prefix>-01``, ... (sample_logs/ gives each folder its own, so that analysing all
     folders at once does not merge different runs' hosts).
     """
@@ -414,7 +418,7 @@ def simulate(
     try:
         return _simulate(
             outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix,
-            change, change_at,
+            change, change_at, max_turns,
         )
     finally:
         if was_enabled:
@@ -422,7 +426,8 @@ def simulate(
 
 
 def _simulate(
-    outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix, change=None, change_at=None
+    outdir, scenarios, days, seed, fmt, events, hosts, start, hours, max_bytes, host_prefix, change=None, change_at=None,
+    max_turns=None,
 ) -> dict:
     t_begin = time.perf_counter()
     outdir = Path(outdir)
@@ -437,6 +442,8 @@ def _simulate(
         raise UsageError("max_bytes must be at least 4096")
     if hours is not None and hours <= 0:
         raise UsageError("hours must be positive")
+    if max_turns is not None and max_turns < 1:
+        raise UsageError("max_turns must be at least 1")
     start_dt = _parse_start(start)
     span_ms = int((hours if hours is not None else 24 * days) * MS_PER_HOUR)
     host_faults = assign_hosts(names, hosts)
@@ -448,11 +455,13 @@ def _simulate(
     change_plan = _change_plan(change, change_at, start_dt, span_ms)
     if change_plan:
         key += f"|change={change}@{change_plan[1]}"
-    scale = _calibrate(key, fmt, host_list, names, events) if events else 1.0
+    if max_turns is not None:
+        key += f"|max_turns={max_turns}"
+    scale = _calibrate(key, fmt, host_list, names, events, max_turns) if events else 1.0
     _prepare(outdir)
     truth = _Truth(names, fmt == "legacy")
     with ThreadPoolExecutor(max_workers=1) as pool:
-        run = _Run(key, fmt, host_list, names, scale, outdir, max_bytes, pool, change_plan)
+        run = _Run(key, fmt, host_list, names, scale, outdir, max_bytes, pool, change_plan, max_turns)
         total, files, bad, host_stats = run.write(truth.collect)
     files.sort()
 
@@ -488,7 +497,7 @@ def _simulate(
         "seed": seed,
         "args": {"scenarios": list(scenarios or ["healthy"]), "days": days, "seed": seed, "format": fmt,
                  "events": events, "hosts": hosts, "start": start, "hours": hours, "max_bytes": max_bytes,
-                 "host_prefix": host_prefix},  # fmt: skip
+                 "host_prefix": host_prefix, **({"max_turns": max_turns} if max_turns else {})},  # fmt: skip
         "format": fmt,
         "start": start_dt.isoformat(),
         "scale": round(scale, 6),

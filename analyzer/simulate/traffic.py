@@ -101,8 +101,9 @@ class Planner:
     """Draws one host's sessions in arrival order."""
 
     def __init__(self, rng: Random, host: Host, session_faults: list[str], global_faults: frozenset[str],
-                 scale: float, sparse: frozenset[str], legacy: bool = False):
+                 scale: float, sparse: frozenset[str], legacy: bool = False, max_turns: int | None = None):
         self.legacy = legacy
+        self.max_turns = max_turns
         self.rng = rng
         self.host = host
         self.session_faults = session_faults
@@ -153,6 +154,8 @@ class Planner:
         g = self.global_faults
         s = Session(new_uuid(rng), fault, host)
         n_turns = 1 + min(int(rng.expovariate(1 / 3.2)), 13)
+        if self.max_turns and fault is None:
+            n_turns = min(n_turns, self.max_turns)
         think_cap = 180_000.0
         tpot_base = rng.uniform(34, 52)
         gw_base = rng.uniform(18, 38)
