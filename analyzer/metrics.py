@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from analyzer.resources import load_query, query_names
+from analyzer.rows import Rows
 from analyzer.thresholds import defaults
 
 # Metric tables compute_metrics builds, in run order (time_span first: it picks the bucket).
@@ -185,7 +186,7 @@ def _converter(duck_type: str):
     return _generic_column
 
 
-def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
+def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
     """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
     sql = load_query(name)
     used = {k: params[k] for k in query_params(sql)}
@@ -193,19 +194,41 @@ def run_metric(con, name: str, params: dict[str, object]) -> list[dict]:
     return result_rows(cursor)
 
 
-def result_rows(cursor) -> list[dict]:
-    """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine)."""
+# A result of more rows than this (the per-session tables) is kept column by column (rows.Rows):
+# as row dicts 400 k sessions would hold 2+ GB (issue 16 item 4). Smaller ones stay lists.
+COMPACT_ROWS = 5000
+
+
+def _convert(rows: list[tuple], converters: list) -> list[list]:
+    values = [list(col) for col in zip(*rows, strict=True)]
+    for i, convert in enumerate(converters):
+        if convert is not None:
+            values[i] = convert(values[i])
+    return values
+
+
+def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
+    """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine):
+    a list, or past ``compact_rows`` (default COMPACT_ROWS) rows a ``Rows`` read the same way."""
     columns = [d[0] for d in cursor.description]
-    converters = [_converter(str(d[1])) for d in cursor.description]
-    # fetchall before the next query: DuckDB 2.0 streams results (DESIGN.md §10).
-    rows = cursor.fetchall()
-    if rows and any(converters):
-        values = [list(col) for col in zip(*rows, strict=True)]
-        for i, convert in enumerate(converters):
-            if convert is not None:
-                values[i] = convert(values[i])
-        rows = zip(*values, strict=True)
-    return [dict(zip(columns, row, strict=True)) for row in rows]
+    types = [str(d[1]) for d in cursor.description]
+    converters = [_converter(t) for t in types]
+    limit = COMPACT_ROWS if compact_rows is None else compact_rows
+    # every row fetched before the next query: DuckDB 2.0 streams results (DESIGN.md §10); in
+    # chunks, so a large table never exists as one list of tuples
+    rows = cursor.fetchmany(limit + 1)
+    if len(rows) <= limit:
+        if rows and any(converters):
+            rows = zip(*_convert(rows, converters), strict=True)
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+    table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
+    while rows:
+        table.extend(_convert(rows, converters))
+        rows = cursor.fetchmany(_FETCH_ROWS)
+    return table.seal()
+
+
+_FETCH_ROWS = 8192
 
 
 def view_columns(con, view: str) -> set[str]:

@@ -139,9 +139,10 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
             for r in metrics.get("errors_by_type", [])
         ],
-        "slowest_sessions": metrics.get("slowest_sessions", []),
-        "gpus": metrics.get("gpu_per_host", []),
-        "processes": metrics.get("rss_per_process", []),
+        # list(): a large metric table is a read-only metrics.Rows; the model holds plain lists
+        "slowest_sessions": list(metrics.get("slowest_sessions", [])),
+        "gpus": list(metrics.get("gpu_per_host", [])),
+        "processes": list(metrics.get("rss_per_process", [])),
         "series_bucket": params.get("bucket", "hour"),
         "series": _series_block(metrics),
         "session_details": group_session_details(metrics.get("session_requests", [])),

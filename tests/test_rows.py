@@ -1,0 +1,94 @@
+"""Large metric tables kept column by column (analyzer/rows.py, issue 16 item 4): a Rows reads as
+the list of row dicts it replaces, and a report built with every table compact is the report
+built from lists, on every folder of sample_logs/."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tracemalloc
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analyzer import metrics
+from analyzer.ingest import open_logs
+from analyzer.report import build_report, report_to_json
+from analyzer.rows import Rows
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _table(con, sql: str, compact_rows: int):
+    return metrics.result_rows(con.execute(sql), compact_rows=compact_rows)
+
+
+SQL = """
+SELECT 's' || i AS session_id, CASE WHEN i % 3 = 0 THEN NULL ELSE 'gpu-0' || (i % 2) END AS host,
+       CASE WHEN i % 5 = 0 THEN NULL WHEN i % 7 = 0 THEN 'nan'::DOUBLE WHEN i % 11 = 0 THEN 'inf'::DOUBLE
+            ELSE i / 3.0 END AS x,
+       i AS n, i % 2 = 0 AS even, TIMESTAMPTZ '2026-11-23 10:00:00+00' + to_seconds(i) AS ts,
+       [i, i + 1] AS pair
+FROM range(0, 12000) t(i) ORDER BY i
+"""
+
+
+def test_rows_read_as_the_list_they_replace():
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    as_list = _table(con, SQL, compact_rows=10**9)
+    rows = _table(con, SQL, compact_rows=100)
+    assert isinstance(as_list, list) and isinstance(rows, Rows)
+    assert len(rows) == len(as_list) == 12000
+    assert rows == as_list and list(rows) == as_list
+    assert rows[0] == as_list[0] and rows[-1] == as_list[-1] and rows[4097] == as_list[4097]
+    assert rows[10:20] == as_list[10:20] and rows[::997] == as_list[::997]
+    # NULL, NaN and inf are None in both; integers, booleans, timestamps and lists keep their types
+    assert [rows[i]["x"] for i in (5, 7, 11)] == [None, None, None]
+    assert rows[2]["x"] == pytest.approx(2 / 3) and rows[2]["n"] == 2 and rows[2]["even"] is True
+    assert rows[1]["ts"] == as_list[1]["ts"] and rows[4]["pair"] == [4, 5]
+    with pytest.raises(IndexError):
+        rows[12000]
+    # session ids and hosts interned: the tables of one run share them
+    assert rows[1]["session_id"] is sys.intern("s1") and rows[1]["host"] is rows[5]["host"] == "gpu-01"
+    assert all(not math.isnan(r["x"]) for r in rows if r["x"] is not None)
+    with pytest.raises(TypeError):
+        json.dumps(rows)  # never reaches the model as such (report.py copies what it shows)
+
+
+def test_rows_are_several_times_smaller_than_row_dicts():
+    con = duckdb.connect()
+    sql = ("SELECT 'session-' || i AS session_id, 'gpu-01' AS host, i AS requests, "
+           + ", ".join(f"(i * {k}.5)::DOUBLE AS v{k}" for k in range(15)) + " FROM range(0, 30000) t(i)")  # fmt: skip
+
+    def traced(limit):
+        tracemalloc.start()
+        table = _table(con, sql, limit)
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return table, size
+
+    as_list, big = traced(10**9)
+    rows, small = traced(100)
+    assert rows == as_list
+    assert small * 2.5 < big, (small, big)  # 0.3 kB against 1 kB a row here
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(p.name for p in (REPO / "sample_logs").iterdir() if p.is_dir())
+)
+def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tmp_path):
+    def report(compact: int) -> dict:
+        monkeypatch.setattr(metrics, "COMPACT_ROWS", compact)
+        db = open_logs([str(REPO / "sample_logs" / folder)], use_cache=False)
+        try:
+            model = build_report(db)
+        finally:
+            db.close()
+        model.pop("generated_at")
+        model["ingest"].pop("seconds")  # how long reading took
+        return json.loads(report_to_json(model))
+
+    assert report(0) == report(10**9)
