@@ -225,21 +225,29 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         for sid in f["session_ids"]:
             rank = SEVERITY_RANK[f["severity"]]
             worst[sid] = min(rank, worst.get(sid, rank))
+    # Only the rows the block keeps are built: every flagged session, and the first `cap` others
+    # in time order (the table's order): session_summary has a row per session (400 k+ at 20 M
+    # events), the block at most cap + the flagged ones (issue 16 item 4).
+    cap = int(thresholds["report"]["max_sessions"])
+    flagged, others = [], []
+    for r in metrics.get("session_summary", []):
+        found = by_session.get(r["session_id"])
+        if not found and len(others) >= cap:
+            continue
+        row = {k: r.get(k) for k in SESSION_KEYS}
+        row["findings"] = sorted(set(found or []), key=RULE_IDS.index)
+        (flagged if found else others).append(row)
+    kept = {row["session_id"] for row in flagged + others}
     # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
     # a short session is not a leak), so the tables can show why a session is or is not flagged
     rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
              for r in metrics.get("memory_per_session", [])
-             if r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}
-    rows = []
-    for r in metrics.get("session_summary", []):
-        row = {k: r.get(k) for k in SESSION_KEYS}
-        row["reserved_rise_mb"] = rises.get(r["session_id"])
-        row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
-        rows.append(row)
-    cap = int(thresholds["report"]["max_sessions"])
-    flagged = [r for r in rows if r["findings"]]
+             if r["session_id"] in kept and r.get("reserved_first_mb") is not None
+             and r.get("reserved_last_mb") is not None}  # fmt: skip
+    for row in flagged + others:
+        row["reserved_rise_mb"] = rises.get(row["session_id"])
+        row["findings"] = row.pop("findings")  # key order as before: ..., reserved_rise_mb, findings
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
-    others = [r for r in rows if not r["findings"]]
     return (flagged + others)[: max(cap, len(flagged))]
 
 

@@ -219,12 +219,13 @@ def finding(
     severity: str | None = None,
 ) -> dict:
     default_severity, source, fix = RULE_INFO[rule]
-    ids = sorted({s for s in (session_ids or []) if s is not None})
+    # the first MAX_FINDING_SESSIONS in the rule's order (worst first), listed sorted by id
+    ids = list(dict.fromkeys(s for s in (session_ids or []) if s is not None))
     return {
         "rule": rule,
         "severity": severity or default_severity,
         "scope": scope,
-        "session_ids": ids[:MAX_FINDING_SESSIONS],
+        "session_ids": sorted(ids[:MAX_FINDING_SESSIONS]),
         "session_count": len(ids),
         "hosts": sorted({h for h in (hosts or []) if h is not None}),
         "value": value,

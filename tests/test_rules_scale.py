@@ -1,13 +1,15 @@
-"""memory_leak's "sessions active at the same time" counts (rules._co_active, rules._active_with)
-against the pairwise definition (rules._overlap) they replace: the same numbers on any group,
-including touching ranges, missing and reversed times."""
+"""Rules at scale (issue 16 item 4): memory_leak's "sessions active at the same time" counts
+(rules._co_active, rules._active_with) against the pairwise definition (rules._overlap) they
+replace: the same numbers on any group, including touching ranges, missing and reversed times;
+a finding over many sessions lists the worst ones."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.rules import _active_with, _co_active, _overlap
+from analyzer.rules import MAX_FINDING_SESSIONS, _active_with, _co_active, _overlap, rule_gpu_wait
+from analyzer.thresholds import defaults
 
 STAMP = st.one_of(
     st.none(), st.integers(0, 40).map(lambda m: f"2026-11-23T10:{m:02d}:00.000+00:00")
@@ -57,3 +59,14 @@ def test_many_sessions_are_counted_without_a_pairwise_scan():
         3,
     )  # s297..s303 overlap s300 (ends touching count); s297, s300, s303 flagged
     assert len(_active_with(group, flagged)) == 60_000
+
+
+def test_a_finding_over_many_sessions_lists_the_worst_ones():
+    th = defaults()
+    rows = [{"session_id": f"s{i:05d}", "host": "gpu-01", "count": 10, "gpu_wait_pct_p50": 61 + i / 100,
+             "gpu_wait_pct_p90": 70, "gpu_wait_pct_max": 80} for i in range(1000)]  # fmt: skip
+    outcome = rule_gpu_wait({"gpu_wait_per_session": rows}, {}, th)
+    (f,) = outcome.findings
+    assert f["session_count"] == 1000 and len(f["session_ids"]) == MAX_FINDING_SESSIONS
+    # the listed ones are the highest waits (the rule's order), shown sorted by id
+    assert f["session_ids"] == [f"s{i:05d}" for i in range(1000 - MAX_FINDING_SESSIONS, 1000)]
