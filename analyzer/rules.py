@@ -469,9 +469,10 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     for sid, r in hosts.items():
         if sid in sessions:
             sessions[sid].update(host=r.get("host"), pid=r.get("pid"))
-    snaps = [r for r in m.get("memory_per_session", [])
+    # a generator: the table may hold 400 k+ sessions, read once (issue 16 item 4)
+    snaps = (r for r in m.get("memory_per_session", [])
              if r.get("host") not in cpu and r["session_id"] not in rates
-             and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None]
+             and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None)
     for r in snaps:
         rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
         sessions[r["session_id"]] = {
