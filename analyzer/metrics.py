@@ -13,11 +13,14 @@ as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
+
+import duckdb
 
 from analyzer.resources import load_query, query_names
 from analyzer.rows import Rows
@@ -229,6 +232,7 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
 
 
 _FETCH_ROWS = 8192
+RELEASE_TO = "256MB"  # DuckDB's limit for the instant of DuckDBSource.release_memory
 
 
 def view_columns(con, view: str) -> set[str]:
@@ -281,8 +285,32 @@ class DuckDBSource:
 
     def run(self, names: Sequence[str], params: dict[str, object]) -> dict[str, list[dict]]:
         span = getattr(self, "_span", None)
-        return {name: span if name == "time_span" and span is not None else run_metric(self.con, name, params)
-                for name in names}  # fmt: skip
+        out = {}
+        for name in names:
+            out[name] = span if name == "time_span" and span is not None else run_metric(self.con, name, params)
+            if isinstance(out[name], Rows):
+                self.release_memory()  # the table now held in Python: give DuckDB's cache back
+        if any(isinstance(t, Rows) for t in out.values()):
+            self.release_memory()  # before the rules run in Python
+        return out
+
+    def release_memory(self) -> None:
+        """Make DuckDB drop the cached blocks of the logs (issue 16 item 4: peak RSS bounded).
+
+        Its buffer pool keeps blocks read up to memory_limit; once a large metric table is in
+        Python, that and the cache together would exceed the budget. Lowering the limit for an
+        instant evicts them (0.1 s; re-read from the OS page cache when a later query needs them).
+        Only when the logs are in the cache file: an in-memory store would be spilled to disk."""
+        if self.db is None or getattr(self.db, "cache_path", None) is None:
+            return
+        # what ingest.open_logs set (the setting itself reads back rounded, '953.6 MiB')
+        limit = os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB")
+        try:
+            self.con.execute(f"SET memory_limit = '{RELEASE_TO}'")
+        except duckdb.Error:
+            pass  # nothing is lost: the limit is restored below
+        finally:
+            self.con.execute("SET memory_limit = $limit", {"limit": limit})
 
     def close(self) -> None:
         if self.db is not None:

@@ -450,7 +450,8 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summary(results)
-    out = ROOT / "bench" / "data" / "ingest-results.json"
+    tag = "-".join(wanted) + ("-" + args.sizes.replace(",", "-") if "sizes" in wanted else "")
+    out = ROOT / "bench" / "data" / f"ingest-results-{tag}.json"  # one file per kind of run
     out.write_text(json.dumps(results, indent=1, default=str))
     print(
         f"(results in {out.relative_to(ROOT)}; the bench took {time.perf_counter() - started:.0f} s)"

@@ -52,7 +52,9 @@ def test_rows_read_as_the_list_they_replace():
     with pytest.raises(IndexError):
         rows[12000]
     # session ids and hosts interned: the tables of one run share them
-    assert rows[1]["session_id"] is sys.intern("s1") and rows[1]["host"] is rows[5]["host"] == "gpu-01"
+    assert (
+        rows[1]["session_id"] is sys.intern("s1") and rows[1]["host"] is rows[5]["host"] == "gpu-01"
+    )
     assert all(not math.isnan(r["x"]) for r in rows if r["x"] is not None)
     with pytest.raises(TypeError):
         json.dumps(rows)  # never reaches the model as such (report.py copies what it shows)
@@ -92,3 +94,28 @@ def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tm
         return json.loads(report_to_json(model))
 
     assert report(0) == report(10**9)
+
+
+def test_duckdb_cache_released_after_large_tables_and_the_limit_restored(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        metrics, "COMPACT_ROWS", 0
+    )  # every table counts as large: release after each
+    seen = []
+    real = metrics.DuckDBSource.release_memory
+
+    def spy(self):
+        real(self)
+        seen.append(self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+    monkeypatch.setattr(metrics.DuckDBSource, "release_memory", spy)
+    db = open_logs([str(REPO / "sample_logs" / "memory_leak")], cache=tmp_path / "c.duckdb")
+    try:
+        source = metrics.DuckDBSource.of(db)
+        (before,) = db.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        model = build_report(source)
+        (after,) = db.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert after == before
+        assert db.cache_path is not None and len(seen) > 5 and set(seen) == {before}
+    finally:
+        db.close()
+    assert model["findings"] and any(f["rule"] == "memory_leak" for f in model["findings"])
