@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 NAN = float("nan")
 _CHUNK = 4096  # rows built at a time when iterating
@@ -25,11 +26,12 @@ class Rows(Sequence):
     """A metric table as columns; see the module doc."""
 
     # _interned: which columns to intern, needed only while filling (``seal`` drops it)
-    __slots__ = ("columns", "_floats", "_data", "_n", "_interned")
+    __slots__ = ("columns", "_floats", "_nan", "_data", "_n", "_interned")
 
     def __init__(self, columns: list[str], floats: list[bool], interned: list[bool] | None = None):
         self.columns = list(columns)
         self._floats = list(floats)
+        self._nan = [False] * len(floats)  # a float column holding a None (stored as NaN)
         self._data: list = [array("d") if f else [] for f in floats]
         self._n = 0
         self._interned = interned
@@ -38,7 +40,10 @@ class Rows(Sequence):
         """Append rows given column by column (JSON values: None for NULL, NaN or inf)."""
         for i, col in enumerate(values):
             if self._floats[i]:
-                self._data[i].extend(NAN if v is None else v for v in col)
+                if None in col:
+                    self._nan[i] = True
+                    col = [NAN if v is None else v for v in col]
+                self._data[i].extend(col)
             elif self._interned and self._interned[i]:
                 intern = sys.intern
                 self._data[i].extend(v if v is None else intern(v) for v in col)
@@ -53,20 +58,23 @@ class Rows(Sequence):
 
     def _columns(self, lo: int, hi: int) -> list[list]:
         out = []
-        for f, data in zip(self._floats, self._data, strict=True):
+        for f, nan, data in zip(self._floats, self._nan, self._data, strict=True):
             part = data[lo:hi]
-            # NaN stands for None in a float column (the metric values are finite or None)
-            out.append([None if v != v else v for v in part] if f else part)
+            if f:
+                # NaN stands for None in a float column (the metric values are finite or None)
+                part = [None if v != v else v for v in part] if nan else part.tolist()
+            out.append(part)
         return out
 
     def __len__(self) -> int:
         return self._n
 
     def __iter__(self) -> Iterator[dict]:
-        cols = self.columns
+        build = partial(zip, self.columns)  # dict(zip(columns, row)) per row, without a Python loop
         for lo in range(0, self._n, _CHUNK):
-            for row in zip(*self._columns(lo, min(lo + _CHUNK, self._n)), strict=True):
-                yield dict(zip(cols, row, strict=True))
+            yield from map(
+                dict, map(build, zip(*self._columns(lo, min(lo + _CHUNK, self._n)), strict=True))
+            )
 
     def __getitem__(self, index):
         if isinstance(index, slice):

@@ -97,9 +97,8 @@ def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tm
 
 
 def test_duckdb_cache_released_after_large_tables_and_the_limit_restored(monkeypatch, tmp_path):
-    monkeypatch.setattr(
-        metrics, "COMPACT_ROWS", 0
-    )  # every table counts as large: release after each
+    # every table counts as large: a release after each
+    monkeypatch.setattr(metrics, "RELEASE_ROWS", 0)
     seen = []
     real = metrics.DuckDBSource.release_memory
 
