@@ -378,10 +378,11 @@ def summary(results: dict) -> None:
             print(f"{label:48} n/a")
             return
         w, c = a["wall"] / b["wall"], a["cpu"] / b["cpu"]
-        print(
-            f"{label:48} {w:6.2f}x wall {c:6.2f}x cpu   target <= {target}x: {verdict(min(w, c), target)}"
-            f"{'' if verdict(max(w, c), target) == 'ok' else ' (one of wall/cpu over)'}"
-        )
+        ok_wall, ok_cpu = verdict(w, target) == "ok", verdict(c, target) == "ok"
+        # wall clock on a shared box measures the neighbours too: CPU time says which it is
+        judged = "ok" if ok_wall and ok_cpu else "MISSED" if not (ok_wall or ok_cpu) else (
+            "ok on cpu, not on wall" if ok_cpu else "ok on wall, not on cpu")  # fmt: skip
+        print(f"{label:48} {w:6.2f}x wall {c:6.2f}x cpu   target <= {target}x: {judged}")
 
     for label, r in results.get("render", {}).items():
         for state in ("cold", "warm"):
