@@ -513,11 +513,17 @@ def _group_meta(con, ingest: dict | None, shown: dict) -> dict:
     firsts = [r[3] for r in rows if r[3] is not None]
     lasts = [r[4] for r in rows if r[4] is not None]
     first, last = (min(firsts), max(lasts)) if firsts else (None, None)
+    # Which hosts each JSONL file holds: a drill-down reads only its sessions' hosts' files.
+    file_hosts: dict[str, list] = {}
+    if shown:
+        for path, host in con.execute("SELECT DISTINCT source_file, host FROM events").fetchall():
+            file_hosts.setdefault(shown.get(path, path), []).append(host)
     if ingest is not None:
         for key in ("bad_line_samples", "skipped"):
             ingest[key] = [{**s, "file": shown.get(s.get("file"), s.get("file"))} for s in ingest.get(key, [])]
         ingest.pop("seconds", None)
-    return {"hosts": hosts, "first_us": first, "last_us": last, "formats": formats, "ingest": ingest}
+    return {"hosts": hosts, "first_us": first, "last_us": last, "formats": formats, "ingest": ingest,
+            "file_hosts": file_hosts}
 
 
 def _candidate_buckets(zone: str, first_us: int | None, last_us: int | None) -> list[str]:
@@ -777,11 +783,12 @@ class SparkSource:
         if tables is None:
             which = self._live()
             ids = params.get("session_ids")
+            only = None
             if ids is not None and all(s in self.session_hosts for s in ids):
-                # A drill-down reads only the groups of its sessions' hosts (sessions never cross hosts).
-                hosts = {self.session_hosts[s] for s in ids}
-                which = [g for g in which if hosts & set(self._metas.get(g, {}).get("hosts", hosts))]
-            tables, _ = self._job(which, "analysis", names, params, speculative=False)
+                # A drill-down reads only the files of its sessions' hosts (sessions never cross hosts).
+                only = self._files_of_hosts({self.session_hosts[s] for s in ids})
+                which = [g for g in which if only[g]]
+            tables, _ = self._job(which, "analysis", names, params, speculative=False, only=only)
         parts: dict[str, list] = {}
         for g in self._live():
             for name, table in tables.get(g, {}).items():
@@ -848,7 +855,18 @@ class SparkSource:
                   _iso_micros(max(lasts), self.zone) if lasts else None)  # fmt: skip
         return ingest, bounds
 
-    def _job(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool):
+    def _files_of_hosts(self, hosts: set) -> dict[int, list[GroupFile]]:
+        """Per group, the files the first read saw events of ``hosts`` in (and files it saw no
+        event in at all, which may hold lines outside the window that legacy numbering counts)."""
+        out = {}
+        for g in self._live():
+            seen = self._metas.get(g, {}).get("file_hosts", {})
+            out[g] = [f for f in self.groups[g]
+                      if (f.host in hosts if f.kind == "parquet" else not seen.get(f.display) or hosts & set(seen[f.display]))]  # fmt: skip
+        return out
+
+    def _job(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool,
+             only: dict[int, list[GroupFile]] | None = None):  # fmt: skip
         """Run the groups ``which``; when a host turned up in two groups (the guess split it),
         merge those groups and read them again: every host whole in one group, or no answer.
         Returns ({group: {name: Arrow table}}, {group: meta})."""
@@ -856,7 +874,7 @@ class SparkSource:
         metas: dict[int, dict] = {}
         todo = list(which)
         while todo:
-            rows = self._collect_rows(self._frame(todo, mode, names, params, speculative))
+            rows = self._collect_rows(self._frame(todo, mode, names, params, speculative, only))
             for g, name, data in rows:
                 if name == "@meta":
                     metas[g] = json.loads(data)
@@ -898,7 +916,8 @@ class SparkSource:
             new.append(len(self.groups) - 1)
         return new
 
-    def _frame(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool):
+    def _frame(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool,
+               only: dict[int, list[GroupFile]] | None = None):  # fmt: skip
         """One row set per group (slot, path, content), one Spark partition each, mapped by
         ``_group_fn``: local files are read by the task itself (only the slot crosses the JVM);
         URLs' bytes come through Spark's binaryFile reader."""
@@ -908,8 +927,9 @@ class SparkSource:
 
         spark = self.spark
         spark.conf.set("spark.sql.unionOutputPartitioning", "false")  # see spark_conf
-        which = sorted(which, key=lambda g: any(f.uri for f in self.groups[g]))
-        slots = [self.groups[g] for g in which]
+        files = {g: (only or {}).get(g, self.groups[g]) for g in which}
+        which = sorted(which, key=lambda g: any(f.uri for f in files[g]))
+        slots = [files[g] for g in which]
         local = sum(1 for files in slots if not any(f.uri for f in files))
         frames = []
         if local:
