@@ -431,6 +431,7 @@ class GroupFile:
     kind: str  # "jsonl" | "parquet"
     local: str | None = None  # a path the executor opens itself
     uri: str | None = None  # else its bytes come through Spark's binaryFile reader, under this URI
+    spark_path: str | None = None  # what that reader loads (glob characters escaped)
     host: str | None = None  # parquet: the host of the manifest's partition folder
     size: int = 0
 
@@ -937,7 +938,7 @@ class SparkSource:
                 F.col("id").cast("int").alias("slot"), F.lit(None).cast("string").alias("path"),
                 F.lit(None).cast("binary").alias("content")))  # fmt: skip
         for slot in range(local, len(slots)):
-            paths = [_escape_glob(f.uri) for f in slots[slot] if f.uri]
+            paths = [f.spark_path for f in slots[slot] if f.uri]
             raw = spark.read.format("binaryFile").load(paths).coalesce(1)
             frames.append(raw.select(F.lit(slot).cast("int").alias("slot"), "path", "content"))
         if not frames:
@@ -1030,7 +1031,8 @@ def open_spark(
         if f.size == 0:
             continue
         local = None if is_url(f.display) else str(Path(f.display).resolve())
-        files.append(GroupFile(i, f.display, "jsonl", local=local, uri=None if local else f.uri, size=f.size))
+        files.append(GroupFile(i, f.display, "jsonl", local=local, uri=None if local else f.uri,
+                               spark_path=None if local else f.spark_path, size=f.size))  # fmt: skip
     for ds in sources.datasets:
         block = dataset_ingest(ds.manifest, ds.files)
         for key in ("files", "bad_lines", "bytes", "skipped_files"):
@@ -1043,6 +1045,7 @@ def open_spark(
             files.append(GroupFile(len(files) + len(sources.jsonl), path, "parquet",
                                    local=None if remote else str(Path(path).resolve()),
                                    uri=_hadoop_uri(spark, path) if remote else None,
+                                   spark_path=_escape_glob(path) if remote else None,
                                    host=item.get("host"), size=int(item.get("bytes") or 0)))  # fmt: skip
     partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
     task = _Task(zone, since, until, tz, iso(lo), iso(hi))
