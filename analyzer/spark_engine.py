@@ -481,7 +481,7 @@ def partition_events_sql(con, table, lo: str | None, hi: str | None, sessions: l
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analyzer.ingest import EVENT_COLUMNS, _event_type
+    from analyzer.columns import EVENT_COLUMNS, event_type
 
     selects = []
     for i, (host, kind, data) in enumerate(zip(*(table.column(c).to_pylist() for c in ("host", "kind", "data")), strict=True)):
@@ -498,7 +498,7 @@ def partition_events_sql(con, table, lo: str | None, hi: str | None, sessions: l
             elif c in have:
                 cols.append(f'"{c}"')
             else:
-                cols.append(f"NULL::{_event_type(c)} AS {c}")
+                cols.append(f"NULL::{event_type(c)} AS {c}")
         selects.append(f"SELECT {', '.join(cols)} FROM _dslogs_in{i}")
     if not selects:
         from analyzer.merge import empty_events_sql
