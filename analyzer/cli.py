@@ -42,6 +42,11 @@ class SessionFormat(StrEnum):
     jsonl = "jsonl"
 
 
+class SchemaFormat(StrEnum):
+    json = "json"
+    md = "md"
+
+
 class FailOn(StrEnum):
     warning = "warning"
     critical = "critical"
@@ -389,8 +394,15 @@ def compact(
 
 
 @app.command()
-def schema() -> None:
-    """Print the trace schema v1 (JSON Schema, draft 2020-12)."""
+def schema(
+    format: Annotated[SchemaFormat, typer.Option("--format", help="json: the trace schema; md: the events view's columns (docs/sql.md).")] = SchemaFormat.json,
+) -> None:
+    """Print the trace schema v1 (JSON Schema, draft 2020-12), or the events table (--format md)."""
+    if format == SchemaFormat.md:
+        from analyzer.columns import events_table_md
+
+        sys.stdout.write(events_table_md())
+        return
     from collector.schema import schema_text
 
     sys.stdout.write(schema_text())

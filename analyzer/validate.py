@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 from analyzer.catalogue import FileStats
-from analyzer.columns import PARAM_TYPES, RAW_COLUMNS
+from analyzer.columns import RAW_COLUMNS, STRUCT_TYPES
 
 MAX_LINE_BYTES = (
     16 << 20
@@ -83,7 +83,7 @@ def _type_problem(obj: dict) -> str | None:
         return f"duplicate key: {dups[0]}"
     # In the line's own order (a set's order follows PYTHONHASHSEED: Spark's workers fix it, a
     # shell does not, and the reason for a line with two bad fields must not depend on that).
-    for name in [k for k in obj if k in RAW_COLUMNS]:  # a line holds a few of the 46 fields
+    for name in [k for k in obj if k in RAW_COLUMNS]:  # a line holds a few of the fields
         value = obj[name]
         kind = RAW_COLUMNS[name]
         if value is None:
@@ -94,13 +94,14 @@ def _type_problem(obj: dict) -> str | None:
         elif kind == "TIMESTAMPTZ":
             if not isinstance(value, str):
                 return f"unreadable time: {name}={short(value)} (an ISO timestamp expected)"
-        elif name == "params":
+        elif name in STRUCT_TYPES:  # params
             if not isinstance(value, dict):
-                return f"wrong value type: params={short(value)} (an object expected)"
-            pdups = sorted(getattr(value, "dups", frozenset()) & PARAM_TYPES.keys())
+                return f"wrong value type: {name}={short(value)} (an object expected)"
+            members = STRUCT_TYPES[name]
+            pdups = sorted(getattr(value, "dups", frozenset()) & members.keys())
             if pdups:
-                return f"duplicate key: params.{pdups[0]}"
-            for key, sub in PARAM_TYPES.items():
+                return f"duplicate key: {name}.{pdups[0]}"
+            for key, sub in members.items():
                 v = value.get(key)
                 if v is None:
                     continue
@@ -110,9 +111,9 @@ def _type_problem(obj: dict) -> str | None:
                         (isinstance(v, bool | int | float) and not _number_suspect(v, True))
                         or (isinstance(v, str) and v.lower() in ("true", "false"))
                     ):
-                        return f"wrong value type: params.{key}={short(v)} (true/false expected)"
-                elif _number_suspect(v, sub == "BIGINT"):
-                    return f"wrong value type: params.{key}={short(v)} (a number expected)"
+                        return f"wrong value type: {name}.{key}={short(v)} (true/false expected)"
+                elif sub in ("BIGINT", "DOUBLE") and _number_suspect(v, sub == "BIGINT"):
+                    return f"wrong value type: {name}.{key}={short(v)} (a number expected)"
     return None
 
 
