@@ -242,27 +242,36 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
     return (flagged + others)[: max(cap, len(flagged))]
 
 
-def _series_block(metrics: dict) -> dict:
-    def pick(name, keys):
-        return [{k: r.get(k) for k in keys} for r in metrics.get(name, [])]
+# model["series"] key -> (metric table, the columns the model keeps): the aggregated rows charts
+# draw (charts.CHARTS names the series each chart reads; tests/test_registry.py checks both ends).
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "stage_latency_by_hour": ("stage_percentiles_over_time",
+                              ("bucket", "stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")),
+    "latency_hist": ("latency_hist", ("metric", "bin_start", "bin_end", "count")),
+    "prefill_vs_input": ("prefill_by_input_len",
+                         ("input_len_bin", "count", "prefill_p50_ms", "prefill_p95_ms", "prefill_max_ms")),
+    "prefill_by_turn": ("prefill_by_turn", ("turn_index", "count", "prefill_p50_ms", "prefill_p95_ms", "input_len_p50")),
+    "gpu_timeline": ("gpu_timeline", ("bucket", "host", "gpu_index", "util_avg", "util_max", "mem_used_mb_max")),
+    "gpu_wait_hist": ("gpu_wait_hist", ("bin_start", "bin_end", "count")),
+    "memory_timeline": ("memory_timeline", ("ts", "session_id", "reserved_mb", "allocated_mb")),
+    "kv_growth": ("kv_growth_timeline", ("ts", "session_id", "kv_seq_len", "kv_cache_size_mb")),
+    "errors_timeline": ("errors_over_time", ("bucket", "error_type", "count")),
+    "log_volume": ("log_volume_over_time", ("bucket", "host", "bytes", "events")),
+    "collector": ("collector_health", ("host", "written", "dropped", "queued", "bytes_written")),
+}  # fmt: skip
+# Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
+REPORT_INPUTS: tuple[str, ...] = (
+    "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",
+    "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
+    "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
+    "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
+    "oom_per_session", "kv_cache_per_session",
+)  # fmt: skip
 
-    return {
-        "stage_latency_by_hour": pick(
-            "stage_percentiles_over_time", ("bucket", "stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
-        ),
-        "latency_hist": pick("latency_hist", ("metric", "bin_start", "bin_end", "count")),
-        "prefill_vs_input": pick(
-            "prefill_by_input_len", ("input_len_bin", "count", "prefill_p50_ms", "prefill_p95_ms", "prefill_max_ms")
-        ),
-        "prefill_by_turn": pick("prefill_by_turn", ("turn_index", "count", "prefill_p50_ms", "prefill_p95_ms", "input_len_p50")),
-        "gpu_timeline": pick("gpu_timeline", ("bucket", "host", "gpu_index", "util_avg", "util_max", "mem_used_mb_max")),
-        "gpu_wait_hist": pick("gpu_wait_hist", ("bin_start", "bin_end", "count")),
-        "memory_timeline": pick("memory_timeline", ("ts", "session_id", "reserved_mb", "allocated_mb")),
-        "kv_growth": pick("kv_growth_timeline", ("ts", "session_id", "kv_seq_len", "kv_cache_size_mb")),
-        "errors_timeline": pick("errors_over_time", ("bucket", "error_type", "count")),
-        "log_volume": pick("log_volume_over_time", ("bucket", "host", "bytes", "events")),
-        "collector": pick("collector_health", ("host", "written", "dropped", "queued", "bytes_written")),
-    }
+
+def _series_block(metrics: dict) -> dict:
+    return {key: [{k: r.get(k) for k in columns} for r in metrics.get(name, [])]
+            for key, (name, columns) in SERIES.items()}  # fmt: skip
 
 
 def detail_session_ids(model: dict, thresholds: dict) -> list[str]:
