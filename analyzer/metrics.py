@@ -53,6 +53,22 @@ def query_params(sql: str) -> set[str]:
     return set(_PARAM.findall(_COMMENT.sub("", sql)))
 
 
+_SERIES = re.compile(r"^-- series ([a-z_][a-z0-9_]*): ([a-z0-9_, ]+)$", re.MULTILINE)
+
+
+def query_series(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """The model series a query feeds, from its header line ``-- series <key>: <column>, ...``:
+    the report keeps those columns of its rows as ``model["series"][key]``, which charts draw.
+    None for a query that feeds no series."""
+    found = _SERIES.findall(load_query(name))
+    if len(found) > 1:
+        raise ValueError(f"{name}.sql declares {len(found)} series; a query feeds one at most")
+    if not found:
+        return None
+    key, columns = found[0]
+    return key, tuple(c.strip() for c in columns.split(",") if c.strip())
+
+
 def bucket_for_span(first: str | None, last: str | None) -> str:
     """date_trunc unit for the timelines: minute up to 3 h, hour up to 31 days, then day."""
     if not first or not last:

@@ -17,10 +17,12 @@ from pathlib import Path
 from analyzer import __version__
 from analyzer.errors import UsageError
 from analyzer.metrics import (
+    METRIC_QUERIES,
     DuckDBSource,
     MetricSource,
     as_source,
     compute_metrics,
+    query_series,
     session_requests,
 )
 from analyzer.rules import (
@@ -243,22 +245,20 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
 
 
 # model["series"] key -> (metric table, the columns the model keeps): the aggregated rows charts
-# draw (charts.CHARTS names the series each chart reads; tests/test_registry.py checks both ends).
-SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "stage_latency_by_hour": ("stage_percentiles_over_time",
-                              ("bucket", "stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")),
-    "latency_hist": ("latency_hist", ("metric", "bin_start", "bin_end", "count")),
-    "prefill_vs_input": ("prefill_by_input_len",
-                         ("input_len_bin", "count", "prefill_p50_ms", "prefill_p95_ms", "prefill_max_ms")),
-    "prefill_by_turn": ("prefill_by_turn", ("turn_index", "count", "prefill_p50_ms", "prefill_p95_ms", "input_len_p50")),
-    "gpu_timeline": ("gpu_timeline", ("bucket", "host", "gpu_index", "util_avg", "util_max", "mem_used_mb_max")),
-    "gpu_wait_hist": ("gpu_wait_hist", ("bin_start", "bin_end", "count")),
-    "memory_timeline": ("memory_timeline", ("ts", "session_id", "reserved_mb", "allocated_mb")),
-    "kv_growth": ("kv_growth_timeline", ("ts", "session_id", "kv_seq_len", "kv_cache_size_mb")),
-    "errors_timeline": ("errors_over_time", ("bucket", "error_type", "count")),
-    "log_volume": ("log_volume_over_time", ("bucket", "host", "bytes", "events")),
-    "collector": ("collector_health", ("host", "written", "dropped", "queued", "bytes_written")),
-}  # fmt: skip
+# draw, each declared by its query's header (``-- series <key>: <columns>``, metrics.query_series),
+# so a charted metric is its .sql file; charts.CHARTS names the series each chart reads.
+def _declared_series() -> dict[str, tuple[str, tuple[str, ...]]]:
+    series: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name in METRIC_QUERIES:
+        if (declared := query_series(name)) is not None:
+            key, columns = declared
+            if key in series:
+                raise ValueError(f"series {key!r} declared by {series[key][0]}.sql and {name}.sql")
+            series[key] = (name, columns)
+    return series
+
+
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = _declared_series()
 # Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
 REPORT_INPUTS: tuple[str, ...] = (
     "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",

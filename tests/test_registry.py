@@ -230,6 +230,20 @@ def test_chart_registrations_name_what_exists():
         assert drawn or f'"{key}"' in page_code, f"series {key!r} is neither drawn nor shown"
 
 
+def test_every_declared_series_column_is_a_column_of_its_query(sample_metrics):
+    """A `-- series <key>: <columns>` header names columns its query returns (a typo would give
+    the model a column of None)."""
+    seen = {key: set() for key in SERIES}
+    for metrics, _ingest in sample_metrics.values():
+        for key, (table, columns) in SERIES.items():
+            for row in metrics[table][:1]:
+                assert set(columns) <= set(row), (key, table, set(columns) - set(row))
+                seen[key] |= set(columns)
+    assert all(seen.values()), (
+        f"series no sample folder fills: {[k for k, v in seen.items() if not v]}"
+    )
+
+
 def test_every_registered_chart_is_drawn_from_the_fixture_model():
     from fixtures.report_models import fixture_model
 
