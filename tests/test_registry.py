@@ -198,6 +198,11 @@ def test_rule_registrations_name_what_exists():
     assert rules.GPU_RULES == tuple(r for r, s in RULE_SPECS.items() if s.gpu)
 
 
+def test_every_threshold_table_belongs_to_a_rule_or_the_report():
+    # [slo], [checklist] and [report] are the report's; every other table is one rule's numbers
+    assert set(DEFAULTS) == set(RULE_IDS) | {"slo", "checklist", "report"}
+
+
 def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
     def fn(m, ingest, t):
         return None
