@@ -17,10 +17,12 @@ from pathlib import Path
 from analyzer import __version__
 from analyzer.errors import UsageError
 from analyzer.metrics import (
+    METRIC_QUERIES,
     DuckDBSource,
     MetricSource,
     as_source,
     compute_metrics,
+    query_series,
     session_requests,
 )
 from analyzer.rules import (
@@ -242,27 +244,34 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
     return (flagged + others)[: max(cap, len(flagged))]
 
 
-def _series_block(metrics: dict) -> dict:
-    def pick(name, keys):
-        return [{k: r.get(k) for k in keys} for r in metrics.get(name, [])]
+# model["series"] key -> (metric table, the columns the model keeps): the aggregated rows charts
+# draw, each declared by its query's header (``-- series <key>: <columns>``, metrics.query_series),
+# so a charted metric is its .sql file; charts.CHARTS names the series each chart reads.
+def _declared_series() -> dict[str, tuple[str, tuple[str, ...]]]:
+    series: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name in METRIC_QUERIES:
+        if (declared := query_series(name)) is not None:
+            key, columns = declared
+            if key in series:
+                raise ValueError(f"series {key!r} declared by {series[key][0]}.sql and {name}.sql")
+            series[key] = (name, columns)
+    return series
 
-    return {
-        "stage_latency_by_hour": pick(
-            "stage_percentiles_over_time", ("bucket", "stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
-        ),
-        "latency_hist": pick("latency_hist", ("metric", "bin_start", "bin_end", "count")),
-        "prefill_vs_input": pick(
-            "prefill_by_input_len", ("input_len_bin", "count", "prefill_p50_ms", "prefill_p95_ms", "prefill_max_ms")
-        ),
-        "prefill_by_turn": pick("prefill_by_turn", ("turn_index", "count", "prefill_p50_ms", "prefill_p95_ms", "input_len_p50")),
-        "gpu_timeline": pick("gpu_timeline", ("bucket", "host", "gpu_index", "util_avg", "util_max", "mem_used_mb_max")),
-        "gpu_wait_hist": pick("gpu_wait_hist", ("bin_start", "bin_end", "count")),
-        "memory_timeline": pick("memory_timeline", ("ts", "session_id", "reserved_mb", "allocated_mb")),
-        "kv_growth": pick("kv_growth_timeline", ("ts", "session_id", "kv_seq_len", "kv_cache_size_mb")),
-        "errors_timeline": pick("errors_over_time", ("bucket", "error_type", "count")),
-        "log_volume": pick("log_volume_over_time", ("bucket", "host", "bytes", "events")),
-        "collector": pick("collector_health", ("host", "written", "dropped", "queued", "bytes_written")),
-    }
+
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = _declared_series()
+# Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
+REPORT_INPUTS: tuple[str, ...] = (
+    "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",
+    "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
+    "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
+    "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
+    "oom_per_session", "kv_cache_per_session",
+)  # fmt: skip
+
+
+def _series_block(metrics: dict) -> dict:
+    return {key: [{k: r.get(k) for k in columns} for r in metrics.get(name, [])]
+            for key, (name, columns) in SERIES.items()}  # fmt: skip
 
 
 def detail_session_ids(model: dict, thresholds: dict) -> list[str]:
