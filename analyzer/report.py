@@ -55,9 +55,25 @@ def analyze_logs(
     """Read the logs once and return the report model."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    # With a window, requests/sessions are not built before the cache has been asked for this
+    # run's model (analyzer/result_cache.py): a warm run that finds it never needs them.
+    lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         materialize=not lazy)  # fmt: skip
     try:
-        return build_report(source, thresholds)
+        db = getattr(source, "db", None)
+        if db is None:
+            return build_report(source, thresholds)
+        from analyzer import result_cache
+
+        key = result_cache.result_key(db, thresholds)
+        model = result_cache.lookup(db, key)
+        if model is not None:
+            return model
+        result_cache.materialize_derived(db.con)
+        model = build_report(source, thresholds)
+        result_cache.store(db, key, model)
+        return model
     finally:
         source.close()
 
@@ -71,6 +87,7 @@ def open_source(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    materialize: bool = True,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
@@ -83,7 +100,8 @@ def open_source(
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest import open_logs
 
-    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache))
+    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                                     materialize=materialize))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
