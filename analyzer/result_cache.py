@@ -38,11 +38,12 @@ from pathlib import Path
 
 from analyzer import __version__
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2  # 2: the payload is report_to_json text
 KEEP = 8  # models kept per cache file (a sliding window writes one per run; older ones go)
 # Ingest keys that describe this run rather than the logs (never part of the key; never stale).
 RUN_KEYS = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
 _ALIAS = "dslogs_cache"
+_last: tuple[dict, str] | None = None  # the model lookup returned and its JSON text
 
 
 @cache
@@ -118,6 +119,7 @@ def result_key(db, thresholds: dict) -> str | None:
 
 def lookup(db, key: str | None) -> dict | None:
     """The model stored under ``key``, completed with this run's ``generated_at`` and ingest."""
+    global _last
     if key is None:
         return None
     import duckdb
@@ -131,14 +133,32 @@ def lookup(db, key: str | None) -> dict | None:
     if not rows:
         return None
     try:
-        model = json.loads(zlib.decompress(rows[0][0]))
+        text = zlib.decompress(rows[0][0]).decode("utf-8", "surrogateescape")
+        model = json.loads(text)
     except (zlib.error, ValueError):
         return None  # damaged: computed again (and stored again)
     from analyzer.report import _ingest_block, clean
 
     model["generated_at"] = datetime.now().astimezone().isoformat(timespec="seconds")
     model["ingest"] = clean(_ingest_block(db.ingest))
+    # The stored text is report_to_json's with null in these two top-level keys (the only lines
+    # indented by exactly two spaces that start with their names): the same text as rendering
+    # the whole model again, without rendering megabytes of sessions again.
+    for name in ("generated_at", "ingest"):
+        value = json.dumps(model[name], ensure_ascii=False, indent=2, allow_nan=False)
+        text = text.replace(
+            f'\n  "{name}": null', f'\n  "{name}": ' + value.replace("\n", "\n  "), 1
+        )
+    _last = (model, text)
     return model
+
+
+def json_text(model: dict) -> str | None:
+    """``report_to_json(model)`` for the model ``lookup`` just returned, while nobody has changed it
+    (the CLI prints it as it is); None for any other model."""
+    if _last is not None and _last[0] is model:
+        return _last[1]
+    return None
 
 
 def store(db, key: str | None, model: dict) -> bool:
@@ -151,13 +171,12 @@ def store(db, key: str | None, model: dict) -> bool:
         return False
     import duckdb
 
+    from analyzer.report import report_to_json
+
     payload = dict(model)
     payload["generated_at"] = None
     payload["ingest"] = None
-    blob = zlib.compress(
-        json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogateescape"),
-        1,
-    )
+    blob = zlib.compress(report_to_json(payload).encode("utf-8", "surrogateescape"), 1)
     con, path = db.con, str(db.cache_path)
     quoted = "'" + path.replace("'", "''") + "'"
     con.execute(f"DETACH {_ALIAS}")

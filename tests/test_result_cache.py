@@ -83,6 +83,9 @@ def test_a_warm_model_equals_the_cold_one_and_is_not_recomputed(mixed, tmp_path,
     assert warm["findings"] and stable(warm) == stable(first) == stable(cold)
     assert warm["ingest"]["cached_files"] == warm["ingest"]["files"] > 0
     assert warm["generated_at"] >= first["generated_at"]
+    # the CLI prints the stored text: the same as rendering the model again
+    assert result_cache.json_text(warm) == report.report_to_json(warm)
+    assert result_cache.json_text(first) is None and result_cache.json_text(dict(warm)) is None
 
 
 def test_a_window_is_reused_as_is_and_another_window_is_not(legacy, tmp_path, computed):
