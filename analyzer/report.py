@@ -67,12 +67,12 @@ def analyze_logs(
         from analyzer import result_cache
 
         key = result_cache.result_key(db, thresholds)
-        model = result_cache.lookup(db, key)
+        model = result_cache.lookup(db, key, clean(_ingest_block(db.ingest)))
         if model is not None:
             return model
         result_cache.materialize_derived(db.con)
         model = build_report(source, thresholds)
-        result_cache.store(db, key, model)
+        result_cache.store(db, key, model, report_to_json)
         return model
     finally:
         source.close()

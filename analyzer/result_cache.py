@@ -117,8 +117,9 @@ def result_key(db, thresholds: dict) -> str | None:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def lookup(db, key: str | None) -> dict | None:
-    """The model stored under ``key``, completed with this run's ``generated_at`` and ingest."""
+def lookup(db, key: str | None, ingest: dict) -> dict | None:
+    """The model stored under ``key``, completed with this run's ``generated_at`` and ``ingest``
+    (the model's ingest block of this run, as report.py builds it)."""
     global _last
     if key is None:
         return None
@@ -137,10 +138,8 @@ def lookup(db, key: str | None) -> dict | None:
         model = json.loads(text)
     except (zlib.error, ValueError):
         return None  # damaged: computed again (and stored again)
-    from analyzer.report import _ingest_block, clean
-
     model["generated_at"] = datetime.now().astimezone().isoformat(timespec="seconds")
-    model["ingest"] = clean(_ingest_block(db.ingest))
+    model["ingest"] = ingest
     # The stored text is report_to_json's with null in these two top-level keys (the only lines
     # indented by exactly two spaces that start with their names): the same text as rendering
     # the whole model again, without rendering megabytes of sessions again.
@@ -161,8 +160,9 @@ def json_text(model: dict) -> str | None:
     return None
 
 
-def store(db, key: str | None, model: dict) -> bool:
-    """Keep ``model`` under ``key`` in the cache file; False when it cannot be written now.
+def store(db, key: str | None, model: dict, to_json) -> bool:
+    """Keep ``model`` under ``key`` in the cache file, as its JSON text (``to_json``, the report's
+    renderer); False when it cannot be written now.
 
     The cache is attached read-only once ingest is done (user SQL must not change it; other
     dslogs processes may read it meanwhile), so this reattaches it for writing for a moment; a
@@ -171,12 +171,10 @@ def store(db, key: str | None, model: dict) -> bool:
         return False
     import duckdb
 
-    from analyzer.report import report_to_json
-
     payload = dict(model)
     payload["generated_at"] = None
     payload["ingest"] = None
-    blob = zlib.compress(report_to_json(payload).encode("utf-8", "surrogateescape"), 1)
+    blob = zlib.compress(to_json(payload).encode("utf-8", "surrogateescape"), 1)
     con, path = db.con, str(db.cache_path)
     quoted = "'" + path.replace("'", "''") + "'"
     con.execute(f"DETACH {_ALIAS}")
