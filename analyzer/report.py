@@ -242,18 +242,29 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         for sid in f["session_ids"]:
             rank = SEVERITY_RANK[f["severity"]]
             worst[sid] = min(rank, worst.get(sid, rank))
+    cap = int(thresholds["report"]["max_sessions"])
+    # Rows only for the sessions listed: every flagged one and at most `cap` others (tens of
+    # thousands of sessions otherwise each got a row only to be cut).
+    picked, others = [], 0
+    for r in metrics.get("session_summary", []):
+        if r["session_id"] in by_session:
+            picked.append(r)
+        elif others < cap:
+            picked.append(r)
+            others += 1
+    wanted = {r["session_id"] for r in picked}
     # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
     # a short session is not a leak), so the tables can show why a session is or is not flagged
     rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
              for r in metrics.get("memory_per_session", [])
-             if r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}
+             if r["session_id"] in wanted
+             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
     rows = []
-    for r in metrics.get("session_summary", []):
+    for r in picked:
         row = {k: r.get(k) for k in SESSION_KEYS}
         row["reserved_rise_mb"] = rises.get(r["session_id"])
         row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
         rows.append(row)
-    cap = int(thresholds["report"]["max_sessions"])
     flagged = [r for r in rows if r["findings"]]
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
     others = [r for r in rows if not r["findings"]]
