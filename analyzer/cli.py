@@ -141,7 +141,9 @@ def analyze(
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
     if format is ReportFormat.json:
-        _write_or_print(report_to_json(model), out)
+        from analyzer.result_cache import json_text
+
+        _write_or_print(json_text(model) or report_to_json(model), out)
     elif format is ReportFormat.md:
         from analyzer.render_md import render_markdown
 

@@ -57,9 +57,25 @@ def analyze_logs(
     """Read the logs once and return the report model."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    # With a window, requests/sessions are not built before the cache has been asked for this
+    # run's model (analyzer/result_cache.py): a warm run that finds it never needs them.
+    lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         materialize=not lazy)  # fmt: skip
     try:
-        return build_report(source, thresholds)
+        db = getattr(source, "db", None)
+        if db is None:
+            return build_report(source, thresholds)
+        from analyzer import result_cache
+
+        key = result_cache.result_key(db, thresholds)
+        model = result_cache.lookup(db, key, clean(_ingest_block(db.ingest)))
+        if model is not None:
+            return model
+        result_cache.materialize_derived(db.con)
+        model = build_report(source, thresholds)
+        result_cache.store(db, key, model, report_to_json)
+        return model
     finally:
         source.close()
 
@@ -73,6 +89,7 @@ def open_source(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    materialize: bool = True,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
@@ -85,7 +102,8 @@ def open_source(
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest import open_logs
 
-    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache))
+    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                                     materialize=materialize))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -226,18 +244,29 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         for sid in f["session_ids"]:
             rank = SEVERITY_RANK[f["severity"]]
             worst[sid] = min(rank, worst.get(sid, rank))
+    cap = int(thresholds["report"]["max_sessions"])
+    # Rows only for the sessions listed: every flagged one and at most `cap` others (tens of
+    # thousands of sessions otherwise each got a row only to be cut).
+    picked, others = [], 0
+    for r in metrics.get("session_summary", []):
+        if r["session_id"] in by_session:
+            picked.append(r)
+        elif others < cap:
+            picked.append(r)
+            others += 1
+    wanted = {r["session_id"] for r in picked}
     # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
     # a short session is not a leak), so the tables can show why a session is or is not flagged
     rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
              for r in metrics.get("memory_per_session", [])
-             if r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}
+             if r["session_id"] in wanted
+             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
     rows = []
-    for r in metrics.get("session_summary", []):
+    for r in picked:
         row = {k: r.get(k) for k in SESSION_KEYS}
         row["reserved_rise_mb"] = rises.get(r["session_id"])
         row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
         rows.append(row)
-    cap = int(thresholds["report"]["max_sessions"])
     flagged = [r for r in rows if r["findings"]]
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
     others = [r for r in rows if not r["findings"]]

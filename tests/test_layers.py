@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "analyzer.reader", "analyzer.ingest", "analyzer.compact", "analyzer.sandbox",
                 "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
     # the engine contract and its engines: DuckDB (metrics), Spark (spark_engine + merge)
-    ("metrics", ("analyzer.metrics", "analyzer.merge", "analyzer.spark_engine")),
+    ("metrics", ("analyzer.metrics", "analyzer.merge", "analyzer.spark_engine", "analyzer.result_cache")),
     ("rules", ("analyzer.rules",)),
     ("report", ("analyzer.report", "analyzer.diff")),
     ("renderers", ("analyzer.vl", "analyzer.svgchart", "analyzer.charts", "analyzer.render_md", "analyzer.render_html",
