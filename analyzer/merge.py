@@ -31,9 +31,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analyzer.ingest import EVENT_COLUMNS, view_sql
+from analyzer.columns import EVENT_COLUMNS, event_type
 from analyzer.metrics import query_params, result_rows
 from analyzer.resources import load_query
+from analyzer.viewdefs import view_sql
 
 VIEWS = ("events", "requests", "sessions")
 
@@ -249,9 +250,7 @@ def _register(con, name: str, table) -> None:
 
 def empty_events_sql() -> str:
     """An events table with no rows and the view's columns (for a fleet with no events)."""
-    from analyzer.ingest import _event_type
-
-    return "SELECT " + ", ".join(f"NULL::{_event_type(c)} AS {c}" for c in EVENT_COLUMNS) + " WHERE false"
+    return "SELECT " + ", ".join(f"NULL::{event_type(c)} AS {c}" for c in EVENT_COLUMNS) + " WHERE false"
 
 
 def merge_tables(con, parts: dict[str, list], names: Iterable[str], params: dict) -> dict[str, list[dict]]:

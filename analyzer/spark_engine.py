@@ -628,7 +628,7 @@ def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None
     """The SQL of a group's events from its registered Parquet tables (name, manifest host), and
     ``_dslogs_jsonl`` when ``with_jsonl``; only those of ``sessions`` when given (a drill-down
     needs nothing else)."""
-    from analyzer.ingest import EVENT_COLUMNS, _event_type
+    from analyzer.columns import EVENT_COLUMNS, event_type
 
     selects = [f"SELECT {', '.join(EVENT_COLUMNS)} FROM _dslogs_jsonl"] if with_jsonl else []
     for name, host in inputs:
@@ -641,7 +641,7 @@ def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None
             elif c in have:
                 cols.append(f'"{c}"')
             else:
-                cols.append(f"NULL::{_event_type(c)} AS {c}")
+                cols.append(f"NULL::{event_type(c)} AS {c}")
         selects.append(f"SELECT {', '.join(cols)} FROM {name}")
     if not selects:
         from analyzer.merge import empty_events_sql
