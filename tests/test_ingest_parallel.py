@@ -49,8 +49,12 @@ def test_large_files_are_read_once_each_with_exact_line_bytes(tmp_path, monkeypa
     calls = counted(monkeypatch)
     db = open_logs([str(tmp_path)], use_cache=False)
     assert calls == [1] * 7  # one statement per file, none read twice
-    assert db.ingest["events"] == sum(300 + d for d in range(20, 27)) and db.ingest["bad_lines"] == 0
-    per_file = dict(run_query(db, "SELECT source_file, sum(line_bytes) FROM events GROUP BY 1").rows)
+    assert (
+        db.ingest["events"] == sum(300 + d for d in range(20, 27)) and db.ingest["bad_lines"] == 0
+    )
+    per_file = dict(
+        run_query(db, "SELECT source_file, sum(line_bytes) FROM events GROUP BY 1").rows
+    )
     assert per_file == {str(p): len(body) for p, body in files}
     parallel = table(db)
     db.close()
