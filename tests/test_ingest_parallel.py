@@ -81,3 +81,32 @@ def test_a_damaged_file_among_others_costs_its_own_lines(tmp_path, monkeypatch, 
         assert db.ingest["events"] == 250 and db.ingest["bad_lines"] == 1
         assert [s["line"] for s in db.ingest["bad_line_samples"]] == [51]
         assert run_query(db, "SELECT count(*) FROM events WHERE line_bytes IS NULL").rows == [(0,)]
+
+
+def test_a_gz_is_inflated_once_and_read_plain(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    _, body = day_file(tmp_path, 20, 40, gz=True)
+    second = body.replace(b"2026-11-20", b"2026-11-21")
+    path = tmp_path / "ds15b_20261120.jsonl.gz"
+    path.write_bytes(gzip.compress(body) + gzip.compress(second))  # two members: `cat a.gz b.gz`
+    seen: list[str] = []
+    real = Reader._insert
+    monkeypatch.setattr(Reader, "_insert", lambda self, loads, lenient=False: (
+        seen.extend(p for p, _ in loads), real(self, loads, lenient))[1])  # fmt: skip
+    with open_logs([str(path)], use_cache=False) as db:
+        assert db.ingest["events"] == 80 and db.ingest["bad_lines"] == 0
+        total = run_query(db, "SELECT sum(line_bytes) FROM events").rows[0][0]
+        assert total == len(body) + len(second)
+        assert [Path(p).name for p in seen] == [f"plain-{1}.jsonl"]  # one statement, plain
+        assert not list(Path(db._tmp.name).glob("plain-*"))  # and gone once read
+
+
+@pytest.mark.parametrize("tail", [b"\0\0\0\0", b"garbage", b"\x1f\x8b\x08"])
+def test_a_gz_with_bytes_after_its_members_is_read_as_before(tmp_path, tail):
+    _, body = day_file(tmp_path, 20, 40, gz=True)
+    path = tmp_path / "ds15b_20261120.jsonl.gz"
+    path.write_bytes(gzip.compress(body) + tail)
+    with open_logs([str(path)], use_cache=False) as db:
+        assert db.ingest["events"] == 40
+        assert run_query(db, "SELECT sum(line_bytes) FROM events").rows[0][0] == len(body)
