@@ -454,17 +454,24 @@ def load_datasets(con, datasets: list[Path], lo, hi) -> dict | None:
         counts["sources"].extend(
             sorted({manifest["sources"][f["source"]].get("path", f["source"]) for f in files})
         )
-    cols = ", ".join("m.host" if c == "host" else f"p.{c}" for c in EVENT_COLUMNS)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _dslogs_dataset_map (path VARCHAR, host VARCHAR, source VARCHAR)"
     )
     if rows:
+        paths = [r[0] for r in rows]
+        # A dataset compacted before a field was added to the schema lacks its column: NULL.
+        have = {r[0] for r in con.execute(
+            "DESCRIBE SELECT * FROM read_parquet($paths, union_by_name=true)", {"paths": paths}).fetchall()}  # fmt: skip
+        cols = ", ".join(
+            "m.host" if c == "host" else f"p.{c}" if c in have else f"NULL::{event_type(c)} AS {c}"
+            for c in EVENT_COLUMNS
+        )
         con.executemany("INSERT INTO _dslogs_dataset_map VALUES (?, ?, ?)", rows)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE _dslogs_dataset_events AS SELECT {cols} "
             "FROM read_parquet($paths, filename=true, union_by_name=true) AS p "
             "JOIN _dslogs_dataset_map AS m ON m.path = p.filename",
-            {"paths": [r[0] for r in rows]},
+            {"paths": paths},
         )
     else:
         con.execute(

@@ -145,3 +145,27 @@ def test_cli_prints_the_events_table():
 def test_every_stage_is_documented_in_the_table():
     table = events_table_md()
     assert all(stage in table for stage in STAGES)
+
+
+def test_a_dataset_compacted_before_a_field_existed_reads_it_as_null(tmp_path):
+    """Parquet written by an older dslogs lacks the newer fields' columns: NULL, not an error."""
+    import duckdb
+
+    from analyzer.compact import compact_logs
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    line = _every_field_line()
+    (logs / "ds15b_20261123.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    out = tmp_path / "pq"
+    compact_logs([str(logs)], out, tz="UTC")
+    (parquet,) = out.rglob("*.parquet")
+    con = duckdb.connect()
+    old = tmp_path / "old.parquet"
+    con.execute(
+        f"COPY (SELECT * EXCLUDE (fallback) FROM read_parquet('{parquet}')) TO '{old}' (FORMAT parquet)"
+    )
+    old.replace(parquet)
+    with open_logs([str(out)], tz="UTC", use_cache=False) as db:
+        row = db.con.execute("SELECT fallback, device, count(*) OVER () FROM events").fetchall()
+    assert row == [(None, line["device"], 1)]
