@@ -8,6 +8,7 @@ read from Parquet.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 import zlib
@@ -41,7 +42,7 @@ MAX_READERS = 4  # read statements at once (each runs on one thread: its POSITIO
 # A .gz up to this size (decompressed) is inflated once into the workdir for its read statement:
 # read_sql's two readers then read it plain instead of inflating it twice (a third of a bare
 # read_json scan's time is gunzip). Bounds the workdir to MAX_READERS times this.
-PLAIN_MAX_BYTES = 128 << 20
+PLAIN_MAX_BYTES = 256 << 20
 
 
 def read_sql(store: str) -> str:
@@ -175,6 +176,14 @@ class Reader:
         as it is, and judged as before) unless it is one or more whole gzip members, nothing
         after them, inflating to at most PLAIN_MAX_BYTES."""
         if not str(f.path).endswith(".gz") or f.size > PLAIN_MAX_BYTES:
+            return None
+        try:
+            with open(f.path, "rb") as src:
+                src.seek(-4, os.SEEK_END)
+                # gzip's trailer: the (last member's) decompressed length mod 2**32 (RFC 1952)
+                if int.from_bytes(src.read(4), "little") > PLAIN_MAX_BYTES:
+                    return None  # known too large: do not inflate it only to give up
+        except OSError:
             return None
         out = self.workdir / f"plain-{f.file_id}.jsonl"
         written, members, fresh = 0, 0, True

@@ -110,3 +110,17 @@ def test_a_gz_with_bytes_after_its_members_is_read_as_before(tmp_path, tail):
     with open_logs([str(path)], use_cache=False) as db:
         assert db.ingest["events"] == 40
         assert run_query(db, "SELECT sum(line_bytes) FROM events").rows[0][0] == len(body)
+
+
+def test_a_gz_too_large_to_copy_is_read_as_it_is_without_inflating_it(tmp_path, monkeypatch):
+    path, body = day_file(tmp_path, 20, 40, gz=True)
+    monkeypatch.setattr(reader, "PLAIN_MAX_BYTES", len(body) - 1)
+    monkeypatch.setattr(reader.zlib, "decompressobj", None)  # the trailer says so: not tried
+    seen: list[str] = []
+    real = Reader._insert
+    monkeypatch.setattr(Reader, "_insert", lambda self, loads, lenient=False: (
+        seen.extend(p for p, _ in loads), real(self, loads, lenient))[1])  # fmt: skip
+    with open_logs([str(path)], use_cache=False) as db:
+        assert db.ingest["events"] == 40 and db.ingest["bad_lines"] == 0
+        assert run_query(db, "SELECT sum(line_bytes) FROM events").rows[0][0] == len(body)
+    assert seen == [str(path.resolve())]
