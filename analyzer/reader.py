@@ -1,18 +1,24 @@
-"""Reading log files into ``store.events``: one strict ``read_json`` statement per batch of
-files (the fast path), and for a file DuckDB rejects, chunks read as they are and only a
-rejected chunk judged line by line (``analyzer.validate``), so its good lines are kept and its
-bad ones counted per file. Compacted datasets (``dslogs compact``) are read from Parquet.
+"""Reading log files into ``store.events``: strict ``read_json`` statements, one per file (small
+files share one), several at once (the fast path), and for a file DuckDB rejects, chunks read as
+they are and only a rejected chunk judged line by line (``analyzer.validate``), so its good
+lines are kept and its bad ones counted per file. Compacted datasets (``dslogs compact``) are
+read from Parquet.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
 
 from analyzer.catalogue import FileStats
-from analyzer.columns import EVENT_COLUMNS, columns_struct, event_type
+from analyzer.columns import EVENT_COLUMNS, columns_struct, event_type, sql_literal
 from analyzer.validate import (
     MAX_LINE_BYTES,
     Line,
@@ -27,8 +33,16 @@ from analyzer.validate import (
 )
 from analyzer.viewdefs import view_sql
 
-BATCH_BYTES = 512 << 20  # decompressed bytes per read statement (bounds memory, paces progress)
+BATCH_BYTES = 512 << 20  # decompressed bytes per batch (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
+# Files below this (decompressed) share one read statement, up to this much in all: a statement
+# costs ~10 ms of planning, and read_sql's two readers pair rows reliably only within few files.
+GROUP_BYTES = 16 << 20
+MAX_READERS = 4  # read statements at once (each runs on one thread: its POSITIONAL JOIN)
+# A .gz up to this size (decompressed) is inflated once into the workdir for its read statement:
+# read_sql's two readers then read it plain instead of inflating it twice (a third of a bare
+# read_json scan's time is gunzip). Bounds the workdir to MAX_READERS times this.
+PLAIN_MAX_BYTES = 256 << 20
 
 
 def read_sql(store: str) -> str:
@@ -37,6 +51,8 @@ def read_sql(store: str) -> str:
     read_json gives the typed fields; a parallel read_csv of the same files gives each line's
     byte length (line_bytes). Both skip blank lines and keep file order, so they line up row by
     row (POSITIONAL JOIN); the post-read check sends any file where they do not to the slow path.
+    Over many large files they do not (DuckDB 2.0 shifts one side by a few dozen rows from the
+    third or fourth file on): ``Reader.read`` gives a large file a statement of its own.
     """
     raw = (
         # A row whose two sides come from different files means the readers fell out of step
@@ -55,6 +71,22 @@ def read_sql(store: str) -> str:
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
 
+def _groups(files: list[FileStats]) -> list[list[FileStats]]:
+    """Consecutive files per read statement: a file of GROUP_BYTES or more (decompressed, as
+    estimated) alone, smaller ones together up to GROUP_BYTES."""
+    groups: list[list[FileStats]] = []
+    weight = 0
+    for f in files:
+        w = f.size * (GZ_RATIO if f.display.endswith(".gz") else 1)
+        if groups and len(groups[-1]) and weight + w <= GROUP_BYTES and w < GROUP_BYTES:
+            groups[-1].append(f)
+            weight += w
+        else:
+            groups.append([f])
+            weight = w
+    return groups
+
+
 _OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
 
 
@@ -66,6 +98,7 @@ class Reader:
         self.store = store
         self.tz = tz
         self.workdir = workdir
+        self._local = threading.local()
 
     # One statement for many files; raises when DuckDB rejects one of them (nothing is kept).
     def _insert(self, loads: list[tuple[str, int]], lenient: bool = False) -> None:
@@ -74,9 +107,108 @@ class Reader:
             sql = sql.replace(
                 "format='newline_delimited',", "format='newline_delimited', ignore_errors=true,"
             )
-        self.con.execute(
+        # The worker's cursor when run by _insert_groups (a cursor per thread), else ours.
+        (getattr(self._local, "con", None) or self.con).execute(
             sql, {"files": [p for p, _ in loads], "file_ids": [i for _, i in loads], "tz": self.tz}
         )
+
+    def _insert_groups(self, groups: list[list[FileStats]]) -> list[list[FileStats]]:
+        """Each group in one statement, up to MAX_READERS statements at once (each on its own
+        cursor: one statement keeps to one thread, so the cores are used by running several);
+        the groups DuckDB rejected (nothing of them kept)."""
+        if not groups:
+            return []
+        try:
+            threads = int(self.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        except (duckdb.Error, ValueError):
+            threads = 1
+        workers = max(1, min(threads, MAX_READERS, len(groups)))
+        if workers == 1:
+            return [g for g in groups if not self._try_insert(g, self.con)]
+        cursors: queue.SimpleQueue = queue.SimpleQueue()
+        opened = []
+        for _ in range(workers):
+            cur = self.con.cursor()
+            # A cursor is a new session: our zone too, so no read depends on who ran it.
+            cur.execute(f"SET TimeZone = {sql_literal(self.tz)}")
+            cursors.put(cur)
+            opened.append(cur)
+
+        def task(group: list[FileStats]) -> bool:
+            cur = cursors.get()  # a connection runs one statement at a time
+            try:
+                return self._try_insert(group, cur)
+            finally:
+                cursors.put(cur)
+
+        pool = ThreadPoolExecutor(workers)
+        try:
+            ok = list(pool.map(task, groups))
+        except BaseException:
+            # Ctrl-C (or a bug of ours): stop the statements still running, then wait for them.
+            for cur in opened:
+                cur.interrupt()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for cur in opened:
+                cur.close()
+        return [g for g, good in zip(groups, ok, strict=True) if not good]
+
+    def _try_insert(self, group: list[FileStats], con) -> bool:
+        self._local.con = con
+        plain = {f.file_id: self._inflate(f) for f in group}
+        try:
+            self._insert([(str(plain[f.file_id] or f.path), f.file_id) for f in group])
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            return False
+        finally:
+            self._local.con = None
+            for path in plain.values():
+                if path is not None:
+                    path.unlink(missing_ok=True)
+        return True
+
+    def _inflate(self, f: FileStats) -> Path | None:
+        """The content of ``f``, a .gz, as a plain file in the workdir; None (the .gz is read
+        as it is, and judged as before) unless it is one or more whole gzip members, nothing
+        after them, inflating to at most PLAIN_MAX_BYTES."""
+        if not str(f.path).endswith(".gz") or f.size > PLAIN_MAX_BYTES:
+            return None
+        try:
+            with open(f.path, "rb") as src:
+                src.seek(-4, os.SEEK_END)
+                # gzip's trailer: the (last member's) decompressed length mod 2**32 (RFC 1952)
+                if int.from_bytes(src.read(4), "little") > PLAIN_MAX_BYTES:
+                    return None  # known too large: do not inflate it only to give up
+        except OSError:
+            return None
+        out = self.workdir / f"plain-{f.file_id}.jsonl"
+        written, members, fresh = 0, 0, True
+        try:
+            with open(f.path, "rb") as src, open(out, "wb") as dst:
+                d = zlib.decompressobj(31)
+                while chunk := src.read(1 << 20):
+                    while chunk:
+                        fresh = False
+                        data = d.decompress(chunk)
+                        written += len(data)
+                        if written > PLAIN_MAX_BYTES:
+                            raise ValueError("too large")
+                        dst.write(data)
+                        chunk = b""
+                        if d.eof:  # the next member, if any (cat a.gz b.gz is a gzip file)
+                            members += 1
+                            chunk, d, fresh = d.unused_data, zlib.decompressobj(31), True
+        except (OSError, ValueError, zlib.error):
+            out.unlink(missing_ok=True)
+            return None
+        if not fresh or not members:  # cut inside a member
+            out.unlink(missing_ok=True)
+            return None
+        return out
 
     def _delete(self, file_ids: list[int]) -> None:
         if file_ids:
@@ -114,41 +246,30 @@ class Reader:
                 if f.size == 0:
                     f.unreadable = "empty file"
             slow: list[FileStats] = []
-            try:
-                if readable:
-                    self._insert([(str(f.path), f.file_id) for f in readable])
-            except _OUR_BUGS:
-                raise
-            except duckdb.Error:
-                # One of them is damaged: read them one by one (a batch of one: it is that one).
-                for f in readable if len(readable) > 1 else []:
-                    try:
-                        self._insert([(str(f.path), f.file_id)])
-                    except _OUR_BUGS:
-                        raise
-                    except duckdb.Error:
-                        slow.append(f)
-                if len(readable) == 1:
-                    slow.append(readable[0])
+            groups = _groups(readable)
+            for group in self._insert_groups(groups):
+                # One of them is damaged: read them one by one (a group of one: it is that one).
+                alone = self._insert_groups([[f] for f in group]) if len(group) > 1 else [group]
+                slow += [g[0] for g in alone]
             suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
-            if suspects and len(readable) > 1:
+            shared = {f.file_id: g for g in groups if len(g) > 1 for f in g}
+            if any(fid in shared for fid in suspects):
                 # Read again alone: a file read out of step with its neighbours may be fine. The
                 # file before a suspect one too: a line only one reader skips (whitespace) shifts
-                # its own line lengths silently and shows only at the next file's first row.
-                again_ids = set(suspects)
-                for before, f in zip(readable, readable[1:], strict=False):
-                    if f.file_id in suspects:
-                        again_ids.add(before.file_id)
+                # its own line lengths silently and shows only at the next file's first row. (A
+                # file read alone shows it itself: its last row lacks a side.)
+                again_ids = {fid for fid in suspects if fid in shared}
+                for g in groups:
+                    for before, f in zip(g, g[1:], strict=False):
+                        if f.file_id in again_ids:
+                            again_ids.add(before.file_id)
                 again = [f for f in readable if f.file_id in again_ids and f not in slow]
                 self._delete([f.file_id for f in again])
-                for f in again:
-                    try:
-                        self._insert([(str(f.path), f.file_id)])
-                    except _OUR_BUGS:
-                        raise
-                    except duckdb.Error:
-                        slow.append(f)
-                suspects = self._suspect_rows([f.file_id for f in again if f not in slow])
+                slow += [g[0] for g in self._insert_groups([[f] for f in again])]
+                rechecked = self._suspect_rows([f.file_id for f in again if f not in slow])
+                suspects = {
+                    fid: n for fid, n in suspects.items() if fid not in again_ids
+                } | rechecked
             for f in readable:
                 if f.file_id in suspects and f not in slow:
                     slow.append(f)
