@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -166,7 +167,6 @@ class TimeAxis:
 
 
 BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
-TIMELINE_SERIES = ("stage_latency_by_hour", "gpu_timeline", "errors_timeline", "log_volume")
 
 
 def time_axis(model: dict) -> TimeAxis:
@@ -188,7 +188,7 @@ def time_axis(model: dict) -> TimeAxis:
         label = "UTC"
     tx = TimeAxis(offset_s=offset, label=label, step_s=BUCKET_STEP_S.get(model.get("series_bucket") or "hour", 3600))
     series = model.get("series") or {}
-    stamps = [tx.ms(r["bucket"]) for k in TIMELINE_SERIES for r in series.get(k) or [] if r.get("bucket")]
+    stamps = [tx.ms(r["bucket"]) for k in timeline_series() for r in series.get(k) or [] if r.get("bucket")]
     if stamps:
         end = max(stamps) + tx.step_s * 1000
         last = window.get("last_event") or window.get("until")
@@ -317,10 +317,61 @@ def _few_points(rows: list[dict], key: str, limit: int = 48) -> bool:
     return bool(per) and max(per.values()) <= limit
 
 
+# -- the registry -----------------------------------------------------------------------------
+# Each chart is registered once, by @chart on the function that draws it: its id (the page's
+# `chart-<id>` anchor, and what a finding's evidence.chart names), the report section it sits in
+# (render_html.SECTIONS), the model series it reads (model["series"], built by report.py's
+# SERIES from the metric queries) and whether it follows the shared time range. build_charts
+# draws them in registration order, which is the page order within a section.
+
+
+@dataclass(frozen=True)
+class ChartContext:
+    """What a chart may use besides its series."""
+
+    tx: TimeAxis  # the report's time zone and shared extent
+    flagged: list  # sessions that findings of the chart's flag_rules name, taking turns
+    thresholds: dict  # the thresholds the model was built with
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    id: str
+    section: str
+    series: tuple[str, ...]
+    timeline: bool
+    flag_rules: tuple[str, ...]
+    make: Callable[[dict, ChartContext], Chart | None]
+
+
+CHARTS: dict[str, ChartSpec] = {}
+
+
+def chart(chart_id: str, *, section: str, series: tuple[str, ...], timeline: bool = False,
+          flag_rules: tuple[str, ...] = ()) -> Callable:
+    """Register ``fn(series, ctx) -> Chart | None`` as chart ``chart_id``; flag_rules are the rules
+    whose flagged sessions the chart draws first."""
+
+    def register(fn: Callable) -> Callable:
+        if chart_id in CHARTS:
+            raise ValueError(f"chart {chart_id!r} registered twice")
+        CHARTS[chart_id] = ChartSpec(chart_id, section, tuple(series), timeline, tuple(flag_rules), fn)
+        return fn
+
+    return register
+
+
+def timeline_series() -> tuple[str, ...]:
+    """Series drawn on the shared time axis (its extent spans them all)."""
+    return tuple(dict.fromkeys(k for c in CHARTS.values() if c.timeline for k in c.series))
+
+
 # -- the charts -----------------------------------------------------------------------------
 
 
-def overview_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
+@chart("overview", section="timeline", series=("stage_latency_by_hour", "errors_timeline"))
+def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
     stage_rows = series.get("stage_latency_by_hour") or []
     counts = defaultdict(int)
     stage_totals = defaultdict(int)
@@ -366,37 +417,8 @@ def overview_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
                  notes=_notes(("overview", step)))
 
 
-def stage_latency_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
-    rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
-    if not rows:
-        return None
-    keep = set(top_groups(rows, "stage", "count"))
-    rows = [r for r in rows if r["stage"] in keep]
-    rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
-    # log scale: a zero or missing percentile has no place on it
-    rows = [{"bucket": r["bucket"], "stage": r["stage"], "count": r.get("count"),
-             "p50": r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
-             "p95": r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None} for r in rows]
-    rows = break_gaps(rows, "bucket", "stage", ("count", "p50", "p95"))
-    base = alt.Chart(_data(rows, "bucket", tx)).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
-        x=_time_x("bucket", tx),
-        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS)),
-        color=alt.Color("stage:N", title="stage"),
-        strokeDash=alt.StrokeDash("percentile:N", title="percentile",
-                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
-                                  legend=None),  # the subtitle names the dashes; a dashed-line-with-dots symbol draws empty
-        tooltip=[_time_tip("bucket"), "stage:N", "percentile:N",
-                 alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
-    )
-    chart = base.mark_line(
-        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()).properties(
-        width=WIDTH - 140, height=220)
-    sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
-    return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
-                 _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
-
-
-def latency_hist_chart(series: dict) -> Chart | None:
+@chart("latency_hist", section="latency", series=("latency_hist",))
+def latency_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = [r for r in series.get("latency_hist") or [] if r.get("metric")]
     if not rows:
         return None
@@ -427,7 +449,40 @@ def latency_hist_chart(series: dict) -> Chart | None:
     return Chart("latency_hist", "latency", "Latency distributions", _finish(chart, "Latency distributions", sub))
 
 
-def prefill_vs_input_chart(series: dict) -> Chart | None:
+@chart("stage_latency_by_hour", section="latency", series=("stage_latency_by_hour",), timeline=True)
+def stage_latency_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "stage", "count"))
+    rows = [r for r in rows if r["stage"] in keep]
+    rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
+    # log scale: a zero or missing percentile has no place on it
+    rows = [{"bucket": r["bucket"], "stage": r["stage"], "count": r.get("count"),
+             "p50": r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
+             "p95": r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None} for r in rows]
+    rows = break_gaps(rows, "bucket", "stage", ("count", "p50", "p95"))
+    base = alt.Chart(_data(rows, "bucket", tx)).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
+        x=_time_x("bucket", tx),
+        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS)),
+        color=alt.Color("stage:N", title="stage"),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile",
+                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
+                                  legend=None),  # the subtitle names the dashes; a dashed-line-with-dots symbol draws empty
+        tooltip=[_time_tip("bucket"), "stage:N", "percentile:N",
+                 alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
+    )
+    chart = base.mark_line(
+        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()).properties(
+        width=WIDTH - 140, height=220)
+    sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
+    return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
+                 _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
+
+
+@chart("prefill_vs_input", section="prefill", series=("prefill_vs_input",))
+def prefill_vs_input_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = [r for r in series.get("prefill_vs_input") or [] if r.get("prefill_p50_ms") is not None][:400]
     if not rows:
         return None
@@ -440,7 +495,8 @@ def prefill_vs_input_chart(series: dict) -> Chart | None:
                  _finish(chart, "Prefill vs input length", "prefill p50 per input-length bin"))
 
 
-def prefill_by_turn_chart(series: dict) -> Chart | None:
+@chart("prefill_by_turn", section="prefill", series=("prefill_by_turn",))
+def prefill_by_turn_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = [r for r in series.get("prefill_by_turn") or [] if r.get("prefill_p50_ms") is not None][:400]
     if not rows:
         return None
@@ -453,7 +509,9 @@ def prefill_by_turn_chart(series: dict) -> Chart | None:
                  _finish(chart, "Prefill by turn", "growing prefill with turns means history/KV keeps growing"))
 
 
-def gpu_timeline_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
+@chart("gpu_timeline", section="gpu", series=("gpu_timeline",), timeline=True)
+def gpu_timeline_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
     rows = [dict(r, gpu=f"{r.get('host')}/{r.get('gpu_index', 0)}") for r in series.get("gpu_timeline") or []
             if r.get("bucket")]
     if not rows:
@@ -479,7 +537,8 @@ def gpu_timeline_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None
                  timeline=True, notes=_notes(("GPU timeline", step)))
 
 
-def gpu_wait_hist_chart(series: dict) -> Chart | None:
+@chart("gpu_wait_hist", section="gpu", series=("gpu_wait_hist",))
+def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = [r for r in series.get("gpu_wait_hist") or [] if r.get("bin_start") is not None][:200]
     if not rows:
         return None
@@ -525,7 +584,10 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     return notes
 
 
-def memory_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None) -> Chart | None:
+@chart("memory_timeline", section="memory", series=("memory_timeline",),
+       flag_rules=("memory_leak", "ghost_memory", "oom", "rss_growth"))
+def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx, flagged = ctx.tx, ctx.flagged
     # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
     # would be slivers, and on a common origin their slopes compare at a glance.
     all_rows = [r for r in series.get("memory_timeline") or [] if r.get("ts") and r.get("session_id") is not None]
@@ -550,7 +612,11 @@ def memory_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None) -
                  notes=_shown_note(keep, rows, all_rows))
 
 
-def kv_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None, limit_tokens: float | None = None) -> Chart | None:
+@chart("kv_growth", section="kv", series=("kv_growth",),
+       flag_rules=("kv_cache_bloat", "memory_leak", "ghost_memory", "oom", "rss_growth"))
+def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx, flagged = ctx.tx, ctx.flagged
+    limit_tokens = (ctx.thresholds.get("kv_cache_bloat") or {}).get("kv_seq_len")
     all_rows = [r for r in series.get("kv_growth") or [] if r.get("ts") and r.get("session_id") is not None]
     rows = _multi_point_rows(all_rows)
     if not rows:
@@ -576,7 +642,9 @@ def kv_chart(series: dict, flagged: list[str], tx: TimeAxis | None = None, limit
                  notes=_shown_note(keep, rows, all_rows))
 
 
-def errors_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
+@chart("errors_timeline", section="errors", series=("errors_timeline",), timeline=True)
+def errors_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
     rows = [r for r in series.get("errors_timeline") or [] if r.get("bucket")]
     if not rows:
         return None
@@ -593,7 +661,9 @@ def errors_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
                  timeline=True, notes=_notes(("errors", step)))
 
 
-def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
+@chart("log_volume", section="collector", series=("log_volume",), timeline=True)
+def log_volume_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
     rows = [r for r in series.get("log_volume") or [] if r.get("bucket")]
     if not rows:
         return None
@@ -616,30 +686,24 @@ def log_volume_chart(series: dict, tx: TimeAxis | None = None) -> Chart | None:
 
 
 def build_charts(model: dict) -> list[Chart]:
-    """All charts the model has data for, in report order."""
+    """All charts the model has data for, in report order (CHARTS)."""
     model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
     series = model.get("series") or {}
-    memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
-    kv_rules = {"kv_cache_bloat"}
     ordered = sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity")))
-    flagged_mem = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in memory_rules])
-    flagged_kv = _take_turns([f.get("session_ids") or [] for f in ordered
-                              if f.get("rule") in kv_rules | memory_rules])
     tx = time_axis(model)
-    made = [
-        overview_chart(series, tx),
-        latency_hist_chart(series),
-        stage_latency_chart(series, tx),
-        prefill_vs_input_chart(series),
-        prefill_by_turn_chart(series),
-        gpu_timeline_chart(series, tx),
-        gpu_wait_hist_chart(series),
-        memory_chart(series, flagged_mem, tx),
-        kv_chart(series, flagged_kv, tx, ((model.get("thresholds") or {}).get("kv_cache_bloat") or {}).get("kv_seq_len")),
-        errors_chart(series, tx),
-        log_volume_chart(series, tx),
-    ]
-    return [c for c in made if c is not None]
+    thresholds = model.get("thresholds") or {}
+    made = []
+    for spec in CHARTS.values():
+        flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
+        c = spec.make(series, ChartContext(tx, flagged, thresholds))
+        if c is None:
+            continue
+        if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):
+            # a chart drawn under another id or section than registered would break its links
+            raise ValueError(f"chart {spec.id!r} registered in {spec.section!r} (timeline={spec.timeline}) "
+                             f"but drawn as {c.id!r} in {c.section!r} (timeline={c.timeline})")
+        made.append(c)
+    return made
 
 
 def _take_turns(groups: list[list]) -> list:

@@ -42,6 +42,11 @@ class SessionFormat(StrEnum):
     jsonl = "jsonl"
 
 
+class SchemaFormat(StrEnum):
+    json = "json"
+    md = "md"
+
+
 class FailOn(StrEnum):
     warning = "warning"
     critical = "critical"
@@ -136,7 +141,9 @@ def analyze(
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
     if format is ReportFormat.json:
-        _write_or_print(report_to_json(model), out)
+        from analyzer.result_cache import json_text
+
+        _write_or_print(json_text(model) or report_to_json(model), out)
     elif format is ReportFormat.md:
         from analyzer.render_md import render_markdown
 
@@ -389,8 +396,15 @@ def compact(
 
 
 @app.command()
-def schema() -> None:
-    """Print the trace schema v1 (JSON Schema, draft 2020-12)."""
+def schema(
+    format: Annotated[SchemaFormat, typer.Option("--format", help="json: the trace schema; md: the events view's columns (docs/sql.md).")] = SchemaFormat.json,
+) -> None:
+    """Print the trace schema v1 (JSON Schema, draft 2020-12), or the events table (--format md)."""
+    if format == SchemaFormat.md:
+        from analyzer.columns import events_table_md
+
+        sys.stdout.write(events_table_md())
+        return
     from collector.schema import schema_text
 
     sys.stdout.write(schema_text())

@@ -31,9 +31,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analyzer.ingest import EVENT_COLUMNS, view_sql
+from analyzer.columns import EVENT_COLUMNS, event_type
 from analyzer.metrics import query_params, result_rows
 from analyzer.resources import load_query
+from analyzer.viewdefs import view_sql
 
 VIEWS = ("events", "requests", "sessions")
 
@@ -170,12 +171,39 @@ def rerun_inputs(names: Sequence[str], columns: dict[str, list[str]]) -> dict[st
     return out
 
 
-def partition_tables(con, names: Sequence[str], params: dict) -> list[tuple[str, object]]:
-    """(name, Arrow table) of one partition: each non-rerun query's table, each rerun input."""
+# A timeline's table for one bucket, when a partition computes it for several (bucket_key).
+BUCKETED = "|bucket="
+
+
+def bucket_key(name: str, bucket: str) -> str:
+    return f"{name}{BUCKETED}{bucket}"
+
+
+def pick_bucket(tables: dict, bucket: str | None) -> dict | None:
+    """One partition's tables with each timeline's ``bucket`` table under the query's own name;
+    None when a timeline lacks that bucket (the partition was computed for coarser ones)."""
+    out = {k: t for k, t in tables.items() if BUCKETED not in k}
+    for key in tables:
+        name, _, _ = key.partition(BUCKETED)
+        if BUCKETED in key and name not in out:
+            if bucket_key(name, bucket) not in tables:
+                return None
+            out[name] = tables[bucket_key(name, bucket)]
+    return out
+
+
+def partition_tables(con, names: Sequence[str], params: dict, buckets: Sequence[str] | None = None) -> list[tuple[str, object]]:
+    """(name, Arrow table) of one partition: each non-rerun query's table, each rerun input.
+    ``buckets``: each timeline (a non-rerun query using $bucket) once per bucket, named by
+    ``bucket_key`` (a partition computed before the fleet's time span, hence its bucket, is
+    known; reruns take the bucket on the driver)."""
     columns = {v: [r[0] for r in con.execute(f"DESCRIBE {v}").fetchall()] for v in VIEWS}
     out = []
     own: dict[str, object] = {}
     for name in names:
+        if buckets and merge_of(name).how != "rerun" and "bucket" in query_params(load_query(name)):
+            out.extend((bucket_key(name, b), _arrow(con, name, {**params, "bucket": b})) for b in buckets)
+            continue
         table = _arrow(con, name, params)
         if merge_of(name).how == "rerun":
             if merge_of(name).own_sessions:
@@ -222,9 +250,7 @@ def _register(con, name: str, table) -> None:
 
 def empty_events_sql() -> str:
     """An events table with no rows and the view's columns (for a fleet with no events)."""
-    from analyzer.ingest import _event_type
-
-    return "SELECT " + ", ".join(f"NULL::{_event_type(c)} AS {c}" for c in EVENT_COLUMNS) + " WHERE false"
+    return "SELECT " + ", ".join(f"NULL::{event_type(c)} AS {c}" for c in EVENT_COLUMNS) + " WHERE false"
 
 
 def merge_tables(con, parts: dict[str, list], names: Iterable[str], params: dict) -> dict[str, list[dict]]:

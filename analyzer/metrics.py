@@ -26,54 +26,15 @@ from analyzer.resources import load_query, query_names
 from analyzer.rows import Rows
 from analyzer.thresholds import defaults
 
-# Metric tables compute_metrics builds, in run order (time_span first: it picks the bucket).
-METRIC_QUERIES: tuple[str, ...] = (
-    "time_span",
-    "hosts_summary",
-    "stage_percentiles",
-    "stage_percentiles_over_time",
-    "request_latency_percentiles",
-    "goodput",
-    "latency_hist",
-    "prefill_decode_ratio",
-    "prefill_by_input_len",
-    "prefill_by_turn",
-    "prefill_by_input_class",
-    "short_prompt_e2e",
-    "reasoning_share",
-    "gpu_wait_per_session",
-    "gpu_wait_hist",
-    "decode_per_session",
-    "generate_params_per_session",
-    "memory_per_session",
-    "memory_per_host",
-    "memory_timeline",
-    "oom_per_session",
-    "kv_cache_per_session",
-    "kv_growth_timeline",
-    "prefill_growth_per_session",
-    "rss_per_process",
-    "errors_by_type",
-    "errors_over_time",
-    "gpu_per_host",
-    "gpu_util_while_busy",
-    "gpu_util_per_host_requests",
-    "gpu_memory_swing",
-    "gpu_timeline",
-    "log_volume_over_time",
-    "log_volume_peak_minute",
-    "collector_write_rate",
-    "collector_health",
-    "slowest_sessions",
-    "session_summary",
-    "request_memory_deltas",
-    "memory_per_process",
-    "host_devices",
-    "future_events",
-    "session_id_coverage",
-)
 # Queries that need session ids picked by the rules (run after them, see report.py).
 DRILLDOWN_QUERIES: tuple[str, ...] = ("session_requests",)
+# Metric tables compute_metrics builds: every queries/*.sql but the drill-downs, so a new metric is
+# its .sql file alone (tests/test_registry.py checks that a rule, a chart's series or the report
+# reads each). Run order: time_span first (it picks the bucket), then by name.
+METRIC_QUERIES: tuple[str, ...] = (
+    "time_span",
+    *(n for n in query_names() if n != "time_span" and n not in DRILLDOWN_QUERIES),
+)
 # Queries that need a column the events view may lack; skipped (table = []) without it.
 _NEEDS_COLUMN = {"log_volume_over_time": "line_bytes", "log_volume_peak_minute": "line_bytes"}
 
@@ -96,6 +57,22 @@ def query_params(sql: str) -> set[str]:
     return set(_PARAM.findall(_COMMENT.sub("", sql)))
 
 
+_SERIES = re.compile(r"^-- series ([a-z_][a-z0-9_]*): ([a-z0-9_, ]+)$", re.MULTILINE)
+
+
+def query_series(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """The model series a query feeds, from its header line ``-- series <key>: <column>, ...``:
+    the report keeps those columns of its rows as ``model["series"][key]``, which charts draw.
+    None for a query that feeds no series."""
+    found = _SERIES.findall(load_query(name))
+    if len(found) > 1:
+        raise ValueError(f"{name}.sql declares {len(found)} series; a query feeds one at most")
+    if not found:
+        return None
+    key, columns = found[0]
+    return key, tuple(c.strip() for c in columns.split(",") if c.strip())
+
+
 def bucket_for_span(first: str | None, last: str | None) -> str:
     """date_trunc unit for the timelines: minute up to 3 h, hour up to 31 days, then day."""
     if not first or not last:
@@ -113,6 +90,9 @@ def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
     t = thresholds
     rep = t["report"]
     return {
+        # every threshold as $<table>_<key> (a new query reads its rule's numbers without an
+        # entry here); the names below predate that and win where they coincide (slo_*)
+        **{f"{table}_{key}": value for table, keys in t.items() for key, value in keys.items()},
         "bucket": bucket,
         "slo_ttft_ms": float(t["slo"]["ttft_ms"]),
         "slo_tpot_ms": float(t["slo"]["tpot_ms"]),

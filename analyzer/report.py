@@ -17,10 +17,12 @@ from pathlib import Path
 from analyzer import __version__
 from analyzer.errors import UsageError
 from analyzer.metrics import (
+    METRIC_QUERIES,
     DuckDBSource,
     MetricSource,
     as_source,
     compute_metrics,
+    query_series,
     session_requests,
 )
 from analyzer.rules import (
@@ -55,9 +57,25 @@ def analyze_logs(
     """Read the logs once and return the report model."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    # With a window, requests/sessions are not built before the cache has been asked for this
+    # run's model (analyzer/result_cache.py): a warm run that finds it never needs them.
+    lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         materialize=not lazy)  # fmt: skip
     try:
-        return build_report(source, thresholds)
+        db = getattr(source, "db", None)
+        if db is None:
+            return build_report(source, thresholds)
+        from analyzer import result_cache
+
+        key = result_cache.result_key(db, thresholds)
+        model = result_cache.lookup(db, key, clean(_ingest_block(db.ingest)))
+        if model is not None:
+            return model
+        result_cache.materialize_derived(db.con)
+        model = build_report(source, thresholds)
+        result_cache.store(db, key, model, report_to_json)
+        return model
     finally:
         source.close()
 
@@ -71,6 +89,7 @@ def open_source(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    materialize: bool = True,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
@@ -83,7 +102,8 @@ def open_source(
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest import open_logs
 
-    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache))
+    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                                     materialize=materialize))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -225,53 +245,63 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         for sid in f["session_ids"]:
             rank = SEVERITY_RANK[f["severity"]]
             worst[sid] = min(rank, worst.get(sid, rank))
-    # Only the rows the block keeps are built: every flagged session, and the first `cap` others
-    # in time order (the table's order): session_summary has a row per session (400 k+ at 20 M
-    # events), the block at most cap + the flagged ones (issue 16 item 4).
     cap = int(thresholds["report"]["max_sessions"])
-    flagged, others = [], []
+    # Rows only for the sessions listed: every flagged one and at most `cap` others (tens of
+    # thousands of sessions otherwise each got a row only to be cut).
+    picked, others = [], 0
     for r in metrics.get("session_summary", []):
-        found = by_session.get(r["session_id"])
-        if not found and len(others) >= cap:
-            continue
-        row = {k: r.get(k) for k in SESSION_KEYS}
-        row["findings"] = sorted(set(found or []), key=RULE_IDS.index)
-        (flagged if found else others).append(row)
-    kept = {row["session_id"] for row in flagged + others}
+        if r["session_id"] in by_session:
+            picked.append(r)
+        elif others < cap:
+            picked.append(r)
+            others += 1
+    wanted = {r["session_id"] for r in picked}
     # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
     # a short session is not a leak), so the tables can show why a session is or is not flagged
     rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
              for r in metrics.get("memory_per_session", [])
-             if r["session_id"] in kept and r.get("reserved_first_mb") is not None
-             and r.get("reserved_last_mb") is not None}  # fmt: skip
-    for row in flagged + others:
-        row["reserved_rise_mb"] = rises.get(row["session_id"])
-        row["findings"] = row.pop("findings")  # key order as before: ..., reserved_rise_mb, findings
+             if r["session_id"] in wanted
+             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
+    rows = []
+    for r in picked:
+        row = {k: r.get(k) for k in SESSION_KEYS}
+        row["reserved_rise_mb"] = rises.get(r["session_id"])
+        row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
+        rows.append(row)
+    flagged = [r for r in rows if r["findings"]]
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
+    others = [r for r in rows if not r["findings"]]
     return (flagged + others)[: max(cap, len(flagged))]
 
 
-def _series_block(metrics: dict) -> dict:
-    def pick(name, keys):
-        return [{k: r.get(k) for k in keys} for r in metrics.get(name, [])]
+# model["series"] key -> (metric table, the columns the model keeps): the aggregated rows charts
+# draw, each declared by its query's header (``-- series <key>: <columns>``, metrics.query_series),
+# so a charted metric is its .sql file; charts.CHARTS names the series each chart reads.
+def _declared_series() -> dict[str, tuple[str, tuple[str, ...]]]:
+    series: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name in METRIC_QUERIES:
+        if (declared := query_series(name)) is not None:
+            key, columns = declared
+            if key in series:
+                raise ValueError(f"series {key!r} declared by {series[key][0]}.sql and {name}.sql")
+            series[key] = (name, columns)
+    return series
 
-    return {
-        "stage_latency_by_hour": pick(
-            "stage_percentiles_over_time", ("bucket", "stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
-        ),
-        "latency_hist": pick("latency_hist", ("metric", "bin_start", "bin_end", "count")),
-        "prefill_vs_input": pick(
-            "prefill_by_input_len", ("input_len_bin", "count", "prefill_p50_ms", "prefill_p95_ms", "prefill_max_ms")
-        ),
-        "prefill_by_turn": pick("prefill_by_turn", ("turn_index", "count", "prefill_p50_ms", "prefill_p95_ms", "input_len_p50")),
-        "gpu_timeline": pick("gpu_timeline", ("bucket", "host", "gpu_index", "util_avg", "util_max", "mem_used_mb_max")),
-        "gpu_wait_hist": pick("gpu_wait_hist", ("bin_start", "bin_end", "count")),
-        "memory_timeline": pick("memory_timeline", ("ts", "session_id", "reserved_mb", "allocated_mb")),
-        "kv_growth": pick("kv_growth_timeline", ("ts", "session_id", "kv_seq_len", "kv_cache_size_mb")),
-        "errors_timeline": pick("errors_over_time", ("bucket", "error_type", "count")),
-        "log_volume": pick("log_volume_over_time", ("bucket", "host", "bytes", "events")),
-        "collector": pick("collector_health", ("host", "written", "dropped", "queued", "bytes_written")),
-    }
+
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = _declared_series()
+# Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
+REPORT_INPUTS: tuple[str, ...] = (
+    "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",
+    "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
+    "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
+    "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
+    "oom_per_session", "kv_cache_per_session",
+)  # fmt: skip
+
+
+def _series_block(metrics: dict) -> dict:
+    return {key: [{k: r.get(k) for k in columns} for r in metrics.get(name, [])]
+            for key, (name, columns) in SERIES.items()}  # fmt: skip
 
 
 def detail_session_ids(model: dict, thresholds: dict) -> list[str]:

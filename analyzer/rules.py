@@ -13,163 +13,71 @@ appears in one.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from analyzer.thresholds import DEFAULTS
 
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_FINDING_SESSIONS = 200  # ids listed in one finding; session_count has the full number
 MAX_DETAIL_ROWS = 50
 
-# rule id -> (default severity, seed source, fix). Fixes paraphrase the seed articles.
-RULE_INFO: dict[str, tuple[str, str, str]] = {
-    "memory_leak": (
-        "critical",
-        "000 §5 table; 003 §4.1, §5.3",
-        "Reserved GPU memory only goes up: free what generate returns as soon as it is decoded "
-        "(`del outputs`, then `torch.cuda.empty_cache()`), never keep GPU tensors in "
-        "st.session_state or st.cache_resource (003 §4.1), and pass past_key_values to "
-        "generate() explicitly so the KV cache is shared, not rebuilt (000 §5).",
-    ),
-    "ghost_memory": (
-        "warning",
-        "000 §1.1",
-        "PyTorch's caching allocator holds blocks that nvidia-smi shows as used but new requests "
-        "cannot get, which leads to OOM later: release tensors (`del outputs`) and call "
-        "`torch.cuda.empty_cache()` after large generations (000 §1.1; 003 §4.1).",
-    ),
-    "oom": (
-        "critical",
-        "003 §3.2, §5.3",
-        "Catch torch.cuda.OutOfMemoryError around generate and log it; generate with "
-        "num_beams=1 and a bounded max_new_tokens, fall back to greedy (do_sample=False) on OOM, "
-        "and trim the dialogue history (003 §3.2, §4.3).",
-    ),
-    "gpu_wait": (
-        "warning",
-        "003 §4.2",
-        "The CPU waits on the GPU for most of generate while the GPU is not busy: a data "
-        "movement bottleneck. Move inputs to model.device once before generate, turn off "
-        "pin_memory, tokenize on the CPU (return_tensors='np') and convert once with "
-        "torch.tensor(...).to(device) (003 §4.2).",
-    ),
-    "cpu_bound": (
-        "warning",
-        "003 §4.2; 000 §1.2",
-        "GPU idle while decode is slow: the Python process is the bottleneck (GIL, HTTP/JSON "
-        "work, heavy logging). Turn off DEBUG logging (logging.disable(logging.INFO)), reuse "
-        "one tokenizer, keep pre/post-processing off the generate thread (000 §1.2, §5; "
-        "003 §4.2).",
-    ),
-    "kv_cache_bloat": (
-        "warning",
-        "003 §4.3, §5.4",
-        "The context keeps growing: keep use_cache=True, truncate the history to a sliding "
-        "window (the last 8 turns, about 1500 tokens) and reuse the cache (reorder_cache) "
-        "instead of rebuilding it every turn (003 §4.3).",
-    ),
-    "beam_search": (
-        "warning",
-        "003 §3.2",
-        "Generate with num_beams=1 (sampling or greedy) for chat: beam search runs several "
-        "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2.",
-    ),
-    "high_max_tokens": (
-        "warning",
-        "000 §2.2",
-        "Lower max_new_tokens (the seed app uses 2048): a 4096+ limit lets one request run "
-        "thousands of decode steps and hold the GPU (000 §2.2, §4.2).",
-    ),
-    "long_output": (
-        "warning",
-        "000 §4.2",
-        "Answers of 3000+ tokens make post-processing exceed 100 ms and decode run long: limit "
-        "max_tokens in the front end and max_new_tokens in generate (000 §4.2).",
-    ),
-    "slow_tokenize": (
-        "warning",
-        "003 §5.2; 000 §4.2",
-        "Tokenizing should take < 100 ms (50 ms ideal): load the tokenizer once and reuse it, "
-        "and check it does not add redundant special tokens (000 §4.2, §3.3).",
-    ),
-    "slow_prefill": (
-        "warning",
-        "003 §5.2, §5.4",
-        "Prefill cost follows the prompt length: truncate the history (last 8 turns, about "
-        "1500 tokens, 003 §4.3), keep use_cache=True and put the inputs on the model's device "
-        "before generate (003 §4.2).",
-    ),
-    "slow_decode": (
-        "warning",
-        "003 §5.2",
-        "Decode above 130 ms per token: check GPU utilisation (low means a CPU-GPU imbalance, "
-        "003 §4.2), num_beams=1 (003 §3.2) and max_new_tokens; see the gpu_wait and cpu_bound "
-        "findings for the cause.",
-    ),
-    "slow_ttft": (
-        "warning",
-        "003 §5.2",
-        "Time to first token = tokenize + queue + prefill: see which slice dominates in the "
-        "stage table. Queue: add workers (demo.launch(server_workers=4), 000 §4.1); prefill: "
-        "truncate the history (003 §4.3); tokenize: reuse the tokenizer (000 §4.2).",
-    ),
-    "slow_format": (
-        "warning",
-        "000 §4.2",
-        "Post-processing should take < 30 ms; > 100 ms means the reply is too large (3000+ "
-        "tokens): limit max_tokens in the front end and keep serialisation and think-chain "
-        "parsing light (000 §4.2).",
-    ),
-    "low_gpu_util": (
-        "warning",
-        "003 §5.3",
-        "The GPU never gets busy while requests run (peak < 65 %): the bottleneck is before the "
-        "GPU (preprocessing, GIL, logging, data movement); see gpu_wait and cpu_bound "
-        "(003 §4.2, §5.3; 000 §1.2).",
-    ),
-    "gpu_starved": (
-        "warning",
-        "000 §2.1",
-        "GPU memory is nearly full while the GPU idles: it is waiting for data (data loading or "
-        "CPU preprocessing is the bottleneck), and whatever holds the memory (another process, "
-        "cached blocks) squeezes new requests (000 §2.1, §1.1).",
-    ),
-    "memory_thrash": (
-        "warning",
-        "000 §2.1",
-        "High utilisation with GPU memory swinging by gigabytes per second: the KV cache is "
-        "not shared or batching is disorganised, every request allocates and frees again; pass "
-        "past_key_values to generate() explicitly (000 §2.1, §5).",
-    ),
-    "rss_growth": (
-        "warning",
-        "000 §3.3",
-        "Host memory (RSS) rises one way: Python objects are not released. Check whether the "
-        "tokenizer or pipeline is instantiated again per request; create them once and reuse "
-        "(000 §3.3).",
-    ),
-    "log_volume": (
-        "warning",
-        "000 §3.2, §5",
-        "The service writes more than 1 MB/s of logs, which eats disk IOPS: disable DEBUG "
-        "logging (logging.disable(logging.INFO)) and keep one structured line per stage "
-        "(000 §3.2, §5; 003 §2.1).",
-    ),
-    "collector_drops": (
-        "warning",
-        "—",
-        "The collector's queue overflowed and events were dropped, so other metrics miss data: "
-        "raise the collector's queue size or sample less often.",
-    ),
-    "bad_lines": (
-        "info",
-        "—",
-        "Malformed lines were skipped and counted (samples in the ingest summary): look for a "
-        "writer that died mid-line or two writers interleaving; the logs were not modified.",
-    ),
-}
-RULE_IDS: tuple[str, ...] = tuple(RULE_INFO)
+# -- the registry ------------------------------------------------------------------------------
+# Each rule is registered once, by the @rule decorator on its function: what it is (id, default
+# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql, and its
+# threshold table thresholds.DEFAULTS[id]) and where its findings point (report sections and
+# chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
+# checks the declarations against what the rules really read and emit, the chart and section
+# registries (charts.CHARTS, render_html.SECTIONS) and docs/rules.md. The order of registration
+# is DESIGN.md §6's order (findings and the model's rule rows follow it).
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    fn: Callable
+    severity: str  # default; a finding may raise it (slow_format above its critical threshold)
+    source: str  # seed sections, as the finding cites them
+    fix: str  # what to do, paraphrasing the seed articles
+    inputs: tuple[str, ...]  # metric tables read (queries/<name>.sql)
+    sections: tuple[str, ...]  # report sections its findings point to (render_html.SECTIONS)
+    charts: tuple[str, ...] = ()  # chart ids its findings point to (charts.CHARTS)
+    gpu: bool = False  # judges the GPU: CPU-only hosts get no verdict from it (issue 12)
+
+
+RULE_SPECS: dict[str, RuleSpec] = {}
+
+
+def rule(
+    rule_id: str,
+    *,
+    severity: str,
+    source: str,
+    fix: str,
+    inputs: tuple[str, ...],
+    sections: tuple[str, ...],
+    charts: tuple[str, ...] = (),
+    gpu: bool = False,
+) -> Callable[[Callable], Callable]:
+    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``."""
+
+    def register(fn: Callable) -> Callable:
+        # A mistake here fails at import, not as a silently missing rule or threshold.
+        if rule_id in RULE_SPECS:
+            raise ValueError(f"rule {rule_id!r} registered twice")
+        if severity not in SEVERITIES:
+            raise ValueError(f"rule {rule_id!r}: severity {severity!r} is not one of {SEVERITIES}")
+        if rule_id not in DEFAULTS:
+            raise ValueError(f"rule {rule_id!r} has no threshold table in analyzer/thresholds.py")
+        if not sections:
+            raise ValueError(f"rule {rule_id!r} names no report section for its findings")
+        RULE_SPECS[rule_id] = RuleSpec(rule_id, fn, severity, source, fix, tuple(inputs), tuple(sections),
+                                       tuple(charts), gpu)  # fmt: skip
+        return fn
+
+    return register
 
 
 @dataclass
@@ -372,66 +280,63 @@ def _overlap(a: dict, b: dict) -> bool:
     return bool(a.get("first_ts") and b.get("first_ts") and a["first_ts"] <= b["last_ts"] and b["first_ts"] <= a["last_ts"])
 
 
-def _regular(v: dict) -> bool:
-    return bool(v.get("first_ts") and v.get("last_ts") and v["first_ts"] <= v["last_ts"])
+class _Overlaps:
+    """Sessions of one process active at the same time as each flagged one (itself included), by
+    binary search over sorted first/last times: the pairwise scan was O(flagged x sessions), 20 M
+    comparisons and most of a warm run at 15 k sessions. Same answers as ``_overlap`` pairwise (a
+    group holding a session whose last time sorts before its first falls back to that scan)."""
 
+    def __init__(self, group: list[dict], flagged: list[dict]):
+        self.group, self.flagged = group, flagged
+        timed = [u for u in group if u.get("first_ts")]
+        self.naive = any(u["last_ts"] < u["first_ts"] for u in timed)
+        self.firsts = sorted(u["first_ts"] for u in timed)
+        self.lasts = sorted(u["last_ts"] for u in timed)
+        ftimed = [u for u in flagged if u.get("first_ts")]
+        self.ffirsts = sorted(u["first_ts"] for u in ftimed)
+        self.flasts = sorted(u["last_ts"] for u in ftimed)
 
-def _co_active(group: list[dict], flagged: list[dict]) -> dict[str, tuple[int, int]]:
-    """For each flagged session of ``group`` (one process's sessions): how many of the group's
-    sessions were active at the same time (``_overlap``, itself included) and how many of those are
-    flagged. Counted by bisecting sorted start and end times: a pairwise scan is quadratic (an hour
-    at 100 k sessions). Rows whose times are missing or reversed take the pairwise check."""
-    reg = [u for u in group if _regular(u)]
-    odd = [u for u in group if u.get("first_ts") and not _regular(u)]
-    reg_f = [u for u in reg if u["flagged"]]
-    firsts, lasts = sorted(u["first_ts"] for u in reg), sorted(u["last_ts"] for u in reg)
-    firsts_f, lasts_f = sorted(u["first_ts"] for u in reg_f), sorted(u["last_ts"] for u in reg_f)
-    out: dict[str, tuple[int, int]] = {}
-    for v in flagged:
+    def _co(self, v: dict) -> list[dict]:
+        return [u for u in self.group if u is v or _overlap(u, v)]
+
+    def count(self, v: dict) -> int:
+        if self.naive:
+            return len(self._co(v))
         if not v.get("first_ts"):
-            out[v["session_id"]] = (1, 1)  # overlaps nothing but itself
-            continue
-        if not _regular(v):
-            co = [u for u in group if u is v or _overlap(u, v)]
-            out[v["session_id"]] = (len(co), sum(1 for u in co if u["flagged"]))
-            continue
-        # a regular u overlaps v when u starts by v's end and does not end before v's start
-        n = bisect_right(firsts, v["last_ts"]) - bisect_left(lasts, v["first_ts"])
-        nf = bisect_right(firsts_f, v["last_ts"]) - bisect_left(lasts_f, v["first_ts"])
-        for u in odd:
-            if _overlap(u, v):
-                n += 1
-                nf += u["flagged"]
-        out[v["session_id"]] = (n, nf)
-    return out
+            return 1
+        # u overlaps v iff u.first <= v.last and not u.last < v.first (u.last < v.first implies
+        # u.first <= v.last, so the second set lies inside the first).
+        return bisect.bisect_right(self.firsts, v["last_ts"]) - bisect.bisect_left(self.lasts, v["first_ts"])
 
+    def flagged_count(self, v: dict) -> int:
+        if self.naive:
+            return sum(1 for u in self._co(v) if u["flagged"])
+        if not v.get("first_ts"):
+            return 1 if v["flagged"] else 0
+        return bisect.bisect_right(self.ffirsts, v["last_ts"]) - bisect.bisect_left(self.flasts, v["first_ts"])
 
-def _active_with(group: list[dict], flagged: list[dict]) -> set[str]:
-    """Ids of the group's sessions active at the same time as some flagged session (the flagged
-    ones included): against the union of the flagged sessions' time ranges, not pair by pair."""
-    active = {v["session_id"] for v in flagged}
-    spans: list[list[str]] = []
-    for a, b in sorted((v["first_ts"], v["last_ts"]) for v in flagged if _regular(v)):
-        if spans and a <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], b)
-        else:
-            spans.append([a, b])
-    starts = [a for a, _ in spans]
-    odd_flagged = [v for v in flagged if v.get("first_ts") and not _regular(v)]
-    for u in group:
-        if u["session_id"] in active or not u.get("first_ts"):
-            continue
-        if _regular(u):
-            i = bisect_right(starts, u["last_ts"]) - 1
-            if i >= 0 and spans[i][1] >= u["first_ts"]:
-                active.add(u["session_id"])
+    def active_ids(self) -> set:
+        """Ids of the sessions active at the same time as some flagged one (flagged ones included)."""
+        if self.naive:
+            return {u["session_id"] for v in self.flagged for u in self._co(v)}
+        out = {v["session_id"] for v in self.flagged}
+        # Flagged intervals merged into disjoint closed blocks; a session meets the union iff it
+        # meets a block (each block is one unbroken span: its parts chain by overlaps).
+        blocks: list[list[str]] = []
+        for v in sorted((v for v in self.flagged if v.get("first_ts")), key=lambda v: v["first_ts"]):
+            if blocks and v["first_ts"] <= blocks[-1][1]:
+                blocks[-1][1] = max(blocks[-1][1], v["last_ts"])
+            else:
+                blocks.append([v["first_ts"], v["last_ts"]])
+        starts = [b[0] for b in blocks]
+        for u in self.group:
+            if not u.get("first_ts"):
                 continue
-        elif any(_overlap(u, v) for v in flagged if _regular(v)):
-            active.add(u["session_id"])
-            continue
-        if any(_overlap(u, v) for v in odd_flagged):
-            active.add(u["session_id"])
-    return active
+            # the last block starting at or before u's end is the only one that can reach u
+            i = bisect.bisect_right(starts, u["last_ts"]) - 1
+            if i >= 0 and blocks[i][1] >= u["first_ts"]:
+                out.add(u["session_id"])
+        return out
 
 
 def cpu_only_hosts(m: dict) -> set:
@@ -492,16 +397,16 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         flagged = [v for v in group if v["flagged"]]
         # For each flagged session, the sessions of its process active at the same time (itself
         # included) and the share of them flagged: near 1 when per-process reserved rose under all.
-        co = _co_active(group, flagged)
-        crowded = [v for v in flagged if co[v["session_id"]][0] >= 3]
+        co = _Overlaps(group, flagged)
+        crowded = [v for v in flagged if co.count(v) >= 3]
         if len(crowded) < 3:
             continue
-        shares = sorted(co[v["session_id"]][1] / co[v["session_id"]][0] for v in crowded)
+        shares = sorted(co.flagged_count(v) / co.count(v) for v in crowded)
         if shares[len(shares) // 2] > th["most_sessions_share"]:
             for v in flagged:
                 v["flagged"] = False
                 v["process_scoped"] = True
-            active = _active_with(group, flagged)
+            active = co.active_ids()
             first = min(flagged, key=lambda v: v.get("first_ts") or "")
             last = max(flagged, key=lambda v: v.get("last_ts") or "")
             processes.append({"host": key[0], "pid": key[1], "sessions": len(active), "flagged_sessions": len(flagged),
@@ -537,6 +442,21 @@ def _mib(x: float) -> str:
     return f"{x / 1024:.1f} GiB" if abs(x) >= 1024 else f"{_fmt(x)} MiB"
 
 
+@rule(
+    "memory_leak",
+    severity="critical",
+    source="000 §5 table; 003 §4.1, §5.3",
+    fix=(
+        "Reserved GPU memory only goes up: free what generate returns as soon as it is decoded "
+        "(`del outputs`, then `torch.cuda.empty_cache()`), never keep GPU tensors in "
+        "st.session_state or st.cache_resource (003 §4.1), and pass past_key_values to "
+        "generate() explicitly so the KV cache is shared, not rebuilt (000 §5)."
+    ),
+    inputs=("memory_per_session", "request_memory_deltas", "memory_per_process", "host_devices"),
+    sections=("memory",),
+    charts=("memory_timeline",),
+    gpu=True,
+)
 def rule_memory_leak(m, ingest, t) -> RuleOutcome:
     th = t["memory_leak"]
     verdicts = memory_leak_verdicts(m, t)
@@ -588,6 +508,20 @@ def rule_memory_leak(m, ingest, t) -> RuleOutcome:
                        findings)
 
 
+@rule(
+    "ghost_memory",
+    severity="warning",
+    source="000 §1.1",
+    fix=(
+        "PyTorch's caching allocator holds blocks that nvidia-smi shows as used but new requests "
+        "cannot get, which leads to OOM later: release tensors (`del outputs`) and call "
+        "`torch.cuda.empty_cache()` after large generations (000 §1.1; 003 §4.1)."
+    ),
+    inputs=("memory_per_session", "memory_per_host"),
+    sections=("memory",),
+    charts=("memory_timeline",),
+    gpu=True,
+)
 def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     th = t["ghost_memory"]
 
@@ -629,6 +563,19 @@ def oom_count(row: dict) -> int:
     return max(int(row.get("oom_errors") or 0), int(row.get("num_ooms_rise") or 0))
 
 
+@rule(
+    "oom",
+    severity="critical",
+    source="003 §3.2, §5.3",
+    fix=(
+        "Catch torch.cuda.OutOfMemoryError around generate and log it; generate with "
+        "num_beams=1 and a bounded max_new_tokens, fall back to greedy (do_sample=False) on OOM, "
+        "and trim the dialogue history (003 §3.2, §4.3)."
+    ),
+    inputs=("oom_per_session", "goodput", "memory_per_session", "memory_per_host", "generate_params_per_session"),
+    sections=("errors",),
+    charts=("errors_timeline",),
+)
 def rule_oom(m, ingest, t) -> RuleOutcome:
     th = t["oom"]
     has_inputs = bool(m.get("goodput") and (m["goodput"][0].get("requests") or 0) > 0) or bool(
@@ -684,6 +631,84 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("oom", "fired", _plural(len(hit), "session/host"), findings)
 
 
+# -- decode / GPU per session ----------------------------------------------------------------
+
+
+@rule(
+    "gpu_wait",
+    severity="warning",
+    source="003 §4.2",
+    fix=(
+        "The CPU waits on the GPU for most of generate while the GPU is not busy: a data "
+        "movement bottleneck. Move inputs to model.device once before generate, turn off "
+        "pin_memory, tokenize on the CPU (return_tensors='np') and convert once with "
+        "torch.tensor(...).to(device) (003 §4.2)."
+    ),
+    inputs=("gpu_wait_per_session",),
+    sections=("gpu",),
+    charts=("gpu_wait_hist",),
+    gpu=True,
+)
+def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
+    th = t["gpu_wait"]["gpu_wait_pct"]
+    rows = [r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None]
+    return _session_rule(
+        "gpu_wait", rows, lambda r: r["gpu_wait_pct_p50"] > th, lambda r: r["gpu_wait_pct_p50"],
+        threshold=th, unit="%",
+        describe=lambda n, v: f"median gpu_wait_pct up to {_fmt(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
+        section="gpu", chart="gpu_wait_hist",
+        detail_keys=("gpu_wait_pct_p50", "gpu_wait_pct_p90", "count"),
+        no_data_reason="no request measured gpu_wait_pct",
+    )
+
+
+@rule(
+    "cpu_bound",
+    severity="warning",
+    source="003 §4.2; 000 §1.2",
+    fix=(
+        "GPU idle while decode is slow: the Python process is the bottleneck (GIL, HTTP/JSON "
+        "work, heavy logging). Turn off DEBUG logging (logging.disable(logging.INFO)), reuse "
+        "one tokenizer, keep pre/post-processing off the generate thread (000 §1.2, §5; "
+        "003 §4.2)."
+    ),
+    inputs=("decode_per_session",),
+    sections=("gpu",),
+    charts=("gpu_timeline",),
+    gpu=True,
+)
+def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
+    th = t["cpu_bound"]
+    rows = [r for r in m.get("decode_per_session", [])
+            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None]
+    return _session_rule(
+        "cpu_bound", rows,
+        lambda r: r["gpu_util_pct_p50"] < th["gpu_util_pct"] and r["tpot_p50_ms"] > th["tpot_ms"],
+        lambda r: r["tpot_p50_ms"],
+        threshold=th["tpot_ms"], unit="ms/token",
+        describe=lambda n, v: (
+            f"GPU under {_fmt(th['gpu_util_pct'])} % busy while decode takes up to {_fmt(v)} ms/token "
+            f"in {_plural(n, 'session')}"
+        ),
+        section="gpu", chart="gpu_timeline",
+        detail_keys=("gpu_util_pct_p50", "tpot_p50_ms", "requests"),
+        no_data_reason="no request with both gpu_util_pct and tpot",
+    )
+
+
+@rule(
+    "kv_cache_bloat",
+    severity="warning",
+    source="003 §4.3, §5.4",
+    fix=(
+        "The context keeps growing: keep use_cache=True, truncate the history to a sliding "
+        "window (the last 8 turns, about 1500 tokens) and reuse the cache (reorder_cache) "
+        "instead of rebuilding it every turn (003 §4.3)."
+    ),
+    inputs=("kv_cache_per_session", "prefill_growth_per_session"),
+    sections=("kv", "prefill"),
+    charts=("kv_growth", "prefill_by_turn"),
+)
 def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     th = t["kv_cache_bloat"]
     kv = {r["session_id"]: r for r in m.get("kv_cache_per_session", [])}
@@ -749,67 +774,17 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("kv_cache_bloat", "fired", _plural(n, "session"), [f])
 
 
-# -- decode / GPU per session ----------------------------------------------------------------
-
-
-def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
-    th = t["gpu_wait"]["gpu_wait_pct"]
-    rows = [r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None]
-    return _session_rule(
-        "gpu_wait", rows, lambda r: r["gpu_wait_pct_p50"] > th, lambda r: r["gpu_wait_pct_p50"],
-        threshold=th, unit="%",
-        describe=lambda n, v: f"median gpu_wait_pct up to {_fmt(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
-        section="gpu", chart="gpu_wait_hist",
-        detail_keys=("gpu_wait_pct_p50", "gpu_wait_pct_p90", "count"),
-        no_data_reason="no request measured gpu_wait_pct",
-    )
-
-
-def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
-    th = t["cpu_bound"]
-    rows = [r for r in m.get("decode_per_session", [])
-            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None]
-    return _session_rule(
-        "cpu_bound", rows,
-        lambda r: r["gpu_util_pct_p50"] < th["gpu_util_pct"] and r["tpot_p50_ms"] > th["tpot_ms"],
-        lambda r: r["tpot_p50_ms"],
-        threshold=th["tpot_ms"], unit="ms/token",
-        describe=lambda n, v: (
-            f"GPU under {_fmt(th['gpu_util_pct'])} % busy while decode takes up to {_fmt(v)} ms/token "
-            f"in {_plural(n, 'session')}"
-        ),
-        section="gpu", chart="gpu_timeline",
-        detail_keys=("gpu_util_pct_p50", "tpot_p50_ms", "requests"),
-        no_data_reason="no request with both gpu_util_pct and tpot",
-    )
-
-
-def rule_slow_decode(m, ingest, t) -> RuleOutcome:
-    th = t["slow_decode"]["tpot_p50_ms"]
-    rows = [r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None]
-    outcome = _session_rule(
-        "slow_decode", rows, lambda r: r["tpot_p50_ms"] > th, lambda r: r["tpot_p50_ms"],
-        threshold=th, unit="ms/token",
-        describe=lambda n, v: f"median time per output token up to {_fmt(v)} ms in {_plural(n, 'session')}",
-        section="latency", chart="latency_hist",
-        detail_keys=("tpot_p50_ms", "tpot_max_ms", "gpu_util_pct_p50", "tpot_upper_bound_count"),
-        no_data_reason="no request with a tpot (decode or inference timing and output_len)",
-    )
-    overall = _metric_row(m, "request_latency_percentiles", "tpot_ms")
-    if overall and overall.get("p50") is not None and overall["p50"] > th:
-        bound = " (upper bound: legacy inference_ms / output_len)" if overall.get("upper_bound_count") else ""
-        outcome.findings.append(finding(
-            "slow_decode", scope="global", value=overall["p50"], threshold=th, unit="ms/token",
-            message=f"median time per output token is {_fmt(overall['p50'])} ms over all requests{bound}",
-            section="latency", chart="latency_hist",
-            details={k: overall.get(k) for k in ("count", "p50", "p90", "p99", "upper_bound_count")},
-        ))
-        session_part = outcome.reason + "; " if outcome.status == "fired" else ""
-        outcome.reason = f"{session_part}global p50 {_fmt(overall['p50'])} ms"
-        outcome.status = "fired"
-    return outcome
-
-
+@rule(
+    "beam_search",
+    severity="warning",
+    source="003 §3.2",
+    fix=(
+        "Generate with num_beams=1 (sampling or greedy) for chat: beam search runs several "
+        "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2."
+    ),
+    inputs=("generate_params_per_session",),
+    sections=("latency",),
+)
 def rule_beam_search(m, ingest, t) -> RuleOutcome:
     th = t["beam_search"]["num_beams"]
     rows = [r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0]
@@ -833,6 +808,17 @@ def rule_beam_search(m, ingest, t) -> RuleOutcome:
     return outcome
 
 
+@rule(
+    "high_max_tokens",
+    severity="warning",
+    source="000 §2.2",
+    fix=(
+        "Lower max_new_tokens (the seed app uses 2048): a 4096+ limit lets one request run "
+        "thousands of decode steps and hold the GPU (000 §2.2, §4.2)."
+    ),
+    inputs=("generate_params_per_session",),
+    sections=("latency",),
+)
 def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
     th = t["high_max_tokens"]["max_new_tokens"]
     rows = [r for r in m.get("generate_params_per_session", []) if (r.get("max_new_tokens_count") or 0) > 0]
@@ -845,6 +831,17 @@ def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
     )
 
 
+@rule(
+    "long_output",
+    severity="warning",
+    source="000 §4.2",
+    fix=(
+        "Answers of 3000+ tokens make post-processing exceed 100 ms and decode run long: limit "
+        "max_tokens in the front end and max_new_tokens in generate (000 §4.2)."
+    ),
+    inputs=("generate_params_per_session",),
+    sections=("latency",),
+)
 def rule_long_output(m, ingest, t) -> RuleOutcome:
     th = t["long_output"]["output_len"]
     rows = [r for r in m.get("generate_params_per_session", []) if (r.get("output_len_count") or 0) > 0]
@@ -878,12 +875,37 @@ def _p50_rule(rule, row, threshold, *, what, section, chart, no_data_reason, sev
     return RuleOutcome(rule, "fired", f"p50 {_fmt(p50)} ms", [f])
 
 
+@rule(
+    "slow_tokenize",
+    severity="warning",
+    source="003 §5.2; 000 §4.2",
+    fix=(
+        "Tokenizing should take < 100 ms (50 ms ideal): load the tokenizer once and reuse it, "
+        "and check it does not add redundant special tokens (000 §4.2, §3.3)."
+    ),
+    inputs=("stage_percentiles",),
+    sections=("latency",),
+    charts=("stage_latency_by_hour",),
+)
 def rule_slow_tokenize(m, ingest, t) -> RuleOutcome:
     row = _metric_row(m, "stage_percentiles", "tokenize", key="stage")
     return _p50_rule("slow_tokenize", row, t["slow_tokenize"]["p50_ms"], what="tokenize",
                      section="latency", chart="stage_latency_by_hour", no_data_reason="no tokenize timing")
 
 
+@rule(
+    "slow_prefill",
+    severity="warning",
+    source="003 §5.2, §5.4",
+    fix=(
+        "Prefill cost follows the prompt length: truncate the history (last 8 turns, about "
+        "1500 tokens, 003 §4.3), keep use_cache=True and put the inputs on the model's device "
+        "before generate (003 §4.2)."
+    ),
+    inputs=("prefill_by_input_class",),
+    sections=("prefill",),
+    charts=("prefill_vs_input",),
+)
 def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
     th = t["slow_prefill"]
     classes = {r["input_class"]: r for r in m.get("prefill_by_input_class", [])}
@@ -906,6 +928,58 @@ def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("slow_prefill", "fired" if findings else "pass", reasons, findings)
 
 
+@rule(
+    "slow_decode",
+    severity="warning",
+    source="003 §5.2",
+    fix=(
+        "Decode above 130 ms per token: check GPU utilisation (low means a CPU-GPU imbalance, "
+        "003 §4.2), num_beams=1 (003 §3.2) and max_new_tokens; see the gpu_wait and cpu_bound "
+        "findings for the cause."
+    ),
+    inputs=("decode_per_session", "request_latency_percentiles"),
+    sections=("latency",),
+    charts=("latency_hist",),
+)
+def rule_slow_decode(m, ingest, t) -> RuleOutcome:
+    th = t["slow_decode"]["tpot_p50_ms"]
+    rows = [r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None]
+    outcome = _session_rule(
+        "slow_decode", rows, lambda r: r["tpot_p50_ms"] > th, lambda r: r["tpot_p50_ms"],
+        threshold=th, unit="ms/token",
+        describe=lambda n, v: f"median time per output token up to {_fmt(v)} ms in {_plural(n, 'session')}",
+        section="latency", chart="latency_hist",
+        detail_keys=("tpot_p50_ms", "tpot_max_ms", "gpu_util_pct_p50", "tpot_upper_bound_count"),
+        no_data_reason="no request with a tpot (decode or inference timing and output_len)",
+    )
+    overall = _metric_row(m, "request_latency_percentiles", "tpot_ms")
+    if overall and overall.get("p50") is not None and overall["p50"] > th:
+        bound = " (upper bound: legacy inference_ms / output_len)" if overall.get("upper_bound_count") else ""
+        outcome.findings.append(finding(
+            "slow_decode", scope="global", value=overall["p50"], threshold=th, unit="ms/token",
+            message=f"median time per output token is {_fmt(overall['p50'])} ms over all requests{bound}",
+            section="latency", chart="latency_hist",
+            details={k: overall.get(k) for k in ("count", "p50", "p90", "p99", "upper_bound_count")},
+        ))
+        session_part = outcome.reason + "; " if outcome.status == "fired" else ""
+        outcome.reason = f"{session_part}global p50 {_fmt(overall['p50'])} ms"
+        outcome.status = "fired"
+    return outcome
+
+
+@rule(
+    "slow_ttft",
+    severity="warning",
+    source="003 §5.2",
+    fix=(
+        "Time to first token = tokenize + queue + prefill: see which slice dominates in the "
+        "stage table. Queue: add workers (demo.launch(server_workers=4), 000 §4.1); prefill: "
+        "truncate the history (003 §4.3); tokenize: reuse the tokenizer (000 §4.2)."
+    ),
+    inputs=("request_latency_percentiles",),
+    sections=("latency",),
+    charts=("latency_hist",),
+)
 def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
     row = _metric_row(m, "request_latency_percentiles", "ttft_ms")
     return _p50_rule("slow_ttft", row, t["slow_ttft"]["p50_ms"], what="time to first token",
@@ -913,6 +987,19 @@ def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
                      no_data_reason="no ttft (needs prefill timing or request events)")
 
 
+@rule(
+    "slow_format",
+    severity="warning",
+    source="000 §4.2",
+    fix=(
+        "Post-processing should take < 30 ms; > 100 ms means the reply is too large (3000+ "
+        "tokens): limit max_tokens in the front end and keep serialisation and think-chain "
+        "parsing light (000 §4.2)."
+    ),
+    inputs=("stage_percentiles",),
+    sections=("latency",),
+    charts=("stage_latency_by_hour",),
+)
 def rule_slow_format(m, ingest, t) -> RuleOutcome:
     th = t["slow_format"]
     row = _metric_row(m, "stage_percentiles", "format", key="stage")
@@ -927,6 +1014,20 @@ def rule_slow_format(m, ingest, t) -> RuleOutcome:
 # -- hosts -----------------------------------------------------------------------------------
 
 
+@rule(
+    "low_gpu_util",
+    severity="warning",
+    source="003 §5.3",
+    fix=(
+        "The GPU never gets busy while requests run (peak < 65 %): the bottleneck is before the "
+        "GPU (preprocessing, GIL, logging, data movement); see gpu_wait and cpu_bound "
+        "(003 §4.2, §5.3; 000 §1.2)."
+    ),
+    inputs=("gpu_util_while_busy", "gpu_util_per_host_requests"),
+    sections=("gpu",),
+    charts=("gpu_timeline",),
+    gpu=True,
+)
 def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
     th = t["low_gpu_util"]["peak_pct"]
     peaks: dict = {}
@@ -955,6 +1056,20 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("low_gpu_util", "fired", _plural(len(hit), "host"), findings)
 
 
+@rule(
+    "gpu_starved",
+    severity="warning",
+    source="000 §2.1",
+    fix=(
+        "GPU memory is nearly full while the GPU idles: it is waiting for data (data loading or "
+        "CPU preprocessing is the bottleneck), and whatever holds the memory (another process, "
+        "cached blocks) squeezes new requests (000 §2.1, §1.1)."
+    ),
+    inputs=("gpu_per_host",),
+    sections=("gpu",),
+    charts=("gpu_timeline",),
+    gpu=True,
+)
 def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     th = t["gpu_starved"]
     rows = [{**r, "starved_share": (r.get("starved_s") or 0) / r["sampled_s"]}
@@ -977,6 +1092,20 @@ def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("gpu_starved", "fired", _plural(len(hit), "GPU"), findings)
 
 
+@rule(
+    "memory_thrash",
+    severity="warning",
+    source="000 §2.1",
+    fix=(
+        "High utilisation with GPU memory swinging by gigabytes per second: the KV cache is "
+        "not shared or batching is disorganised, every request allocates and frees again; pass "
+        "past_key_values to generate() explicitly (000 §2.1, §5)."
+    ),
+    inputs=("gpu_memory_swing",),
+    sections=("gpu",),
+    charts=("gpu_timeline",),
+    gpu=True,
+)
 def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     th = t["memory_thrash"]
     rows = [r for r in m.get("gpu_memory_swing", []) if (r.get("pairs") or 0) > 0]
@@ -998,6 +1127,18 @@ def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("memory_thrash", "fired", _plural(len(hit), "GPU"), findings)
 
 
+@rule(
+    "rss_growth",
+    severity="warning",
+    source="000 §3.3",
+    fix=(
+        "Host memory (RSS) rises one way: Python objects are not released. Check whether the "
+        "tokenizer or pipeline is instantiated again per request; create them once and reuse "
+        "(000 §3.3)."
+    ),
+    inputs=("rss_per_process", "request_memory_deltas"),
+    sections=("memory",),
+)
 def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
@@ -1053,6 +1194,19 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
                        findings)
 
 
+@rule(
+    "log_volume",
+    severity="warning",
+    source="000 §3.2, §5",
+    fix=(
+        "The service writes more than 1 MB/s of logs, which eats disk IOPS: disable DEBUG "
+        "logging (logging.disable(logging.INFO)) and keep one structured line per stage "
+        "(000 §3.2, §5; 003 §2.1)."
+    ),
+    inputs=("log_volume_peak_minute", "collector_write_rate"),
+    sections=("collector",),
+    charts=("log_volume",),
+)
 def rule_log_volume(m, ingest, t) -> RuleOutcome:
     th = t["log_volume"]["bytes_per_s"]
     # Line sizes from ingest measure every writer; the collector's byte counter is the fallback.
@@ -1081,6 +1235,17 @@ def rule_log_volume(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("log_volume", "fired", _plural(len(hit), "host"), findings)
 
 
+@rule(
+    "collector_drops",
+    severity="warning",
+    source="—",
+    fix=(
+        "The collector's queue overflowed and events were dropped, so other metrics miss data: "
+        "raise the collector's queue size or sample less often."
+    ),
+    inputs=("collector_health",),
+    sections=("collector",),
+)
 def rule_collector_drops(m, ingest, t) -> RuleOutcome:
     th = t["collector_drops"]["dropped"]
     rows = m.get("collector_health", [])
@@ -1097,6 +1262,17 @@ def rule_collector_drops(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("collector_drops", "fired", _plural(len(hit), "host"), findings)
 
 
+@rule(
+    "bad_lines",
+    severity="info",
+    source="—",
+    fix=(
+        "Malformed lines were skipped and counted (samples in the ingest summary): look for a "
+        "writer that died mid-line or two writers interleaving; the logs were not modified."
+    ),
+    inputs=(),
+    sections=("header",),
+)
 def rule_bad_lines(m, ingest, t) -> RuleOutcome:
     th = t["bad_lines"]["lines"]
     bad = int((ingest or {}).get("bad_lines") or 0)
@@ -1113,11 +1289,16 @@ def rule_bad_lines(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("bad_lines", "fired", _plural(bad, "line"), [f])
 
 
+# Derived from the registrations above (@rule), in registration order = DESIGN.md §6 order.
+RULES: dict[str, Callable] = {rid: spec.fn for rid, spec in RULE_SPECS.items()}
+RULE_IDS: tuple[str, ...] = tuple(RULE_SPECS)
+# rule id -> (default severity, seed source, fix)
+RULE_INFO: dict[str, tuple[str, str, str]] = {rid: (s.severity, s.source, s.fix) for rid, s in RULE_SPECS.items()}
 # Rules that judge the GPU: hosts without one (cpu_only_hosts) get no verdict from them (issue 12).
-GPU_RULES = ("memory_leak", "ghost_memory", "gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash")
-# metric table -> its host column: rows the GPU rules read.
-_GPU_TABLES = ("gpu_wait_per_session", "decode_per_session", "memory_per_session", "memory_per_host",
-               "gpu_util_while_busy", "gpu_util_per_host_requests", "gpu_per_host", "gpu_memory_swing")  # fmt: skip
+GPU_RULES: tuple[str, ...] = tuple(rid for rid, spec in RULE_SPECS.items() if spec.gpu)
+# The tables GPU rules read lose the rows of CPU-only hosts; host_devices, which says which hosts
+# those are, stays whole.
+_GPU_TABLES = tuple(dict.fromkeys(t for s in RULE_SPECS.values() if s.gpu for t in s.inputs if t != "host_devices"))
 
 
 def without_cpu_hosts(m: dict) -> dict:
@@ -1129,32 +1310,6 @@ def without_cpu_hosts(m: dict) -> dict:
     for name in _GPU_TABLES:
         out[name] = [r for r in m.get(name, []) if r.get("host") not in cpu]
     return out
-
-
-RULES: dict[str, Callable] = {
-    "memory_leak": rule_memory_leak,
-    "ghost_memory": rule_ghost_memory,
-    "oom": rule_oom,
-    "gpu_wait": rule_gpu_wait,
-    "cpu_bound": rule_cpu_bound,
-    "kv_cache_bloat": rule_kv_cache_bloat,
-    "beam_search": rule_beam_search,
-    "high_max_tokens": rule_high_max_tokens,
-    "long_output": rule_long_output,
-    "slow_tokenize": rule_slow_tokenize,
-    "slow_prefill": rule_slow_prefill,
-    "slow_decode": rule_slow_decode,
-    "slow_ttft": rule_slow_ttft,
-    "slow_format": rule_slow_format,
-    "low_gpu_util": rule_low_gpu_util,
-    "gpu_starved": rule_gpu_starved,
-    "memory_thrash": rule_memory_thrash,
-    "rss_growth": rule_rss_growth,
-    "log_volume": rule_log_volume,
-    "collector_drops": rule_collector_drops,
-    "bad_lines": rule_bad_lines,
-}
-assert tuple(RULES) == RULE_IDS
 
 
 def evaluate_rules(metrics: dict, ingest: dict, thresholds: dict) -> tuple[list[dict], list[dict]]:

@@ -8,14 +8,20 @@ Spark does not restate the analysis; it moves bytes and runs DuckDB in its tasks
 1. sources: local paths go through ``analyzer.discovery`` (same files, same name-date pruning,
    same de-duplication); URLs are listed with Hadoop's FileSystem; a compacted folder is read
    from its manifest.
-2. reading: Spark's ``binaryFile`` reader fetches every file's bytes (object storage included).
-   A JSONL file is ingested in a task by ``ingest.open_logs`` itself (the same validation, bad
-   lines, samples and legacy mapping) and leaves as Arrow, split by host; a Parquet file of a
-   compacted dataset goes as it is, its host taken from the manifest.
-3. analysis: ``groupBy("host").applyInArrow`` hands each host's events to one task, which builds
-   the views and runs every metric query with DuckDB (``merge.partition_tables``).
-4. merge: the driver combines the partitions' tables as ``merge.MERGES`` declares (unions,
+2. host groups, on the driver (``host_groups``): each file's host is guessed (a compacted file's
+   from the manifest, a local JSONL file's from its first line, else its folder) and the files go
+   in P groups of whole hosts, balanced by bytes.
+3. one task per group reads its files and analyses them: local files in place, URLs' bytes
+   through Spark's ``binaryFile`` reader (object storage included); JSONL by ONE
+   ``ingest.open_logs`` (the same validation, bad lines, samples, legacy request ids numbered
+   across the group's files), compacted Parquet as it is; then every metric query with DuckDB
+   (``merge.partition_tables``). Only the result tables cross the JVM, never the events. A task
+   reports the hosts it saw: when a host turned up in two groups (a wrong guess), those groups are
+   merged and read again, so every host is whole in one group before any table is used.
+4. merge: the driver combines the groups' tables as ``merge.MERGES`` declares (unions,
    sums/min/max, exact re-runs for global percentiles), with DuckDB (``merge.merge_tables``).
+   The timelines' bucket depends on the fleet's time span, known only after every group is read:
+   the first read computes each timeline for every bucket the span may still pick.
 
 ``open_spark`` returns a ``metrics.MetricSource``: ``report.build_report`` treats it exactly as
 DuckDB's. Executors need Python with dslogs, duckdb and pyarrow (docs/scale.md: a packed
@@ -41,10 +47,8 @@ LOG4J_FILE = Path(__file__).resolve().with_name("spark_log4j2.properties")
 
 # Hadoop glob metacharacters: a discovered file name is a name, not a pattern.
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
-# What a partition task returns, and what the JSONL ingest step returns per (file, host).
-PARTITION_SCHEMA = "name string, data binary"
-STAGED_SCHEMA = "file int, host string, first_us long, last_us long, data binary, ingest string"
-INPUT_SCHEMA = "host string, kind string, data binary"
+# What a host group's task returns: Arrow IPC tables and its "@meta" row, by slot in the job.
+GROUP_SCHEMA = "slot int, name string, data binary"
 
 
 # -- session -----------------------------------------------------------------------------------
@@ -73,6 +77,9 @@ def spark_conf(master: str) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_FILE.as_uri()}",
         # A binaryFile row is a whole file: few per Arrow batch keeps a task's memory bounded.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
+        # A union of one-partition inputs (one per host group) stays one partition per group, one
+        # task each; Spark 4's partitioning-aware union would run them all in a single task.
+        "spark.sql.unionOutputPartitioning": "false",
     }
     cores = _local_cores(master)
     partitions = os.environ.get("DSLOGS_SPARK_SHUFFLE_PARTITIONS")
@@ -415,91 +422,227 @@ def _from_ipc(data: bytes):
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def _ingest_fn(files: dict[str, tuple[int, str]], since, until, tz):
-    """mapInArrow function over binaryFile rows (path, content): the task's JSONL files written to
-    a scratch folder (each keeps its name: discovery and the name-date rule see what the driver
-    saw) and read by ONE ingest.open_logs; its events leave as Arrow per host (STAGED_SCHEMA),
-    the ingest block on the first row."""
+@dataclass(frozen=True)
+class GroupFile:
+    """One file of a host group, as the task that reads it needs it."""
 
-    def fn(batches):
-        import tempfile
+    index: int  # read order among all files (file_id order, as DuckDB reads them)
+    display: str  # source_file, and the file named in bad-line samples
+    kind: str  # "jsonl" | "parquet"
+    local: str | None = None  # a path the executor opens itself
+    uri: str | None = None  # else its bytes come through Spark's binaryFile reader, under this URI
+    spark_path: str | None = None  # what that reader loads (glob characters escaped)
+    host: str | None = None  # parquet: the host of the manifest's partition folder
+    size: int = 0
 
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
+@dataclass
+class _Task:
+    """What one host group's task needs besides its files (pickled with the function)."""
+
+    zone: str
+    since: str | None
+    until: str | None
+    tz: str | None
+    lo: str | None
+    hi: str | None
+
+
+def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, materialize: bool,
+                sessions: list | None = None):  # fmt: skip
+    """One DuckDB connection holding a host group's views events, requests and sessions: its
+    JSONL files read by ONE ``ingest.open_logs`` (the same validation, bad lines and legacy
+    request ids, numbered across the group's files in the fleet's read order), its compacted
+    Parquet files added as they are. Returns (connection, closer, ingest block or None, names)
+    where names maps a scratch path back to the file's display name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analyzer.merge import load_partition
+
+    os.environ["DSLOGS_THREADS"] = str(_worker_threads())
+    shown: dict[str, str] = {}
+    for f in sorted((f for f in files if f.kind == "jsonl"), key=lambda f: f.index):
+        # tmp/<read order>/<name>: the folder keeps discovery's sort (folder, day, rotation) in the
+        # fleet's order; the name keeps .gz and the name-date rule what the driver saw.
+        name = re.sub(r"[/\\]", "_", f.display.rstrip("/").rsplit("/", 1)[-1]) or "log.jsonl"
+        local = Path(tmp) / f"{f.index:09d}" / name
+        local.parent.mkdir()
+        if f.local is not None:
+            local.symlink_to(f.local)  # read in place: no bytes through the JVM
+        else:
+            with open(local, "wb") as fh:
+                fh.write(contents[f.uri])
+        shown[str(local)] = f.display
+    parts = [f for f in sorted(files, key=lambda f: f.index) if f.kind == "parquet"]
+    ingest = None
+    if shown:
         from analyzer.ingest import open_logs
 
-        os.environ["DSLOGS_THREADS"] = str(_worker_threads())
-        schema = pa.schema([("file", pa.int32()), ("host", pa.string()), ("first_us", pa.int64()),
-                            ("last_us", pa.int64()), ("data", pa.binary()), ("ingest", pa.string())])  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="dslogs-spark-") as tmp:
-            shown: dict[str, str] = {}
-            indices = []
-            for batch in batches:
-                for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True):
-                    index, display = files[path]
-                    name = re.sub(r"[/\\]", "_", display.rstrip("/").rsplit("/", 1)[-1]) or "log.jsonl"
-                    local = Path(tmp) / str(index) / name
-                    local.parent.mkdir()
-                    local.write_bytes(content)
-                    shown[str(local)] = display
-                    indices.append(index)
-            if not indices:
-                return
-            db = open_logs(list(shown), since=since, until=until, tz=tz, use_cache=False, materialize=False)
-            try:
-                events = db.con.sql("SELECT * FROM events").to_arrow_table()
-                ingest = dict(db.ingest)
-            finally:
-                db.close()
+        db = open_logs(list(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
+                       materialize=materialize and not parts)  # fmt: skip
+        con, closer = db.con, db.close
+        ingest = dict(db.ingest)
+        if not parts:
+            return con, closer, ingest, shown
+        # JSONL and Parquet of the same group (rare: a host both compacted and raw): one table.
+        con.execute("CREATE TEMP TABLE _dslogs_jsonl AS SELECT * FROM events")
+        for view in ("sessions", "requests", "events"):  # views here (materialize is off)
+            con.execute(f"DROP VIEW IF EXISTS {view}")
+    else:
+        con = _partition_connection(task.zone)
+        closer = con.close
+    inputs = []
+    for i, f in enumerate(parts):
+        source = f.local if f.local is not None else pa.BufferReader(contents[f.uri])
+        con.register(f"_dslogs_in{i}", pq.read_table(source))
+        inputs.append((f"_dslogs_in{i}", f.host))
+    sql, bound = parquet_events_sql(con, inputs, task.lo, task.hi, sessions, with_jsonl=bool(shown))
+    load_partition(con, sql, bound)
+    return con, closer, ingest, shown
+
+
+def _group_meta(con, ingest: dict | None, shown: dict) -> dict:
+    """A group's hosts, time bounds, events per format and ingest block (for the driver)."""
+    rows = con.execute(
+        "SELECT host, source_format, count(*), epoch_us(min(ts)), epoch_us(max(ts)) FROM events GROUP BY ALL"
+    ).fetchall()
+    hosts = sorted({r[0] for r in rows}, key=lambda h: (h is None, h))
+    formats: dict[str, int] = {}
+    for r in rows:
+        formats[r[1]] = formats.get(r[1], 0) + int(r[2])
+    firsts = [r[3] for r in rows if r[3] is not None]
+    lasts = [r[4] for r in rows if r[4] is not None]
+    first, last = (min(firsts), max(lasts)) if firsts else (None, None)
+    # Which hosts each JSONL file holds: a drill-down reads only its sessions' hosts' files.
+    file_hosts: dict[str, list] = {}
+    if shown:
+        for path, host in con.execute("SELECT DISTINCT source_file, host FROM events").fetchall():
+            file_hosts.setdefault(shown.get(path, path), []).append(host)
+    if ingest is not None:
         for key in ("bad_line_samples", "skipped"):
             ingest[key] = [{**s, "file": shown.get(s.get("file"), s.get("file"))} for s in ingest.get(key, [])]
         ingest.pop("seconds", None)
-        if events.num_rows:
-            names = events.column("source_file").combine_chunks().dictionary_encode()
-            renamed = pa.array([shown.get(v, v) for v in names.dictionary.to_pylist()], pa.string())
-            column = pa.DictionaryArray.from_arrays(names.indices, renamed).cast(pa.string())
-            events = events.set_column(events.schema.get_field_index("source_file"), "source_file", column)
-        rows = []
-        for host in events.column("host").unique().to_pylist() if events.num_rows else []:
-            part = events.filter(pc.is_null(events["host"]) if host is None else pc.equal(events["host"], host))
-            bounds = pc.min_max(part["ts"].cast(pa.int64())).as_py()
-            rows.append({"file": min(indices), "host": host, "first_us": bounds["min"], "last_us": bounds["max"],
-                         "data": _ipc(part), "ingest": None})  # fmt: skip
-        if not rows:
-            rows.append({"file": min(indices), "host": None, "first_us": None, "last_us": None, "data": None,
-                         "ingest": None})  # fmt: skip
-        rows[0]["ingest"] = json.dumps(ingest, ensure_ascii=False, default=str)
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    return {"hosts": hosts, "first_us": first, "last_us": last, "formats": formats, "ingest": ingest,
+            "file_hosts": file_hosts}
+
+
+def _candidate_buckets(zone: str, first_us: int | None, last_us: int | None) -> list[str]:
+    """Timeline buckets the fleet's span may pick: the fleet spans at least this group's span, so
+    only this group's bucket and coarser ones (metrics.bucket_for_span)."""
+    from analyzer.metrics import bucket_for_span
+
+    order = ["minute", "hour", "day"]
+    if first_us is None:
+        return order
+    own = bucket_for_span(_iso_micros(first_us, zone), _iso_micros(last_us, zone))
+    return order[order.index(own):]
+
+
+def _group_fn(task: _Task, slots: list[list[GroupFile]], mode: str, names: list[str], params: dict,
+              speculative: bool):  # fmt: skip
+    """mapInArrow function over one host group's rows (slot, path, content): read the group's
+    files, then ``mode`` "analysis": every metric table of merge.partition_tables (timelines for
+    each bucket the fleet's span may pick when ``speculative``), or "views": the rows of the
+    views events, requests and sessions (for ``query``). Yields (slot, name, data) rows: Arrow IPC
+    tables and one "@meta" row (JSON: hosts, bounds, formats, ingest block)."""
+    # The drill-down's rows depend only on its sessions' own events (requests are per session).
+    sessions = params.get("session_ids") if names == ["session_requests"] else None
+
+    def fn(batches):
+        import pyarrow as pa
+
+        # Rows come in slot order; one slot per task unless Spark merged partitions.
+        slots_seen: list[int] = []
+        contents: dict = {}
+        for batch in batches:
+            paths = batch.column("path")
+            data = batch.column("content")
+            for i, slot in enumerate(batch.column("slot").to_pylist()):
+                if not slots_seen or slots_seen[-1] != slot:
+                    slots_seen.append(slot)
+                if paths[i].is_valid:
+                    contents[paths[i].as_py()] = data[i].as_buffer()
+        schema = pa.schema([("slot", pa.int32()), ("name", pa.string()), ("data", pa.binary())])
+        for slot in slots_seen:
+            out = _run_group(task, slots[slot], contents, mode, names, params, speculative, sessions)
+            yield pa.RecordBatch.from_pydict({"slot": [slot] * len(out), "name": [n for n, _ in out],
+                                              "data": [d for _, d in out]}, schema=schema)  # fmt: skip
 
     return fn
 
 
-def partition_events_sql(con, table, lo: str | None, hi: str | None, sessions: list | None = None) -> tuple[str, dict]:
-    """Register one host set's input rows (host, kind, data) on ``con``; the SQL of its events
-    (only those of ``sessions`` when given: a drill-down needs nothing else)."""
+def _run_group(task: _Task, files: list[GroupFile], contents: dict, mode: str, names: list[str], params: dict,
+               speculative: bool, sessions: list | None) -> list[tuple[str, bytes]]:  # fmt: skip
+    """One group's (name, IPC table) rows and its "@meta" row (see ``_group_fn``)."""
+    import tempfile
+
+    from analyzer.merge import partition_tables
+
+    out: list[tuple[str, bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="dslogs-spark-") as tmp:
+        materialize = mode == "analysis" and sessions is None
+        con, closer, ingest, shown = _open_group(task, files, contents, tmp, materialize, sessions)
+        try:
+            meta = _group_meta(con, ingest, shown)
+            if mode == "views":
+                out.extend((view, _ipc(_view_table(con, view, shown))) for view in ("events", "requests", "sessions"))
+            elif sum(meta["formats"].values()):
+                buckets = _candidate_buckets(task.zone, meta["first_us"], meta["last_us"]) if speculative else None
+                out.extend((name, _ipc(t)) for name, t in partition_tables(con, names, params, buckets))
+        finally:
+            closer()
+    out.append(("@meta", json.dumps(meta, ensure_ascii=False, default=str).encode()))
+    return out
+
+
+def _view_table(con, view: str, shown: dict):
+    """One view's rows for Spark: source_file as displayed, instants as UTC-labelled timestamps
+    (Spark's reading; DuckDB labels them with the zone)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from analyzer.ingest import EVENT_COLUMNS, _event_type
+    table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
+    if "source_file" in table.column_names and table.num_rows:
+        names = table.column("source_file").combine_chunks().dictionary_encode()
+        renamed = pa.array([shown.get(v, v) for v in names.dictionary.to_pylist()], pa.string())
+        column = pa.DictionaryArray.from_arrays(names.indices, renamed).cast(pa.string())
+        table = table.set_column(table.schema.get_field_index("source_file"), "source_file", column)
+    utc = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                     for f in table.schema])  # fmt: skip
+    return table.cast(utc)
 
-    selects = []
-    for i, (host, kind, data) in enumerate(zip(*(table.column(c).to_pylist() for c in ("host", "kind", "data")), strict=True)):
-        if data is None:
-            continue
-        part = _from_ipc(data) if kind == "arrow" else pq.read_table(pa.BufferReader(data))
-        con.register(f"_dslogs_in{i}", part)
-        have = set(part.column_names)
+
+def _decode_fn(schema):
+    """mapInArrow function: the IPC tables of one view (rows of ``_group_fn``) as its rows."""
+
+    def fn(batches):
+        for batch in batches:
+            for data in batch.column("data").to_pylist():
+                yield from _from_ipc(data).cast(schema).to_batches()
+
+    return fn
+
+
+def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None, hi: str | None,
+                       sessions: list | None = None, with_jsonl: bool = False) -> tuple[str, dict]:  # fmt: skip
+    """The SQL of a group's events from its registered Parquet tables (name, manifest host), and
+    ``_dslogs_jsonl`` when ``with_jsonl``; only those of ``sessions`` when given (a drill-down
+    needs nothing else)."""
+    from analyzer.columns import EVENT_COLUMNS, event_type
+
+    selects = [f"SELECT {', '.join(EVENT_COLUMNS)} FROM _dslogs_jsonl"] if with_jsonl else []
+    for name, host in inputs:
+        have = {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
         cols = []
         for c in EVENT_COLUMNS:
-            if c == "host" and kind == "parquet":
+            if c == "host":
                 # A compacted file's host is its partition folder's (the manifest's), as in ingest.
                 cols.append(("NULL" if host is None else "'" + host.replace("'", "''") + "'") + "::VARCHAR AS host")
             elif c in have:
                 cols.append(f'"{c}"')
             else:
-                cols.append(f"NULL::{_event_type(c)} AS {c}")
-        selects.append(f"SELECT {', '.join(cols)} FROM _dslogs_in{i}")
+                cols.append(f"NULL::{event_type(c)} AS {c}")
+        selects.append(f"SELECT {', '.join(cols)} FROM {name}")
     if not selects:
         from analyzer.merge import empty_events_sql
 
@@ -529,73 +672,89 @@ def _partition_connection(zone: str):
     return con
 
 
-def _analysis_fn(zone: str, names: list[str], params: dict, lo: str | None, hi: str | None):
-    """applyInArrow function: one host set's inputs -> (name, Arrow IPC) of
-    merge.partition_tables."""
-    # The drill-down's rows depend only on its sessions' own events (requests are per session):
-    # the views are built from those alone.
-    sessions = params.get("session_ids") if names == ["session_requests"] else None
-
-    def fn(table):
-        import pyarrow as pa
-
-        from analyzer.merge import load_partition, partition_tables
-
-        con = _partition_connection(zone)
-        try:
-            sql, bound = partition_events_sql(con, table, lo, hi, sessions)
-            load_partition(con, sql, bound)
-            out = partition_tables(con, names, params)
-        finally:
-            con.close()
-        return pa.table({"name": [n for n, _ in out], "data": [_ipc(t) for _, t in out]},
-                        schema=pa.schema([("name", pa.string()), ("data", pa.binary())]))  # fmt: skip
-
-    return fn
-
-
-def _view_fn(zone: str, view: str, lo: str | None, hi: str | None):
-    """applyInArrow function: one host's inputs -> the rows of one view (for ``query``)."""
-
-    def fn(table):
-        from analyzer.merge import load_partition
-
-        con = _partition_connection(zone)
-        try:
-            sql, bound = partition_events_sql(con, table, lo, hi)
-            load_partition(con, sql, bound)
-            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
-        finally:
-            con.close()
-        # Spark takes instants as UTC-labelled timestamps (DuckDB labels them with the zone).
-        import pyarrow as pa
-
-        utc = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
-                         for f in table.schema])  # fmt: skip
-        return table.cast(utc)
-
-    return fn
-
-
 # -- on the driver -------------------------------------------------------------------------------
 
 
-@dataclass
-class SparkSource:
-    """Logs opened on Spark (a ``metrics.MetricSource``): per-host inputs, the ingest block, the
-    window and the time bounds; ``run`` distributes the queries and merges their tables."""
+def _first_line_host(path: str):
+    """The host of a local JSONL file's first line: ("host", name), ("host", None) for a line
+    without one (legacy), or None when the line cannot be read."""
+    import gzip
 
-    spark: object
-    inputs: object  # DataFrame of INPUT_SCHEMA, persisted
-    ingest: dict
-    window: dict
-    zone: str
-    bounds: tuple[str | None, str | None]
-    lo: str | None = None
-    hi: str | None = None
-    cached: list = field(default_factory=list)
-    session_hosts: dict = field(default_factory=dict)
-    partitions: int = 2
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            line = fh.readline(1 << 16)
+        obj = json.loads(line)
+    except (OSError, ValueError, EOFError):
+        return None
+    return ("host", obj.get("host") if isinstance(obj.get("host"), str) else None) if isinstance(obj, dict) else None
+
+
+def _guess_key(f: GroupFile) -> tuple:
+    """Which files probably hold the same host's events: a compacted file's host (the manifest's:
+    exact); a local JSONL file's first line's host (a collector writes one process's lines per
+    file, and legacy lines carry no host, so all legacy files share one key, as their request ids
+    need); else the file's folder (collector, `dslogs compact` and log-agent layouts keep a host
+    per folder). A wrong guess costs a second read of the groups it split, never a wrong answer
+    (``SparkSource._regroup``)."""
+    if f.kind == "parquet":
+        return ("host", f.host)
+    if f.local is not None:
+        key = _first_line_host(f.local)
+        if key is not None:
+            return key
+    return ("dir", (f.local or f.uri or f.display).rsplit("/", 1)[0])
+
+
+def host_groups(files: list[GroupFile], partitions: int) -> list[list[GroupFile]]:
+    """The files in at most ``partitions`` groups of whole guessed hosts, balanced by bytes
+    (largest host first into the lightest group)."""
+    by_key: dict[tuple, list[GroupFile]] = {}
+    for f in files:
+        by_key.setdefault(_guess_key(f), []).append(f)
+    keys = sorted(by_key, key=lambda k: (-sum(f.size for f in by_key[k]), repr(k)))
+    groups: list[list[GroupFile]] = [[] for _ in range(max(1, min(partitions, len(keys))))]
+    loads = [0] * len(groups)
+    for key in keys:
+        i = loads.index(min(loads))
+        groups[i].extend(by_key[key])
+        loads[i] += sum(f.size for f in by_key[key]) or 1
+    return [sorted(g, key=lambda f: f.index) for g in groups if g]
+
+
+class SparkSource:
+    """Logs opened on Spark (a ``metrics.MetricSource``): the files in host groups, one task per
+    group reads them and runs the DuckDB analysis; ``run`` merges the groups' tables.
+
+    The first use (``ingest``, ``time_bounds`` or ``run``) reads every group once and computes
+    the whole report's tables for the default thresholds, each timeline for every bucket the
+    fleet's span may pick (the span is known only when all groups are read): ``compute_metrics``
+    then needs no second read. Other thresholds, and the drill-down (only the groups holding its
+    sessions), read their groups again."""
+
+    def __init__(self, spark, files: list[GroupFile], task: _Task, base_ingest: dict, window: dict,
+                 partitions: int):  # fmt: skip
+        self.spark = spark
+        self.task = task
+        self.zone = task.zone
+        self.window = window
+        self.partitions = partitions
+        self.groups = host_groups(files, partitions)
+        self.order = {f.display: f.index for f in files}
+        self.cached: list = []
+        self.session_hosts: dict = {}
+        self._base_ingest = base_ingest
+        self._ingest: dict | None = None
+        self._bounds: tuple[str | None, str | None] = (None, None)
+        self._metas: dict[int, dict] = {}
+        self._speculative: tuple[list[str], dict, dict] | None = None
+
+    # -- the engine contract
+
+    @property
+    def ingest(self) -> dict:
+        self._prepare()
+        return self._ingest
 
     def columns(self, view: str) -> set[str]:
         from analyzer.merge import empty_events_sql, load_partition
@@ -608,40 +767,41 @@ class SparkSource:
             con.close()
 
     def time_bounds(self) -> tuple[str | None, str | None]:
-        return self.bounds
+        self._prepare()
+        return self._bounds
 
     def run(self, names, params: dict) -> dict[str, list[dict]]:
-        from pyspark.sql import functions as F
+        from analyzer.merge import merge_tables, pick_bucket
 
-        from analyzer.merge import merge_tables
-
+        self._prepare()
         names = list(names)
-        inputs = self.inputs
-        ids = params.get("session_ids")
-        if ids is not None and all(s in self.session_hosts for s in ids):
-            # A drill-down reads only the hosts of its sessions (sessions never cross hosts).
-            hosts = {self.session_hosts[s] for s in ids}
-            keep = F.col("host").isin([h for h in hosts if h is not None])
-            inputs = inputs.filter(keep | F.col("host").isNull() if None in hosts else keep)
-        fn = _analysis_fn(self.zone, names, params, self.lo, self.hi)
-        out = _by_host_sets(inputs, self.partitions).applyInArrow(fn, PARTITION_SCHEMA)
-        try:
-            rows = out.toArrow()
-        except Exception as exc:
-            if _is_spark_error(exc):
-                raise UsageError(f"Spark failed to analyse the partitions: {_one_line(exc)}") from None
-            raise
+        spec_names, spec_params, spec_tables = self._speculative
+        tables = None
+        if set(names) <= set(spec_names) and _but_bucket(params) == _but_bucket(spec_params):
+            # The first read's tables, each timeline in this run's bucket.
+            picked = {g: pick_bucket(t, params.get("bucket")) for g, t in spec_tables.items()}
+            tables = None if any(t is None for t in picked.values()) else picked
+        if tables is None:
+            which = self._live()
+            ids = params.get("session_ids")
+            only = None
+            if ids is not None and all(s in self.session_hosts for s in ids):
+                # A drill-down reads only the files of its sessions' hosts (sessions never cross hosts).
+                only = self._files_of_hosts({self.session_hosts[s] for s in ids})
+                which = [g for g in which if only[g]]
+            tables, _ = self._job(which, "analysis", names, params, speculative=False, only=only)
         parts: dict[str, list] = {}
-        for name, data in zip(rows.column("name").to_pylist(), rows.column("data").to_pylist(), strict=True):
-            parts.setdefault(name, []).append(_from_ipc(data))
+        for g in self._live():
+            for name, table in tables.get(g, {}).items():
+                parts.setdefault(name, []).append(table)
         con = _driver_connection(self.zone)
         try:
-            tables = merge_tables(con, parts, names, params)
+            merged = merge_tables(con, parts, names, params)
         finally:
             con.close()
-        if "session_summary" in tables:
-            self.session_hosts = _session_hosts(tables["session_summary"])
-        return tables
+        if "session_summary" in merged:
+            self.session_hosts = _session_hosts(merged["session_summary"])
+        return merged
 
     def close(self) -> None:
         for df in self.cached:
@@ -651,27 +811,161 @@ class SparkSource:
                 pass
         self.cached.clear()
 
+    # -- reading the groups
 
-def _by_host_sets(inputs, partitions: int):
-    """The inputs grouped into ``partitions`` sets of whole hosts (a hash of the host name): one
-    DuckDB run per set, not per host, so a fleet of many small hosts costs a few runs; exact all
-    the same, since every session, request, host and process lies whole inside one set."""
-    from pyspark.sql import functions as F
+    def _live(self) -> list[int]:
+        return [g for g, files in enumerate(self.groups) if files]
 
-    return _QuietGroups(inputs.groupBy(F.expr(f"pmod(hash(host), {int(partitions)})").alias("host_set")))
+    def _prepare(self) -> None:
+        """The first read: every group's tables for the default thresholds, its ingest and bounds."""
+        if self._speculative is not None:
+            return
+        from analyzer.metrics import METRIC_QUERIES, parameters
+        from analyzer.thresholds import defaults
 
+        names, params = list(METRIC_QUERIES), parameters(defaults(), "hour")
+        tables, metas = self._job(self._live(), "analysis", names, params, speculative=True)
+        self._speculative = (names, params, tables)
+        self._metas = metas
+        self._ingest, self._bounds = self._combine(metas)
 
-class _QuietGroups:
-    """GroupedData whose applyInArrow skips pyspark's warning about pandas >= 3 (dslogs passes
-    Arrow tables, never pandas)."""
+    def _combine(self, metas: dict[int, dict]) -> tuple[dict, tuple[str | None, str | None]]:
+        """The run's ingest block and time bounds from the groups' and the driver's counts."""
+        from analyzer.ingest import SAMPLES_TOTAL
 
-    def __init__(self, grouped):
-        self.grouped = grouped
+        ingest = {**self._base_ingest, "bad_line_samples": []}
+        formats: dict[str, int] = {}
+        samples: list[dict] = []
+        firsts, lasts = [], []
+        for meta in metas.values():
+            if meta["first_us"] is not None:
+                firsts.append(meta["first_us"])
+                lasts.append(meta["last_us"])
+            for fmt, n in meta["formats"].items():
+                formats[fmt] = formats.get(fmt, 0) + int(n)
+            block = meta["ingest"] or {}
+            for key in ("files", "bad_lines", "skipped_files", "bytes"):
+                ingest[key] += int(block.get(key) or 0)
+            samples.extend(block.get("bad_line_samples") or [])
+        # JSONL samples in the files' read order (lines in order within a file), then the datasets'.
+        samples.sort(key=lambda x: self.order.get(x.get("file"), len(self.order)))
+        ingest["bad_line_samples"] = (samples + self._base_ingest["bad_line_samples"])[:SAMPLES_TOTAL]
+        ingest["formats"] = {k: formats[k] for k in sorted(formats, key=lambda k: k != "v1") if formats[k]}
+        ingest["events"] = sum(ingest["formats"].values())
+        bounds = (_iso_micros(min(firsts), self.zone) if firsts else None,
+                  _iso_micros(max(lasts), self.zone) if lasts else None)  # fmt: skip
+        return ingest, bounds
 
-    def applyInArrow(self, fn, schema):  # noqa: N802 - pyspark's name
+    def _files_of_hosts(self, hosts: set) -> dict[int, list[GroupFile]]:
+        """Per group, the files the first read saw events of ``hosts`` in (and files it saw no
+        event in at all, which may hold lines outside the window that legacy numbering counts)."""
+        out = {}
+        for g in self._live():
+            seen = self._metas.get(g, {}).get("file_hosts", {})
+            out[g] = [f for f in self.groups[g]
+                      if (f.host in hosts if f.kind == "parquet" else not seen.get(f.display) or hosts & set(seen[f.display]))]  # fmt: skip
+        return out
+
+    def _job(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool,
+             only: dict[int, list[GroupFile]] | None = None):  # fmt: skip
+        """Run the groups ``which``; when a host turned up in two groups (the guess split it),
+        merge those groups and read them again: every host whole in one group, or no answer.
+        Returns ({group: {name: Arrow table}}, {group: meta})."""
+        tables: dict[int, dict] = {}
+        metas: dict[int, dict] = {}
+        todo = list(which)
+        while todo:
+            rows = self._collect_rows(self._frame(todo, mode, names, params, speculative, only))
+            for g, name, data in rows:
+                if name == "@meta":
+                    metas[g] = json.loads(data)
+                else:
+                    tables.setdefault(g, {})[name] = _from_ipc(data)
+            todo = self._regroup(metas)
+            for g in list(metas):
+                if not self.groups[g]:
+                    metas.pop(g)
+                    tables.pop(g, None)
+        return tables, metas
+
+    def _regroup(self, metas: dict[int, dict]) -> list[int]:
+        """Groups that share a host merged into new groups (their indices), the old ones emptied."""
+        parent = {g: g for g in metas}
+
+        def root(g):
+            while parent[g] != g:
+                g = parent[g]
+            return g
+
+        owner: dict = {}
+        for g in sorted(metas):
+            for host in metas[g]["hosts"]:
+                if host in owner and root(owner[host]) != root(g):
+                    parent[root(g)] = root(owner[host])
+                owner.setdefault(host, g)
+        components: dict[int, list[int]] = {}
+        for g in metas:
+            components.setdefault(root(g), []).append(g)
+        new = []
+        for members in components.values():
+            if len(members) < 2:
+                continue
+            files = sorted((f for g in members for f in self.groups[g]), key=lambda f: f.index)
+            for g in members:
+                self.groups[g] = []
+            self.groups.append(files)
+            new.append(len(self.groups) - 1)
+        return new
+
+    def _frame(self, which: list[int], mode: str, names: list[str], params: dict, speculative: bool,
+               only: dict[int, list[GroupFile]] | None = None):  # fmt: skip
+        """One row set per group (slot, path, content), one Spark partition each, mapped by
+        ``_group_fn``: local files are read by the task itself (only the slot crosses the JVM);
+        URLs' bytes come through Spark's binaryFile reader."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        spark.conf.set("spark.sql.unionOutputPartitioning", "false")  # see spark_conf
+        files = {g: (only or {}).get(g, self.groups[g]) for g in which}
+        which = sorted(which, key=lambda g: any(f.uri for f in files[g]))
+        slots = [files[g] for g in which]
+        local = sum(1 for files in slots if not any(f.uri for f in files))
+        frames = []
+        if local:
+            frames.append(spark.range(0, local, 1, local).select(
+                F.col("id").cast("int").alias("slot"), F.lit(None).cast("string").alias("path"),
+                F.lit(None).cast("binary").alias("content")))  # fmt: skip
+        for slot in range(local, len(slots)):
+            paths = [f.spark_path for f in slots[slot] if f.uri]
+            raw = spark.read.format("binaryFile").load(paths).coalesce(1)
+            frames.append(raw.select(F.lit(slot).cast("int").alias("slot"), "path", "content"))
+        if not frames:
+            frames.append(spark.createDataFrame([], "slot int, path string, content binary"))
+        inputs = reduce(lambda a, b: a.unionByName(b), frames)
+        fn = _group_fn(self.task, slots, mode, names, params, speculative)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            return self.grouped.applyInArrow(fn, schema)
+            warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3; no pandas here
+            out = inputs.mapInArrow(fn, GROUP_SCHEMA)
+        return out.select(F.element_at(F.array(*[F.lit(g) for g in which]) if which else F.array(F.lit(0)),
+                                       F.col("slot") + 1).alias("group"), "name", "data")  # fmt: skip
+
+    def _collect_rows(self, df) -> list[tuple[int, str, bytes]]:
+        try:
+            rows = df.toArrow()
+        except Exception as exc:
+            if _is_spark_error(exc):
+                raise UsageError(f"Spark failed to analyse the logs: {_one_line(exc)}") from None
+            raise
+        return list(zip(*(rows.column(c).to_pylist() for c in ("group", "name", "data")), strict=True))
+
+
+def _but_bucket(params: dict) -> dict:
+    """Parameters that decide whether the first read's tables serve a run: all but the bucket
+    (each timeline was computed for every bucket the span may pick) and ``now`` (the clock that
+    future_events compares with: the first read's, seconds before compute_metrics')."""
+    return {k: v for k, v in params.items() if k not in ("bucket", "now")}
 
 
 def _session_hosts(rows: list[dict]) -> dict:
@@ -707,16 +1001,6 @@ def _iso_micros(value: int | None, zone: str) -> str | None:
     return stamp.astimezone(ZoneInfo(zone)).isoformat(timespec="milliseconds")
 
 
-def _read_bytes(spark, paths: list[str], total: int):
-    """Spark's binaryFile reader over ``paths`` (object storage included)."""
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    df = spark.read.format("binaryFile").load(paths).select("path", "content")
-    # A task reads many files at once (one open_logs, one DuckDB per task): two tasks per core,
-    # more when that would give a task over 256 MiB of files.
-    tasks = max(2 * cores, -(-total // (256 << 20)))
-    return df.coalesce(tasks) if df.rdd.getNumPartitions() > tasks else df
-
-
 def open_spark(
     paths: list[str],
     since: str | None = None,
@@ -725,12 +1009,8 @@ def open_spark(
     master: str = "local[*]",
 ) -> SparkSource:
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
-    ``ingest.open_logs``; nothing is analysed until ``run``."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
+    ``ingest.open_logs``; they are read at the first use (see ``SparkSource``)."""
     from analyzer.dataset import dataset_ingest
-    from analyzer.ingest import SAMPLES_TOTAL
     from analyzer.timewindow import iso, parse_window, zone_name
 
     zone = zone_name(tz)
@@ -742,93 +1022,42 @@ def open_spark(
     sources = resolve_sources(spark, list(paths), lo, hi)
     ingest = {"files": 0, "events": 0, "bad_lines": 0, "skipped_files": sources.skipped_files,
               "bad_line_samples": [], "formats": {}, "bytes": 0}  # fmt: skip
-    inputs = []
-    cached = []
-    firsts, lasts = [], []
-    formats: dict[str, int] = {}
-    # An empty file is read as nothing and counted as read and skipped, as open_logs counts it
-    # (Spark's binaryFile reader lists no empty file).
+    # An empty file is read as nothing and counted as read and skipped, as open_logs counts it.
     empty = [f for f in sources.jsonl if f.size == 0]
     ingest["files"] += len(empty)
     ingest["skipped_files"] += len(empty)
-    readable = [f for f in sources.jsonl if f.size != 0]
-    if readable:
-        order = {f.display: i for i, f in enumerate(sources.jsonl)}
-        files = {f.uri: (order[f.display], f.display) for f in readable}
-        raw = _read_bytes(spark, [f.spark_path for f in readable], sum(f.size for f in readable))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3; no pandas here
-            staged = raw.mapInArrow(_ingest_fn(files, since, until, tz), STAGED_SCHEMA)
-        staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(staged)
-        try:
-            meta = staged.select("file", "first_us", "last_us", "ingest").collect()
-        except Exception as exc:
-            if _is_spark_error(exc):
-                raise InputError(f"Spark could not read the logs: {_one_line(exc)}") from None
-            raise
-        samples = []
-        for r in sorted(meta, key=lambda r: r["file"]):
-            if r["first_us"] is not None:
-                firsts.append(r["first_us"])
-                lasts.append(r["last_us"])
-            if r["ingest"] is None:
-                continue
-            block = json.loads(r["ingest"])
-            for key in ("files", "bad_lines", "skipped_files", "bytes"):
-                ingest[key] += int(block.get(key) or 0)
-            for fmt, n in (block.get("formats") or {}).items():
-                formats[fmt] = formats.get(fmt, 0) + int(n)
-            samples.extend(block.get("bad_line_samples") or [])
-        # Samples in the files' read order (each task read a few files), lines in order within.
-        ingest["bad_line_samples"] = sorted(samples, key=lambda x: order.get(x.get("file"), len(order)))
-        inputs.append(staged.filter(F.col("data").isNotNull()).select("host", F.lit("arrow").alias("kind"), "data"))
+    files: list[GroupFile] = []
+    for i, f in enumerate(sources.jsonl):
+        if f.size == 0:
+            continue
+        local = None if is_url(f.display) else str(Path(f.display).resolve())
+        files.append(GroupFile(i, f.display, "jsonl", local=local, uri=None if local else f.uri,
+                               spark_path=None if local else f.spark_path, size=f.size))  # fmt: skip
     for ds in sources.datasets:
         block = dataset_ingest(ds.manifest, ds.files)
         for key in ("files", "bad_lines", "bytes", "skipped_files"):
             ingest[key] += int(block.get(key) or 0)
         ingest["bad_line_samples"].extend(block.get("bad_line_samples") or [])
-        if not ds.files:
-            continue
         root = ds.root.rstrip("/")
-        located = [(_escape_glob(f"{root}/{f['file']}"), f.get("host")) for f in ds.files]
-        hosts = spark.createDataFrame(
-            [(_hadoop_uri(spark, f"{root}/{f['file']}"), f.get("host")) for f in ds.files], "path string, host string"
-        )
-        raw = _read_bytes(spark, [p for p, _ in located], sum(int(f.get("bytes") or 0) for f in ds.files) or (64 << 20))
-        inputs.append(raw.join(F.broadcast(hosts), "path").select("host", F.lit("parquet").alias("kind"),
-                                                                   F.col("content").alias("data")))  # fmt: skip
-        # Bounds and formats of the window's rows: one narrow Spark scan (ts, source_format).
-        events = spark.read.parquet(*[p for p, _ in located])
-        if lo is not None:
-            events = events.filter(F.col("ts") >= F.lit(lo))
-        if hi is not None:
-            events = events.filter(F.col("ts") < F.lit(hi))
-        for r in events.groupBy("source_format").agg(
-            F.count(F.lit(1)).alias("n"), F.unix_micros(F.min("ts")).alias("lo"), F.unix_micros(F.max("ts")).alias("hi")
-        ).collect():
-            formats[r["source_format"]] = formats.get(r["source_format"], 0) + int(r["n"])
-            if r["lo"] is not None:
-                firsts.append(r["lo"])
-                lasts.append(r["hi"])
-    if not inputs:
-        inputs.append(spark.createDataFrame([], INPUT_SCHEMA))
-    union = inputs[0]
-    for more in inputs[1:]:
-        union = union.unionByName(more)
-    ingest["formats"] = {k: formats[k] for k in sorted(formats, key=lambda k: k != "v1") if formats[k]}
-    ingest["events"] = sum(ingest["formats"].values())
-    ingest["bad_line_samples"] = ingest["bad_line_samples"][:SAMPLES_TOTAL]
-    bounds = (_iso_micros(min(firsts), zone) if firsts else None, _iso_micros(max(lasts), zone) if lasts else None)
+        for item in ds.files:
+            path = f"{root}/{item['file']}"
+            remote = is_url(path)
+            files.append(GroupFile(len(files) + len(sources.jsonl), path, "parquet",
+                                   local=None if remote else str(Path(path).resolve()),
+                                   uri=_hadoop_uri(spark, path) if remote else None,
+                                   spark_path=_escape_glob(path) if remote else None,
+                                   host=item.get("host"), size=int(item.get("bytes") or 0)))  # fmt: skip
     partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
-    return SparkSource(spark, union, ingest, {"since": iso(lo), "until": iso(hi)}, zone, bounds,
-                       lo=iso(lo), hi=iso(hi), cached=cached, partitions=max(1, partitions))  # fmt: skip
+    task = _Task(zone, since, until, tz, iso(lo), iso(hi))
+    return SparkSource(spark, files, task, ingest, {"since": iso(lo), "until": iso(hi)}, max(1, partitions))
 
 
 def spark_views(source: SparkSource) -> None:
-    """Temp views events, requests, sessions on Spark, each computed per host by DuckDB (the
-    same views as ``ingest.open_logs``), for Spark SQL over them."""
+    """Temp views events, requests, sessions on Spark, each group's computed by DuckDB in its
+    task (the same views as ``ingest.open_logs``), for Spark SQL over them: the groups are read
+    once, their view rows kept (MEMORY_AND_DISK) and decoded per view."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from analyzer.merge import empty_events_sql, load_partition
@@ -839,11 +1068,21 @@ def spark_views(source: SparkSource) -> None:
         schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in ("events", "requests", "sessions")}
     finally:
         con.close()
+    import pyarrow as pa
+
+    while True:
+        rows = source._frame(source._live(), "views", [], {}, False).persist(StorageLevel.MEMORY_AND_DISK)
+        source.cached.append(rows)
+        metas = {g: json.loads(d) for g, _, d in source._collect_rows(rows.filter(F.col("name") == "@meta"))}
+        if not source._regroup(metas):
+            break
+        rows.unpersist()  # a host was split: read again with the merged groups
     for view, schema in schemas.items():
-        df = _by_host_sets(source.inputs, source.partitions).applyInArrow(
-            _view_fn(source.zone, view, source.lo, source.hi), from_arrow_schema(schema)
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        source.cached.append(df)
+        utc = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                         for f in schema])  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            df = rows.filter(F.col("name") == view).select("data").mapInArrow(_decode_fn(utc), from_arrow_schema(utc))
         df.createOrReplaceTempView(view)
 
 

@@ -3,8 +3,10 @@
     .venv/bin/python bench/engines.py [--events 1500000] [--hosts 8] [--master 'local[*]']
                                       [--json bench/data/engines.json]
 
-Spark runs the same DuckDB analysis per set of hosts and merges (analyzer/merge.py), so its
-per-core rate is DuckDB's plus Spark's overhead; the last lines print the ratio.
+Spark runs the same DuckDB analysis per group of hosts, one task per group reading its own files,
+and merges (analyzer/merge.py), so its per-core rate is DuckDB's plus Spark's overhead; the last
+lines print the ratio. Spark reads at first use, so its "read s" is ~0 and "metrics s" holds the
+read as well: compare the totals.
 
 Data (bench/data/engines-<events>-<hosts>/, git-ignored, made once): a simulated fleet of
 --hosts hosts, one day, rotated and gzipped files as the collector leaves them, plus its

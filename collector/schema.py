@@ -9,6 +9,7 @@ equals :func:`json_schema`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 SCHEMA_VERSION = 1
@@ -26,17 +27,6 @@ _PCT = {"type": ["number", "null"], "minimum": 0, "maximum": 100}
 # duration_ms may be -1 for "not measured" (article 003's convention).
 _DURATION = {"type": ["number", "null"], "minimum": -1}
 
-COMMON_FIELDS: dict[str, dict] = {
-    "v": {"const": SCHEMA_VERSION},
-    "ts": {"type": "string", "format": "date-time"},
-    "stage": {"type": "string"},
-    "session_id": _STR,
-    "request_id": _STR,
-    "host": _STR,
-    "pid": _INT,
-    "duration_ms": _DURATION,
-}
-
 GENERATE_PARAMS = {
     "type": ["object", "null"],
     "properties": {
@@ -48,80 +38,144 @@ GENERATE_PARAMS = {
     },
 }
 
-_DECODE_FIELDS = {
-    "output_len": _NONNEG_INT,
-    "reasoning_len": _NONNEG_INT,
-    "cpu_time_ms": _NONNEG_NUM,
-    "gpu_wait_pct": {"type": ["number", "null"], "maximum": 100},
-    "gpu_util_pct": _PCT,
-    "params": GENERATE_PARAMS,
-    "input_len": _NONNEG_INT,
-    "kv_seq_len": _NONNEG_INT,
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a trace line: its JSON Schema fragment and what it means (the note of
+    docs/internals.md's events table). Its logical type (``type``) follows from the fragment."""
+
+    schema: dict
+    note: str = ""
+
+    @property
+    def type(self) -> str:
+        return logical_type(self.schema)
+
+
+def logical_type(fragment: dict) -> str:
+    """int, float, text, bool, timestamp or struct: what a reader stores a field as."""
+    if "const" in fragment:
+        return "int" if isinstance(fragment["const"], int) else "text"
+    if "enum" in fragment:
+        kinds = {type(v) for v in fragment["enum"] if v is not None}
+        if kinds != {str}:
+            raise ValueError(f"an enum of text only: {fragment}")
+        return "text"
+    kinds = fragment["type"] if isinstance(fragment["type"], list) else [fragment["type"]]
+    kinds = [k for k in kinds if k != "null"]
+    if len(kinds) != 1:
+        raise ValueError(f"one JSON type per field: {fragment}")
+    kind = kinds[0]
+    if kind == "string":
+        return "timestamp" if fragment.get("format") == "date-time" else "text"
+    return {"integer": "int", "number": "float", "boolean": "bool", "object": "struct"}[kind]
+
+
+# Every field, once: the order is the order of the analyzer's events columns (docs/internals.md).
+FIELDS: dict[str, Field] = {
+    "v": Field({"const": SCHEMA_VERSION}, "schema version; a line with v is a v1 line"),
+    "ts": Field({"type": "string", "format": "date-time"}, "event time, RFC 3339 with its offset"),
+    "stage": Field({"type": "string"}, "what happened"),
+    "session_id": Field(_STR, "null on sampler stages"),
+    "request_id": Field(_STR, "null on sampler stages"),
+    "host": Field(_STR, "the machine's name"),
+    "pid": Field(_INT, "the process writing the line"),
+    "duration_ms": Field(_DURATION, "wall time of the stage; -1 when not measured"),
+    "input_len": Field(_NONNEG_INT, "characters on `input`, tokens elsewhere"),
+    "output_len": Field(_NONNEG_INT, "tokens generated"),
+    "reasoning_len": Field(_NONNEG_INT, "tokens inside the reasoning block"),
+    "kv_seq_len": Field(_NONNEG_INT, "tokens in the KV cache"),
+    "cpu_time_ms": Field(_NONNEG_NUM),
+    "gpu_wait_pct": Field({"type": ["number", "null"], "maximum": 100}),
+    "gpu_util_pct": Field(_PCT),
+    "params": Field(GENERATE_PARAMS, "generate() parameters"),
+    "ttft_ms": Field(_NONNEG_NUM, "time to the first token"),
+    "ttfa_ms": Field(_NONNEG_NUM, "time to the first answer token (after the reasoning)"),
+    "status": Field({"enum": ["ok", "error", None]}, "`ok` or `error`"),
+    "finish_reason": Field(_STR),
+    "error_type": Field(_STR),
+    "error_msg": Field(_STR),
+    "failed_stage": Field(_STR),
+    "allocated_mb": Field(_NONNEG_NUM),
+    "reserved_mb": Field(_NONNEG_NUM),
+    "max_allocated_mb": Field(_NONNEG_NUM),
+    "num_ooms": Field(_NONNEG_INT),
+    "num_alloc_retries": Field(_NONNEG_INT),
+    "gpu_index": Field(_NONNEG_INT),
+    "kv_cache_size_mb": Field(_NONNEG_NUM),
+    "gpu_mem_util_pct": Field(_PCT),
+    "gpu_mem_used_mb": Field(_NONNEG_NUM),
+    "gpu_mem_total_mb": Field(_NONNEG_NUM),
+    "power_w": Field(_NONNEG_NUM),
+    "temp_c": Field(_NUM),
+    "sm_clock_mhz": Field(_NONNEG_NUM),
+    "rss_mb": Field(_NONNEG_NUM),
+    "cpu_pct": Field(_NONNEG_NUM),
+    "threads": Field(_NONNEG_INT),
+    "queued": Field(_NONNEG_INT),
+    "written": Field(_NONNEG_INT),
+    "dropped": Field(_NONNEG_INT),
+    "bytes_written": Field(_NONNEG_INT),
+    # per-request attribution (issue 12)
+    "device": Field(_STR, "the device the model ran on (`cuda:0`, `cpu`, `mps`)"),
+    "inflight": Field({"type": ["integer", "null"], "minimum": 1},
+                      "requests in flight in the process when it started (itself included)"),
+    "attempts": Field({"type": ["integer", "null"], "minimum": 1}, "1 + failed attempts"),
+    "reserved_mb_before": Field(_NONNEG_NUM, "torch's reserved GPU memory of the process just before the request"),
+    "reserved_mb_after": Field(_NONNEG_NUM, "... and just after it ended"),
+    "allocated_mb_before": Field(_NONNEG_NUM, "torch's allocated GPU memory just before the request"),
+    "allocated_mb_after": Field(_NONNEG_NUM, "... and just after it ended"),
+    "rss_mb_before": Field(_NONNEG_NUM, "the process's RSS just before the request"),
+    "rss_mb_after": Field(_NONNEG_NUM, "... and just after it ended"),
+    "source": Field(_STR, "who measured the wait (`gradio`)"),
+    # the process's completion sequence: requests of this process completed before the
+    # "before" reading, and this request's own completion index (1-based), read with "after"
+    "done_before": Field(_NONNEG_INT, "requests of the process completed before this one's \"before\" reading"),
+    "done_seq": Field({"type": ["integer", "null"], "minimum": 1},
+                      "this request's completion index in the process (1-based), read with \"after\""),
+    "fallback": Field(_STR, "the retry after an OOM (`greedy`: oom_fallback)"),
+}  # fmt: skip
+
+COMMON = ("v", "ts", "stage", "session_id", "request_id", "host", "pid", "duration_ms")
+_DECODE = ("output_len", "reasoning_len", "cpu_time_ms", "gpu_wait_pct", "gpu_util_pct", "params", "input_len",
+           "kv_seq_len")  # fmt: skip
+
+# stage -> its own fields (beyond COMMON). Order is the order of a request.
+STAGE_FIELDS: dict[str, tuple[str, ...]] = {
+    "input": ("input_len",),
+    "tokenize": ("input_len",),
+    "queue": ("source",),
+    "prefill": ("input_len", "kv_seq_len"),
+    "decode": _DECODE,
+    "inference": _DECODE,
+    "format": (),
+    "request": ("ttft_ms", "input_len", "output_len", "reasoning_len", "ttfa_ms", "status", "finish_reason",
+                "device", "inflight", "done_before", "done_seq", "attempts", "reserved_mb_before",
+                "reserved_mb_after", "allocated_mb_before", "allocated_mb_after", "rss_mb_before",
+                "rss_mb_after", "fallback"),
+    "error": ("error_type", "error_msg", "failed_stage", "params", "device", "fallback"),
+    "gpu_memory": ("allocated_mb", "reserved_mb", "max_allocated_mb", "num_ooms", "num_alloc_retries",
+                   "gpu_index"),
+    "kv_cache": ("kv_seq_len", "kv_cache_size_mb"),
+    "gpu_sample": ("gpu_index", "gpu_util_pct", "gpu_mem_util_pct", "gpu_mem_used_mb", "gpu_mem_total_mb",
+                   "power_w", "temp_c", "sm_clock_mhz"),
+    "process_sample": ("rss_mb", "cpu_pct", "threads"),
+    "collector": ("queued", "written", "dropped", "bytes_written"),
+}  # fmt: skip
+
+# The JSON Schema fragments, by name (derived from FIELDS).
+COMMON_FIELDS: dict[str, dict] = {name: FIELDS[name].schema for name in COMMON}
+STAGES: dict[str, dict[str, dict]] = {
+    stage: {name: FIELDS[name].schema for name in names} for stage, names in STAGE_FIELDS.items()
 }
 
-# stage -> its own fields (beyond COMMON_FIELDS). Order is the order of a request.
-STAGES: dict[str, dict[str, dict]] = {
-    "input": {"input_len": _NONNEG_INT},
-    "tokenize": {"input_len": _NONNEG_INT},
-    "queue": {"source": _STR},
-    "prefill": {"input_len": _NONNEG_INT, "kv_seq_len": _NONNEG_INT},
-    "decode": dict(_DECODE_FIELDS),
-    "inference": dict(_DECODE_FIELDS),
-    "format": {},
-    "request": {
-        "ttft_ms": _NONNEG_NUM,
-        "input_len": _NONNEG_INT,
-        "output_len": _NONNEG_INT,
-        "reasoning_len": _NONNEG_INT,
-        "ttfa_ms": _NONNEG_NUM,
-        "status": {"enum": ["ok", "error", None]},
-        "finish_reason": _STR,
-        # per-request attribution (issue 12): torch's per-process GPU memory and process RSS
-        # just before and just after the request, and requests in flight when it started
-        "device": _STR,
-        "inflight": {"type": ["integer", "null"], "minimum": 1},
-        # the process's completion sequence: requests of this process completed before the
-        # "before" reading, and this request's own completion index (1-based), read with "after"
-        "done_before": _NONNEG_INT,
-        "done_seq": {"type": ["integer", "null"], "minimum": 1},
-        "attempts": {"type": ["integer", "null"], "minimum": 1},
-        "reserved_mb_before": _NONNEG_NUM,
-        "reserved_mb_after": _NONNEG_NUM,
-        "allocated_mb_before": _NONNEG_NUM,
-        "allocated_mb_after": _NONNEG_NUM,
-        "rss_mb_before": _NONNEG_NUM,
-        "rss_mb_after": _NONNEG_NUM,
-        "fallback": _STR,
-    },
-    "error": {"error_type": _STR, "error_msg": _STR, "failed_stage": _STR, "params": GENERATE_PARAMS,
-              "device": _STR, "fallback": _STR},
-    "gpu_memory": {
-        "allocated_mb": _NONNEG_NUM,
-        "reserved_mb": _NONNEG_NUM,
-        "max_allocated_mb": _NONNEG_NUM,
-        "num_ooms": _NONNEG_INT,
-        "num_alloc_retries": _NONNEG_INT,
-        "gpu_index": _NONNEG_INT,
-    },
-    "kv_cache": {"kv_seq_len": _NONNEG_INT, "kv_cache_size_mb": _NONNEG_NUM},
-    "gpu_sample": {
-        "gpu_index": _NONNEG_INT,
-        "gpu_util_pct": _PCT,
-        "gpu_mem_util_pct": _PCT,
-        "gpu_mem_used_mb": _NONNEG_NUM,
-        "gpu_mem_total_mb": _NONNEG_NUM,
-        "power_w": _NONNEG_NUM,
-        "temp_c": _NUM,
-        "sm_clock_mhz": _NONNEG_NUM,
-    },
-    "process_sample": {"rss_mb": _NONNEG_NUM, "cpu_pct": _NONNEG_NUM, "threads": _NONNEG_INT},
-    "collector": {
-        "queued": _NONNEG_INT,
-        "written": _NONNEG_INT,
-        "dropped": _NONNEG_INT,
-        "bytes_written": _NONNEG_INT,
-    },
-}
+
+def field_stages(name: str) -> tuple[str, ...]:
+    """The stages a field appears on (every stage for a common field)."""
+    if name in COMMON:
+        return tuple(STAGES)
+    return tuple(stage for stage, names in STAGE_FIELDS.items() if name in names)
+
 
 # Stages timed per request, in pipeline order (the latency table's rows).
 LATENCY_STAGES = ("tokenize", "queue", "prefill", "decode", "inference", "format", "request")

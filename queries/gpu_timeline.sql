@@ -1,6 +1,7 @@
 -- GPU utilisation and memory used per time bucket, host and GPU ($bucket from the span of the
 -- logs: 'minute', 'hour' or 'day'). Units: %, MiB. Source: article 000 §2.1.
 -- date_trunc runs once per distinct UTC minute, not per sample (see stage_percentiles_over_time).
+-- series gpu_timeline: bucket, host, gpu_index, util_avg, util_max, mem_used_mb_max
 WITH s AS (
     SELECT
         CASE WHEN isfinite(ts)

@@ -1,6 +1,7 @@
 -- KV cache length and size over time for the $max_sessions sessions with the longest KV cache,
 -- each thinned to about $max_points points (rows stay bounded). Units: tokens, MiB.
 -- Source: article 003 §4.3 (kv_seq_len > 2048, kv_cache_size_mb 1.8 -> 12.4 GB).
+-- series kv_growth: ts, session_id, kv_seq_len, kv_cache_size_mb
 WITH k AS (
     SELECT session_id, ts, kv_seq_len,
            CASE WHEN stage = 'kv_cache' THEN kv_cache_size_mb END AS kv_cache_size_mb

@@ -2,6 +2,7 @@
 -- power of ten (edges 10^(k / $bins_per_decade) ms), so 0.2 ms, 40 ms and 40 s each get their
 -- own bins; values under $hist_min_ms share the first bin, values past $max_bins bins the
 -- last, so rows are bounded. Unit: ms (bin edges), requests (count). Source: DESIGN.md §5.
+-- series latency_hist: metric, bin_start, bin_end, count
 WITH v AS (
     SELECT 'ttft_ms' AS metric, ttft_ms AS x FROM requests WHERE ttft_ms IS NOT NULL
     UNION ALL

@@ -3,6 +3,7 @@
 -- Units: bytes, events. Source: article 000 §3.2 (log writes eating the disk's IOPS).
 -- Summed per UTC minute first (integer arithmetic per row), then per bucket: date_trunc in the
 -- reader's zone runs once per minute, not per line (zone offsets are whole minutes).
+-- series log_volume: bucket, host, bytes, events
 WITH per_minute AS (
     SELECT
         CASE WHEN isfinite(ts)

@@ -6,6 +6,7 @@
 -- session is thinned to about $max_points points (every k-th sample, last one kept).
 -- Units: MiB (torch's *_mb fields). Sources: article 003 §4.1 (reserved rising one way), §3.2
 -- (OOM), 000 §1.1 (ghost memory).
+-- series memory_timeline: ts, session_id, reserved_mb, allocated_mb
 WITH m AS (
     SELECT session_id, ts, reserved_mb, allocated_mb,
            (epoch(ts) - epoch(min(ts) OVER (PARTITION BY session_id))) / 60.0 AS minute

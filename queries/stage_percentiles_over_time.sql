@@ -3,6 +3,7 @@
 -- logs so a year of logs stays a few thousand rows. Source: DESIGN.md §5; 003 §3.1.
 -- date_trunc in the reader's zone is costly per row, so it runs once per distinct UTC minute
 -- (integer arithmetic per row): zone offsets are whole minutes, so a UTC minute lies in one bucket.
+-- series stage_latency_by_hour: bucket, stage, count, p50_ms, p90_ms, p95_ms, p99_ms, max_ms
 WITH e AS (
     SELECT
         CASE WHEN isfinite(ts)

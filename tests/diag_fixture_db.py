@@ -10,27 +10,10 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-EVENTS = {
-    "ts": "TIMESTAMPTZ", "stage": "VARCHAR", "session_id": "VARCHAR", "request_id": "VARCHAR",
-    "host": "VARCHAR", "pid": "BIGINT", "duration_ms": "DOUBLE",
-    "input_len": "BIGINT", "output_len": "BIGINT", "reasoning_len": "BIGINT", "kv_seq_len": "BIGINT",
-    "cpu_time_ms": "DOUBLE", "gpu_wait_pct": "DOUBLE", "gpu_util_pct": "DOUBLE",
-    "num_beams": "BIGINT", "max_new_tokens": "BIGINT", "temperature": "DOUBLE", "top_p": "DOUBLE",
-    "do_sample": "BOOLEAN", "ttft_ms": "DOUBLE", "ttfa_ms": "DOUBLE",
-    "status": "VARCHAR", "finish_reason": "VARCHAR", "error_type": "VARCHAR", "error_msg": "VARCHAR",
-    "failed_stage": "VARCHAR", "allocated_mb": "DOUBLE", "reserved_mb": "DOUBLE",
-    "max_allocated_mb": "DOUBLE", "num_ooms": "BIGINT", "num_alloc_retries": "BIGINT",
-    "gpu_index": "BIGINT", "kv_cache_size_mb": "DOUBLE", "gpu_mem_util_pct": "DOUBLE",
-    "gpu_mem_used_mb": "DOUBLE", "gpu_mem_total_mb": "DOUBLE", "power_w": "DOUBLE", "temp_c": "DOUBLE",
-    "sm_clock_mhz": "DOUBLE", "rss_mb": "DOUBLE", "cpu_pct": "DOUBLE", "threads": "BIGINT",
-    "queued": "BIGINT", "written": "BIGINT", "dropped": "BIGINT", "bytes_written": "BIGINT",
-    "device": "VARCHAR", "inflight": "BIGINT", "attempts": "BIGINT",
-    "reserved_mb_before": "DOUBLE", "reserved_mb_after": "DOUBLE",
-    "allocated_mb_before": "DOUBLE", "allocated_mb_after": "DOUBLE",
-    "rss_mb_before": "DOUBLE", "rss_mb_after": "DOUBLE", "source": "VARCHAR",
-    "done_before": "BIGINT", "done_seq": "BIGINT",
-    "source_format": "VARCHAR", "source_file": "VARCHAR", "line_bytes": "BIGINT",
-}  # fmt: skip
+from analyzer.columns import EVENT_TYPES
+
+# The events columns and types as the reader makes them (derived from collector/schema.py).
+EVENTS = dict(EVENT_TYPES)
 
 REQUESTS = {
     "session_id": "VARCHAR", "request_id": "VARCHAR", "host": "VARCHAR", "pid": "BIGINT",

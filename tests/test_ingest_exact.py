@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from analyzer.ingest import Reader, open_logs, run_query
+from analyzer.ingest import open_logs, run_query
+from analyzer.reader import Reader
 from tests.ingest_lines import dumps, v1
 
 N = 30
@@ -144,9 +145,9 @@ def test_slow_path_reads_the_file_a_bounded_number_of_times(tmp_path, monkeypatc
 
 
 def test_damage_in_one_chunk_leaves_the_other_chunks_one_read_each(tmp_path, monkeypatch):
-    from analyzer import ingest
+    from analyzer import validate
 
-    monkeypatch.setattr(ingest, "CHUNK_LINES", 100)
+    monkeypatch.setattr(validate, "CHUNK_LINES", 100)
     calls = []
     real = Reader._insert
     monkeypatch.setattr(Reader, "_insert", lambda self, loads, lenient=False: (calls.append(1), real(self, loads, lenient))[1])

@@ -20,10 +20,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("analyzer", "analyzer.errors", "analyzer.resources", "analyzer.timewindow",
               "analyzer.thresholds", "analyzer.output", "analyzer.textsafe")),  # fmt: skip
     # reading logs (and writing them: compact, the simulator)
-    ("ingest", ("analyzer.discovery", "analyzer.cache", "analyzer.dataset", "analyzer.ingest",
-                "analyzer.compact", "analyzer.sandbox", "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
+    ("ingest", ("analyzer.discovery", "analyzer.cache", "analyzer.dataset", "analyzer.columns",
+                "analyzer.catalogue", "analyzer.validate", "analyzer.viewdefs", "analyzer.storage",
+                "analyzer.reader", "analyzer.ingest", "analyzer.compact", "analyzer.sandbox",
+                "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
     # the engine contract and its engines: DuckDB (metrics), Spark (spark_engine + merge)
-    ("metrics", ("analyzer.metrics", "analyzer.rows", "analyzer.merge", "analyzer.spark_engine")),
+    ("metrics", ("analyzer.metrics", "analyzer.rows", "analyzer.merge", "analyzer.spark_engine",
+                 "analyzer.result_cache")),  # fmt: skip
     ("rules", ("analyzer.rules",)),
     ("report", ("analyzer.report", "analyzer.diff")),
     ("renderers", ("analyzer.vl", "analyzer.svgchart", "analyzer.charts", "analyzer.render_md", "analyzer.render_html",
@@ -129,3 +132,20 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     modules = {"analyzer": pkg / "__init__.py", "analyzer.a": pkg / "a.py", "analyzer.b": pkg / "b.py"}
     graph = imports(modules)
     assert graph["analyzer.a"] == {"analyzer.b"} and "analyzer.a" in graph["analyzer.b"]
+
+
+# Inside the ingest layer, its steps in order: each imports only the steps before it, so the
+# orchestration (ingest) stays on top and a step never reaches back into it.
+INGEST_STEPS = ("analyzer.columns", "analyzer.catalogue", "analyzer.validate", "analyzer.viewdefs",
+                "analyzer.storage", "analyzer.reader", "analyzer.ingest")  # fmt: skip
+
+
+def test_ingest_steps_import_only_earlier_steps():
+    graph = imports(_modules())
+    wrong = [
+        f"{a} imports {b}"
+        for i, a in enumerate(INGEST_STEPS)
+        for b in sorted(graph[a])
+        if b in INGEST_STEPS and INGEST_STEPS.index(b) > i
+    ]
+    assert not wrong, "ingest steps out of order (docs/architecture.md):\n" + "\n".join(wrong)

@@ -108,3 +108,51 @@ def test_order_and_limit_is_the_top_level_one():
     sql = "WITH x AS (SELECT a FROM t ORDER BY a LIMIT 3) SELECT r.a FROM x AS r ORDER BY r.a DESC, b LIMIT $limit -- c"
     assert M.order_and_limit(sql) == "ORDER BY a DESC, b LIMIT $limit"
     assert M.order_and_limit("SELECT count(*) FROM (SELECT 1 ORDER BY 1)") == ""
+
+
+def test_timelines_for_several_buckets_pick_like_one_run(sample_db):
+    """A Spark group computes each timeline for every bucket the fleet's span may pick (the span
+    is known only after every group is read); picking one must give that bucket's own tables."""
+    params = parameters(defaults(), "hour")
+    con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{sample_db.tz}'")
+    con.register("_in", sample_db.con.sql("SELECT * FROM events").to_arrow_table())
+    M.load_partition(con, "SELECT * FROM _in")
+    several = dict(M.partition_tables(con, list(METRIC_QUERIES), params, buckets=["hour", "day"]))
+    assert M.bucket_key("gpu_timeline", "day") in several and "gpu_timeline" not in several
+    for bucket in ("hour", "day"):
+        one = dict(M.partition_tables(con, list(METRIC_QUERIES), {**params, "bucket": bucket}))
+        picked = M.pick_bucket(several, bucket)
+        assert picked.keys() == one.keys()
+        timelines = {k.partition(M.BUCKETED)[0] for k in several if M.BUCKETED in k}
+        assert timelines >= {"gpu_timeline", "errors_over_time"}
+        for name in timelines:  # rows compared as sets: a query without ORDER BY has no row order
+            rows = sorted(map(repr, picked[name].to_pylist()))
+            assert rows == sorted(map(repr, one[name].to_pylist())), (bucket, name)
+    assert M.pick_bucket(several, "minute") is None, "a bucket not computed is no answer"
+    con.close()
+
+
+def test_host_groups_keep_hosts_whole_and_balance_bytes(tmp_path):
+    """The driver's guess: a compacted file's manifest host, a local JSONL file's first-line host
+    (none for legacy lines), else the folder; whole guessed hosts per group, balanced by bytes."""
+    from analyzer.spark_engine import GroupFile, host_groups
+
+    def jsonl(i, folder, host, size):
+        path = tmp_path / folder / f"ds15b_2026112{i}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        line = {"v": 1, "ts": "2026-11-23T00:00:00+00:00", "stage": "input", "host": host} if host else {"timestamp": "2026-11-23T00:00:00", "stage": "input"}
+        path.write_text(__import__("json").dumps(line) + "\n")
+        return GroupFile(i, str(path), "jsonl", local=str(path), size=size)
+
+    files = [jsonl(0, "x", "a", 100), jsonl(1, "y", "a", 100), jsonl(2, "z", "b", 150), jsonl(3, "l1", None, 10),
+             jsonl(4, "l2", None, 10), GroupFile(5, "p/part-0.parquet", "parquet", local="p/part-0.parquet", host="b", size=5),
+             GroupFile(6, "s3a://bkt/h/ds15b_20261123.jsonl", "jsonl", uri="s3a://bkt/h/ds15b_20261123.jsonl", size=1)]  # fmt: skip
+    groups = host_groups(files, 2)
+    where = {f.index: g for g, files_ in enumerate(groups) for f in files_}
+    assert where[0] == where[1], "host a's files (two folders) in one group"
+    assert where[2] == where[5], "host b's JSONL and its compacted file in one group"
+    assert where[3] == where[4], "legacy files (no host) in one group"
+    assert where[0] != where[2], "the two big hosts balanced over the two groups"
+    assert all([f.index for f in g] == sorted(f.index for f in g) for g in groups), "read order kept"
+    assert len(host_groups(files, 64)) == 4, "no more groups than guessed hosts"

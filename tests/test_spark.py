@@ -201,3 +201,41 @@ def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch)
     for url in (f"file:{root}/raw", f"file:{root}/compacted/*"):
         got = se.spark_query([url], sql, master=MASTER)
         assert tuple(got.rows[0]) == tuple(want), url
+
+
+@needs_spark
+@pytest.mark.spark
+def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypatch):
+    """Legacy (seed format) lines carry no host and no request id: request ids are numbered per
+    session across every file read. A session whose lines lie in two folders must still be
+    numbered as DuckDB numbers it: local files share their first line's host (none) and go to one
+    group; read as URLs the guess is the folder, the two groups both hold host NULL and are merged
+    and read again before any table is used."""
+    import analyzer.spark_engine as se
+    from analyzer.ingest import open_logs, run_query
+    from analyzer.metrics import compute_metrics
+    from analyzer.thresholds import defaults
+
+    lines = (REPO / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl").read_text().splitlines(keepends=True)
+    half = len(lines) // 2
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "ds15b_20261123.jsonl").write_text("".join(lines[:half]))
+    (tmp_path / "b" / "ds15b_20261123.1.jsonl").write_text("".join(lines[half:]))
+    db = open_logs([str(tmp_path)], use_cache=False)
+    crossing = run_query(db, "SELECT count(*) FROM (SELECT session_id FROM events GROUP BY session_id "
+                             "HAVING count(DISTINCT source_file) = 2 AND count(*) FILTER (stage = 'input') > 1)").rows[0][0]  # fmt: skip
+    assert crossing > 0, "the split should cut sessions in two"
+    t = defaults()
+    want = compute_metrics(db, t)
+    monkeypatch.setenv("DSLOGS_SPARK_PARTITIONS", "2")
+    local = se.open_spark([str(tmp_path)], master=MASTER)
+    assert len(local.groups) == 1, "both files start with a host-less line: one group"
+    assert_same(want, compute_metrics(local, t), "metric tables (legacy, local files)")
+    monkeypatch.setattr(se, "is_url", lambda p: p.startswith("file:"))
+    urls = se.open_spark([f"file:{tmp_path}"], master=MASTER)
+    assert len(urls.groups) == 2, "read as URLs, the folders are two guessed hosts"
+    assert_same(want, compute_metrics(urls, t), "metric tables (legacy, URLs, regrouped)")
+    assert [len(g) for g in urls.groups if g] == [2], "the groups sharing host NULL were merged"
+    assert {k: db.ingest[k] for k in INGEST_KEYS} == {k: urls.ingest[k] for k in INGEST_KEYS}
+    db.close()

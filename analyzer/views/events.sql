@@ -1,12 +1,13 @@
 -- events: one row per log line, v1 (DESIGN.md §3) and legacy (§4, article 003 §2.2) normalised.
--- Input: dslogs_raw, the typed JSON fields of each line (analyzer/ingest.py RAW_COLUMNS) plus
+-- Input: dslogs_raw, the typed JSON fields of each line (analyzer/columns.py RAW_COLUMNS) plus
 -- file_id and line_bytes. Parameter $tz: the zone naive legacy timestamps are read in.
 -- v present => v1. Legacy: "timestamp" is naive local time (an offset, if a writer added one,
 -- is honoured); duration_ms -1 means not measured (NULL); gpu_memory's kv_cache_size_mb is
 -- torch.cuda.memory_allocated (allocated_mb). Legacy request_id is filled in afterwards
 -- (legacy_request_ids.sql), because it counts input events across files. device .. rss_mb_after
 -- are the request event's fields of the collector contract (issue 12); source names who measured
--- a queue stage (e.g. "gradio").
+-- a queue stage (e.g. "gradio"). Every field of collector/schema.py FIELDS but v is selected, in
+-- its order (tests/test_columns.py).
 SELECT
     CASE
         WHEN v IS NOT NULL OR ts IS NOT NULL THEN ts
@@ -70,6 +71,7 @@ SELECT
     source,
     done_before,
     done_seq,
+    fallback,
     CASE WHEN v IS NOT NULL THEN 'v1' ELSE 'legacy' END AS source_format,
     file_id,
     line_bytes

@@ -21,7 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.ingest import SAMPLES_PER_FILE, open_logs
+from analyzer.ingest import open_logs
+from analyzer.validate import SAMPLES_PER_FILE
 from tests.fuzz.mutate import (
     BYTE_MUTATIONS,
     base_events,
