@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from browser_helpers import open_offline
 from fixtures.report_models import XSS_MESSAGE, XSS_SESSION, fixture_model, real_model
 
 from analyzer.render_html import anchor, render_html
@@ -51,38 +52,9 @@ def pages(tmp_path_factory):
     return {"real": real, "fixture": fx}
 
 
-class Loaded:
-    def __init__(self, page, errors, blocked, dialogs):
-        self.page, self.errors, self.blocked, self.dialogs = page, errors, blocked, dialogs
-
-
-def _open(browser, path: Path, js: bool = True, width: int = 1280) -> Loaded:
-    ctx = browser.new_context(viewport={"width": width, "height": 900}, java_script_enabled=js)
-    errors, blocked, dialogs = [], [], []
-
-    def route(r):
-        if r.request.url.startswith("file:"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    ctx.route("**/*", route)
-    page = ctx.new_page()
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("requestfailed", lambda r: blocked.append(r.url))
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(path.as_uri())
-    if js:
-        page.wait_for_function("window.dslogs && window.dslogs.ready", timeout=30000)
-        page.evaluate("window.dslogs.ready")
-    return Loaded(page, errors, blocked, dialogs)
-
-
 @pytest.fixture(scope="module")
 def real(browser, pages):
-    loaded = _open(browser, pages["real"])
+    loaded = open_offline(browser, pages["real"])
     yield loaded
     loaded.page.context.close()
 
@@ -211,7 +183,7 @@ def test_finding_link_opens_the_session_drilldown(real):
 
 
 def test_adversarial_strings_stay_text_in_the_browser(browser, pages):
-    loaded = _open(browser, pages["fixture"])
+    loaded = open_offline(browser, pages["fixture"])
     page = loaded.page
     try:
         assert loaded.dialogs == [], "a log string ran as script"
@@ -231,7 +203,7 @@ def test_adversarial_strings_stay_text_in_the_browser(browser, pages):
 
 
 def test_without_javascript_findings_and_static_charts_show(browser, pages):
-    loaded = _open(browser, pages["real"], js=False)
+    loaded = open_offline(browser, pages["real"], js=False)
     page = loaded.page
     try:
         cards = page.locator(".card")
@@ -274,7 +246,7 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
     path = tmp_path / "weekly.html"
     path.write_text(render_weekly(compare_models(build_model(), prev, (2026, 49), ZoneInfo("UTC")), "html"),
                     encoding="utf-8")
-    loaded = _open(browser, path)
+    loaded = open_offline(browser, path)
     try:
         assert loaded.errors == [] and loaded.blocked == []
         assert loaded.page.locator("tr.regression").count() >= 1

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from browser_helpers import open_offline
 
 from analyzer.diff import build_diff
 from analyzer.render_diff import render_diff
@@ -41,25 +42,9 @@ def test_diff_page_loads_cleanly_with_and_without_js(tmp_path):
                                     args=ARGS)  # fmt: skip
         try:
             for js in (True, False):
-                ctx = browser.new_context(viewport={"width": 1300, "height": 900}, java_script_enabled=js)
-                errors, blocked, dialogs = [], [], []
-
-                def route(r, blocked=blocked):
-                    if r.request.url.startswith("file:"):
-                        r.continue_()
-                    else:
-                        blocked.append(r.request.url)
-                        r.abort()
-
-                ctx.route("**/*", route)
-                page = ctx.new_page()
-                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e, errors=errors: errors.append(f"pageerror: {e}"))
-                page.on("dialog", lambda dlg, dialogs=dialogs: (dialogs.append(dlg.message), dlg.dismiss()))
-                page.goto(page_path.as_uri())
+                loaded = open_offline(browser, page_path, js=js, width=1300)
+                page, errors, blocked, dialogs = loaded.page, loaded.errors, loaded.blocked, loaded.dialogs
                 if js:
-                    page.wait_for_function("window.dslogs && window.dslogs.ready", timeout=30000)
-                    page.evaluate("window.dslogs.ready")
                     # every chart drawn by Vega (an svg inside each chart div, outside <noscript>)
                     drawn = page.evaluate("""() => [...document.querySelectorAll('[data-chart]')]
                         .map(el => el.querySelector(':scope > svg, :scope > div svg, .vega-embed svg') !== null)""")
@@ -70,6 +55,6 @@ def test_diff_page_loads_cleanly_with_and_without_js(tmp_path):
                 assert page.locator("tr.regression").count() >= 2  # prefill and TTFT
                 assert page.locator("#sec-errors td.mono").first.inner_text() == "<img src=x onerror=alert(1)>"
                 page.screenshot(path=str(OUT / f"diff{'' if js else '-nojs'}.png"), full_page=True)
-                ctx.close()
+                page.context.close()
         finally:
             browser.close()

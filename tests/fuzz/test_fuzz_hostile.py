@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.render_html import render_html
+from tests.browser_helpers import open_offline
 from tests.fuzz.mutate import HOSTILE, STRING_FIELDS, base_events, encode
 from tests.ingest_lines import write_lines
 
@@ -99,29 +100,13 @@ def test_html_opens_in_chromium_with_nothing_injected(cases, tmp_path):
                                     args=ARGS)
         try:
             for k, path in enumerate(pages):
-                ctx = browser.new_context()
-                errors, dialogs, blocked = [], [], []
-
-                def route(r, blocked=blocked):
-                    if r.request.url.startswith("file:"):
-                        r.continue_()
-                    else:
-                        blocked.append(r.request.url)
-                        r.abort()
-
-                ctx.route("**/*", route)
-                page = ctx.new_page()
-                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e, errors=errors: errors.append(f"pageerror: {e}"))
-                page.on("dialog", lambda d, dialogs=dialogs: (dialogs.append(d.message), d.dismiss()))
-                page.goto(path.as_uri())
-                page.wait_for_function("window.dslogs && window.dslogs.ready", timeout=30000)
-                page.evaluate("window.dslogs.ready")
+                loaded = open_offline(browser, path)
+                page, errors, dialogs, blocked = loaded.page, loaded.errors, loaded.dialogs, loaded.blocked
                 assert errors == [], f"case {k}: console errors {errors}"
                 assert dialogs == [] and blocked == [], f"case {k}: {dialogs} {blocked}"
                 assert page.evaluate("window.__pwned === undefined"), f"case {k}: a log string ran as script"
                 assert page.evaluate("document.querySelectorAll('#pwned, [id^=pwned]').length") == 0, f"case {k}: injected element"
                 assert page.evaluate("document.scripts.length") == 3, f"case {k}: a script element was injected"
-                ctx.close()
+                page.context.close()
         finally:
             browser.close()
