@@ -21,6 +21,7 @@ temporary folder), so the ratios before and after a change print in the same run
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -31,6 +32,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# best-of-runs as bench/ingest.py defines it (bench/ is scripts, not a package)
+_spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "bench" / "ingest.py")
+_bench_ingest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench_ingest)
+best = _bench_ingest.best
 PY = sys.executable
 PROBE = """
 import json, resource, subprocess, sys, time
@@ -48,15 +54,6 @@ def probe(cmd: list[str], env: dict, cwd: Path) -> dict:
     # cwd = the code tree: `python -m` puts the working directory ahead of PYTHONPATH
     out = subprocess.run([PY, "-c", PROBE, *cmd], capture_output=True, text=True, env=env, check=True, cwd=cwd).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def best(runs: list[dict]) -> dict:
-    ok = [r for r in runs if r["rc"] == 0]
-    if not ok:
-        return {"rc": runs[-1]["rc"], "wall": float("nan"), "cpu": float("nan"), "rss_mb": float("nan"),
-                "err": runs[-1]["err"]}  # fmt: skip
-    return {"rc": 0, "wall": min(r["wall"] for r in ok), "cpu": min(r["cpu"] for r in ok),
-            "rss_mb": max(r["rss_mb"] for r in ok)}  # fmt: skip
 
 
 def make_data(folder: Path, events: int, days: int) -> Path:
