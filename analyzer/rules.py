@@ -14,7 +14,7 @@ appears in one.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from analyzer.thresholds import DEFAULTS
@@ -146,9 +146,20 @@ def finding(
     }
 
 
+def _scan(rows: Iterable[dict], fires: Callable[[dict], bool]) -> tuple[int, list[dict]]:
+    """(rows read, the rows that fire), reading ``rows`` once: a per-session table of 400 k+
+    sessions is read as a stream and only the hits are kept (issue 16 item 4)."""
+    checked, hit = 0, []
+    for r in rows:
+        checked += 1
+        if fires(r):
+            hit.append(r)
+    return checked, hit
+
+
 def _session_rule(
     rule: str,
-    rows: list[dict],
+    rows: Iterable[dict],
     fires: Callable[[dict], bool],
     value_of: Callable[[dict], float],
     *,
@@ -159,13 +170,16 @@ def _session_rule(
     chart: str | None,
     detail_keys: tuple[str, ...],
     no_data_reason: str,
+    scanned: tuple[int, list[dict]] | None = None,
 ) -> RuleOutcome:
-    """Common shape of a session rule: evaluate every row that has the inputs, fire once."""
-    if not rows:
+    """Common shape of a session rule: evaluate every row that has the inputs, fire once.
+
+    ``rows`` is read once (a generator is fine); ``scanned`` gives ``_scan``'s result instead."""
+    checked, hit = scanned if scanned is not None else _scan(rows, fires)
+    if not checked:
         return RuleOutcome(rule, "no_data", no_data_reason)
-    hit = [r for r in rows if fires(r)]
     if not hit:
-        return RuleOutcome(rule, "pass", f"{_plural(len(rows), 'session')} checked")
+        return RuleOutcome(rule, "pass", f"{_plural(checked, 'session')} checked")
     hit.sort(key=lambda r: (-(value_of(r) or 0), r["session_id"]))
     worst = value_of(hit[0])
     details = {
@@ -173,7 +187,7 @@ def _session_rule(
             {"session_id": r["session_id"], "host": r.get("host"), **{k: r.get(k) for k in detail_keys}}
             for r in hit[:MAX_DETAIL_ROWS]
         ],
-        "checked_sessions": len(rows),
+        "checked_sessions": checked,
     }
     f = finding(
         rule,
@@ -348,6 +362,36 @@ def cpu_only_hosts(m: dict) -> set:
     }
 
 
+class _Verdict:
+    """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
+    ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
+    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory (issue 16 item 4)."""
+
+    __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
+                 "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
+                 "first_ts", "last_ts", "flagged", "process_scoped")  # fmt: skip
+
+    def __init__(self, **values):
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default)
+
+    def __getitem__(self, key: str):
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __setitem__(self, key: str, value) -> None:
+        setattr(self, key, value)
+
+    def update(self, **values) -> None:
+        for k, v in values.items():
+            setattr(self, k, v)
+
+
 def memory_leak_verdicts(m: dict, t: dict) -> dict:
     """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
     the checklist's reserved_band row so that they agree on every session.
@@ -367,9 +411,9 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     for sid, (rate, n) in rates.items():
         if n < th["min_samples"]:
             continue
-        sessions[sid] = {"session_id": sid, "basis": "request deltas", "leak_per_request_mb": rate, "requests": n,
-                         "rise_mb": rate * n,
-                         "flagged": rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]}
+        sessions[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
+                                 rise_mb=rate * n,
+                                 flagged=rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"])
     hosts = {r["session_id"]: r for r in deltas}
     for sid, r in hosts.items():
         if sid in sessions:
@@ -380,13 +424,13 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
              and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None)
     for r in snaps:
         rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
-        sessions[r["session_id"]] = {
-            "session_id": r["session_id"], "host": r.get("host"), "pid": r.get("pid"), "basis": "reserved_mb over turns",
-            "rise_mb": rise, "reserved_first_mb": r["reserved_first_mb"], "reserved_last_mb": r.get("reserved_last_mb"),
-            "reserved_slope_mb_per_min": r.get("reserved_slope_mb_per_min"), "samples": r.get("samples"),
-            "minutes": r.get("minutes"), "first_ts": r.get("first_ts"), "last_ts": r.get("last_ts"),
-            "flagged": rise > th["rise_mb"],
-        }
+        sessions[r["session_id"]] = _Verdict(
+            session_id=r["session_id"], host=r.get("host"), pid=r.get("pid"), basis="reserved_mb over turns",
+            rise_mb=rise, reserved_first_mb=r["reserved_first_mb"], reserved_last_mb=r.get("reserved_last_mb"),
+            reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min"), samples=r.get("samples"),
+            minutes=r.get("minutes"), first_ts=r.get("first_ts"), last_ts=r.get("last_ts"),
+            flagged=rise > th["rise_mb"],
+        )
     processes: list[dict] = []
     # Snapshot verdicts in one process: most of the sessions active at once flagged -> the process.
     by_proc: dict[tuple, list[dict]] = {}
@@ -528,14 +572,16 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     def fires(r):
         return (r.get("ghost_p50_mb") or 0) > th["ghost_mb"] and (r.get("ghost_share_p50") or 0) > th["ghost_share"]
 
-    sessions = [r for r in m.get("memory_per_session", []) if r.get("ghost_p50_mb") is not None]
+    # read once, keeping only the sessions that fire (the table may hold 400 k+ sessions)
+    scanned = _scan((r for r in m.get("memory_per_session", []) if r.get("ghost_p50_mb") is not None), fires)
+    sessions = scanned[0]
     hosts = [r for r in m.get("memory_per_host", []) if r.get("ghost_p50_mb") is not None]
     if not sessions and not hosts:
         return RuleOutcome("ghost_memory", "no_data", "no gpu_memory snapshot with both reserved_mb and allocated_mb")
     findings = []
     if sessions:
         findings += _session_rule(
-            "ghost_memory", sessions, fires, lambda r: r["ghost_p50_mb"],
+            "ghost_memory", (), fires, lambda r: r["ghost_p50_mb"], scanned=scanned,
             threshold=th["ghost_mb"], unit="MiB",
             describe=lambda n, v: (
                 f"median reserved − allocated (cache held by PyTorch) up to {_fmt(v)} MiB, over "
@@ -553,7 +599,7 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
         section="memory", chart="memory_timeline",
         detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "samples"),
     )
-    checked = f"{_plural(len(sessions), 'session')}, {_plural(len(hosts), 'host')} checked"
+    checked = f"{_plural(sessions, 'session')}, {_plural(len(hosts), 'host')} checked"
     return RuleOutcome("ghost_memory", "fired" if findings else "pass", checked, findings)
 
 
@@ -651,7 +697,7 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
 )
 def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
     th = t["gpu_wait"]["gpu_wait_pct"]
-    rows = [r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None]
+    rows = (r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None)
     return _session_rule(
         "gpu_wait", rows, lambda r: r["gpu_wait_pct_p50"] > th, lambda r: r["gpu_wait_pct_p50"],
         threshold=th, unit="%",
@@ -679,8 +725,8 @@ def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
 )
 def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
     th = t["cpu_bound"]
-    rows = [r for r in m.get("decode_per_session", [])
-            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None]
+    rows = (r for r in m.get("decode_per_session", [])
+            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None)
     return _session_rule(
         "cpu_bound", rows,
         lambda r: r["gpu_util_pct_p50"] < th["gpu_util_pct"] and r["tpot_p50_ms"] > th["tpot_ms"],
@@ -711,19 +757,27 @@ def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
 )
 def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     th = t["kv_cache_bloat"]
-    kv = {r["session_id"]: r for r in m.get("kv_cache_per_session", [])}
-    growth = {r["session_id"]: r for r in m.get("prefill_growth_per_session", [])}
-    if not kv and not growth:
-        return RuleOutcome("kv_cache_bloat", "no_data", "no kv_seq_len, kv_cache_size_mb or prefill timing")
-    hit = []
-    for sid, r in kv.items():
+    # Each table read once as a stream, keeping the hits and the ids of sessions with a logged KV
+    # length, not a dict of every session's row (400 k+ sessions). Both tables have one row per
+    # session (their queries group by session_id).
+    hit: list[dict] = []
+    kv_ids: set[str] = set()
+    kv_len_logged: set[str] = set()
+    for r in m.get("kv_cache_per_session", []):
+        sid = r["session_id"]
+        kv_ids.add(sid)
         seq, size = r.get("kv_seq_len_max"), r.get("kv_cache_size_max_mb")
+        if seq is not None:
+            kv_len_logged.add(sid)
         if (seq is not None and seq > th["kv_seq_len"]) or (size is not None and size > th["kv_cache_size_mb"]):
             hit.append({"session_id": sid, "host": r.get("host"), "kv_seq_len_max": seq,
                         "kv_cache_size_max_mb": size, "why": "kv"})
+    growth_only = 0  # sessions in the growth table and not in the KV table
     # Prefill growing with turns is the evidence when the KV length itself was not logged.
-    for sid, g in growth.items():
-        if sid in kv and kv[sid].get("kv_seq_len_max") is not None:
+    for g in m.get("prefill_growth_per_session", []):
+        sid = g["session_id"]
+        growth_only += sid not in kv_ids
+        if sid in kv_len_logged:
             continue
         first, last, r2 = g.get("prefill_first_ms"), g.get("prefill_last_ms"), g.get("prefill_r2")
         if (
@@ -736,7 +790,9 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
         ):
             hit.append({"session_id": sid, "host": g.get("host"), "prefill_first_ms": first,
                         "prefill_last_ms": last, "prefill_r2": r2, "turns": g.get("turns"), "why": "prefill"})
-    checked = len(set(kv) | set(growth))
+    checked = len(kv_ids) + growth_only
+    if not checked:
+        return RuleOutcome("kv_cache_bloat", "no_data", "no kv_seq_len, kv_cache_size_mb or prefill timing")
     if not hit:
         return RuleOutcome("kv_cache_bloat", "pass", f"{checked} sessions checked")
     hit.sort(key=lambda r: (-(r.get("kv_seq_len_max") or 0), r["session_id"]))
@@ -787,9 +843,11 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
 )
 def rule_beam_search(m, ingest, t) -> RuleOutcome:
     th = t["beam_search"]["num_beams"]
-    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0]
+    def rows():
+        return (r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0)
+
     outcome = _session_rule(
-        "beam_search", rows, lambda r: r["num_beams_max"] > th, lambda r: r["num_beams_max"],
+        "beam_search", rows(), lambda r: r["num_beams_max"] > th, lambda r: r["num_beams_max"],
         threshold=th, unit="beams",
         describe=lambda n, v: f"generate runs beam search (num_beams = {_fmt(v)}) in {_plural(n, 'session')}",
         section="latency", chart=None,
@@ -799,7 +857,7 @@ def rule_beam_search(m, ingest, t) -> RuleOutcome:
     # A failed attempt's params (error event) keep the cause visible behind a fallback (003 §3.2).
     for f in outcome.findings:
         flagged = set(f["session_ids"])
-        fb = [r for r in rows if r["session_id"] in flagged and (r.get("beam_fallback_requests") or 0) > 0]
+        fb = [r for r in rows() if r["session_id"] in flagged and (r.get("beam_fallback_requests") or 0) > 0]
         if fb:
             beams = max(r.get("failed_num_beams_max") or 0 for r in fb)
             f["message"] += (f"; OOM with num_beams={_fmt(beams)}, then greedy fallback in "
@@ -821,7 +879,7 @@ def rule_beam_search(m, ingest, t) -> RuleOutcome:
 )
 def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
     th = t["high_max_tokens"]["max_new_tokens"]
-    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("max_new_tokens_count") or 0) > 0]
+    rows = (r for r in m.get("generate_params_per_session", []) if (r.get("max_new_tokens_count") or 0) > 0)
     return _session_rule(
         "high_max_tokens", rows, lambda r: r["max_new_tokens_max"] >= th, lambda r: r["max_new_tokens_max"],
         threshold=th, unit="tokens",
@@ -844,7 +902,7 @@ def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
 )
 def rule_long_output(m, ingest, t) -> RuleOutcome:
     th = t["long_output"]["output_len"]
-    rows = [r for r in m.get("generate_params_per_session", []) if (r.get("output_len_count") or 0) > 0]
+    rows = (r for r in m.get("generate_params_per_session", []) if (r.get("output_len_count") or 0) > 0)
     return _session_rule(
         "long_output", rows, lambda r: r["output_len_max"] > th, lambda r: r["output_len_max"],
         threshold=th, unit="tokens",
@@ -943,7 +1001,7 @@ def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
 )
 def rule_slow_decode(m, ingest, t) -> RuleOutcome:
     th = t["slow_decode"]["tpot_p50_ms"]
-    rows = [r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None]
+    rows = (r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None)
     outcome = _session_rule(
         "slow_decode", rows, lambda r: r["tpot_p50_ms"] > th, lambda r: r["tpot_p50_ms"],
         threshold=th, unit="ms/token",
@@ -1301,6 +1359,32 @@ GPU_RULES: tuple[str, ...] = tuple(rid for rid, spec in RULE_SPECS.items() if sp
 _GPU_TABLES = tuple(dict.fromkeys(t for s in RULE_SPECS.values() if s.gpu for t in s.inputs if t != "host_devices"))
 
 
+class _HostsLeftOut(Sequence):
+    """A metric table read without the rows of some hosts, filtered at each read rather than
+    copied: a per-session table of 400 k+ sessions is not held twice (issue 16 item 4)."""
+
+    def __init__(self, rows: Sequence[dict], hosts: set):
+        self._rows, self._hosts = rows, hosts
+        self._n: int | None = None
+
+    def __iter__(self) -> Iterator[dict]:
+        hosts = self._hosts
+        return (r for r in self._rows if r.get("host") not in hosts)
+
+    def __len__(self) -> int:
+        if self._n is None:
+            self._n = sum(1 for _ in self)
+        return self._n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice) or index < 0:
+            return list(self)[index]
+        for i, r in enumerate(self):
+            if i == index:
+                return r
+        raise IndexError("table index out of range")
+
+
 def without_cpu_hosts(m: dict) -> dict:
     """The metric tables with the rows of CPU-only hosts left out of the GPU tables."""
     cpu = cpu_only_hosts(m)
@@ -1308,7 +1392,7 @@ def without_cpu_hosts(m: dict) -> dict:
         return m
     out = dict(m)
     for name in _GPU_TABLES:
-        out[name] = [r for r in m.get(name, []) if r.get("host") not in cpu]
+        out[name] = _HostsLeftOut(m.get(name, []), cpu)
     return out
 
 
