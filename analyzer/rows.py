@@ -3,9 +3,13 @@ the logs).
 
 A per-session metric table has one row per session: 400 k+ sessions at 20 M events. As a list of
 dicts each row costs 0.5 to 1.5 kB (the dict's hash table, one float object per number), 2+ GB
-over the seven per-session tables. ``Rows`` keeps the same values column by column (numbers in a
-``array('d')``, 8 bytes each; repeated strings such as session ids and hosts interned, so the
-tables share them) and builds a row's dict when it is read. It is a read-only sequence of row
+over the seven per-session tables. ``Rows`` keeps the same values column by column and builds a
+row's dict when it is read: floats in an ``array('d')`` (8 bytes each, NaN for None), integers in
+an ``array('i')`` or ``array('q')`` (4 or 8 bytes, not a 28-byte object each past 256), other
+strings such as timestamps as one string with offsets (1 byte a character, not a 70-byte object
+each), a NULL in those two as a flag in a ``bytearray``; repeated strings such as session ids and
+hosts interned, so the tables share them (553 MB over the seven tables at 435 k sessions as lists
+of objects, about 300 MB so). It is a read-only sequence of row
 dicts: ``len``, indexing, slicing and iteration give what the list did, so the rules and the
 report model read it unchanged; it does not support ``json.dumps`` or in-place changes (nothing
 does either to a metric table: the model copies what it shows).
@@ -22,47 +26,146 @@ NAN = float("nan")
 _CHUNK = 4096  # rows built at a time when iterating
 
 
+# array typecodes an integer column is tried in, smallest first (a value past one: the next)
+_INT_CODES = ("i", "q")
+
+
+class _Text:
+    """A string column as one string and the end offset of each value (None: flagged in ``null``)."""
+
+    __slots__ = ("parts", "text", "ends", "null")
+
+    def __init__(self):
+        self.parts: list[str] = []  # chunks until sealed, then one string in ``text``
+        self.text = ""
+        self.ends = array("q")
+        self.null: bytearray | None = None
+
+    def extend(self, col: list) -> None:
+        if None in col:
+            if self.null is None:
+                self.null = bytearray(len(self.ends))
+            self.null.extend(v is None for v in col)
+            col = ["" if v is None else v for v in col]
+        elif self.null is not None:
+            self.null.extend(bytes(len(col)))
+        end = self.ends[-1] if self.ends else 0
+        for n in map(len, col):
+            end += n
+            self.ends.append(end)
+        self.parts.append("".join(col))
+
+    def seal(self) -> None:
+        self.text = "".join(self.parts)
+        self.parts = []
+
+    def slice(self, lo: int, hi: int) -> list:
+        ends = self.ends[lo:hi]
+        starts = array("q", (self.ends[lo - 1] if lo else 0,))
+        starts.extend(ends[:-1])
+        out = list(map(self.text.__getitem__, map(slice, starts, ends)))
+        if self.null is not None:
+            out = [None if n else v for v, n in zip(out, self.null[lo:hi], strict=True)]
+        return out
+
+
+class _Ints:
+    """An integer column in the smallest array that holds it (None: flagged in ``null``)."""
+
+    __slots__ = ("data", "null")
+
+    def __init__(self):
+        self.data = array(_INT_CODES[0])
+        self.null: bytearray | None = None
+
+    def extend(self, col: list) -> None:
+        if None in col:
+            if self.null is None:
+                self.null = bytearray(len(self.data))
+            self.null.extend(v is None for v in col)
+            col = [0 if v is None else v for v in col]
+        elif self.null is not None:
+            self.null.extend(bytes(len(col)))
+        n = len(self.data)
+        try:
+            self.data.extend(col)
+        except OverflowError:
+            # a value past this typecode: the next one (extend may have appended part of col)
+            code = _INT_CODES[_INT_CODES.index(self.data.typecode) + 1]
+            self.data = array(code, self.data[:n])
+            self.data.extend(col)
+
+    def slice(self, lo: int, hi: int) -> list:
+        part = self.data[lo:hi].tolist()
+        if self.null is not None:
+            part = [None if n else v for v, n in zip(part, self.null[lo:hi], strict=True)]
+        return part
+
+
 class Rows(Sequence):
     """A metric table as columns; see the module doc."""
 
     # _interned: which columns to intern, needed only while filling (``seal`` drops it)
     __slots__ = ("columns", "_floats", "_nan", "_data", "_n", "_interned")
 
-    def __init__(self, columns: list[str], floats: list[bool], interned: list[bool] | None = None):
+    def __init__(
+        self,
+        columns: list[str],
+        floats: list[bool],
+        interned: list[bool] | None = None,
+        ints: list[bool] | None = None,
+        texts: list[bool] | None = None,
+    ):
+        """``floats``: DOUBLE columns; ``interned``: strings shared across tables (ids, hosts);
+        ``ints``: integer columns that fit 64 bits; ``texts``: other strings (timestamps)."""
         self.columns = list(columns)
         self._floats = list(floats)
         self._nan = [False] * len(floats)  # a float column holding a None (stored as NaN)
-        self._data: list = [array("d") if f else [] for f in floats]
+        ints = ints or [False] * len(floats)
+        texts = texts or [False] * len(floats)
+        interned = interned or [False] * len(floats)
+        self._data: list = [
+            array("d") if f else _Ints() if i else _Text() if t and not s else []
+            for f, i, t, s in zip(floats, ints, texts, interned, strict=True)
+        ]
         self._n = 0
         self._interned = interned
 
     def extend(self, values: list[list]) -> None:
         """Append rows given column by column (JSON values: None for NULL, NaN or inf)."""
         for i, col in enumerate(values):
+            data = self._data[i]
             if self._floats[i]:
                 if None in col:
                     self._nan[i] = True
                     col = [NAN if v is None else v for v in col]
-                self._data[i].extend(col)
+                data.extend(col)
             elif self._interned and self._interned[i]:
                 intern = sys.intern
-                self._data[i].extend(v if v is None else intern(v) for v in col)
+                data.extend(v if v is None else intern(v) for v in col)
             else:
-                self._data[i].extend(col)
+                data.extend(col)
         if values:
             self._n += len(values[0])
 
     def seal(self) -> Rows:
         self._interned = None
+        for data in self._data:
+            if isinstance(data, _Text):
+                data.seal()
         return self
 
     def _columns(self, lo: int, hi: int) -> list[list]:
         out = []
         for f, nan, data in zip(self._floats, self._nan, self._data, strict=True):
-            part = data[lo:hi]
             if f:
+                part = data[lo:hi]
                 # NaN stands for None in a float column (the metric values are finite or None)
                 part = [None if v != v else v for v in part] if nan else part.tolist()
+            elif isinstance(data, _Ints | _Text):
+                part = data.slice(lo, hi)
+            else:
+                part = data[lo:hi]
             out.append(part)
         return out
 

@@ -118,3 +118,26 @@ def test_duckdb_cache_released_after_large_tables_and_the_limit_restored(monkeyp
     finally:
         db.close()
     assert model["findings"] and any(f["rule"] == "memory_leak" for f in model["findings"])
+
+
+def test_rows_keep_integers_past_32_bits_nulls_and_timestamps_exactly():
+    # integers that outgrow a 4-byte array in a later chunk, NULLs among integers and timestamps,
+    # a column of NULLs only: read back as the list gives them (rows.Rows' compact columns)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'Asia/Shanghai'")
+    sql = """
+    SELECT 's' || i AS session_id,
+           CASE WHEN i > 9000 THEN i * 1000000000 ELSE i END AS big,
+           CASE WHEN i % 4 = 0 THEN NULL ELSE i END::INTEGER AS some_null,
+           NULL::BIGINT AS all_null,
+           CASE WHEN i % 6 = 0 THEN NULL ELSE TIMESTAMPTZ '2026-11-23 10:00:00.123+00' + to_seconds(i) END AS ts,
+           NULL::TIMESTAMPTZ AS no_ts
+    FROM range(0, 10000) t(i) ORDER BY i
+    """
+    as_list = _table(con, sql, compact_rows=10**9)
+    rows = _table(con, sql, compact_rows=100)
+    assert isinstance(rows, Rows) and rows == as_list and list(rows) == as_list
+    assert rows[9999]["big"] == 9999 * 10**9 and rows[8]["some_null"] is None and rows[9]["some_null"] == 9
+    assert rows[6]["ts"] is None and rows[7]["ts"] == as_list[7]["ts"] and "+08:00" in rows[7]["ts"]
+    assert rows[8193:8200] == as_list[8193:8200]
+    assert {r["all_null"] for r in rows} == {None} and {r["no_ts"] for r in rows} == {None}
