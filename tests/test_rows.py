@@ -141,3 +141,37 @@ def test_rows_keep_integers_past_32_bits_nulls_and_timestamps_exactly():
     assert rows[6]["ts"] is None and rows[7]["ts"] == as_list[7]["ts"] and "+08:00" in rows[7]["ts"]
     assert rows[8193:8200] == as_list[8193:8200]
     assert {r["all_null"] for r in rows} == {None} and {r["no_ts"] for r in rows} == {None}
+
+
+def test_duckdb_memory_limit_from_env_and_spill_folder_removed(monkeypatch, tmp_path):
+    # DSLOGS_MEMORY_LIMIT bounds DuckDB; past it a sort spills into the run's own temp folder,
+    # which close() removes; the report is the one built with the default limit
+    def report(db) -> dict:
+        model = build_report(db)
+        model.pop("generated_at")
+        model["ingest"].pop("seconds")
+        model["ingest"].pop("cache")
+        return json.loads(report_to_json(model))
+
+    folder = str(REPO / "sample_logs" / "memory_leak")
+    db = open_logs([folder], cache=tmp_path / "a.duckdb")
+    try:
+        want = report(db)
+    finally:
+        db.close()
+    monkeypatch.setenv("DSLOGS_MEMORY_LIMIT", "64MB")
+    db = open_logs([folder], cache=tmp_path / "b.duckdb")
+    spill = Path(db.con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+    try:
+        (limit,) = db.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert limit == "61.0 MiB"
+        assert report(db) == want
+        # a table past the limit: DuckDB writes it to the temp folder instead of failing
+        db.con.execute(
+            "CREATE TEMP TABLE big AS SELECT i, i::VARCHAR || 'xxxxxxxxxxxx' AS s FROM range(4000000) t(i)"
+        )
+        spilled = db.con.execute("SELECT path FROM duckdb_temporary_files()").fetchall()
+        assert spilled and all(Path(p).parent == spill for (p,) in spilled)
+    finally:
+        db.close()
+    assert not spill.exists()
