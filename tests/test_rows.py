@@ -137,7 +137,11 @@ def test_rows_keep_integers_past_32_bits_nulls_and_timestamps_exactly():
     as_list = _table(con, sql, compact_rows=10**9)
     rows = _table(con, sql, compact_rows=100)
     assert isinstance(rows, Rows) and rows == as_list and list(rows) == as_list
-    assert rows[9999]["big"] == 9999 * 10**9 and rows[8]["some_null"] is None and rows[9]["some_null"] == 9
+    assert (
+        rows[9999]["big"] == 9999 * 10**9
+        and rows[8]["some_null"] is None
+        and rows[9]["some_null"] == 9
+    )
     assert rows[6]["ts"] is None and rows[7]["ts"] == as_list[7]["ts"] and "+08:00" in rows[7]["ts"]
     assert rows[8193:8200] == as_list[8193:8200]
     assert {r["all_null"] for r in rows} == {None} and {r["no_ts"] for r in rows} == {None}
