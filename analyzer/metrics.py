@@ -208,8 +208,7 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
         if rows and any(converters):
             rows = zip(*_convert(rows, converters), strict=True)
         return [dict(zip(columns, row, strict=True)) for row in rows]
-    table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types],
-                 ints=[t in _INT64_TYPES for t in types], texts=[t.startswith("TIMESTAMP") for t in types])  # fmt: skip
+    table = compact_table(columns, types)
     while rows:
         table.extend(_convert(rows, converters))
         rows = cursor.fetchmany(_FETCH_ROWS)
@@ -217,6 +216,16 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
 
 
 _FETCH_ROWS = 8192
+
+
+def compact_table(columns: list[str], types: list[str]) -> Rows:
+    """An empty ``Rows`` for a result of these DuckDB types (fill it a chunk at a time with
+    ``extend``, then ``seal``): floats, 64-bit integers and timestamps (written as ISO text)
+    in their compact columns, strings interned."""
+    return Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types],
+                ints=[t in _INT64_TYPES for t in types], texts=[t.startswith("TIMESTAMP") for t in types])  # fmt: skip
+
+
 # Integer result types whose values fit a signed 64-bit array (rows.Rows keeps them so).
 _INT64_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
 RELEASE_TO = "256MB"  # DuckDB's limit for the instant of DuckDBSource.release_memory
