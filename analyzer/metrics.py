@@ -229,6 +229,27 @@ def compact_table(columns: list[str], types: list[str]) -> Rows:
 # Integer result types whose values fit a signed 64-bit array (rows.Rows keeps them so).
 _INT64_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
 RELEASE_TO = "256MB"  # DuckDB's limit for the instant of DuckDBSource.release_memory
+_RELEASE_TO_BYTES = 256 * 10**6
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([KMGT])(I)?)?B?\s*$", re.IGNORECASE)
+_UNIT = {None: 0, "K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def held_bytes(tables) -> int:
+    """Bytes of the compact tables (rows.Rows) among ``tables``: what Python holds that grows
+    with the sessions (the lists below metrics.COMPACT_ROWS rows are not counted)."""
+    return sum(t.nbytes() for t in tables if isinstance(t, Rows))
+
+
+def limit_less(limit: str, held: int) -> str:
+    """A DuckDB memory_limit (``"1GB"``, ``"900MiB"``) less ``held`` bytes, never under
+    RELEASE_TO; the limit as it is when nothing is held or it is not a size ("80%")."""
+    m = _SIZE.match(limit)
+    if not held or not m:
+        return limit
+    unit = (m.group(2) or "").upper() or None
+    base = 1024 if m.group(3) else 1000
+    size = float(m.group(1)) * base ** _UNIT[unit]
+    return f"{max(_RELEASE_TO_BYTES, int(size) - held) // 10**6}MB"
 
 
 def view_columns(con, view: str) -> set[str]:
@@ -285,22 +306,25 @@ class DuckDBSource:
         for name in names:
             out[name] = span if name == "time_span" and span is not None else run_metric(self.con, name, params)
             if len(out[name]) > RELEASE_ROWS:
-                self.release_memory()  # the table now held in Python: give DuckDB's cache back
+                # the table now held in Python: give DuckDB's cache back
+                self.release_memory(held_bytes(out.values()))
         if any(len(t) > RELEASE_ROWS for t in out.values()):
-            self.release_memory()  # before the rules run in Python
+            self.release_memory(held_bytes(out.values()))  # before the rules run in Python
         return out
 
-    def release_memory(self) -> None:
+    def release_memory(self, held: int = 0) -> None:
         """Make DuckDB drop the cached blocks of the logs (issue 16 item 4: peak RSS bounded).
 
         Its buffer pool keeps blocks read up to memory_limit; once a large metric table is in
         Python, that and the cache together would exceed the budget. Lowering the limit for an
         instant evicts them (0.1 s; re-read from the OS page cache when a later query needs them).
+        Then the limit is what ingest.open_logs set less ``held``, the bytes of the compact
+        tables (rows.Rows) Python holds: DuckDB and those tables share the one budget.
         Only when the logs are in the cache file: an in-memory store would be spilled to disk."""
         if self.db is None or getattr(self.db, "cache_path", None) is None:
             return
         # what ingest.open_logs set (the setting itself reads back rounded, '953.6 MiB')
-        limit = os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB")
+        limit = limit_less(os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB"), held)
         try:
             self.con.execute(f"SET memory_limit = '{RELEASE_TO}'")
         except duckdb.Error:

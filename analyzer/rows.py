@@ -172,6 +172,20 @@ class Rows(Sequence):
     def __len__(self) -> int:
         return self._n
 
+    def nbytes(self) -> int:
+        """Bytes the columns hold (not the interned strings: the tables share them)."""
+        total = 0
+        for data in self._data:
+            if isinstance(data, array):
+                total += data.itemsize * len(data)
+            elif isinstance(data, _Ints):
+                total += data.data.itemsize * len(data.data) + len(data.null or b"")
+            elif isinstance(data, _Text):
+                total += sys.getsizeof(data.text) + 8 * len(data.ends) + len(data.null or b"")
+            else:
+                total += 8 * len(data)  # a list: one pointer a row
+        return total
+
     def __iter__(self) -> Iterator[dict]:
         build = partial(zip, self.columns)  # dict(zip(columns, row)) per row, without a Python loop
         for lo in range(0, self._n, _CHUNK):

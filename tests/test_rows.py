@@ -102,8 +102,8 @@ def test_duckdb_cache_released_after_large_tables_and_the_limit_restored(monkeyp
     seen = []
     real = metrics.DuckDBSource.release_memory
 
-    def spy(self):
-        real(self)
+    def spy(self, held=0):
+        real(self, held)
         seen.append(self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
 
     monkeypatch.setattr(metrics.DuckDBSource, "release_memory", spy)
@@ -179,3 +179,45 @@ def test_duckdb_memory_limit_from_env_and_spill_folder_removed(monkeypatch, tmp_
     finally:
         db.close()
     assert not spill.exists()
+
+
+def test_limit_less_and_nbytes():
+    assert metrics.limit_less("1GB", 0) == "1GB" and metrics.limit_less("80%", 10**8) == "80%"
+    assert metrics.limit_less("1GB", 300 * 10**6) == "700MB"
+    assert metrics.limit_less("900MiB", 100 * 10**6) == "843MB"
+    assert metrics.limit_less("1GB", 10**10) == "256MB"  # never under RELEASE_TO
+    con = duckdb.connect()
+    rows = _table(con, "SELECT 's' || i AS s, i AS n, i / 2 AS x FROM range(0, 5000) t(i)", 100)
+    # a pointer per interned string, 4 bytes per integer, 8 per float
+    assert rows.nbytes() == 5000 * (8 + 4 + 8)
+
+
+def test_duckdb_limit_shrinks_by_what_compact_tables_hold(monkeypatch, tmp_path):
+    # every table compact and large: after each, DuckDB's limit is the configured one less the
+    # bytes of the compact tables held so far (DuckDB and Python share one budget)
+    monkeypatch.setattr(metrics, "COMPACT_ROWS", 0)
+    monkeypatch.setattr(metrics, "RELEASE_ROWS", 0)
+    monkeypatch.setenv("DSLOGS_MEMORY_LIMIT", "300MB")
+    seen = []
+    real = metrics.DuckDBSource.release_memory
+
+    def spy(self, held=0):
+        real(self, held)
+        seen.append(
+            (held, self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        )
+
+    monkeypatch.setattr(metrics.DuckDBSource, "release_memory", spy)
+    db = open_logs([str(REPO / "sample_logs" / "memory_leak")], cache=tmp_path / "c.duckdb")
+    try:
+        build_report(metrics.DuckDBSource.of(db))
+    finally:
+        db.close()
+    assert seen and all(held > 0 for held, _ in seen)
+    check = duckdb.connect()
+    check.execute("SET memory_limit = '300MB'")
+    configured = check.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    for held, limit in seen:
+        check.execute("SET memory_limit = $l", {"l": metrics.limit_less("300MB", held)})
+        assert limit == check.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert limit != configured  # came down by what the tables hold
