@@ -241,7 +241,7 @@ def stored_page(model: dict, variant: str) -> bytes | None:
 def store_page(model: dict, variant: str, blob: bytes) -> bool:
     """Keep ``blob`` (a page of ``model``, the model ``lookup`` or ``store`` just handled) under
     its key and ``variant``; False when it cannot be written now (another process holds the
-    cache). Only pages of models ``results`` still holds are kept, at most ``KEEP``."""
+    cache, a read-only file). Only pages of models ``results`` still holds are kept, at most ``KEEP``."""
     if not page_source(model):
         return False
     import duckdb
@@ -250,10 +250,7 @@ def store_page(model: dict, variant: str, blob: bytes) -> bool:
     quoted = "'" + str(path).replace("'", "''") + "'"
     con = duckdb.connect()
     try:
-        try:
-            con.execute(f"ATTACH {quoted} AS {_ALIAS}")
-        except duckdb.Error:  # another process holds it
-            return False
+        con.execute(f"ATTACH {quoted} AS {_ALIAS}")
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {_ALIAS}.result_pages "
             "(key VARCHAR, variant VARCHAR, created TIMESTAMPTZ, payload BLOB, PRIMARY KEY (key, variant))"
@@ -270,6 +267,10 @@ def store_page(model: dict, variant: str, blob: bytes) -> bool:
         con.execute(f"CHECKPOINT {_ALIAS}")
         pages[variant] = blob
         return True
+    except duckdb.Error:
+        # another process holds the cache, or it cannot be written (read-only, full disk): the
+        # page is already rendered, so it is only not kept (the next run renders it again)
+        return False
     finally:
         con.close()
 

@@ -186,6 +186,23 @@ def test_a_report_with_slot_like_log_text_is_rendered_not_kept(mixed, tmp_path):
     assert "dslogs-slot-0123" in page and not kept_pages(cache)
 
 
+def test_a_cache_held_by_another_process_still_gives_the_page(mixed, tmp_path):
+    cache = tmp_path / "c.duckdb"
+    model = analyze(mixed, cache)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(60)", str(cache)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert render_html(model, keep=True) == render_html(model)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not kept_pages(cache), "nothing kept while the cache was held"
+
+
 def test_kept_pages_stay_bounded(mixed, tmp_path):
     cache = tmp_path / "c.duckdb"
     strict = tmp_path / "t.toml"
