@@ -91,6 +91,23 @@ def test_a_kept_page_is_the_fresh_render_of_the_hit_byte_for_byte(mixed, tmp_pat
     assert page_cache.cached_html(dict(warm)) is None
 
 
+def test_a_windowed_legacy_run_keeps_its_own_page(tmp_path):
+    logs = tmp_path / "legacy"
+    logs.mkdir()
+    shutil.copy(ROOT / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl", logs)
+    cache = tmp_path / "c.duckdb"
+    win = {"since": "2026-11-23T09:30", "until": "2026-11-23T11:00", "tz": "Asia/Shanghai"}
+    cold_page = render_html(analyze(logs, cache, **win), keep=True)
+    whole = analyze(logs, cache, tz="Asia/Shanghai")  # another key: no page for it yet
+    assert page_cache.cached_html(whole) is None
+    render_html(whole, keep=True)
+    warm = analyze(logs, cache, **win)
+    page = page_cache.cached_html(warm)
+    assert page == render_html(warm)
+    assert without_generated_at(page) == without_generated_at(cold_page)
+    assert len(kept_pages(cache)) == 2
+
+
 def test_the_slot_is_escaped_as_the_template_escapes_it(mixed, tmp_path):
     cache = tmp_path / "c.duckdb"
     render_html(analyze(mixed, cache), keep=True)
