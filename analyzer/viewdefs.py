@@ -165,19 +165,45 @@ def window_from_derived(con, store: str, run: list[FileStats], lo, hi) -> bool:
         f"WHERE {touch} AND NOT ({inside})",
         params,
     )
-    # the window's events of the edge sessions and of requests without a session, then the
-    # process samples their RSS slopes read (those of every process they ran in; most events are
-    # sampler lines without a session, so they are not all copied)
+    # The window's events of the edge sessions, of requests without a session, and the process
+    # samples the edge sessions' RSS slopes read (of the processes they ran in). Most events are
+    # sampler lines, so they are not all copied: the sessions cut by ``lo`` have their events in
+    # [lo, the last of their last_ts], those cut only by ``hi`` in [the first of their first_ts,
+    # hi), ranges the scan prunes by the events' ts zonemaps (a sample elsewhere in a process's
+    # life does not change a slope over the session's time range).
+    ranges = con.execute(
+        "SELECT max(last_ts) FILTER (WHERE $lo::TIMESTAMPTZ IS NOT NULL AND first_ts < $lo), "
+        "min(first_ts) FILTER (WHERE $lo::TIMESTAMPTZ IS NULL OR first_ts >= $lo) "
+        f"FROM {store}.sessions_all SEMI JOIN _dslogs_edge USING (session_id)",
+        {"lo": lo},
+    ).fetchall()[0]
+    parts = []
+    if ranges[0] is not None:  # cut by lo
+        parts.append(("ts >= $lo AND ts <= $a_last", "first_ts < $lo"))
+    if ranges[1] is not None:  # cut by hi only
+        parts.append(("ts >= $b_first AND ($hi::TIMESTAMPTZ IS NULL OR ts < $hi)",
+                      "($lo::TIMESTAMPTZ IS NULL OR first_ts >= $lo)"))  # fmt: skip
+    bound = {**params, "a_last": ranges[0], "b_first": ranges[1]}
+    selects = [
+        "SELECT * FROM events WHERE session_id IS NULL AND request_id IS NOT NULL",
+        *(
+            f"SELECT * FROM events WHERE {span} AND session_id IN (SELECT session_id FROM "
+            f"{store}.sessions_all SEMI JOIN _dslogs_edge USING (session_id) WHERE {which})"
+            for span, which in parts
+        ),
+    ]
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE _dslogs_edge_events AS SELECT * FROM events "
-        "WHERE session_id IN (SELECT session_id FROM _dslogs_edge) "
-        "OR (session_id IS NULL AND request_id IS NOT NULL)"
+        "CREATE OR REPLACE TEMP TABLE _dslogs_edge_events AS " + " UNION ALL ".join(selects),
+        {k: v for k, v in bound.items() if any(f"${k}" in q for q in selects)},
     )
-    con.execute(
-        "INSERT INTO _dslogs_edge_events SELECT * FROM events WHERE stage = 'process_sample' "
-        "AND session_id IS NULL AND request_id IS NULL AND (host, pid) IN "
-        "(SELECT DISTINCT host, pid FROM _dslogs_edge_events WHERE session_id IS NOT NULL)"
-    )
+    for span, _ in parts:
+        con.execute(
+            f"INSERT INTO _dslogs_edge_events SELECT * FROM events WHERE {span} "
+            "AND stage = 'process_sample' AND session_id IS NULL AND request_id IS NULL "
+            "AND (host, pid) IN (SELECT DISTINCT host, pid FROM _dslogs_edge_events "
+            "WHERE session_id IS NOT NULL)",
+            {k: v for k, v in bound.items() if f"${k}" in span},
+        )
     edge_requests = view_sql("requests").replace("FROM events", "FROM _dslogs_edge_events")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_edge_requests AS {edge_requests}")
     edge_sessions = (
