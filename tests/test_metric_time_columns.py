@@ -1,0 +1,81 @@
+"""metrics.run_metric writes time columns from epoch microseconds (a zone offset per hour) instead
+of DuckDB's aware datetimes: the text must be exactly what the datetimes gave, in any zone,
+across DST changes and at historical offsets with seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analyzer import metrics
+from analyzer.ingest import open_logs
+from analyzer.resources import load_query
+from analyzer.thresholds import defaults
+
+ROOT = Path(__file__).resolve().parents[1]
+ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America/St_Johns",
+         "Australia/Lord_Howe"]  # fmt: skip
+
+
+def reference(con, sql: str, params: dict) -> list[dict]:
+    """The conversion as it was: DuckDB's datetimes, then isoformat."""
+    used = {k: params[k] for k in metrics.query_params(sql)}
+    return list(metrics.result_rows(con.execute(sql, used) if used else con.execute(sql)))
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone):
+    with open_logs([str(ROOT / "sample_logs" / "mixed")], tz=zone, use_cache=False) as db:
+        # one thread: a float aggregate's last bits depend on how threads split the rows, and
+        # this compares whole rows
+        db.con.execute("SET threads = 1")
+        params = metrics.parameters(defaults(), "hour")
+        checked = 0
+        for name in metrics.METRIC_QUERIES:
+            if name in ("log_volume_over_time", "log_volume_peak_minute") and "line_bytes" not in (
+                metrics.view_columns(db.con, "events")
+            ):
+                continue
+            got = list(metrics.run_metric(db.con, name, params))
+            assert got == reference(db.con, load_query(name), params), name
+            checked += any(isinstance(v, str) and "T" in v for r in got for v in r.values())
+        assert checked >= 5  # queries with time columns were compared
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_times_around_transitions_and_far_from_now(zone):
+    con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{zone}'")
+    sql = (
+        "SELECT t FROM (SELECT unnest($times)::TIMESTAMPTZ AS t UNION ALL SELECT NULL) "
+        "ORDER BY t NULLS LAST"
+    )
+    times = [
+        "1900-01-01 00:00:00.5+00",  # local mean time: offsets with seconds
+        "1937-07-01 00:00:00+00",
+        "1970-01-01 00:00:00+00",
+        "1969-12-31 23:59:59.999999+00",
+        "2026-03-08 06:59:59.999+00",  # New York's spring change at 07:00 UTC
+        "2026-03-08 07:00:00+00",
+        "2026-03-29 00:59:59.9999+00",  # Amsterdam's at 01:00 UTC
+        "2026-03-29 01:00:00.0005+00",
+        "2026-11-01 05:30:00+00",  # New York's autumn change (a repeated local hour)
+        "2026-11-01 06:30:00+00",
+        "2026-10-25 00:30:00.123+00",
+        "2026-10-25 01:30:00.123+00",
+        "2026-10-03 15:15:00+00",  # Lord Howe's half-hour change at 15:30 UTC (mid-hour)
+        "2026-10-03 15:45:00+00",
+        "2999-12-31 23:59:59.999+00",
+    ]
+    rel = con.sql(sql, params={"times": times})
+    assert str(rel.types[0]) == "TIMESTAMP WITH TIME ZONE"
+    from zoneinfo import ZoneInfo
+
+    us = [
+        r[0] for r in con.execute(f"SELECT epoch_us(t) FROM ({sql})", {"times": times}).fetchall()
+    ]
+    got = metrics._tz_iso_column(ZoneInfo(zone))(us)
+    want = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+    assert got == want and want[-1] is None and len(want) == len(times) + 1
