@@ -230,23 +230,58 @@ def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
     """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
     sql = load_query(name)
     used = {k: params[k] for k in query_params(sql)}
+    # A relation (unlike execute) refuses to start while a result of execute() is unread (a
+    # caller's fetchone): run that one to its end first, as execute would have replaced it.
+    con.complete()
     rel = con.sql(sql, params=used) if used else con.sql(sql)
-    stamped = [str(t) == _TZ_TYPE for t in rel.types]
-    if not any(stamped):
+    types = [str(t) for t in rel.types]
+    if not all(t in _ARROW_TYPES for t in types):
         cursor = con.execute(sql, used) if used else con.execute(sql)
         return result_rows(cursor)
-    # time columns fetched as epoch microseconds (exact integers), written as ISO text here
-    from zoneinfo import ZoneInfo
+    return _arrow_rows(con, sql, used, list(rel.columns), types)
 
-    zone = ZoneInfo(con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0])
-    cols = ", ".join(
-        f"epoch_us({_quote(c)}) AS {_quote(c)}" if st else _quote(c)
-        for c, st in zip(rel.columns, stamped, strict=True)
-    )
-    wrapped = f"SELECT {cols} FROM ({sql}) AS dslogs_metric"
-    cursor = con.execute(wrapped, used) if used else con.execute(wrapped)
-    convert = _tz_iso_column(zone)
-    return result_rows(cursor, converters=[convert if st else None for st in stamped])
+
+# Result types read through Arrow (arrow_rows): their Arrow values convert to exactly the Python
+# values DuckDB's own fetch gives (TIMESTAMPTZ as epoch microseconds, written as text here).
+# Others (HUGEINT becomes a Decimal in Arrow, lists, intervals) keep the cursor path.
+_ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
+                "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", _TZ_TYPE}  # fmt: skip
+
+
+def _arrow_rows(con, sql: str, used: dict, columns: list[str], types: list[str]) -> Sequence[dict]:
+    """The rows of ``sql`` as result_rows gives them, read as Arrow column batches: a value per
+    column costs ~50 ns instead of DuckDB's per-row tuples (~3x slower) and, for time columns,
+    a zoneinfo datetime per value (~6 us)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stamped = [t == _TZ_TYPE for t in types]
+    zone = None
+    if any(stamped):
+        from zoneinfo import ZoneInfo
+
+        zone = ZoneInfo(con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0])
+        cols = ", ".join(
+            f"epoch_us({_quote(c)}) AS {_quote(c)}" if st else _quote(c)
+            for c, st in zip(columns, stamped, strict=True)
+        )
+        sql = f"SELECT {cols} FROM ({sql}) AS dslogs_metric"
+    to_text = _tz_iso_column(zone) if zone is not None else None
+    reader = (con.sql(sql, params=used) if used else con.sql(sql)).to_arrow_reader(_FETCH_ROWS)
+    values: list[list] = [[] for _ in columns]
+    for batch in reader:
+        for i, t in enumerate(types):
+            col = batch.column(i)
+            if t == "DOUBLE":  # NaN and inf are None (jsonable)
+                col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
+            col = col.to_pylist()
+            values[i].extend(to_text(col) if stamped[i] else col)
+    n = len(values[0]) if values else 0
+    if n <= COMPACT_ROWS:
+        return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+    table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
+    table.extend(values)
+    return table.seal()
 
 
 def _quote(name: str) -> str:
@@ -270,18 +305,12 @@ def _convert(rows: list[tuple], converters: list) -> list[list]:
     return values
 
 
-def result_rows(
-    cursor, compact_rows: int | None = None, converters: list | None = None
-) -> Sequence[dict]:
+def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine):
-    a list, or past ``compact_rows`` (default COMPACT_ROWS) rows a ``Rows`` read the same way.
-    ``converters``: per column, one that replaces the type's (None: the type's)."""
+    a list, or past ``compact_rows`` (default COMPACT_ROWS) rows a ``Rows`` read the same way."""
     columns = [d[0] for d in cursor.description]
     types = [str(d[1]) for d in cursor.description]
-    converters = [
-        (converters[i] if converters and converters[i] is not None else _converter(t))
-        for i, t in enumerate(types)
-    ]
+    converters = [_converter(t) for t in types]
     limit = COMPACT_ROWS if compact_rows is None else compact_rows
     # every row fetched before the next query: DuckDB 2.0 streams results (DESIGN.md §10); in
     # chunks, so a large table never exists as one list of tuples

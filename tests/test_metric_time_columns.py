@@ -44,6 +44,17 @@ def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone):
         assert checked >= 5  # queries with time columns were compared
 
 
+def test_a_large_result_is_kept_column_by_column_with_the_same_rows(monkeypatch):
+    monkeypatch.setattr(metrics, "COMPACT_ROWS", 3)
+    with open_logs([str(ROOT / "sample_logs" / "mixed")], tz="Asia/Kolkata", use_cache=False) as db:
+        db.con.execute("SET threads = 1")
+        params = metrics.parameters(defaults(), "hour")
+        for name in ("session_summary", "memory_per_session", "stage_percentiles_over_time"):
+            got = metrics.run_metric(db.con, name, params)
+            assert not isinstance(got, list) and len(got) > 3  # a rows.Rows
+            assert list(got) == list(reference(db.con, load_query(name), params)), name
+
+
 @pytest.mark.parametrize("zone", ZONES)
 def test_times_around_transitions_and_far_from_now(zone):
     con = duckdb.connect()
