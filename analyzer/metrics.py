@@ -243,9 +243,10 @@ def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
 
 # Result types read through Arrow (arrow_rows): their Arrow values convert to exactly the Python
 # values DuckDB's own fetch gives (TIMESTAMPTZ as epoch microseconds, written as text here).
-# Others (HUGEINT becomes a Decimal in Arrow, lists, intervals) keep the cursor path.
+# HUGEINT (sum of integers) is a decimal128 in Arrow: made int again. Others (lists, intervals,
+# decimals) keep the cursor path.
 _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
-                "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", _TZ_TYPE}  # fmt: skip
+                "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
 
 
 def _arrow_rows(con, sql: str, used: dict, columns: list[str], types: list[str]) -> Sequence[dict]:
@@ -274,7 +275,12 @@ def _arrow_rows(con, sql: str, used: dict, columns: list[str], types: list[str])
             col = batch.column(i)
             if t == "DOUBLE":  # NaN and inf are None (jsonable)
                 col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
-            col = col.to_pylist()
+            elif t == "HUGEINT":
+                try:
+                    col = col.cast(pa.int64())
+                except pa.ArrowInvalid:  # past 64 bits: each value made an int
+                    col = [None if v is None else int(v) for v in col.to_pylist()]
+            col = col if isinstance(col, list) else col.to_pylist()
             values[i].extend(to_text(col) if stamped[i] else col)
     n = len(values[0]) if values else 0
     if n <= COMPACT_ROWS:

@@ -90,3 +90,21 @@ def test_times_around_transitions_and_far_from_now(zone):
     got = metrics._tz_iso_column(ZoneInfo(zone))(us)
     want = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
     assert got == want and want[-1] is None and len(want) == len(times) + 1
+
+
+def test_plain_types_through_arrow_equal_the_cursor_rows():
+    con = duckdb.connect()
+    sql = (
+        "SELECT range::INTEGER AS i, sum(range) OVER () AS huge, "
+        "CAST(range AS HUGEINT) * 100000000000000000000 AS past_64_bits, "
+        "CASE range WHEN 1 THEN 'NaN'::DOUBLE WHEN 2 THEN 'inf'::DOUBLE WHEN 3 THEN NULL "
+        "ELSE range / 3 END AS d, range % 2 = 0 AS b, 'x' || range AS s, "
+        "NULL::UBIGINT AS u FROM range(6) ORDER BY i"
+    )
+    rel = con.sql(sql)
+    types = [str(t) for t in rel.types]
+    assert "HUGEINT" in types and all(t in metrics._ARROW_TYPES for t in types)
+    got = metrics._arrow_rows(con, sql, {}, list(rel.columns), types)
+    want = list(metrics.result_rows(con.execute(sql)))
+    assert got == want
+    assert [type(r["past_64_bits"]) for r in got] == [int] * 6 and got[1]["d"] is None
