@@ -230,68 +230,67 @@ def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
     """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
     sql = load_query(name)
     used = {k: params[k] for k in query_params(sql)}
-    # A relation (unlike execute) refuses to start while a result of execute() is unread (a
-    # caller's fetchone): run that one to its end first, as execute would have replaced it.
-    con.complete()
-    rel = con.sql(sql, params=used) if used else con.sql(sql)
-    types = [str(t) for t in rel.types]
-    if not all(t in _ARROW_TYPES for t in types):
-        cursor = con.execute(sql, used) if used else con.execute(sql)
-        return result_rows(cursor)
-    return _arrow_rows(con, sql, used, list(rel.columns), types)
+    cursor = con.execute(sql, used) if used else con.execute(sql)
+    return result_rows(cursor)
 
 
-# Result types read through Arrow (arrow_rows): their Arrow values convert to exactly the Python
+# Result types read through Arrow (_arrow_rows): their Arrow values convert to exactly the Python
 # values DuckDB's own fetch gives (TIMESTAMPTZ as epoch microseconds, written as text here).
 # HUGEINT (sum of integers) is a decimal128 in Arrow: made int again. Others (lists, intervals,
 # decimals) keep the cursor path.
 _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
                 "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
+# Results of more rows than this (the per-session tables) are read as Arrow columns: a value
+# costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for a time column, a zoneinfo
+# datetime per value (~6 us). Below it, importing pyarrow (0.3 s) would cost more than it saves.
+ARROW_ROWS = 10_000
 
 
-def _arrow_rows(con, sql: str, used: dict, columns: list[str], types: list[str]) -> Sequence[dict]:
-    """The rows of ``sql`` as result_rows gives them, read as Arrow column batches: a value per
-    column costs ~50 ns instead of DuckDB's per-row tuples (~3x slower) and, for time columns,
-    a zoneinfo datetime per value (~6 us)."""
+def _arrow_column(col, duck_type: str, to_text) -> list:
+    """One Arrow column of a result as the cursor path's JSON values."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    stamped = [t == _TZ_TYPE for t in types]
-    zone = None
-    if any(stamped):
-        from zoneinfo import ZoneInfo
+    if duck_type == _TZ_TYPE:  # the instant in UTC microseconds, exact
+        return to_text(col.cast(pa.int64()).to_pylist())
+    if duck_type == "HUGEINT":
+        try:
+            return col.cast(pa.int64()).to_pylist()
+        except pa.ArrowInvalid:  # past 64 bits: value by value
+            return [None if v is None else int(v) for v in col.to_pylist()]
+    values = col.to_pylist()
+    return _finite_column(values) if duck_type == "DOUBLE" else values
 
-        zone = ZoneInfo(con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0])
-        cols = ", ".join(
-            f"epoch_us({_quote(c)}) AS {_quote(c)}" if st else _quote(c)
-            for c, st in zip(columns, stamped, strict=True)
-        )
-        sql = f"SELECT {cols} FROM ({sql}) AS dslogs_metric"
-    to_text = _tz_iso_column(zone) if zone is not None else None
-    reader = (con.sql(sql, params=used) if used else con.sql(sql)).to_arrow_reader(_FETCH_ROWS)
-    values: list[list] = [[] for _ in columns]
+
+def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -> Sequence[dict]:
+    """result_rows for a large result whose first rows are ``first``: the rest read as Arrow
+    record batches, column by column; a Rows past ``limit`` rows (extended batch by batch)."""
+    import warnings
+    from zoneinfo import ZoneInfo
+
+    values = _convert(first, converters)
+    table = None
+    with warnings.catch_warnings():
+        # "an extra copy of the rows": of the rest of the result, read batch by batch
+        warnings.simplefilter("ignore")
+        reader = cursor.to_arrow_reader(_FETCH_ROWS)
+    to_text = None
     for batch in reader:
-        for i, t in enumerate(types):
-            col = batch.column(i)
-            if t == "DOUBLE":  # NaN and inf are None (jsonable)
-                col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
-            elif t == "HUGEINT":
-                try:
-                    col = col.cast(pa.int64())
-                except pa.ArrowInvalid:  # past 64 bits: each value made an int
-                    col = [None if v is None else int(v) for v in col.to_pylist()]
-            col = col if isinstance(col, list) else col.to_pylist()
-            values[i].extend(to_text(col) if stamped[i] else col)
-    n = len(values[0]) if values else 0
-    if n <= COMPACT_ROWS:
-        return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
-    table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
-    table.extend(values)
-    return table.seal()
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+        if to_text is None and _TZ_TYPE in types:
+            # the zone DuckDB makes its datetimes in (the connection's TimeZone)
+            to_text = _tz_iso_column(ZoneInfo(batch.schema.field(types.index(_TZ_TYPE)).type.tz))
+        cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+        if table is not None:
+            table.extend(cols)
+            continue
+        for i, col in enumerate(cols):
+            values[i].extend(col)
+        if len(values[0]) > limit:
+            table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
+            table.extend(values)
+            values = None
+    if table is not None:
+        return table.seal()
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
 
 
 # A result of more rows than this (the per-session tables of 100 k+ sessions) is kept column by
@@ -318,9 +317,14 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     types = [str(d[1]) for d in cursor.description]
     converters = [_converter(t) for t in types]
     limit = COMPACT_ROWS if compact_rows is None else compact_rows
+    rows = []
+    if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types):
+        rows = cursor.fetchmany(ARROW_ROWS)
+        if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
+            return _arrow_rows(cursor, rows, columns, types, converters, limit)
     # every row fetched before the next query: DuckDB 2.0 streams results (DESIGN.md §10); in
     # chunks, so a large table never exists as one list of tuples
-    rows = cursor.fetchmany(limit + 1)
+    rows += cursor.fetchmany(limit + 1 - len(rows))
     if len(rows) <= limit:
         if rows and any(converters):
             rows = zip(*_convert(rows, converters), strict=True)

@@ -1,6 +1,6 @@
-"""metrics.run_metric writes time columns from epoch microseconds (a zone offset per hour) instead
-of DuckDB's aware datetimes: the text must be exactly what the datetimes gave, in any zone,
-across DST changes and at historical offsets with seconds."""
+"""metrics.result_rows reads a large result as Arrow columns, time columns as epoch microseconds
+(a zone offset per hour) instead of DuckDB's tuples of aware datetimes: the rows must be exactly
+what the cursor path gives, in any zone, across DST changes and at historical offsets."""
 
 from __future__ import annotations
 
@@ -20,13 +20,20 @@ ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America
 
 
 def reference(con, sql: str, params: dict) -> list[dict]:
-    """The conversion as it was: DuckDB's datetimes, then isoformat."""
+    """The cursor path: DuckDB's tuples and datetimes, then isoformat."""
     used = {k: params[k] for k in metrics.query_params(sql)}
-    return list(metrics.result_rows(con.execute(sql, used) if used else con.execute(sql)))
+    cursor = con.execute(sql, used) if used else con.execute(sql)
+    saved = metrics.ARROW_ROWS
+    metrics.ARROW_ROWS = 10**12
+    try:
+        return list(metrics.result_rows(cursor))
+    finally:
+        metrics.ARROW_ROWS = saved
 
 
 @pytest.mark.parametrize("zone", ZONES)
-def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone):
+def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone, monkeypatch):
+    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)  # every result past its first row by Arrow
     with open_logs([str(ROOT / "sample_logs" / "mixed")], tz=zone, use_cache=False) as db:
         # one thread: a float aggregate's last bits depend on how threads split the rows, and
         # this compares whole rows
@@ -46,6 +53,7 @@ def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone):
 
 def test_a_large_result_is_kept_column_by_column_with_the_same_rows(monkeypatch):
     monkeypatch.setattr(metrics, "COMPACT_ROWS", 3)
+    monkeypatch.setattr(metrics, "ARROW_ROWS", 2)
     with open_logs([str(ROOT / "sample_logs" / "mixed")], tz="Asia/Kolkata", use_cache=False) as db:
         db.con.execute("SET threads = 1")
         params = metrics.parameters(defaults(), "hour")
@@ -56,7 +64,7 @@ def test_a_large_result_is_kept_column_by_column_with_the_same_rows(monkeypatch)
 
 
 @pytest.mark.parametrize("zone", ZONES)
-def test_times_around_transitions_and_far_from_now(zone):
+def test_times_around_transitions_and_far_from_now(zone, monkeypatch):
     con = duckdb.connect()
     con.execute(f"SET TimeZone = '{zone}'")
     sql = (
@@ -88,11 +96,15 @@ def test_times_around_transitions_and_far_from_now(zone):
         r[0] for r in con.execute(f"SELECT epoch_us(t) FROM ({sql})", {"times": times}).fetchall()
     ]
     got = metrics._tz_iso_column(ZoneInfo(zone))(us)
-    want = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+    want = [r["t"] for r in reference(con, sql, {"times": times})]
+    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
+    through_arrow = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+    assert through_arrow == want
     assert got == want and want[-1] is None and len(want) == len(times) + 1
 
 
-def test_plain_types_through_arrow_equal_the_cursor_rows():
+def test_plain_types_through_arrow_equal_the_cursor_rows(monkeypatch):
+    monkeypatch.setattr(metrics, "ARROW_ROWS", 2)
     con = duckdb.connect()
     sql = (
         "SELECT range::INTEGER AS i, sum(range) OVER () AS huge, "
@@ -104,7 +116,7 @@ def test_plain_types_through_arrow_equal_the_cursor_rows():
     rel = con.sql(sql)
     types = [str(t) for t in rel.types]
     assert "HUGEINT" in types and all(t in metrics._ARROW_TYPES for t in types)
-    got = metrics._arrow_rows(con, sql, {}, list(rel.columns), types)
-    want = list(metrics.result_rows(con.execute(sql)))
+    got = metrics.result_rows(con.execute(sql))
+    want = reference(con, sql, {})
     assert got == want
     assert [type(r["past_64_bits"]) for r in got] == [int] * 6 and got[1]["d"] is None
