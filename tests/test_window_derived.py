@@ -115,3 +115,23 @@ def test_a_cache_without_derived_tables_computes_the_window_from_events(logs, cu
     assert used == [False]
     cold = report.analyze_logs([str(logs)], since=cuts[0], use_cache=False)
     assert stable(warm) == stable(cold)
+
+
+def test_a_grown_file_makes_the_window_compute_from_events(logs, cuts, tmp_path, used):
+    # the derived tables describe the files as they were: a file that grew since (a new file id)
+    # must not be answered from them (the hourly cron over today's growing file)
+    import shutil
+
+    copy_ = tmp_path / "logs"
+    shutil.copytree(logs, copy_)
+    cache = tmp_path / "c.duckdb"
+    report.analyze_logs([str(copy_)], cache=cache)
+    plain = sorted(p for p in copy_.rglob("*.jsonl"))[-1]
+    lines = plain.read_bytes().splitlines(keepends=True)
+    plain.write_bytes(b"".join(lines[: len(lines) // 2]))  # as it was an hour earlier
+    report.analyze_logs([str(copy_)], cache=cache)  # derived tables of the shorter file
+    plain.write_bytes(b"".join(lines))  # grown
+    warm = report.analyze_logs([str(copy_)], since=cuts[0], cache=cache)
+    assert used[-1] is False
+    cold = report.analyze_logs([str(copy_)], since=cuts[0], use_cache=False)
+    assert stable(warm) == stable(cold)
