@@ -175,6 +175,22 @@ _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
+def _hour_offset(zone, hour: int) -> tuple | None:
+    """(utcoffset, its ISO suffix) of ``zone`` for a whole UTC hour (epoch hours), or None when
+    the offset changes inside it or the hour is out of datetime's range."""
+    try:
+        start = (_UTC_EPOCH + timedelta(microseconds=hour * _HOUR_US)).astimezone(zone)
+        end = (_UTC_EPOCH + timedelta(microseconds=(hour + 1) * _HOUR_US - 1)).astimezone(zone)
+    except (OverflowError, ValueError):
+        return None
+    if start.utcoffset() != end.utcoffset():
+        return None
+    text = start.isoformat(timespec="milliseconds")
+    return start.utcoffset(), text[
+        len(start.replace(tzinfo=None).isoformat(timespec="milliseconds")) :
+    ]
+
+
 def _tz_iso_column(zone):
     """The ISO text of epoch-microsecond values, as ``_timestamp_column`` writes the datetimes
     DuckDB would have built (aware, in ``zone``): DuckDB makes a zoneinfo datetime per value
@@ -184,9 +200,7 @@ def _tz_iso_column(zone):
 
     def exact(us: int) -> str:
         return (
-            (_UTC_EPOCH + timedelta(microseconds=us))
-            .astimezone(zone)
-            .isoformat(timespec="milliseconds")
+            (_UTC_EPOCH + timedelta(microseconds=us)).astimezone(zone).isoformat(timespec="milliseconds")
         )
 
     def convert(values: list) -> list:
@@ -199,23 +213,7 @@ def _tz_iso_column(zone):
             hour = us // _HOUR_US
             fixed = hours.get(hour, False)
             if fixed is False:
-                fixed = None
-                try:
-                    start = (_UTC_EPOCH + timedelta(microseconds=hour * _HOUR_US)).astimezone(zone)
-                    end = (
-                        _UTC_EPOCH + timedelta(microseconds=(hour + 1) * _HOUR_US - 1)
-                    ).astimezone(zone)
-                    if start.utcoffset() == end.utcoffset():
-                        text = start.isoformat(timespec="milliseconds")
-                        fixed = (
-                            start.utcoffset(),
-                            text[
-                                len(start.replace(tzinfo=None).isoformat(timespec="milliseconds")) :
-                            ],
-                        )
-                except (OverflowError, ValueError):
-                    fixed = None
-                hours[hour] = fixed
+                fixed = hours[hour] = _hour_offset(zone, hour)
             if fixed is None:
                 out.append(exact(us))
             else:
@@ -223,7 +221,34 @@ def _tz_iso_column(zone):
                 out.append(local.isoformat(timespec="milliseconds") + fixed[1])
         return out
 
+    convert.zone = zone
     return convert
+
+
+# Epoch microseconds Arrow's strftime writes as Python would: 1970 to 9998 (4-digit years).
+_LAST_US = 253370764800 * 1_000_000  # 9999-01-01T00:00:00Z
+
+
+def _arrow_times(us, to_text) -> list:
+    """An Arrow column of epoch microseconds as ``to_text`` writes them, formatted by Arrow when
+    one offset holds for all of it (no transition in any of its hours: the usual column)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lo, hi = pc.min_max(us).values()
+    lo, hi = lo.as_py(), hi.as_py()
+    if lo is not None and 0 <= lo and hi < _LAST_US:
+        hours = pc.unique(pc.divide(us, _HOUR_US)).drop_null().to_pylist()
+        fixes = {_hour_offset(to_text.zone, h) for h in hours}
+        if len(fixes) == 1 and None not in fixes:
+            offset, suffix = fixes.pop()
+            shift = offset // timedelta(microseconds=1)
+            if lo + shift >= 0 and hi + shift < _LAST_US:
+                # local time, truncated to the millisecond (isoformat's timespec): "...SS.mmm"
+                ms = pc.divide(pc.add(us, shift), 1000).cast(pa.timestamp("ms"))
+                text = pc.strftime(ms, format="%Y-%m-%dT%H:%M:%S")
+                return pc.binary_join_element_wise(text, suffix, "").to_pylist()
+    return to_text(us.to_pylist())
 
 
 def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
@@ -240,11 +265,11 @@ def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
 # decimals) keep the cursor path.
 _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
                 "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
-# Results of more rows than this (the per-session tables) are read as Arrow columns: a value
-# costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for a time column, a zoneinfo
-# datetime per value (~6 us). Below it, importing pyarrow (0.3 s) costs about what it saves
-# (break-even near 15 k rows: 1.5 M events, 14.5 k sessions).
-ARROW_ROWS = 20_000
+# Results of more rows than this (the per-session tables) are read as Arrow columns past their
+# first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
+# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow costs 0.3 s once, about
+# what 15 k rows of the per-session tables save: small logs (fewer sessions) never import it.
+ARROW_ROWS = 4096
 
 
 def _arrow_column(col, duck_type: str, to_text) -> list:
@@ -252,7 +277,7 @@ def _arrow_column(col, duck_type: str, to_text) -> list:
     import pyarrow as pa
 
     if duck_type == _TZ_TYPE:  # the instant in UTC microseconds, exact
-        return to_text(col.cast(pa.int64()).to_pylist())
+        return _arrow_times(col.cast(pa.int64()), to_text)
     if duck_type == "HUGEINT":
         try:
             return col.cast(pa.int64()).to_pylist()

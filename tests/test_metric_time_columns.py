@@ -120,3 +120,25 @@ def test_plain_types_through_arrow_equal_the_cursor_rows(monkeypatch):
     want = reference(con, sql, {})
     assert got == want
     assert [type(r["past_64_bits"]) for r in got] == [int] * 6 and got[1]["d"] is None
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_a_column_of_recent_times_formatted_by_arrow_reads_the_same(zone, monkeypatch):
+    # one offset for the whole column (Arrow writes it), then one crossing a DST change (Python)
+    con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{zone}'")
+    sql = (
+        "SELECT t FROM (SELECT unnest($times)::TIMESTAMPTZ AS t UNION ALL SELECT NULL) "
+        "ORDER BY t NULLS FIRST"
+    )
+    for times in (
+        ["2026-11-23 07:00:00+00", "2026-11-23 07:00:00.999999+00", "2026-11-24 23:59:59.0005+00",
+         "2026-12-01 00:00:00.001+00", "1970-01-02 00:00:00+00"],
+        ["2026-03-08 06:59:59.999+00", "2026-03-29 01:00:00.0005+00", "2026-10-03 15:45:00+00",
+         "2026-11-01 06:30:00+00", "2026-06-01 12:00:00+00"],
+    ):  # fmt: skip
+        want = [r["t"] for r in reference(con, sql, {"times": times})]
+        monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
+        got = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+        monkeypatch.undo()
+        assert got == want and len(want) == len(times) + 1
