@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Protocol
 
 import duckdb
@@ -272,6 +273,14 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
 ARROW_ROWS = 4096
 
 
+@cache
+def _have_arrow() -> bool:
+    """pyarrow is installed (not a dependency of dslogs itself: without it, the cursor path)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def _arrow_column(col, duck_type: str, to_text) -> list:
     """One Arrow column of a result as the cursor path's JSON values."""
     import pyarrow as pa
@@ -344,7 +353,7 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     converters = [_converter(t) for t in types]
     limit = COMPACT_ROWS if compact_rows is None else compact_rows
     rows = []
-    if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types):
+    if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types) and _have_arrow():
         rows = cursor.fetchmany(ARROW_ROWS)
         if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
             return _arrow_rows(cursor, rows, columns, types, converters, limit)

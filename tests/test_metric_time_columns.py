@@ -142,3 +142,13 @@ def test_a_column_of_recent_times_formatted_by_arrow_reads_the_same(zone, monkey
         got = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
         monkeypatch.undo()
         assert got == want and len(want) == len(times) + 1
+
+
+def test_without_pyarrow_the_cursor_path_gives_the_rows(monkeypatch):
+    # pyarrow is not one of dslogs' dependencies: a large result is read by the cursor then
+    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
+    monkeypatch.setattr(metrics, "_have_arrow", lambda: False)
+    monkeypatch.setattr(metrics, "_arrow_rows", None)  # would fail if called
+    con = duckdb.connect()
+    sql = "SELECT range AS i, now() AS t FROM range(5) ORDER BY i"
+    assert metrics.result_rows(con.execute(sql)) == reference(con, sql, {})
