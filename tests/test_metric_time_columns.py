@@ -150,5 +150,5 @@ def test_without_pyarrow_the_cursor_path_gives_the_rows(monkeypatch):
     monkeypatch.setattr(metrics, "_have_arrow", lambda: False)
     monkeypatch.setattr(metrics, "_arrow_rows", None)  # would fail if called
     con = duckdb.connect()
-    sql = "SELECT range AS i, now() AS t FROM range(5) ORDER BY i"
+    sql = "SELECT range AS i, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' AS t FROM range(5) ORDER BY i"
     assert metrics.result_rows(con.execute(sql)) == reference(con, sql, {})
