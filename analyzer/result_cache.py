@@ -282,8 +282,11 @@ def materialize_derived(con) -> None:
         "SELECT view_name, sql FROM duckdb_views() WHERE temporary AND view_name IN ('requests', 'sessions')"
     ).fetchall()
     views = dict(rows)
-    if "requests" not in views or "requests_all" in views["requests"]:
+    if "requests" not in views:
         return
+    if "requests_all" in views["requests"] and "_dslogs_inner" not in views["requests"]:
+        return  # the stored tables as they are (no window): nothing to compute
+    # (a window over them, viewdefs.window_from_derived, selects its sessions: copied once here)
     # sessions reads requests: once requests is a table, sessions is computed from it.
     con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_requests AS SELECT * FROM requests")
     con.execute("CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM _dslogs_requests")
