@@ -149,10 +149,17 @@ def analyze(
 
         _write_or_print(render_markdown(model), out)
     else:
-        from analyzer.render_html import render_html
+        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
+        # else the page is rendered, and kept with the model when it came from the cache.
+        from analyzer.page_cache import cached_html
 
+        page = cached_html(model)
+        if page is None:
+            from analyzer.render_html import render_html
+
+            page = render_html(model, keep=True)
         target = out or Path("dslogs-report.html")
-        target.write_text(render_html(model), encoding="utf-8")
+        target.write_text(page, encoding="utf-8")
         typer.echo(str(target))
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)

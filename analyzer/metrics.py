@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Protocol
 
 import duckdb
@@ -169,12 +170,162 @@ def _converter(duck_type: str):
     return _generic_column
 
 
+_TZ_TYPE = "TIMESTAMP WITH TIME ZONE"
+_HOUR_US = 3_600_000_000
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+
+
+def _hour_offset(zone, hour: int) -> tuple | None:
+    """(utcoffset, its ISO suffix) of ``zone`` for a whole UTC hour (epoch hours), or None when
+    the offset changes inside it or the hour is out of datetime's range."""
+    try:
+        start = (_UTC_EPOCH + timedelta(microseconds=hour * _HOUR_US)).astimezone(zone)
+        end = (_UTC_EPOCH + timedelta(microseconds=(hour + 1) * _HOUR_US - 1)).astimezone(zone)
+    except (OverflowError, ValueError):
+        return None
+    if start.utcoffset() != end.utcoffset():
+        return None
+    text = start.isoformat(timespec="milliseconds")
+    return start.utcoffset(), text[
+        len(start.replace(tzinfo=None).isoformat(timespec="milliseconds")) :
+    ]
+
+
+def _tz_iso_column(zone):
+    """The ISO text of epoch-microsecond values, as ``_timestamp_column`` writes the datetimes
+    DuckDB would have built (aware, in ``zone``): DuckDB makes a zoneinfo datetime per value
+    (~6 us each: 1.2 s for the two time columns of a 92 k-session table); here the zone's offset is
+    looked up once per hour that has no transition in it, and every other value is done exactly
+    as before."""
+
+    def exact(us: int) -> str:
+        return (
+            (_UTC_EPOCH + timedelta(microseconds=us)).astimezone(zone).isoformat(timespec="milliseconds")
+        )
+
+    def convert(values: list) -> list:
+        hours: dict[int, tuple | None] = {}
+        out = []
+        for us in values:
+            if us is None:
+                out.append(None)
+                continue
+            hour = us // _HOUR_US
+            fixed = hours.get(hour, False)
+            if fixed is False:
+                fixed = hours[hour] = _hour_offset(zone, hour)
+            if fixed is None:
+                out.append(exact(us))
+            else:
+                local = _NAIVE_EPOCH + timedelta(microseconds=us) + fixed[0]
+                out.append(local.isoformat(timespec="milliseconds") + fixed[1])
+        return out
+
+    convert.zone = zone
+    return convert
+
+
+# Epoch microseconds Arrow's strftime writes as Python would: 1970 to 9998 (4-digit years).
+_LAST_US = 253370764800 * 1_000_000  # 9999-01-01T00:00:00Z
+
+
+def _arrow_times(us, to_text) -> list:
+    """An Arrow column of epoch microseconds as ``to_text`` writes them, formatted by Arrow when
+    one offset holds for all of it (no transition in any of its hours: the usual column)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lo, hi = pc.min_max(us).values()
+    lo, hi = lo.as_py(), hi.as_py()
+    if lo is not None and 0 <= lo and hi < _LAST_US:
+        hours = pc.unique(pc.divide(us, _HOUR_US)).drop_null().to_pylist()
+        fixes = {_hour_offset(to_text.zone, h) for h in hours}
+        if len(fixes) == 1 and None not in fixes:
+            offset, suffix = fixes.pop()
+            shift = offset // timedelta(microseconds=1)
+            if lo + shift >= 0 and hi + shift < _LAST_US:
+                # local time, truncated to the millisecond (isoformat's timespec): "...SS.mmm"
+                ms = pc.divide(pc.add(us, shift), 1000).cast(pa.timestamp("ms"))
+                text = pc.strftime(ms, format="%Y-%m-%dT%H:%M:%S")
+                return pc.binary_join_element_wise(text, suffix, "").to_pylist()
+    return to_text(us.to_pylist())
+
+
 def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
     """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
     sql = load_query(name)
     used = {k: params[k] for k in query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
     return result_rows(cursor)
+
+
+# Result types read through Arrow (_arrow_rows): their Arrow values convert to exactly the Python
+# values DuckDB's own fetch gives (TIMESTAMPTZ as epoch microseconds, written as text here).
+# HUGEINT (sum of integers) is a decimal128 in Arrow: made int again. Others (lists, intervals,
+# decimals) keep the cursor path.
+_ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
+                "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
+# Results of more rows than this (the per-session tables) are read as Arrow columns past their
+# first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
+# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow costs 0.3 s once, about
+# what 15 k rows of the per-session tables save: small logs (fewer sessions) never import it.
+ARROW_ROWS = 4096
+
+
+@cache
+def _have_arrow() -> bool:
+    """pyarrow is installed (not a dependency of dslogs itself: without it, the cursor path)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _arrow_column(col, duck_type: str, to_text) -> list:
+    """One Arrow column of a result as the cursor path's JSON values."""
+    import pyarrow as pa
+
+    if duck_type == _TZ_TYPE:  # the instant in UTC microseconds, exact
+        return _arrow_times(col.cast(pa.int64()), to_text)
+    if duck_type == "HUGEINT":
+        try:
+            return col.cast(pa.int64()).to_pylist()
+        except pa.ArrowInvalid:  # past 64 bits: value by value
+            return [None if v is None else int(v) for v in col.to_pylist()]
+    values = col.to_pylist()
+    return _finite_column(values) if duck_type == "DOUBLE" else values
+
+
+def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -> Sequence[dict]:
+    """result_rows for a large result whose first rows are ``first``: the rest read as Arrow
+    record batches, column by column; a Rows past ``limit`` rows (extended batch by batch)."""
+    import warnings
+    from zoneinfo import ZoneInfo
+
+    values = _convert(first, converters)
+    table = None
+    with warnings.catch_warnings():
+        # "an extra copy of the rows": of the rest of the result, read batch by batch
+        warnings.simplefilter("ignore")
+        reader = cursor.to_arrow_reader(_FETCH_ROWS)
+    to_text = None
+    for batch in reader:
+        if to_text is None and _TZ_TYPE in types:
+            # the zone DuckDB makes its datetimes in (the connection's TimeZone)
+            to_text = _tz_iso_column(ZoneInfo(batch.schema.field(types.index(_TZ_TYPE)).type.tz))
+        cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+        if table is not None:
+            table.extend(cols)
+            continue
+        for i, col in enumerate(cols):
+            values[i].extend(col)
+        if len(values[0]) > limit:
+            table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
+            table.extend(values)
+            values = None
+    if table is not None:
+        return table.seal()
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
 
 
 # A result of more rows than this (the per-session tables of 100 k+ sessions) is kept column by
@@ -201,9 +352,14 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     types = [str(d[1]) for d in cursor.description]
     converters = [_converter(t) for t in types]
     limit = COMPACT_ROWS if compact_rows is None else compact_rows
+    rows = []
+    if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types) and _have_arrow():
+        rows = cursor.fetchmany(ARROW_ROWS)
+        if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
+            return _arrow_rows(cursor, rows, columns, types, converters, limit)
     # every row fetched before the next query: DuckDB 2.0 streams results (DESIGN.md §10); in
     # chunks, so a large table never exists as one list of tuples
-    rows = cursor.fetchmany(limit + 1)
+    rows += cursor.fetchmany(limit + 1 - len(rows))
     if len(rows) <= limit:
         if rows and any(converters):
             rows = zip(*_convert(rows, converters), strict=True)
@@ -304,7 +460,11 @@ class DuckDBSource:
         span = getattr(self, "_span", None)
         out = {}
         for name in names:
-            out[name] = span if name == "time_span" and span is not None else run_metric(self.con, name, params)
+            out[name] = (
+                span
+                if name == "time_span" and span is not None
+                else run_metric(self.con, name, params)
+            )
             if len(out[name]) > RELEASE_ROWS:
                 # the table now held in Python: give DuckDB's cache back
                 self.release_memory(held_bytes(out.values()))
@@ -375,7 +535,10 @@ def session_requests(source, session_ids: list[str], thresholds: dict | None = N
     if not session_ids:
         return []
     thresholds = thresholds or defaults()
-    params = {"session_ids": list(session_ids), "max_requests": int(thresholds["report"]["detail_requests"])}
+    params = {
+        "session_ids": list(session_ids),
+        "max_requests": int(thresholds["report"]["detail_requests"]),
+    }
     return as_source(source).run(["session_requests"], params)["session_requests"]
 
 

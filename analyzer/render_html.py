@@ -29,8 +29,10 @@ from jinja2 import (
 from markupsafe import Markup
 
 from analyzer import charts as charts_mod
-from analyzer import svgchart
+from analyzer import page_cache, svgchart
+from analyzer.page_cache import BUNDLE_DIR, bundle_file_name, read_bundle  # noqa: F401 (render_html's API)
 from analyzer.resources import templates_dir
+from analyzer.result_cache import RUN_KEYS
 from analyzer.rules import unit_for
 
 MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
@@ -135,22 +137,8 @@ def json_for_script(obj) -> str:
 
 
 # -- assets ---------------------------------------------------------------------------------
-
-
-BUNDLE_DIR = "vendor"  # templates/vendor/: the bundle shipped with dslogs (package data)
-
-
-def _vl_convert_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vl-convert-python")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def bundle_file_name() -> str:
-    return f"vega-bundle-{_vl_convert_version()}.js"
+# The bundle's file name and its reading are analyzer.page_cache's: a warm run fills the kept
+# page with the bundle without importing this module.
 
 
 def build_vega_bundle() -> str:
@@ -172,13 +160,9 @@ def vega_bundle() -> str:
     from analyzer.cache import cache_home
 
     name = bundle_file_name()
-    for path in (templates_dir() / BUNDLE_DIR / name, cache_home() / name):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if "window.vegaEmbed=" in text:  # not an empty or foreign file
-            return text
+    text = read_bundle(name)
+    if text is not None:
+        return text
     bundle = build_vega_bundle()
     target = cache_home() / name
     try:
@@ -474,6 +458,11 @@ def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
 
 
 def view_model(model: dict, fallback_svg: bool = True) -> dict:
+    # The ingest block's run counters (seconds, files read this run...) describe the run, not
+    # the logs: the page never shows them, so a page kept for the model's logs (page_cache)
+    # holds for every run over them.
+    ingest = {k: v for k, v in (model.get("ingest") or {}).items() if k not in RUN_KEYS}
+    model = dict(model, ingest=ingest)
     flagged = _flagged_sessions(model)
     sessions, drill, session_total = _sessions(model, flagged)
     links = {r.get("session_id"): r["anchor"] for r in sessions}
@@ -527,19 +516,35 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     }
 
 
-def render_html(model: dict, *, fallback_svg: bool = True) -> str:
-    """The report page for a `dslogs.report/1` model, as one self-contained HTML string."""
-    ctx = view_model(model, fallback_svg=fallback_svg)
-    return render_page("report.html", ctx, with_charts=bool(ctx["specs"]))
+def render_html(model: dict, *, fallback_svg: bool = True, keep: bool = False) -> str:
+    """The report page for a `dslogs.report/1` model, as one self-contained HTML string.
+
+    keep: a model the result cache just found or stored gets its page kept beside it
+    (analyzer.page_cache): rendered with slots for generated_at and the bundle, then filled."""
+    if not (keep and page_cache.can_keep(model)):
+        ctx = view_model(model, fallback_svg=fallback_svg)
+        return render_page("report.html", ctx, with_charts=bool(ctx["specs"]))
+    tokens = page_cache.new_tokens()
+    ctx = view_model(dict(model, generated_at=tokens["generated_at"]), fallback_svg=fallback_svg)
+    with_charts = bool(ctx["specs"])
+    page = render_page("report.html", ctx, with_charts=with_charts, bundle_slot=tokens["bundle"])
+    bundle = vega_bundle() if with_charts else ""
+    parts = page_cache.split_page(page, tokens, bundle)
+    if parts is None:  # a slot the fill would not reproduce: render the page plainly, keep none
+        ctx = view_model(model, fallback_svg=fallback_svg)
+        return render_page("report.html", ctx, with_charts=with_charts)
+    page_cache.keep(model, parts, bundle)
+    return page_cache.fill(parts, model.get("generated_at") or "", bundle)
 
 
-def render_page(template: str, ctx: dict, with_charts: bool) -> str:
-    """Render a page template with the shared assets (bundle, specs, page script, CSP)."""
+def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | None = None) -> str:
+    """Render a page template with the shared assets (bundle, specs, page script, CSP);
+    bundle_slot: written where the bundle goes (the CSP still hashes the bundle)."""
     script = page_script()
     bundle = vega_bundle() if with_charts else ""
     ctx = dict(ctx)
     ctx.setdefault("specs", {})
-    ctx["vega_bundle"] = Markup(bundle)
+    ctx["vega_bundle"] = Markup(bundle_slot if bundle and bundle_slot else bundle)
     ctx["specs_json"] = Markup(json_for_script(ctx["specs"]))
     ctx["page_script"] = Markup(script)
     ctx["csp"] = content_security_policy([s for s in (bundle, script) if s])

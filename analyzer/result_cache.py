@@ -44,6 +44,9 @@ KEEP = 8  # models kept per cache file (a sliding window writes one per run; old
 RUN_KEYS = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
 _ALIAS = "dslogs_cache"
 _last: tuple[dict, str] | None = None  # the model lookup returned and its JSON text
+# The model lookup found or store kept, its key, its cache file and the pages kept for it by
+# variant (analyzer/page_cache.py: the HTML report rendered from it, compressed).
+_pages: tuple[dict, str, Path, dict[str, bytes]] | None = None
 
 
 @cache
@@ -149,6 +152,7 @@ def lookup(db, key: str | None, ingest: dict) -> dict | None:
             f'\n  "{name}": null', f'\n  "{name}": ' + value.replace("\n", "\n  "), 1
         )
     _last = (model, text)
+    _remember_pages(model, key, db.cache_path, _fetch_pages(db, key))
     return model
 
 
@@ -193,12 +197,82 @@ def store(db, key: str | None, model: dict, to_json) -> bool:
             f"(SELECT key FROM {_ALIAS}.results ORDER BY created DESC, key LIMIT {KEEP})"
         )
         con.execute(f"CHECKPOINT {_ALIAS}")
+        _remember_pages(model, key, db.cache_path, {})
         return True
     finally:
         with contextlib.suppress(duckdb.Error):
             con.execute(f"DETACH {_ALIAS}")
         with contextlib.suppress(duckdb.Error):
             con.execute(f"ATTACH {quoted} AS {_ALIAS} (READ_ONLY)")
+
+
+# -- pages rendered from a model (analyzer/page_cache.py keeps them here, by key and variant) --
+
+
+def _remember_pages(model: dict, key: str, path, pages: dict[str, bytes]) -> None:
+    global _pages
+    _pages = (model, key, Path(path), pages)
+
+
+def _fetch_pages(db, key: str) -> dict[str, bytes]:
+    import duckdb
+
+    try:
+        rows = db.con.execute(
+            f"SELECT variant, payload FROM {_ALIAS}.result_pages WHERE key = ?", [key]
+        ).fetchall()
+    except duckdb.CatalogException:  # no page kept in this cache yet
+        return {}
+    return {variant: bytes(payload) for variant, payload in rows}
+
+
+def page_source(model: dict) -> bool:
+    """Whether ``model`` is the one ``lookup`` or ``store`` just handled (a page can be kept)."""
+    return _pages is not None and _pages[0] is model
+
+
+def stored_page(model: dict, variant: str) -> bytes | None:
+    """The page kept for ``model`` (the model ``lookup`` just returned) under ``variant``."""
+    if not page_source(model):
+        return None
+    return _pages[3].get(variant)
+
+
+def store_page(model: dict, variant: str, blob: bytes) -> bool:
+    """Keep ``blob`` (a page of ``model``, the model ``lookup`` or ``store`` just handled) under
+    its key and ``variant``; False when it cannot be written now (another process holds the
+    cache, a read-only file). Only pages of models ``results`` still holds are kept, at most ``KEEP``."""
+    if not page_source(model):
+        return False
+    import duckdb
+
+    _, key, path, pages = _pages
+    quoted = "'" + str(path).replace("'", "''") + "'"
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {quoted} AS {_ALIAS}")
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {_ALIAS}.result_pages "
+            "(key VARCHAR, variant VARCHAR, created TIMESTAMPTZ, payload BLOB, PRIMARY KEY (key, variant))"
+        )
+        con.execute(
+            f"INSERT OR REPLACE INTO {_ALIAS}.result_pages VALUES (?, ?, now(), ?)",
+            [key, variant, blob],
+        )
+        con.execute(
+            f"DELETE FROM {_ALIAS}.result_pages WHERE key NOT IN (SELECT key FROM {_ALIAS}.results) "
+            f"OR rowid NOT IN (SELECT rowid FROM {_ALIAS}.result_pages "
+            f"ORDER BY created DESC, key, variant LIMIT {KEEP})"
+        )
+        con.execute(f"CHECKPOINT {_ALIAS}")
+        pages[variant] = blob
+        return True
+    except duckdb.Error:
+        # another process holds the cache, or it cannot be written (read-only, full disk): the
+        # page is already rendered, so it is only not kept (the next run renders it again)
+        return False
+    finally:
+        con.close()
 
 
 def materialize_derived(con) -> None:
@@ -208,8 +282,11 @@ def materialize_derived(con) -> None:
         "SELECT view_name, sql FROM duckdb_views() WHERE temporary AND view_name IN ('requests', 'sessions')"
     ).fetchall()
     views = dict(rows)
-    if "requests" not in views or "requests_all" in views["requests"]:
+    if "requests" not in views:
         return
+    if "requests_all" in views["requests"] and "_dslogs_inner" not in views["requests"]:
+        return  # the stored tables as they are (no window): nothing to compute
+    # (a window over them, viewdefs.window_from_derived, selects its sessions: copied once here)
     # sessions reads requests: once requests is a table, sessions is computed from it.
     con.execute("CREATE OR REPLACE TEMP TABLE _dslogs_requests AS SELECT * FROM requests")
     con.execute("CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM _dslogs_requests")

@@ -89,6 +89,13 @@ def define_views(
             f" UNION ALL SELECT {', '.join(EVENT_COLUMNS)} FROM _dslogs_dataset_events AS e{cond}"
         )
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sql}")
+    if not derived and not with_dataset and window_from_derived(con, store, run, lo, hi):
+        kind = "TABLE" if materialize else "VIEW"
+        con.execute(
+            f"CREATE OR REPLACE TEMP {kind} requests AS {_WINDOW_REQUESTS.format(store=store)}"
+        )
+        con.execute(f"CREATE OR REPLACE TEMP {kind} sessions AS {_window_sessions(store)}")
+        return
     if derived:
         con.execute(f"CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM {store}.requests_all")
         con.execute(f"CREATE OR REPLACE TEMP VIEW sessions AS SELECT * FROM {store}.sessions_all")
@@ -96,3 +103,113 @@ def define_views(
     kind = "TABLE" if materialize else "VIEW"
     con.execute(f"CREATE OR REPLACE TEMP {kind} requests AS {view_sql('requests')}")
     con.execute(f"CREATE OR REPLACE TEMP {kind} sessions AS {view_sql('sessions')}")
+
+
+# -- a window over the cached derived tables ---------------------------------------------------
+#
+# requests and sessions of a window equal the unwindowed ones (requests_all, sessions_all) for
+# every session whose events all lie inside the window: each row is a function of its session's
+# events alone (turn_index numbers a session's requests; a session's RSS slope is exact integer
+# arithmetic over its process's samples between its first and last event, so it does not depend
+# on where the process's samples start). Only the sessions the window's edges cut (and requests
+# without a session) are computed again, from the window's events: a sliding window costs the
+# copy of the stored rows plus its edges, not a recomputation of every request.
+
+_WINDOW_REQUESTS = (
+    "SELECT r.* FROM {store}.requests_all AS r SEMI JOIN _dslogs_inner AS i USING (session_id) "
+    "UNION ALL SELECT * FROM _dslogs_edge_requests"
+)
+
+
+def _window_sessions(store: str) -> str:
+    return (
+        f"SELECT s.* FROM {store}.sessions_all AS s SEMI JOIN _dslogs_inner AS i USING (session_id) "
+        "UNION ALL SELECT * FROM _dslogs_edge_sessions"
+    )
+
+
+def window_from_derived(con, store: str, run: list[FileStats], lo, hi) -> bool:
+    """Define _dslogs_inner (sessions wholly inside [lo, hi)) and the edge sessions' requests and
+    sessions computed from the window's events, when the cache's derived tables can stand in for
+    the rest: they were built from a set of cached files holding this run's, and every file of
+    that set outside this run has no event in the window. False (nothing defined) otherwise."""
+    if store == "memory" or (lo is None and hi is None) or not run:
+        return False
+    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
+    if not stored:
+        return False
+    files = con.execute(
+        f"SELECT file_id, size, mtime_ns, first_ts, last_ts FROM {store}.files"
+    ).fetchall()
+    built = [FileStats(fid, "", "", size, mtime, None) for fid, size, mtime, _, _ in files]
+    # the derived tables were built from every cached file (the last unwindowed run's set)
+    if derived_key(built, None, None) != stored[0][0]:
+        return False
+    ids = {f.file_id for f in run}
+    if not ids <= {f.file_id for f in built}:
+        return False
+    for fid, _, _, first, last in files:
+        if fid in ids or first is None:
+            continue
+        if (hi is None or first < hi) and (lo is None or last >= lo):
+            return False  # a file outside this run has events in the window: its sessions differ
+    params = {"lo": lo, "hi": hi}
+    inside = "($lo::TIMESTAMPTZ IS NULL OR first_ts >= $lo) AND ($hi::TIMESTAMPTZ IS NULL OR last_ts < $hi)"
+    touch = "($hi::TIMESTAMPTZ IS NULL OR first_ts < $hi) AND ($lo::TIMESTAMPTZ IS NULL OR last_ts >= $lo)"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dslogs_inner AS SELECT session_id FROM {store}.sessions_all WHERE {inside}",
+        params,
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dslogs_edge AS SELECT session_id FROM {store}.sessions_all "
+        f"WHERE {touch} AND NOT ({inside})",
+        params,
+    )
+    # The window's events of the edge sessions, of requests without a session, and the process
+    # samples the edge sessions' RSS slopes read (of the processes they ran in). Most events are
+    # sampler lines, so they are not all copied: the sessions cut by ``lo`` have their events in
+    # [lo, the last of their last_ts], those cut only by ``hi`` in [the first of their first_ts,
+    # hi), ranges the scan prunes by the events' ts zonemaps (a sample elsewhere in a process's
+    # life does not change a slope over the session's time range).
+    ranges = con.execute(
+        "SELECT max(last_ts) FILTER (WHERE $lo::TIMESTAMPTZ IS NOT NULL AND first_ts < $lo), "
+        "min(first_ts) FILTER (WHERE $lo::TIMESTAMPTZ IS NULL OR first_ts >= $lo) "
+        f"FROM {store}.sessions_all SEMI JOIN _dslogs_edge USING (session_id)",
+        {"lo": lo},
+    ).fetchall()[0]
+    parts = []
+    if ranges[0] is not None:  # cut by lo
+        parts.append(("ts >= $lo AND ts <= $a_last", "first_ts < $lo"))
+    if ranges[1] is not None:  # cut by hi only
+        parts.append(("ts >= $b_first AND ($hi::TIMESTAMPTZ IS NULL OR ts < $hi)",
+                      "($lo::TIMESTAMPTZ IS NULL OR first_ts >= $lo)"))  # fmt: skip
+    bound = {**params, "a_last": ranges[0], "b_first": ranges[1]}
+    selects = [
+        "SELECT * FROM events WHERE session_id IS NULL AND request_id IS NOT NULL",
+        *(
+            f"SELECT * FROM events WHERE {span} AND session_id IN (SELECT session_id FROM "
+            f"{store}.sessions_all SEMI JOIN _dslogs_edge USING (session_id) WHERE {which})"
+            for span, which in parts
+        ),
+    ]
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _dslogs_edge_events AS " + " UNION ALL ".join(selects),
+        {k: v for k, v in bound.items() if any(f"${k}" in q for q in selects)},
+    )
+    for span, _ in parts:
+        con.execute(
+            f"INSERT INTO _dslogs_edge_events SELECT * FROM events WHERE {span} "
+            "AND stage = 'process_sample' AND session_id IS NULL AND request_id IS NULL "
+            "AND (host, pid) IN (SELECT DISTINCT host, pid FROM _dslogs_edge_events "
+            "WHERE session_id IS NOT NULL)",
+            {k: v for k, v in bound.items() if f"${k}" in span},
+        )
+    edge_requests = view_sql("requests").replace("FROM events", "FROM _dslogs_edge_events")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_edge_requests AS {edge_requests}")
+    edge_sessions = (
+        view_sql("sessions")
+        .replace("FROM events", "FROM _dslogs_edge_events")
+        .replace("FROM requests", "FROM _dslogs_edge_requests")
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_edge_sessions AS {edge_sessions}")
+    return True

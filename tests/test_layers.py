@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rules", ("analyzer.rules",)),
     ("report", ("analyzer.report", "analyzer.diff")),
     ("renderers", ("analyzer.vl", "analyzer.svgchart", "analyzer.charts", "analyzer.render_md", "analyzer.render_html",
-                   "analyzer.render_diff", "analyzer.render_diff_html", "analyzer.weekly")),  # fmt: skip
+                   "analyzer.render_diff", "analyzer.render_diff_html", "analyzer.weekly", "analyzer.page_cache")),  # fmt: skip
     # commands: the CLI and the loop that re-runs it (watch)
     ("cli", ("analyzer.cli", "analyzer.__main__", "analyzer.watch")),
 ]

@@ -5,6 +5,7 @@
 -- num_ooms, whichever is larger (a collector may log both for one OOM); rss_slope_mb_per_min = the slope of the session's process (host, pid) RSS
 -- while the session ran (000 §3.3). Medians are quantile_cont (linear interpolation). A slope
 -- over samples at one instant is NULL, not NaN.
+-- Per-stage aggregates use CASE, not FILTER, for speed (as in requests.sql).
 WITH ev AS (
     SELECT
         session_id,
@@ -12,19 +13,19 @@ WITH ev AS (
         min(pid) AS pid,
         min(ts) AS first_ts,
         max(ts) AS last_ts,
-        count(*) FILTER (WHERE stage = 'error'
-                         AND (error_type IN ('OutOfMemoryError', 'OOMError')
-                              OR error_msg ILIKE '%out of memory%')) AS oom_errors,
-        arg_min(reserved_mb, ts) FILTER (WHERE stage = 'gpu_memory' AND reserved_mb IS NOT NULL) AS reserved_first_mb,
-        arg_max(reserved_mb, ts) FILTER (WHERE stage = 'gpu_memory' AND reserved_mb IS NOT NULL) AS reserved_last_mb,
-        min(reserved_mb) FILTER (WHERE stage = 'gpu_memory') AS reserved_min_mb,
-        max(reserved_mb) FILTER (WHERE stage = 'gpu_memory') AS reserved_max_mb,
-        nullif(regr_slope(reserved_mb, epoch(ts) / 60.0) FILTER (WHERE stage = 'gpu_memory'), 'NaN'::DOUBLE) AS reserved_slope_mb_per_min,
-        nullif(regr_r2(reserved_mb, epoch(ts) / 60.0) FILTER (WHERE stage = 'gpu_memory'), 'NaN'::DOUBLE) AS reserved_r2,
-        max(allocated_mb) FILTER (WHERE stage = 'gpu_memory') AS allocated_max_mb,
-        nullif(regr_slope(allocated_mb, epoch(ts) / 60.0) FILTER (WHERE stage = 'gpu_memory'), 'NaN'::DOUBLE) AS allocated_slope_mb_per_min,
-        max(reserved_mb - allocated_mb) FILTER (WHERE stage = 'gpu_memory') AS ghost_max_mb,
-        max((reserved_mb - allocated_mb) / nullif(reserved_mb, 0)) FILTER (WHERE stage = 'gpu_memory') AS ghost_share_max,
+        count(CASE WHEN stage = 'error'
+                        AND (error_type IN ('OutOfMemoryError', 'OOMError')
+                             OR error_msg ILIKE '%out of memory%') THEN 1 END) AS oom_errors,
+        arg_min(reserved_mb, CASE WHEN stage = 'gpu_memory' AND reserved_mb IS NOT NULL THEN ts END) AS reserved_first_mb,
+        arg_max(reserved_mb, CASE WHEN stage = 'gpu_memory' AND reserved_mb IS NOT NULL THEN ts END) AS reserved_last_mb,
+        min(CASE WHEN stage = 'gpu_memory' THEN reserved_mb END) AS reserved_min_mb,
+        max(CASE WHEN stage = 'gpu_memory' THEN reserved_mb END) AS reserved_max_mb,
+        nullif(regr_slope(reserved_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS reserved_slope_mb_per_min,
+        nullif(regr_r2(reserved_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS reserved_r2,
+        max(CASE WHEN stage = 'gpu_memory' THEN allocated_mb END) AS allocated_max_mb,
+        nullif(regr_slope(allocated_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS allocated_slope_mb_per_min,
+        max(CASE WHEN stage = 'gpu_memory' THEN reserved_mb - allocated_mb END) AS ghost_max_mb,
+        max(CASE WHEN stage = 'gpu_memory' THEN (reserved_mb - allocated_mb) / nullif(reserved_mb, 0) END) AS ghost_share_max,
         max(num_ooms) AS max_num_ooms,
         max(num_ooms) - min(num_ooms) AS num_ooms_rise,
         max(kv_seq_len) AS max_kv_seq_len,
