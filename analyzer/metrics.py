@@ -320,7 +320,7 @@ def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -
         for i, col in enumerate(cols):
             values[i].extend(col)
         if len(values[0]) > limit:
-            table = Rows(columns, [t == "DOUBLE" for t in types], [t == "VARCHAR" for t in types])
+            table = compact_table(columns, types)
             table.extend(values)
             values = None
     if table is not None:
