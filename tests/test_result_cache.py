@@ -4,7 +4,6 @@ each make it compute again."""
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import subprocess
@@ -18,18 +17,9 @@ import pytest
 from analyzer import report, result_cache
 from analyzer.ingest import open_logs, run_query, session_events
 from tests.ingest_lines import v1_request
+from tests.model_helpers import stable
 
 ROOT = Path(__file__).resolve().parents[1]
-# What describes the run rather than the logs: differs between any two runs, cached or not.
-RUN_INGEST = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
-
-
-def stable(model: dict) -> dict:
-    m = copy.deepcopy(model)
-    m.pop("generated_at")
-    for k in RUN_INGEST:
-        m["ingest"].pop(k, None)
-    return m
 
 
 @pytest.fixture

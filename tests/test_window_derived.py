@@ -5,24 +5,15 @@ window, apart from generated_at and the ingest block's run counters."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 
 from analyzer import report, viewdefs
 from analyzer.simulate import simulate
+from tests.model_helpers import stable
 
-RUN_INGEST = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
 SCENARIOS = ["healthy", "memory_leak", "oom", "rss_growth", "beam_search", "bad_lines"]
-
-
-def stable(model: dict) -> dict:
-    m = copy.deepcopy(model)
-    m.pop("generated_at")
-    for k in RUN_INGEST:
-        m["ingest"].pop(k, None)
-    return m
 
 
 @pytest.fixture(scope="module")

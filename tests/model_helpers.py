@@ -1,0 +1,18 @@
+"""Comparing report models across runs: what describes the run rather than the logs."""
+
+from __future__ import annotations
+
+import copy
+
+# Differs between any two runs, cached or not. Spelled out here rather than taken from
+# analyzer.result_cache.RUN_KEYS so a test fails if the code starts ignoring more of the model.
+RUN_INGEST = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
+
+
+def stable(model: dict) -> dict:
+    """The model without generated_at and the ingest block's run counters."""
+    m = copy.deepcopy(model)
+    m.pop("generated_at")
+    for k in RUN_INGEST:
+        m["ingest"].pop(k, None)
+    return m
