@@ -40,6 +40,7 @@ from analyzer.discovery import Discovery, discover
 from analyzer.errors import UsageError
 from analyzer.output import QueryResult
 from analyzer.reader import Reader, load_datasets
+from analyzer.resources import memory_limit
 from analyzer.timewindow import iso, parse_window, zone_name
 from analyzer.validate import LINE_RULES
 
@@ -120,7 +121,7 @@ def open_logs(
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
     con.execute(f"SET temp_directory = {sql_literal(workdir.name)}")
     # Bounded memory (DESIGN §8: weeks of logs on a small box): beyond it DuckDB spills to disk.
-    con.execute(f"SET memory_limit = {sql_literal(os.environ.get('DSLOGS_MEMORY_LIMIT', '1GB'))}")
+    con.execute(f"SET memory_limit = {sql_literal(memory_limit())}")
     db = LogDB(
         con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir
     )

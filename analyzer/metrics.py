@@ -13,7 +13,6 @@ as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -23,7 +22,7 @@ from typing import Protocol
 
 import duckdb
 
-from analyzer.resources import load_query, query_names
+from analyzer.resources import load_query, memory_limit, query_names
 from analyzer.rows import Rows
 from analyzer.thresholds import defaults
 
@@ -484,7 +483,7 @@ class DuckDBSource:
         if self.db is None or getattr(self.db, "cache_path", None) is None:
             return
         # what ingest.open_logs set (the setting itself reads back rounded, '953.6 MiB')
-        limit = limit_less(os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB"), held)
+        limit = limit_less(memory_limit(), held)
         try:
             self.con.execute(f"SET memory_limit = '{RELEASE_TO}'")
         except duckdb.Error:

@@ -1,4 +1,4 @@
-"""Locate the SQL in queries/ and the jinja2 templates in templates/.
+"""Locate the SQL in queries/ and the jinja2 templates in templates/; DuckDB's memory budget.
 
 In a checkout (or an editable install) they sit at the repository root beside analyzer/; in an
 installed wheel they ship as analyzer/_data/{queries,templates} (pyproject force-include).
@@ -6,6 +6,7 @@ installed wheel they ship as analyzer/_data/{queries,templates} (pyproject force
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
@@ -40,3 +41,9 @@ def load_query(name: str) -> str:
     if not path.is_file():
         raise KeyError(f"no query named {name!r} in {queries_dir()}")
     return path.read_text(encoding="utf-8")
+
+
+def memory_limit() -> str:
+    """DuckDB's memory_limit for every connection dslogs opens (``DSLOGS_MEMORY_LIMIT``, default
+    1GB): beyond it DuckDB spills to its temp directory (DESIGN §8: weeks of logs on a small box)."""
+    return os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB")

@@ -37,6 +37,7 @@ from functools import cache
 from pathlib import Path
 
 from analyzer import __version__
+from analyzer.columns import sql_literal
 
 RESULTS_VERSION = 2  # 2: the payload is report_to_json text
 KEEP = 8  # models kept per cache file (a sliding window writes one per run; older ones go)
@@ -179,8 +180,7 @@ def store(db, key: str | None, model: dict, to_json) -> bool:
     payload["generated_at"] = None
     payload["ingest"] = None
     blob = zlib.compress(to_json(payload).encode("utf-8", "surrogateescape"), 1)
-    con, path = db.con, str(db.cache_path)
-    quoted = "'" + path.replace("'", "''") + "'"
+    con, quoted = db.con, sql_literal(db.cache_path)
     con.execute(f"DETACH {_ALIAS}")
     try:
         try:
@@ -247,10 +247,9 @@ def store_page(model: dict, variant: str, blob: bytes) -> bool:
     import duckdb
 
     _, key, path, pages = _pages
-    quoted = "'" + str(path).replace("'", "''") + "'"
     con = duckdb.connect()
     try:
-        con.execute(f"ATTACH {quoted} AS {_ALIAS}")
+        con.execute(f"ATTACH {sql_literal(path)} AS {_ALIAS}")
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {_ALIAS}.result_pages "
             "(key VARCHAR, variant VARCHAR, created TIMESTAMPTZ, payload BLOB, PRIMARY KEY (key, variant))"

@@ -42,6 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from analyzer.errors import InputError, UsageError
+from analyzer.resources import memory_limit
 
 LOG4J_FILE = Path(__file__).resolve().with_name("spark_log4j2.properties")
 
@@ -668,7 +669,7 @@ def _partition_connection(zone: str):
     con.execute("SET enable_progress_bar = false")
     con.execute(f"SET TimeZone = '{zone}'")
     con.execute(f"SET threads = {_worker_threads()}")
-    con.execute(f"SET memory_limit = '{os.environ.get('DSLOGS_MEMORY_LIMIT', '1GB')}'")
+    con.execute("SET memory_limit = $limit", {"limit": memory_limit()})
     return con
 
 
