@@ -91,10 +91,8 @@ def define_views(
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sql}")
     if not derived and not with_dataset and window_from_derived(con, store, run, lo, hi):
         kind = "TABLE" if materialize else "VIEW"
-        con.execute(
-            f"CREATE OR REPLACE TEMP {kind} requests AS {_WINDOW_REQUESTS.format(store=store)}"
-        )
-        con.execute(f"CREATE OR REPLACE TEMP {kind} sessions AS {_window_sessions(store)}")
+        for table in ("requests", "sessions"):
+            con.execute(f"CREATE OR REPLACE TEMP {kind} {table} AS {_window_select(table, store)}")
         return
     if derived:
         con.execute(f"CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM {store}.requests_all")
@@ -115,16 +113,12 @@ def define_views(
 # without a session) are computed again, from the window's events: a sliding window costs the
 # copy of the stored rows plus its edges, not a recomputation of every request.
 
-_WINDOW_REQUESTS = (
-    "SELECT r.* FROM {store}.requests_all AS r SEMI JOIN _dslogs_inner AS i USING (session_id) "
-    "UNION ALL SELECT * FROM _dslogs_edge_requests"
-)
-
-
-def _window_sessions(store: str) -> str:
+def _window_select(table: str, store: str) -> str:
+    """``table`` (requests or sessions) of the window: the stored rows of the sessions inside it,
+    then the edge sessions' rows computed from the window's events."""
     return (
-        f"SELECT s.* FROM {store}.sessions_all AS s SEMI JOIN _dslogs_inner AS i USING (session_id) "
-        "UNION ALL SELECT * FROM _dslogs_edge_sessions"
+        f"SELECT t.* FROM {store}.{table}_all AS t SEMI JOIN _dslogs_inner USING (session_id) "
+        f"UNION ALL SELECT * FROM _dslogs_edge_{table}"
     )
 
 
