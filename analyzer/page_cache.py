@@ -46,17 +46,17 @@ SLOTS = ("generated_at", "bundle")
 # -- the Vega bundle's file (render_html builds it when there is none) ---------------------------
 
 
-def _vl_convert_version() -> str:
+def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("vl-convert-python")
+        return version(dist)
     except PackageNotFoundError:
         return "unknown"
 
 
 def bundle_file_name() -> str:
-    return f"vega-bundle-{_vl_convert_version()}.js"
+    return f"vega-bundle-{_version('vl-convert-python')}.js"
 
 
 def read_bundle(name: str) -> str | None:
@@ -79,15 +79,6 @@ def _sha256(text: str) -> str:
 
 
 # -- the variant: what besides the model and the code makes the page -------------------------------
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "unknown"
 
 
 @cache
