@@ -8,8 +8,11 @@
 -- (OOM), 000 §1.1 (ghost memory).
 -- series memory_timeline: ts, session_id, reserved_mb, allocated_mb
 WITH m AS (
+    -- the trend in exact integers (ms, 1/1000 MiB), as memory_per_session.sql: a floating
+    -- regr_slope depended on how DuckDB's threads split the rows, and so could the pick
     SELECT session_id, ts, reserved_mb, allocated_mb,
-           (epoch(ts) - epoch(min(ts) OVER (PARTITION BY session_id))) / 60.0 AS minute
+           CASE WHEN abs(reserved_mb) < 1e9 THEN epoch_ms(ts) - epoch_ms(min(ts) OVER (PARTITION BY session_id)) END AS x,
+           CASE WHEN abs(reserved_mb) < 1e9 AND epoch_ms(ts) IS NOT NULL THEN CAST(round(reserved_mb * 1000) AS BIGINT) END AS y
     FROM events
     WHERE stage = 'gpu_memory' AND session_id IS NOT NULL AND reserved_mb IS NOT NULL
 ), oom_rises AS (
@@ -26,14 +29,20 @@ WITH m AS (
            OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
     UNION
     SELECT DISTINCT session_id FROM oom_rises WHERE rise > 0
-), per_session AS (
+), sums AS (
     SELECT session_id,
-           regr_slope(reserved_mb, minute) AS slope,
+           count(x) AS xn, sum(x) AS sx, sum(y) AS sy, sum(CAST(x AS HUGEINT) * x) AS sxx, sum(CAST(x AS HUGEINT) * y) AS sxy,
            max_by(reserved_mb, ts) - min_by(reserved_mb, ts) AS rise,
            quantile_cont(reserved_mb - allocated_mb, 0.5) AS ghost,
            count(*) AS n
     FROM m
     GROUP BY session_id
+), per_session AS (
+    -- regr_slope's value in MiB per minute: NaN without spread in time
+    SELECT session_id, rise, ghost, n,
+           CASE WHEN dxx > 0 THEN CAST(try(dxy * 60) AS DOUBLE) / CAST(dxx AS DOUBLE)
+                WHEN xn > 0 AND dxx = 0 THEN 'NaN'::DOUBLE END AS slope
+    FROM (SELECT *, try(xn * sxy - sx * sy) AS dxy, try(xn * sxx - sx * sx) AS dxx FROM sums) AS d
 ), ranked AS (
     SELECT p.session_id, p.n,
            CASE WHEN o.session_id IS NOT NULL THEN 1
