@@ -37,7 +37,8 @@ WITH ev AS (
     -- The reserved/allocated trend in exact integers, as the RSS slope below: x = ms since the
     -- session's first gpu_memory sample, y = MB in 1/1000. Floating regr_slope/regr_r2 summed the
     -- rows in the order DuckDB's threads split them, so two runs on the same files differed in
-    -- the 9th-10th digit (and a value on the report's 3-decimal edge flipped); integer sums do not.
+    -- the 9th-10th digit (a value on the report's 3-decimal rounding edge could flip); integer
+    -- sums do not.
     -- A value of 1e9 MB or more (no memory reading) is left out, so no sum can overflow.
     SELECT session_id,
            epoch_ms(ts) - epoch_ms(min(ts) OVER (PARTITION BY session_id)) AS x,
