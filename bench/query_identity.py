@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import subprocess
 import sys
@@ -60,7 +59,9 @@ def check(con, label: str, rev: str, failures: list, noise: list) -> int:
     from analyzer.thresholds import defaults
 
     first, last = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()
-    params = parameters(defaults(), bucket_for_span(first and first.isoformat(), last and last.isoformat()))
+    params = parameters(
+        defaults(), bucket_for_span(first and first.isoformat(), last and last.isoformat())
+    )
     params["now"] = "2030-01-01T00:00:00+00:00"
     cols = {r[0] for r in con.execute("DESCRIBE events").fetchall()}
     n = 0
@@ -69,16 +70,28 @@ def check(con, label: str, rev: str, failures: list, noise: list) -> int:
             continue
         p = dict(params)
         if name == "session_requests":
-            ids = [r[0] for r in con.execute("SELECT session_id FROM sessions WHERE session_id IS NOT NULL ORDER BY session_id LIMIT 50").fetchall()]
+            ids = [
+                r[0]
+                for r in con.execute(
+                    "SELECT session_id FROM sessions WHERE session_id IS NOT NULL ORDER BY session_id LIMIT 50"
+                ).fetchall()
+            ]
             p["session_ids"] = ids
         mine, theirs = load_query(name), base_sql(rev, name)
-        run = lambda sql: con.execute(sql, {k: p[k] for k in query_params(sql)}).fetchall()  # noqa: E731
+
+        def run(sql: str, p: dict = p) -> list[tuple]:
+            return con.execute(sql, {k: p[k] for k in query_params(sql)}).fetchall()
+
         a, b = run(theirs), run(mine)
         n += 1
         if same(a, b):
             continue
         a2 = run(theirs)
-        if not same(a, a2) and len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True)):
+        if (
+            not same(a, a2)
+            and len(a) == len(b)
+            and all(close(x, y) for x, y in zip(a, b, strict=True))
+        ):
             noise.append(f"{label}: {name}")
             continue
         failures.append(f"{label}: {name} ({len(a)} rows base, {len(b)} rows branch)")
@@ -99,12 +112,17 @@ def main() -> int:
     for path in args.paths:
         opened = [("memory", lambda p=path: open_logs([str(p)], use_cache=False))]
         if args.windowed:
-            days = sorted(m.group(1) for f in path.rglob("*.jsonl*") if (m := re.search(r"_(\d{8})", f.name)))
+            days = sorted(
+                m.group(1) for f in path.rglob("*.jsonl*") if (m := re.search(r"_(\d{8})", f.name))
+            )
             d = days[0]
             since = f"{d[:4]}-{d[4:6]}-{d[6:]}T07:00:00"
             opened = [
                 ("cache, no window", lambda p=path: open_logs([str(p)])),
-                (f"cache, --since {since}", lambda p=path, s=since: open_logs([str(p)], since=s, materialize=False)),
+                (
+                    f"cache, --since {since}",
+                    lambda p=path, s=since: open_logs([str(p)], since=s, materialize=False),
+                ),
             ]
         for how, opener in opened:
             db = opener()

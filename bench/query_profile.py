@@ -94,7 +94,9 @@ def main() -> int:
             for t in trees:
                 moved = since + timedelta(hours=i + 1)
                 results["sliding"].setdefault(t, []).append(
-                    run_child(t, [*analyze, "--since", moved.isoformat()], homes[t], work / "p.json")
+                    run_child(
+                        t, [*analyze, "--since", moved.isoformat()], homes[t], work / "p.json"
+                    )
                 )
                 th = work / f"th-{i}.toml"
                 th.write_text(f"[slo]\nttft_ms = {1000 + i + 1}\n")
@@ -110,7 +112,9 @@ def main() -> int:
                 for t, runs in per_tree.items()}  # fmt: skip
         table[case] = {str(t): b for t, b in best.items()}
         names = sorted(best[trees[0]], key=lambda q: -best[trees[0]][q][0])
-        print(f"\n== {case} ({len(files)} files, {args.data.name}), best of {args.repeat}: CPU s (wall s)")
+        print(
+            f"\n== {case} ({len(files)} files, {args.data.name}), best of {args.repeat}: CPU s (wall s)"
+        )
         print(f"{'query':32}" + "".join(f"{t.name[-16:]:>20}" for t in trees)
               + ("    after/before CPU" if len(trees) == 2 else ""))  # fmt: skip
         total = {t: 0.0 for t in trees}
