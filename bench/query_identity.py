@@ -100,6 +100,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--base", default="main")
+    ap.add_argument("--tz", help="the reader's zone (open_logs tz), default the local one")
     ap.add_argument("--windowed", action="store_true", help="also through the cache with a --since")
     args = ap.parse_args()
     from analyzer import result_cache
@@ -108,7 +109,7 @@ def main() -> int:
     failures: list[str] = []
     noise: list[str] = []
     for path in args.paths:
-        opened = [("memory", lambda p=path: open_logs([str(p)], use_cache=False))]
+        opened = [("memory", lambda p=path: open_logs([str(p)], tz=args.tz, use_cache=False))]
         if args.windowed:
             days = sorted(
                 m.group(1) for f in path.rglob("*.jsonl*") if (m := re.search(r"_(\d{8})", f.name))
@@ -116,10 +117,12 @@ def main() -> int:
             d = days[0]
             since = f"{d[:4]}-{d[4:6]}-{d[6:]}T07:00:00"
             opened = [
-                ("cache, no window", lambda p=path: open_logs([str(p)])),
+                ("cache, no window", lambda p=path: open_logs([str(p)], tz=args.tz)),
                 (
                     f"cache, --since {since}",
-                    lambda p=path, s=since: open_logs([str(p)], since=s, materialize=False),
+                    lambda p=path, s=since: open_logs(
+                        [str(p)], since=s, tz=args.tz, materialize=False
+                    ),
                 ),
             ]
         for how, opener in opened:
