@@ -7,7 +7,8 @@
 -- Sources: 000 §5 table, 003 §5.3 (reserved within +-200 MB), 000 §3.3 (RSS one way).
 WITH p AS (
     -- reserved after each request in the order of their ends, as one list per process: the k-th
-    -- of n read by index below (one sort of two columns, not a window over every request)
+    -- of n read by index below (one sort, not a window over every request); requests ending at
+    -- one instant are ordered by their key, so a tie cannot change the pick between runs
     SELECT
         host,
         pid,
@@ -25,7 +26,7 @@ WITH p AS (
         arg_max(rss_mb_after, end_ts) FILTER (WHERE rss_mb_after IS NOT NULL) AS rss_last_mb,
         count(reserved_mb_after) + count(allocated_mb_after) AS gpu_measured,
         count(rss_mb_after) AS rss_measured,
-        list(reserved_mb_after ORDER BY end_ts) AS reserved_after
+        list(reserved_mb_after ORDER BY end_ts, session_id, request_id) AS reserved_after
     FROM requests
     WHERE host IS NOT NULL OR pid IS NOT NULL
     GROUP BY host, pid

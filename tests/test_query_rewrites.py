@@ -154,3 +154,23 @@ def test_session_id_coverage_equals_its_former_sql(ids):
               for sid in ids for stage, fmt in (("request", "v1"), ("input", "legacy"), ("input", "v1"))]  # fmt: skip
     old, new = both(fixture_connection(events), "session_id_coverage", {})
     assert same(old, new), (old, new)
+
+
+def test_memory_per_process_ties_on_end_time_pick_by_key():
+    """Requests of one process that end at one instant (7 such pairs in the 1.57 M bench logs):
+    the k-th by end time is the one with the smaller (session, request) key, whatever order
+    DuckDB's threads read them in, so the settled value cannot change between runs."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {"session_id": f"s{i}", "request_id": "r1", "host": "h", "pid": 1,
+         "start_ts": t0, "end_ts": t0 + timedelta(seconds=10), "reserved_mb_after": float(i)}
+        for i in (9, 3, 7, 1)
+    ]  # fmt: skip
+    for order in (rows, rows[::-1], rows[1:] + rows[:1]):
+        con = fixture_connection(requests=order)
+        settled, mid = con.execute(
+            "SELECT reserved_settled_mb, reserved_mid_mb FROM ("
+            + load_query("memory_per_process")
+            + ")"
+        ).fetchall()[0]
+        assert (settled, mid) == (1.0, 7.0)  # keys s1 < s3 < s7 < s9: 1st and 3rd of 4
