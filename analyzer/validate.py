@@ -299,6 +299,9 @@ def duckdb_reason(message: str) -> str:
 
 
 def add_bad(f: FileStats, line: int, reason: str) -> None:
+    # A grown file's tail is read from a copy: its line numbers count from the tail's start.
+    line += f.line_base
+    f.last_bad = max(f.last_bad, line)
     f.bad_lines += 1
     if len(f.samples) < SAMPLES_PER_FILE:
         f.samples.append({"file": f.display, "line": int(line), "reason": reason})
