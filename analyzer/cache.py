@@ -13,7 +13,8 @@ are kept, not re-read. Without a cache (``--no-cache``) no file is ever skipped 
 ``--cache PATH`` replaces only a file it can prove is a dslogs cache (a DuckDB file holding the
 ``meta`` table with a ``schema_version``): anything else there is a one-line error (exit 2),
 never deleted. The default location (ours alone) is rebuilt when it cannot be opened. A
-file that changed (today's growing file) is read again and replaces its old rows. Files that no
+file that grew (today's file, appended to) has only its new lines read (``catalogue.grown``); one
+that changed otherwise is read again and replaces its old rows. Files that no
 longer exist are dropped. The cache carries ``SCHEMA_VERSION``; any other version is rebuilt.
 Another process holding the file (DuckDB locks a database against other processes) makes the
 run go on without a cache, with one line on stderr.
