@@ -105,12 +105,16 @@ def cron(args) -> int:
         setups[name] = (tree, logdir, copy_, env)
     res: dict[str, dict] = {}
     for name, (tree, logdir, _, env) in setups.items():
-        res[f"cold ({name})"] = probe_in(tree, [*DSLOGS, "analyze", str(logdir), "--format", "json"], env)
+        res[f"cold ({name})"] = probe_in(
+            tree, [*DSLOGS, "analyze", str(logdir), "--format", "json"], env
+        )
     steps: dict[str, list[dict]] = {name: [] for name in trees}
     bare: list[dict] = []
     sessions: dict[str, list] = {name: [] for name in trees}
     for i in range(args.hours):
-        end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(hours=first_hour + i + 1)
+        end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(
+            hours=first_hour + i + 1
+        )
         since = (end - timedelta(days=1)).isoformat()
         for name, (tree, logdir, copy_, env) in setups.items():
             with open(plain, "rb") as src, open(copy_, "ab") as dst:
@@ -130,7 +134,11 @@ def cron(args) -> int:
     shutil.rmtree(work, ignore_errors=True)
 
     def mean(runs: list[dict], key: str) -> float:
-        return sum(r[key] for r in runs) / len(runs) if runs and all(r["rc"] == 0 for r in runs) else float("nan")
+        return (
+            sum(r[key] for r in runs) / len(runs)
+            if runs and all(r["rc"] == 0 for r in runs)
+            else float("nan")
+        )
 
     b_wall, b_cpu = mean(bare, "wall"), mean(bare, "cpu")
     print(f"{len(files)} files; {plain.name} grows by one hour per run, {args.hours} runs "
@@ -138,7 +146,9 @@ def cron(args) -> int:
     print(f"{'run':26} {'wall s':>7} {'cpu s':>7} {'wall/bare':>10} {'cpu/bare':>9}")
     print(f"{'bare scan (mean)':26} {b_wall:7.2f} {b_cpu:7.2f}")
     for name, r in res.items():
-        print(f"{name:26} {r['wall']:7.2f} {r['cpu']:7.2f} {ratio(r['wall'], b_wall):>10} {ratio(r['cpu'], b_cpu):>9}")
+        print(
+            f"{name:26} {r['wall']:7.2f} {r['cpu']:7.2f} {ratio(r['wall'], b_wall):>10} {ratio(r['cpu'], b_cpu):>9}"
+        )
     for name in trees:
         for i, r in enumerate(steps[name]):
             label = f"cron {name} +{i + 1} h"
@@ -148,7 +158,9 @@ def cron(args) -> int:
             print(f"{label:26} {r['wall']:7.2f} {r['cpu']:7.2f} {ratio(r['wall'], b_wall):>10} "
                   f"{ratio(r['cpu'], b_cpu):>9}  sessions, events {sessions[name][i]}")  # fmt: skip
         w, c = mean(steps[name], "wall"), mean(steps[name], "cpu")
-        print(f"{'cron ' + name + ' (mean)':26} {w:7.2f} {c:7.2f} {ratio(w, b_wall):>10} {ratio(c, b_cpu):>9}")
+        print(
+            f"{'cron ' + name + ' (mean)':26} {w:7.2f} {c:7.2f} {ratio(w, b_wall):>10} {ratio(c, b_cpu):>9}"
+        )
     if len(trees) == 2:
         w = [mean(steps[n], "wall") for n in trees]
         c = [mean(steps[n], "cpu") for n in trees]
@@ -163,7 +175,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cron", action="store_true", help="the hourly cron over a growing file")
     ap.add_argument("--hours", type=int, default=3, help="cron: runs, one hour of growth each")
-    ap.add_argument("--baseline", type=Path, help="cron: also run this tree's code (e.g. /work/main)")
+    ap.add_argument(
+        "--baseline", type=Path, help="cron: also run this tree's code (e.g. /work/main)"
+    )
     args = ap.parse_args()
     if args.cron:
         return cron(args)
