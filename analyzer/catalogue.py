@@ -131,10 +131,17 @@ def plan(
             # Renamed by rotation or gzipped: the rows are already there.
             if rec and rec[0] != other[0]:
                 dropped_ids.append(rec[0])
+            # its bad lines' samples name the file as it is now shown (as a read of it would)
+            (samples,) = con.execute(
+                f"SELECT samples FROM {store}.files WHERE file_id = ?", [other[0]]
+            ).fetchall()[0]
+            renamed_samples = [{**x, "file": lf.display} for x in json.loads(samples or "[]")]
             con.execute(
-                f"UPDATE {store}.files SET path = ?, display = ?, size = ?, mtime_ns = ? WHERE file_id = ?",
-                [resolved, lf.display, lf.size, lf.mtime_ns, other[0]],
-            )
+                f"UPDATE {store}.files SET path = ?, display = ?, size = ?, mtime_ns = ?, samples = ? "
+                "WHERE file_id = ?",
+                [resolved, lf.display, lf.size, lf.mtime_ns,
+                 json.dumps(renamed_samples, ensure_ascii=False), other[0]],
+            )  # fmt: skip
             known.pop(other[1], None)
             run.append(stats_from(lf, resolved, other[0], fp))
             claimed.add(other[0])

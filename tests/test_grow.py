@@ -208,12 +208,32 @@ def test_the_hourly_cron_over_a_growing_file_reads_only_the_tail(tmp_path, reads
     assert got == want and got[4] == 1  # the completed line is read once, no longer bad
     assert [s["line"] for s in got[5]] == [bad_line] and got[5][0]["reason"].startswith("malformed")
     assert derived(cache) == derived(_fresh(logs, tmp_path / "fresh2.duckdb"))
+    # the record's fingerprint, carried on over the tail, is the whole file's (a rotation that
+    # renames or gzips it then finds its rows)
+    import duckdb
+
+    from analyzer.cache import fingerprint
+
+    con = duckdb.connect(str(cache), read_only=True)
+    (fp,) = con.execute("SELECT fingerprint FROM files").fetchall()[0]
+    con.close()
+    assert fp == fingerprint(live)
 
     # windows over the grown cache come from the derived tables (the cron's --since)
     app.t.close()
     for since in ("2026-11-24T08:50:00", "2026-11-24T09:30:00"):
         warm, cold = both(logs, cache, since=time_at(since))
         assert stable(warm) == stable(cold)
+
+    # the day is over: rotated and gzipped, its rows are found by content, not read again
+    import gzip
+
+    gz = live.with_name(live.name + ".gz")
+    gz.write_bytes(gzip.compress(live.read_bytes()))
+    live.unlink()
+    reads.clear()
+    warm, cold = both(logs, cache)
+    assert stable(warm) == stable(cold) and reads[0][2] == 0 and warm["ingest"]["renamed_files"] == 1
 
 
 def time_at(local: str) -> str:
