@@ -90,6 +90,9 @@ def touch_derived(con, store: str, file_ids: list[int]) -> None:
     they are read."""
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched (session_id VARCHAR)")
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched_free (n BIGINT)")
+    con.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched_span (t0 TIMESTAMPTZ, t1 TIMESTAMPTZ)"
+    )
     if not file_ids:
         return
     con.execute(
@@ -99,6 +102,7 @@ def touch_derived(con, store: str, file_ids: list[int]) -> None:
         "INSERT INTO _dslogs_touched_free SELECT count(*) FROM _dslogs_rows "
         "WHERE session_id IS NULL AND request_id IS NOT NULL"
     )
+    con.execute("INSERT INTO _dslogs_touched_span SELECT min(ts), max(ts) FROM _dslogs_rows")
     con.execute(
         "INSERT INTO _dslogs_touched SELECT DISTINCT session_id FROM _dslogs_rows WHERE session_id IS NOT NULL"
     )
@@ -119,10 +123,25 @@ def update_derived(con, store: str) -> None:
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _dslogs_touched_ids AS SELECT DISTINCT session_id FROM _dslogs_touched"
     )
+    # Their events lie in the rows' span or, for those read before, in the touched sessions'
+    # spans in sessions_all (the requests' without a session in requests_all): a ts range the
+    # scan prunes by the events' zonemaps (every stored event has a ts: the reader drops those
+    # without one as bad lines).
+    free_span = (
+        f"UNION ALL SELECT min(start_ts), max(end_ts) FROM {store}.requests_all WHERE session_id IS NULL"
+        if free
+        else ""
+    )
+    lo, hi = con.execute(
+        "SELECT min(t0), max(t1) FROM (SELECT t0, t1 FROM _dslogs_touched_span UNION ALL "
+        f"SELECT min(first_ts), max(last_ts) FROM {store}.sessions_all SEMI JOIN _dslogs_touched_ids "
+        f"USING (session_id) {free_span})"
+    ).fetchall()[0]
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_events AS SELECT * FROM {store}.events "
-        "WHERE session_id IN (SELECT session_id FROM _dslogs_touched_ids)"
-        + (" OR (session_id IS NULL AND request_id IS NOT NULL)" if free else "")
+        "WHERE ts >= $lo AND ts <= $hi AND (session_id IN (SELECT session_id FROM _dslogs_touched_ids)"
+        + (" OR (session_id IS NULL AND request_id IS NOT NULL))" if free else ")"),
+        {"lo": lo, "hi": hi},
     )
     # The samples their RSS slopes read: every process sample (whatever its session) of each
     # session's (host, pid) as sessions.sql takes it, within their span (a slope over a span
@@ -161,6 +180,7 @@ def update_derived(con, store: str) -> None:
     for t in (
         "touched",
         "touched_free",
+        "touched_span",
         "touched_ids",
         "grow_events",
         "grow_requests",
