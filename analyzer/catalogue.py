@@ -16,6 +16,8 @@ from pathlib import Path
 from analyzer import cache as cache_mod
 from analyzer.discovery import Discovery, LogFile
 
+SAMPLES_PER_FILE = 5  # bad-line samples kept per file (validate.add_bad; record_tails)
+
 
 @dataclass
 class FileStats:
@@ -302,8 +304,6 @@ def record_tails(con, store: str, tails: list[FileStats]) -> list[str]:
     lines (the unterminated last line the previous read counted bad is read again in the tail:
     taken back) and its first samples, size, mtime, fingerprint, file_ends. The legacy sessions
     the tails hold."""
-    from analyzer.validate import SAMPLES_PER_FILE
-
     legacy: list[str] = []
     for t in tails:
         g = t.grow

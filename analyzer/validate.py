@@ -16,13 +16,12 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from analyzer.catalogue import FileStats
+from analyzer.catalogue import SAMPLES_PER_FILE, FileStats
 from analyzer.columns import RAW_COLUMNS, STRUCT_TYPES
 
 MAX_LINE_BYTES = (
     16 << 20
 )  # a longer line is damage (a dumped tensor, a missing newline), not an event
-SAMPLES_PER_FILE = 5
 
 # What makes a line bad, in the order it is judged:
 LINE_RULES = (
