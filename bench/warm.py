@@ -22,7 +22,8 @@ Target: warm <= 0.5x bare (wall). The sessions in each window are printed (targe
 cron: the hourly cron over today's growing file. The data set's last (plain) file is copied into
 a temporary folder cut at ``--hours`` before its day's end (the other files are symlinked, never
 written); one cold `analyze` (no window) fills the cache, then each hour the copy grows by that
-hour's lines and `analyze --since <hour end - 1 day>` runs: wall and CPU-s per run, against
+hour's lines and `analyze --since <hour end - 1 day>` (``--whole``: no window) runs: wall and
+CPU-s per run, against
 the bare scan of the same files, and against the same runs of the ``--baseline`` tree (each
 tree its own copy and cache), side by side in one run.
 """
@@ -120,7 +121,8 @@ def cron(args) -> int:
             with open(plain, "rb") as src, open(copy_, "ab") as dst:
                 src.seek(offsets[i])
                 dst.write(src.read(offsets[i + 1] - offsets[i]))
-            cmd = [*DSLOGS, "analyze", str(logdir), "--format", "json", "--since", since]
+            cmd = [*DSLOGS, "analyze", str(logdir), "--format", "json"]
+            cmd += [] if args.whole else ["--since", since]
             steps[name].append(probe_in(tree, cmd, env))
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=tree,
                                  env={**env, "PYTHONPATH": str(tree)})  # fmt: skip
@@ -175,6 +177,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cron", action="store_true", help="the hourly cron over a growing file")
     ap.add_argument("--hours", type=int, default=3, help="cron: runs, one hour of growth each")
+    ap.add_argument("--whole", action="store_true", help="cron: no --since (every run: all days)")
     ap.add_argument(
         "--baseline", type=Path, help="cron: also run this tree's code (e.g. /work/main)"
     )
