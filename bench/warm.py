@@ -23,9 +23,8 @@ cron: the hourly cron over today's growing file. The data set's last (plain) fil
 a temporary folder cut at ``--hours`` before its day's end (the other files are symlinked, never
 written); one cold `analyze` (no window) fills the cache, then each hour the copy grows by that
 hour's lines and `analyze --since <hour end - 1 day>` (``--whole``: no window) runs: wall and
-CPU-s per run, against
-the bare scan of the same files, and against the same runs of the ``--baseline`` tree (each
-tree its own copy and cache), side by side in one run.
+CPU-s per run, against the bare scan of the same files, and against the same runs of the
+``--baseline`` tree (each tree its own copy and cache), side by side in one run.
 """
 
 from __future__ import annotations
