@@ -233,7 +233,9 @@ def test_the_hourly_cron_over_a_growing_file_reads_only_the_tail(tmp_path, reads
     live.unlink()
     reads.clear()
     warm, cold = both(logs, cache)
-    assert stable(warm) == stable(cold) and reads[0][2] == 0 and warm["ingest"]["renamed_files"] == 1
+    assert (
+        stable(warm) == stable(cold) and reads[0][2] == 0 and warm["ingest"]["renamed_files"] == 1
+    )
 
 
 def time_at(local: str) -> str:
@@ -402,3 +404,59 @@ def test_a_growing_file_beside_new_and_deleted_ones(tmp_path, reads):
     warm, cold = both(logs, cache)
     assert stable(warm) == stable(cold) and reads[0][2] == 0 and reads[0][3:] == (True, False)
     assert derived(cache) == derived(_fresh(logs, tmp_path / "fresh-after.duckdb"))
+
+
+DAMAGE = [
+    b'{"v": 1, "ts": "2026-11-24T09:00:00Z", "stage": \n',  # malformed JSON
+    b"[1, 2, 3]\n",  # not an object
+    b'{"v": 1, "ts": "2026-11-24T09:00:00Z", "stage": "decode", "pid": "x", "host": "h1"}\n',
+    b"   \n",  # blank: not a line, not counted
+    b'{"v": 1, "ts": "2026-11-24T09:00:00Z", "stage": "queue", "note": "a\\rb", "host": "h1"}\r\n',
+    b'{"v": 1, "stage": "decode", "host": "h1"}\n',  # no time
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_any_cut_points_give_the_rows_and_bad_lines_of_a_whole_read(tmp_path, seed, reads):
+    # a damaged live file grown through random cut points (mid-line most of the time): rows,
+    # bad lines and their samples (true line numbers) equal a read of the whole file each time
+    import random
+    from datetime import datetime, timedelta
+
+    from tests.ingest_lines import dumps, v1_request
+
+    rng = random.Random(seed)
+    t0 = datetime(2026, 11, 24, 8, 0)
+    parts: list[bytes] = []
+    for i in range(60):
+        sid = f"s{i % 7}"
+        parts += [
+            (dumps(e) + "\n").encode() for e in v1_request(sid, f"r{i}", t0 + timedelta(minutes=i))
+        ]
+        if i % 12 == 5:
+            parts.append(DAMAGE[(i // 12 + seed) % len(DAMAGE)])
+    data = b"".join(parts)
+    logs, cache = tmp_path / "logs", tmp_path / "c.duckdb"
+    logs.mkdir()
+    live = logs / "ds15b_20261124.jsonl"
+    cuts = sorted(rng.sample(range(1, len(data)), 6)) + [len(data)]
+    tails = 0
+    for cut in cuts:
+        live.write_bytes(data[:cut])
+        reads.clear()
+        got, want = counts(logs, cache), counts(logs, None)
+        assert got == want, cut
+        tails += reads[0][0]
+        with open_logs([str(logs)], cache=cache) as db:
+            rows = db.con.execute(
+                "SELECT * EXCLUDE (source_file) FROM events ORDER BY ALL"
+            ).fetchall()
+        with open_logs([str(logs)], use_cache=False) as db:
+            assert (
+                rows
+                == db.con.execute(
+                    "SELECT * EXCLUDE (source_file) FROM events ORDER BY ALL"
+                ).fetchall()
+            )
+    assert tails >= 3  # most steps read only the tail (a cut right after a whole JSON line
+    # without its LF makes a row of it: that step's next grow is read whole)
