@@ -38,9 +38,7 @@ class FileStats:
     line_base: int = 0  # lines before this read (a grown file's tail: the lines read before)
     last_bad: int = 0  # the last bad line's number (is the unterminated last line one?)
     scan: dict | None = None  # lines and read_end, from the fingerprint's pass (cache.fingerprint)
-    grow: dict | None = (
-        None  # a tail read: the file's record it extends (``plan``, ``record_tails``)
-    )
+    grow: dict | None = None  # a tail read: the record it extends (plan, record_tails)
 
 
 def stats_from(lf: LogFile, resolved: str, file_id: int, fp: str | None) -> FileStats:
