@@ -13,7 +13,8 @@ are kept, not re-read. Without a cache (``--no-cache``) no file is ever skipped 
 ``--cache PATH`` replaces only a file it can prove is a dslogs cache (a DuckDB file holding the
 ``meta`` table with a ``schema_version``): anything else there is a one-line error (exit 2),
 never deleted. The default location (ours alone) is rebuilt when it cannot be opened. A
-file that changed (today's growing file) is read again and replaces its old rows. Files that no
+file that grew (today's file, appended to) has only its new lines read (``catalogue.grown``); one
+that changed otherwise is read again and replaces its old rows. Files that no
 longer exist are dropped. The cache carries ``SCHEMA_VERSION``; any other version is rebuilt.
 Another process holding the file (DuckDB locks a database against other processes) makes the
 run go on without a cache, with one line on stderr.
@@ -48,13 +49,15 @@ def default_cache_path(files: list[Path]) -> Path:
     return cache_home() / f"{label}-{digest}.duckdb"
 
 
-def fingerprint(path: Path) -> str | None:
+def fingerprint(path: Path, lines: dict | None = None) -> str | None:
     """Identity of a log's content, plain or gzipped: decompressed length, CRC-32 of the whole
     decompressed content and the SHA-1 of its first 64 KiB. A plain file is read whole for its
     CRC (it is about to be read anyway, and the page cache keeps it); a ``.gz`` carries the
     CRC-32 and length of its content in its trailer (RFC 1952), so only its head is inflated.
     Two different logs never share one by accident (same size and head is not enough: the whole
-    content counts). None when the file cannot be read (it is then read, and fails, normally)."""
+    content counts). None when the file cannot be read (it is then read, and fails, normally).
+    ``lines`` (a plain file): filled in the same pass with ``lines`` (LF count) and ``read_end``
+    (the offset after the last LF), what a later tail read of the grown file starts from."""
     try:
         if path.name.endswith(".gz"):
             with open(path, "rb") as fh:
@@ -64,13 +67,18 @@ def fingerprint(path: Path) -> str | None:
             with gzip.open(path, "rb") as fh:
                 head = fh.read(FINGERPRINT_BYTES)
         else:
-            crc, length, head = 0, 0, b""
+            crc, length, head, lfs, end = 0, 0, b"", 0, 0
             with open(path, "rb") as fh:
                 while chunk := fh.read(1 << 20):
                     if not head:
                         head = chunk[:FINGERPRINT_BYTES]
                     crc = zlib.crc32(chunk, crc)
+                    if lines is not None and (n := chunk.count(b"\n")):
+                        lfs += n
+                        end = length + chunk.rfind(b"\n") + 1
                     length += len(chunk)
+            if lines is not None:
+                lines.update(lines=lfs, read_end=end, size=length)
             length %= 1 << 32
     except (OSError, EOFError, gzip.BadGzipFile, struct.error, zlib.error):
         # zlib.error: a .gz damaged within its first 64 KiB.

@@ -60,6 +60,8 @@ class LogDB:
     tz: str
     files: list[str] = field(default_factory=list)
     cache_path: Path | None = None
+    read_bytes: int = 0  # bytes read from the logs by this run (a grown file's tail only)
+    tail_files: int = 0  # grown files of which only the new bytes were read
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def close(self) -> None:
@@ -157,24 +159,38 @@ def _load(
         storage.create_store(con, store)
     reader = Reader(con, store, zone, workdir)
 
-    plan = catalogue.plan(con, store, found, zone, readonly)
+    # The cache's derived tables, when they hold every cached file now, are kept in step with
+    # this run's changes (viewdefs.update_derived) rather than rebuilt.
+    in_step = store == "dslogs_cache" and not readonly and viewdefs.derived_in_sync(con, store)
+    plan = catalogue.plan(con, store, found, zone, readonly, workdir)
     run, to_read, skipped = plan.run, plan.to_read, plan.skipped
+    if in_step:
+        viewdefs.touch_derived(con, store, plan.dropped_ids)
     legacy_sessions = catalogue.drop(con, store, plan.dropped_ids)
 
-    total = sum(f.size for f in to_read)
-    with _progress(total, len(to_read)) as bar:
+    reading = to_read + plan.tails
+    total = sum(f.size for f in reading)
+    with _progress(total, len(reading)) as bar:
         task = bar.add_task("read", total=total) if bar is not None else None
         reader.read(
-            to_read, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None
+            reading, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None
         )
+    db.read_bytes, db.tail_files = total, len(plan.tails)
+    if in_step:
+        viewdefs.touch_derived(con, store, [f.file_id for f in reading])
 
     legacy_sessions += catalogue.record(con, store, to_read, zone, plan.next_id, readonly)
+    if store == "dslogs_cache" and not readonly:
+        catalogue.record_ends(con, store, to_read)
+        legacy_sessions += catalogue.record_tails(con, store, plan.tails)
     storage.number_legacy_requests(con, store, legacy_sessions)
+    if in_step and (reading or plan.dropped_ids or plan.renamed):
+        viewdefs.update_derived(con, store)
     ids = [f.file_id for f in run]
     derived = None
     if store == "dslogs_cache" and not found.datasets:
         derived = viewdefs.refresh_derived(con, store, run, lo, hi,
-                                           changed=bool(to_read or plan.dropped_ids or plan.renamed),
+                                           changed=bool(to_read or plan.tails or plan.dropped_ids or plan.renamed),
                                            materialize=materialize, readonly=readonly)  # fmt: skip
     if store == "dslogs_cache" and not readonly:
         storage.reattach_read_only(con, db.cache_path)
@@ -217,7 +233,7 @@ def _load(
         "pruned_files": len(found.pruned),
         "unreadable_files": unreadable,
         "duplicate_files": plan.duplicates,
-        "read_files": len(to_read),
+        "read_files": len(to_read) + len(plan.tails),
         "cached_files": plan.reused + plan.renamed,
         "renamed_files": plan.renamed,
         "cache": str(db.cache_path) if db.cache_path else None,

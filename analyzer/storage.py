@@ -33,6 +33,11 @@ def create_store(con, store: str) -> None:
             fingerprint VARCHAR, tz VARCHAR, rows BIGINT, legacy_rows BIGINT, bad_lines BIGINT,
             samples VARCHAR, unreadable VARCHAR, first_ts TIMESTAMPTZ, last_ts TIMESTAMPTZ)"""
     )
+    # Where the last read of each plain file stopped (catalogue.grown: a grown file's tail read).
+    con.execute(
+        f"""CREATE TABLE IF NOT EXISTS {store}.file_ends (
+            file_id INTEGER PRIMARY KEY, read_end BIGINT, lines BIGINT, frag INTEGER, end_hash VARCHAR)"""
+    )
     exists = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'events'",
         [store],

@@ -16,13 +16,12 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from analyzer.catalogue import FileStats
+from analyzer.catalogue import SAMPLES_PER_FILE, FileStats
 from analyzer.columns import RAW_COLUMNS, STRUCT_TYPES
 
 MAX_LINE_BYTES = (
     16 << 20
 )  # a longer line is damage (a dumped tensor, a missing newline), not an event
-SAMPLES_PER_FILE = 5
 
 # What makes a line bad, in the order it is judged:
 LINE_RULES = (
@@ -299,6 +298,9 @@ def duckdb_reason(message: str) -> str:
 
 
 def add_bad(f: FileStats, line: int, reason: str) -> None:
+    # A grown file's tail is read from a copy: its line numbers count from the tail's start.
+    line += f.line_base
+    f.last_bad = max(f.last_bad, line)
     f.bad_lines += 1
     if len(f.samples) < SAMPLES_PER_FILE:
         f.samples.append({"file": f.display, "line": int(line), "reason": reason})

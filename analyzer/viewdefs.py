@@ -57,6 +57,138 @@ def refresh_derived(
     return True
 
 
+# -- keeping the derived tables in step with new and dropped rows --------------------------------
+#
+# requests_all/sessions_all hold the views over every cached file (derived_key over all
+# records). When rows are added (a grown file's tail, a new file) or dropped, only the rows they
+# can change are computed again: each request and session row is a function of its session's
+# events (requests without a session: of all of those, one turn_index sequence), and a
+# session's RSS slope of its process's samples between its first and last event. So the touched
+# sessions are those with an event among the rows, and those whose (host, pid) and time span
+# take in a process sample among them; their rows are deleted and computed again from the
+# store's events, by the same SQL. Then the key is the one of the records as they now are.
+
+
+def derived_in_sync(con, store: str) -> bool:
+    """True when the cache's derived tables hold the views over every cached file."""
+    if store == "memory":
+        return False
+    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
+    return bool(stored) and stored[0][0] == _records_key(con, store)
+
+
+def _records_key(con, store: str) -> str | None:
+    files = con.execute(f"SELECT file_id, size, mtime_ns FROM {store}.files").fetchall()
+    return derived_key(
+        [FileStats(fid, "", "", size, mtime, None) for fid, size, mtime in files], None, None
+    )
+
+
+def touch_derived(con, store: str, file_ids: list[int]) -> None:
+    """Add the sessions the rows of ``file_ids`` touch to _dslogs_touched (and whether they hold
+    a request without a session to _dslogs_touched_free); before those rows are dropped, after
+    they are read."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched (session_id VARCHAR)")
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched_free (n BIGINT)")
+    con.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS _dslogs_touched_span (t0 TIMESTAMPTZ, t1 TIMESTAMPTZ)"
+    )
+    if not file_ids:
+        return
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dslogs_rows AS SELECT session_id, request_id, stage, rss_mb, "
+        f"host, pid, ts FROM {store}.events WHERE list_contains(?, file_id)", [file_ids])  # fmt: skip
+    con.execute(
+        "INSERT INTO _dslogs_touched_free SELECT count(*) FROM _dslogs_rows "
+        "WHERE session_id IS NULL AND request_id IS NOT NULL"
+    )
+    con.execute("INSERT INTO _dslogs_touched_span SELECT min(ts), max(ts) FROM _dslogs_rows")
+    con.execute(
+        "INSERT INTO _dslogs_touched SELECT DISTINCT session_id FROM _dslogs_rows WHERE session_id IS NOT NULL"
+    )
+    # the sessions whose RSS slope takes in one of the rows' process samples
+    con.execute(
+        f"INSERT INTO _dslogs_touched SELECT DISTINCT s.session_id FROM {store}.sessions_all AS s "
+        "JOIN (SELECT host, pid, min(ts) AS t0, max(ts) AS t1 FROM _dslogs_rows "
+        "      WHERE stage = 'process_sample' AND rss_mb IS NOT NULL GROUP BY host, pid) AS p "
+        "ON p.host = s.host AND p.pid = s.pid AND s.first_ts <= p.t1 AND s.last_ts >= p.t0"
+    )
+    con.execute("DROP TABLE _dslogs_rows")
+
+
+def update_derived(con, store: str) -> None:
+    """Compute the rows of the touched sessions (touch_derived) again from the store's events
+    and key the tables by the records as they now are."""
+    free = con.execute("SELECT coalesce(sum(n), 0) > 0 FROM _dslogs_touched_free").fetchall()[0][0]
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _dslogs_touched_ids AS SELECT DISTINCT session_id FROM _dslogs_touched"
+    )
+    # Their events lie in the rows' span or, for those read before, in the touched sessions'
+    # spans in sessions_all (the requests' without a session in requests_all): a ts range the
+    # scan prunes by the events' zonemaps (every stored event has a ts: the reader drops those
+    # without one as bad lines).
+    free_span = (
+        f"UNION ALL SELECT min(start_ts), max(end_ts) FROM {store}.requests_all WHERE session_id IS NULL"
+        if free
+        else ""
+    )
+    lo, hi = con.execute(
+        "SELECT min(t0), max(t1) FROM (SELECT t0, t1 FROM _dslogs_touched_span UNION ALL "
+        f"SELECT min(first_ts), max(last_ts) FROM {store}.sessions_all SEMI JOIN _dslogs_touched_ids "
+        f"USING (session_id) {free_span})"
+    ).fetchall()[0]
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_events AS SELECT * FROM {store}.events "
+        "WHERE ts >= $lo AND ts <= $hi AND (session_id IN (SELECT session_id FROM _dslogs_touched_ids)"
+        + (" OR (session_id IS NULL AND request_id IS NOT NULL))" if free else ")"),
+        {"lo": lo, "hi": hi},
+    )
+    # The samples their RSS slopes read: every process sample (whatever its session) of each
+    # session's (host, pid) as sessions.sql takes it, within their span (a slope over a span
+    # is the same without the samples outside it).
+    span = con.execute(
+        "SELECT min(ts), max(ts) FROM _dslogs_grow_events WHERE session_id IS NOT NULL"
+    ).fetchall()[0]
+    con.execute(
+        f"INSERT INTO _dslogs_grow_events SELECT * FROM {store}.events WHERE stage = 'process_sample' "
+        "AND ts >= $t0 AND ts <= $t1 "
+        "AND NOT coalesce(session_id IN (SELECT session_id FROM _dslogs_touched_ids), false) "
+        + ("AND NOT (session_id IS NULL AND request_id IS NOT NULL) " if free else "")
+        + "AND (host, pid) IN (SELECT min(host), min(pid) FROM _dslogs_grow_events "
+        "WHERE session_id IS NOT NULL GROUP BY session_id)",
+        {"t0": span[0], "t1": span[1]},
+    )
+    requests = view_sql("requests").replace("FROM events", "FROM _dslogs_grow_events")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_requests AS {requests}")
+    sessions = (
+        view_sql("sessions")
+        .replace("FROM events", "FROM _dslogs_grow_events")
+        .replace("FROM requests", "FROM _dslogs_grow_requests")
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_sessions AS {sessions}")
+    gone = "session_id IN (SELECT session_id FROM _dslogs_touched_ids)"
+    con.execute(
+        f"DELETE FROM {store}.requests_all WHERE {gone}"
+        + (" OR session_id IS NULL" if free else "")
+    )
+    con.execute(f"INSERT INTO {store}.requests_all SELECT * FROM _dslogs_grow_requests")
+    con.execute(f"DELETE FROM {store}.sessions_all WHERE {gone}")
+    con.execute(f"INSERT INTO {store}.sessions_all SELECT * FROM _dslogs_grow_sessions")
+    con.execute(
+        f"INSERT OR REPLACE INTO {store}.meta VALUES ('derived_key', ?)", [_records_key(con, store)]
+    )
+    for t in (
+        "touched",
+        "touched_free",
+        "touched_span",
+        "touched_ids",
+        "grow_events",
+        "grow_requests",
+        "grow_sessions",
+    ):
+        con.execute(f"DROP TABLE IF EXISTS _dslogs_{t}")
+
+
 def define_views(
     con,
     store: str,
@@ -112,6 +244,7 @@ def define_views(
 # on where the process's samples start). Only the sessions the window's edges cut (and requests
 # without a session) are computed again, from the window's events: a sliding window costs the
 # copy of the stored rows plus its edges, not a recomputation of every request.
+
 
 def _window_select(table: str, store: str) -> str:
     """``table`` (requests or sessions) of the window: the stored rows of the sessions inside it,

@@ -19,6 +19,16 @@ that tree's code (its own cache, filled by its own cold run), interleaved run by
 tree's: before/after in one run.
 
 Target: warm <= 0.5x bare (wall). The sessions in each window are printed (target: 50 k+).
+
+    .venv/bin/python bench/warm.py --cron [--data bench/data/ingest-5000000] [--hours 3]
+        [--base /work/main]
+
+cron: the hourly cron over today's growing file. The data set's last (plain) file is copied into
+a temporary folder cut at ``--hours`` before its day's end (the other files are symlinked, never
+written); one cold `analyze` (no window) fills the cache, then each hour the copy grows by that
+hour's lines and `analyze --since <hour end - 1 day>` (``--whole``: no window) runs: wall and
+CPU-s per run, against the bare scan of the same files, and against the same runs of the
+``--base`` tree (each tree its own copy and cache), side by side in one run.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,12 +68,124 @@ def sessions_in(cmd: list[str], env: dict) -> int | None:
         return None
 
 
+def hour_offsets(plain: Path, day: date, first_hour: int) -> list[int]:
+    """Byte offsets of the first line at or after each hour from ``first_hour`` to the day's
+    end (the file's size last); the file is in time order (one writer)."""
+    marks = [f'"ts":"{day.isoformat()}T{h:02d}:' for h in range(first_hour, 24)]
+    offsets, pos = [], 0
+    with open(plain, "rb") as fh:
+        for line in fh:
+            text = line[:40].decode("utf-8", "replace")
+            while len(offsets) < len(marks) and marks[len(offsets)] in text:
+                offsets.append(pos)
+            pos += len(line)
+    if len(offsets) < len(marks):
+        raise SystemExit(f"{plain}: no lines for every hour from {first_hour}:00")
+    return [*offsets, pos]
+
+
+def cron(args) -> int:
+    files = sorted(p for p in args.data.rglob("*.jsonl*"))
+    plain = [p for p in files if not p.name.endswith(".gz")][-1]
+    m = re.search(r"_(\d{8})", plain.name)
+    day = date(int(m.group(1)[:4]), int(m.group(1)[4:6]), int(m.group(1)[6:]))
+    first_hour = 24 - args.hours
+    offsets = hour_offsets(plain, day, first_hour)
+    trees = {"after": ROOT}
+    if args.base:
+        trees = {"before": args.base.resolve(), **trees}
+    work = Path(tempfile.mkdtemp(prefix="dslogs-cron-"))
+    setups = {}
+    for name, tree in trees.items():
+        logdir = work / name / plain.parent.name
+        logdir.mkdir(parents=True)
+        for p in files:
+            if p != plain:
+                (logdir / p.name).symlink_to(p.resolve())
+        copy_ = logdir / plain.name
+        with open(plain, "rb") as src, open(copy_, "wb") as dst:
+            dst.write(src.read(offsets[0]))
+        env = {**os.environ, "XDG_CACHE_HOME": str(work / name / "cache")}
+        setups[name] = (tree, logdir, copy_, env)
+    res: dict[str, dict] = {}
+    for name, (tree, logdir, _, env) in setups.items():
+        res[f"cold ({name})"] = probe_in(
+            tree, [*DSLOGS, "analyze", str(logdir), "--format", "json"], env
+        )
+    steps: dict[str, list[dict]] = {name: [] for name in trees}
+    bare: list[dict] = []
+    sessions: dict[str, list] = {name: [] for name in trees}
+    for i in range(args.hours):
+        end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(
+            hours=first_hour + i + 1
+        )
+        since = (end - timedelta(days=1)).isoformat()
+        for name, (tree, logdir, copy_, env) in setups.items():
+            with open(plain, "rb") as src, open(copy_, "ab") as dst:
+                src.seek(offsets[i])
+                dst.write(src.read(offsets[i + 1] - offsets[i]))
+            cmd = [*DSLOGS, "analyze", str(logdir), "--format", "json"]
+            cmd += [] if args.whole else ["--since", since]
+            steps[name].append(probe_in(tree, cmd, env))
+            out = subprocess.run(cmd, capture_output=True, text=True, cwd=tree,
+                                 env={**env, "PYTHONPATH": str(tree)})  # fmt: skip
+            try:
+                model = json.loads(out.stdout)
+                sessions[name].append((model["sessions_total"], model["ingest"]["events"]))
+            except (ValueError, KeyError):
+                sessions[name].append(None)
+        logdir = setups["after"][1]
+        bare.append(probe([PY, "-c", BARE, *map(str, sorted(logdir.iterdir()))]))
+    shutil.rmtree(work, ignore_errors=True)
+
+    def mean(runs: list[dict], key: str) -> float:
+        return (
+            sum(r[key] for r in runs) / len(runs)
+            if runs and all(r["rc"] == 0 for r in runs)
+            else float("nan")
+        )
+
+    b_wall, b_cpu = mean(bare, "wall"), mean(bare, "cpu")
+    print(f"{len(files)} files; {plain.name} grows by one hour per run, {args.hours} runs "
+          f"({(offsets[-1] - offsets[0]) / args.hours / 2**20:.1f} MiB per hour)")  # fmt: skip
+    print(f"{'run':26} {'wall s':>7} {'cpu s':>7} {'wall/bare':>10} {'cpu/bare':>9}")
+    print(f"{'bare scan (mean)':26} {b_wall:7.2f} {b_cpu:7.2f}")
+    for name, r in res.items():
+        print(
+            f"{name:26} {r['wall']:7.2f} {r['cpu']:7.2f} {ratio(r['wall'], b_wall):>10} {ratio(r['cpu'], b_cpu):>9}"
+        )
+    for name in trees:
+        for i, r in enumerate(steps[name]):
+            label = f"cron {name} +{i + 1} h"
+            if r["rc"] != 0:
+                print(f"{label:26} failed: {(r.get('err') or '').strip().splitlines()[-1:]}")
+                continue
+            print(f"{label:26} {r['wall']:7.2f} {r['cpu']:7.2f} {ratio(r['wall'], b_wall):>10} "
+                  f"{ratio(r['cpu'], b_cpu):>9}  sessions, events {sessions[name][i]}")  # fmt: skip
+        w, c = mean(steps[name], "wall"), mean(steps[name], "cpu")
+        print(
+            f"{'cron ' + name + ' (mean)':26} {w:7.2f} {c:7.2f} {ratio(w, b_wall):>10} {ratio(c, b_cpu):>9}"
+        )
+    if len(trees) == 2:
+        w = [mean(steps[n], "wall") for n in trees]
+        c = [mean(steps[n], "cpu") for n in trees]
+        print(f"after/before: wall {ratio(w[1], w[0])}, cpu {ratio(c[1], c[0])}; "
+              f"same answers: {sessions['before'] == sessions['after']}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "bench" / "data" / "ingest-1500000")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--base", type=Path, help="another source tree: recompute/sliding also with it")
+    ap.add_argument("--base", type=Path, help="another source tree (e.g. /work/main): "
+                    "recompute/sliding, or the cron runs, also with its code")  # fmt: skip
+    ap.add_argument("--cron", action="store_true", help="the hourly cron over a growing file")
+    ap.add_argument("--hours", type=int, default=3, help="cron: runs, one hour of growth each")
+    ap.add_argument("--whole", action="store_true", help="cron: no --since (every run: all days)")
     args = ap.parse_args()
+    if args.cron:
+        return cron(args)
     files = sorted(p.absolute() for p in args.data.rglob("*.jsonl*"))
     if not files:
         raise SystemExit(f"no logs under {args.data}: make them with bench/ingest.py --events N")
