@@ -68,6 +68,9 @@ def test_a_warm_model_equals_the_cold_one_and_is_not_recomputed(mixed, tmp_path,
     cache = tmp_path / "c.duckdb"
     first = analyze(mixed, cache)
     assert len(computed) == 2 and len(stored_keys(cache)) == 1
+    # the text kept is printed as it is: the same as rendering the model again (its ingest block
+    # and time included, the two keys stored as null)
+    assert result_cache.json_text(first) == report.report_to_json(first)
     warm = analyze(mixed, cache)
     assert len(computed) == 2, "the stored model was not reused"
     assert warm["findings"] and stable(warm) == stable(first) == stable(cold)
