@@ -385,11 +385,14 @@ CHUNK_ROWS = _FETCH_ROWS
 KEEP_DB = "_dslogs_rows"
 
 
-def _table_chunks(con, table: str, columns: list[str], types: list[str], size: int):
+def _table_chunks(con, table: str, columns: list[str], types: list[str], size: int, zone: str):
     """The rows of a kept table (``KEEP_DB``), in its order, as lists of ``size`` row dicts of the
-    values ``result_rows`` gives (Arrow batches when pyarrow is there: streamed, not copied)."""
+    values ``result_rows`` gives on a connection in time zone ``zone`` (Arrow batches when pyarrow is there: streamed, not copied)."""
     cur = con.cursor()
     try:
+        # a cursor is a connection of its own, with the default zone: timestamps are written in
+        # the run's (--tz), as on ``con``
+        cur.execute("SET TimeZone = $zone", {"zone": zone})
         if all(t in _ARROW_TYPES for t in types) and _have_arrow():
             from zoneinfo import ZoneInfo
 
@@ -549,7 +552,8 @@ class DuckDBSource:
                 self.con.execute(f"DROP TABLE {table}")
         desc = self.con.execute(f"SELECT * FROM {table} LIMIT 0").description
         columns, types = [d[0] for d in desc], [str(d[1]) for d in desc]
-        chunks = partial(_table_chunks, self.con, table, columns, types, CHUNK_ROWS)
+        (zone,) = self.con.execute("SELECT current_setting('TimeZone')").fetchone()
+        chunks = partial(_table_chunks, self.con, table, columns, types, CHUNK_ROWS, zone)
         return LazyRows(columns, n, chunks, close=partial(self._drop, table))
 
     def _drop(self, table: str) -> None:
