@@ -18,10 +18,12 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache, partial
+from pathlib import Path
 from typing import Protocol
 
 import duckdb
 
+from analyzer.columns import sql_literal
 from analyzer.resources import load_query, memory_limit, query_names
 from analyzer.rows import LazyRows, Rows
 from analyzer.thresholds import defaults
@@ -383,6 +385,7 @@ CHUNK_ROWS = _FETCH_ROWS
 # connection's temp schema: a table is read on a cursor of its own (con.cursor(), a second
 # connection to the same database), so two reads of tables can interleave.
 KEEP_DB = "_dslogs_rows"
+KEEP_ON_DISK = True
 
 
 def _table_chunks(con, table: str, columns: list[str], types: list[str], size: int, zone: str):
@@ -393,6 +396,7 @@ def _table_chunks(con, table: str, columns: list[str], types: list[str], size: i
         # a cursor is a connection of its own, with the default zone: timestamps are written in
         # the run's (--tz), as on ``con``
         cur.execute("SET TimeZone = $zone", {"zone": zone})
+        build = partial(zip, columns)
         if all(t in _ARROW_TYPES for t in types) and _have_arrow():
             from zoneinfo import ZoneInfo
 
@@ -403,7 +407,8 @@ def _table_chunks(con, table: str, columns: list[str], types: list[str], size: i
                     zone = batch.schema.field(types.index(_TZ_TYPE)).type.tz
                     to_text = _tz_iso_column(ZoneInfo(zone))
                 cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
-                yield [dict(zip(columns, row, strict=True)) for row in zip(*cols, strict=True)]
+                # dict(zip(columns, row)) per row without a Python loop (as rows.Rows)
+                yield list(map(dict, map(build, zip(*cols, strict=True))))
             return
         converters = [_converter(t) for t in types]
         cur.execute(f"SELECT * FROM {table}")
@@ -538,11 +543,25 @@ class DuckDBSource:
         sql = load_query(name).strip().rstrip(";")
         used = {k: params[k] for k in query_params(sql)}
         if not self._attached:
-            self.con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {KEEP_DB}")
+            self.con.execute(f"ATTACH IF NOT EXISTS {sql_literal(self._keep_path())} AS {KEEP_DB}")
             self._attached = True
         table = f'{KEEP_DB}."{name}"'
-        # a newline after AS: the query may open with comment lines
-        create = f"CREATE OR REPLACE TABLE {table} AS\n{sql}"
+        rel = self.con.sql(sql, params=used) if used else self.con.sql(sql)
+        # kept as the values it is read as, converted once here rather than at every read: times
+        # as ISO text in the run's zone (isoformat(timespec="milliseconds"): DuckDB's %z writes a
+        # whole-hour offset as "+08", Python as "+08:00"), NaN and inf as NULL (_finite_column)
+        select = []
+        for column, duck_type in zip(rel.columns, map(str, rel.types), strict=True):
+            quoted = '"' + column.replace('"', '""') + '"'
+            if duck_type == _TZ_TYPE:
+                select.append(f"regexp_replace(strftime({quoted}, '%Y-%m-%dT%H:%M:%S.%g%z'), "
+                              f"'([+-][0-9][0-9])$', '\\1:00') AS {quoted}")  # fmt: skip
+            elif duck_type == "DOUBLE":
+                select.append(f"CASE WHEN isfinite({quoted}) THEN {quoted} END AS {quoted}")
+            else:
+                select.append(quoted)
+        # a newline after the query: it may end with a comment line
+        create = f"CREATE OR REPLACE TABLE {table} AS SELECT {', '.join(select)} FROM (\n{sql}\n)"
         self.con.execute(create, used) if used else self.con.execute(create)
         n = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         if n <= self.lazy_rows:
@@ -555,6 +574,16 @@ class DuckDBSource:
         (zone,) = self.con.execute("SELECT current_setting('TimeZone')").fetchone()
         chunks = partial(_table_chunks, self.con, table, columns, types, CHUNK_ROWS, zone)
         return LazyRows(columns, n, chunks, close=partial(self._drop, table))
+
+    def _keep_path(self) -> str:
+        """Where the kept tables live: a database file in the run's temp folder (removed with it)
+        when there is one, stored compressed and its blocks dropped from memory without being
+        written out (DuckDB reads them back when a rule reads the table); else in memory."""
+        tmp = getattr(self.db, "_tmp", None)
+        name = getattr(tmp, "name", None)
+        if not KEEP_ON_DISK or name is None:
+            return ":memory:"
+        return str(Path(name) / "rows.duckdb")
 
     def _drop(self, table: str) -> None:
         try:
