@@ -163,3 +163,36 @@ def test_python_holds_no_row_per_session_of_the_tables_kept_in_duckdb(two_sizes,
     assert lazy4 < (eager4 - eager1) / 10, (lazy4, eager1, eager4)
     assert max(lazy_peak1, lazy_peak4) < 400_000, (lazy_peak1, lazy_peak4)
     assert lazy_peak4 < 1.5 * lazy_peak1 + 50_000, (lazy_peak1, lazy_peak4)
+
+
+@pytest.mark.parametrize(
+    "zone", ["UTC", "Asia/Kolkata", "America/New_York", "Australia/Lord_Howe", "America/St_Johns"]
+)
+def test_kept_tables_convert_times_and_non_finite_floats_as_python_does(zone, monkeypatch):
+    # DuckDBSource keeps a per-session table with its times already ISO text in the run's zone
+    # and NaN/inf as NULL (converted once, in DuckDB): exactly what result_rows writes in Python,
+    # across DST changes (an hour, or half an hour on Lord Howe), half-hour offsets, sub-millisecond
+    # times, NULLs and years before 1970 or after 2038
+    sql = """
+    SELECT 's' || i AS session_id,
+           CASE WHEN i % 9 = 0 THEN NULL
+                ELSE TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_microseconds(i * 3_600_000_123 + i % 1000) END AS first_ts,
+           CASE WHEN i % 50 = 0 THEN TIMESTAMPTZ '1969-07-20 20:17:40.9999+00'
+                WHEN i % 51 = 0 THEN TIMESTAMPTZ '2101-03-01 12:00:00+00'
+                ELSE TIMESTAMPTZ '2026-03-08 06:59:59.999+00' + to_seconds(i) END AS last_ts,
+           CASE WHEN i % 5 = 0 THEN 'nan'::DOUBLE WHEN i % 7 = 0 THEN '-inf'::DOUBLE
+                WHEN i % 11 = 0 THEN NULL ELSE i / 7.0 END AS x
+    FROM range(0, 9000) t(i) ORDER BY i
+    """  # fmt: skip
+    con = duckdb.connect()
+    con.execute("SET TimeZone = $zone", {"zone": zone})
+    want = metrics.result_rows(con.execute(sql), compact_rows=10**9)
+    monkeypatch.setattr(metrics, "load_query", lambda name: sql)
+    for lazy_rows, kind in ((0, LazyRows), (10**9, list)):
+        got = metrics.DuckDBSource(con, lazy_rows=lazy_rows)._kept("memory_per_session", {})
+        assert isinstance(got, kind) and list(got) == want, zone
+    assert (
+        want[1]["x"] == pytest.approx(1 / 7)
+        and want[5]["x"] is None
+        and want[9]["first_ts"] is None
+    )
