@@ -503,9 +503,10 @@ def _mib(x: float) -> str:
     charts=("memory_timeline",),
     gpu=True,
 )
-def rule_memory_leak(m, ingest, t) -> RuleOutcome:
+def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
     th = t["memory_leak"]
-    verdicts = memory_leak_verdicts(m, t)
+    # the report computes them once for this rule and its checklist (evaluate_rules' leak)
+    verdicts = memory_leak_verdicts(m, t) if verdicts is None else verdicts
     sessions, processes = verdicts["sessions"], verdicts["processes"]
     if not sessions and not processes:
         cpu = cpu_only_hosts(m)
@@ -1401,14 +1402,19 @@ def without_cpu_hosts(m: dict) -> dict:
     return out
 
 
-def evaluate_rules(metrics: dict, ingest: dict, thresholds: dict) -> tuple[list[dict], list[dict]]:
-    """Run every rule: (findings sorted by severity then rule order, one status row per rule)."""
+def evaluate_rules(
+    metrics: dict, ingest: dict, thresholds: dict, leak: dict | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Run every rule: (findings sorted by severity then rule order, one status row per rule).
+    ``leak``: memory_leak_verdicts(metrics, thresholds) when the caller has them (the report's
+    checklist reads them too), so they are computed once."""
     findings: list[dict] = []
     statuses: list[dict] = []
     cpu = sorted(h or "the unnamed host" for h in cpu_only_hosts(metrics))
     gpu_metrics = without_cpu_hosts(metrics)
     for rule_id, fn in RULES.items():
-        outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds)
+        extra = (leak,) if rule_id == "memory_leak" and leak is not None else ()
+        outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds, *extra)
         if cpu and rule_id in GPU_RULES and outcome.status == "no_data" and rule_id != "memory_leak":
             outcome.reason += f"; no GPU on {', '.join(cpu[:5])} (device cpu): no GPU verdict"
         status = "fired" if outcome.findings else outcome.status

@@ -1,6 +1,6 @@
 """Warm `analyze` against the bare scan (issue 16 item 3), side by side in one run.
 
-    .venv/bin/python bench/warm.py [--data bench/data/ingest-1500000] [--repeat 3]
+    .venv/bin/python bench/warm.py [--data bench/data/ingest-1500000] [--repeat 3] [--base /work/main]
 
 The data set is one that bench/ingest.py made (its folder holds the logs and truth.json). Every
 figure is a child process, timed by wall clock and by CPU (user + sys), best of --repeat:
@@ -13,6 +13,10 @@ figure is a child process, timed by wall clock and by CPU (user + sys), best of 
   model cannot be reused: metrics, rules and model are computed from the cached events);
 - sliding: `--since` one hour later on every run, as `--since 6d` from an hourly cron sees it
   (nothing to reuse but the cached events and their derived tables).
+
+With --base TREE (another checkout, e.g. main), the recompute and sliding runs are also made with
+that tree's code (its own cache, filled by its own cold run), interleaved run by run with this
+tree's: before/after in one run.
 
 Target: warm <= 0.5x bare (wall). The sessions in each window are printed (target: 50 k+).
 """
@@ -38,6 +42,14 @@ BARE, PY, DSLOGS = bench_ingest.BARE, bench_ingest.PY, bench_ingest.DSLOGS
 probe, best, ratio = bench_ingest.probe, bench_ingest.best, bench_ingest.ratio
 
 
+def probe_in(tree: Path, cmd: list[str], env: dict) -> dict:
+    """bench_ingest.probe with another source tree's code (cwd and PYTHONPATH = tree)."""
+    env = {**env, "PYTHONPATH": str(tree)}
+    out = subprocess.run([PY, "-c", bench_ingest.PROBE, "exec", *cmd], capture_output=True,
+                         text=True, env=env, check=True, cwd=tree).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def sessions_in(cmd: list[str], env: dict) -> int | None:
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     try:
@@ -50,8 +62,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "bench" / "data" / "ingest-1500000")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--base", type=Path, help="another source tree: recompute/sliding also with it")
     args = ap.parse_args()
-    files = sorted(p for p in args.data.rglob("*.jsonl*"))
+    files = sorted(p.absolute() for p in args.data.rglob("*.jsonl*"))
     if not files:
         raise SystemExit(f"no logs under {args.data}: make them with bench/ingest.py --events N")
     logdir = files[0].parent
@@ -82,18 +95,30 @@ def main() -> int:
     res[f"same window ({span} d)"] = best([probe(fixed, env) for _ in range(n)])
     sessions[f"same window ({span} d)"] = sessions_in(fixed, env)
 
-    runs = []
+    base = args.base.resolve() if args.base else None
+    base_env = {**env, "XDG_CACHE_HOME": str(work / "cache-base")}
+    if base is not None:
+        probe_in(base, analyze, base_env)  # the base tree's cold run fills its own cache
+    runs, base_runs = [], []
     for i in range(n):
         th = work / f"thresholds-{i}.toml"
         th.write_text(f"[slo]\nttft_ms = {1000 + i + 1}\n")
         runs.append(probe([*analyze, "--thresholds", str(th)], env))
+        if base is not None:
+            base_runs.append(probe_in(base, [*analyze, "--thresholds", str(th)], base_env))
+    if base is not None:
+        res[f"recompute [{base.name}]"] = best(base_runs)
     res["recompute (thresholds)"] = best(runs)
 
-    runs = []
+    runs, base_runs = [], []
     for i in range(n):
         # --since an hour later each run; the end stays open (what a cron's `--since 6d` asks)
         moved = since + timedelta(hours=i + 1)
         runs.append(probe([*analyze, "--since", moved.isoformat()], env))
+        if base is not None:
+            base_runs.append(probe_in(base, [*analyze, "--since", moved.isoformat()], base_env))
+    if base is not None:
+        res[f"sliding [{base.name}]"] = best(base_runs)
     res["sliding (--since +1 h)"] = best(runs)
     sessions["sliding (--since +1 h)"] = sessions_in(
         [*analyze, "--since", (since + timedelta(hours=n + 1)).isoformat()], env

@@ -1,6 +1,8 @@
 -- GPU utilisation and memory used per time bucket, host and GPU ($bucket from the span of the
 -- logs: 'minute', 'hour' or 'day'). Units: %, MiB. Source: article 000 §2.1.
 -- date_trunc runs once per distinct UTC minute, not per sample (see stage_percentiles_over_time).
+-- util_avg is a sum of integers (1/1000 %) divided once, as in gpu_per_host.sql: a floating sum
+-- depended on how DuckDB's threads split the rows.
 -- series gpu_timeline: bucket, host, gpu_index, util_avg, util_max, mem_used_mb_max
 WITH s AS (
     SELECT
@@ -21,7 +23,8 @@ SELECT
     b.bucket,
     s.host,
     s.gpu_index,
-    avg(s.gpu_util_pct) AS util_avg,
+    CAST(sum(CASE WHEN abs(s.gpu_util_pct) < 1e9 THEN CAST(round(s.gpu_util_pct * 1000) AS HUGEINT) END) AS DOUBLE)
+        / (count(CASE WHEN abs(s.gpu_util_pct) < 1e9 THEN 1 END) * 1000) AS util_avg,
     max(s.gpu_util_pct) AS util_max,
     max(s.gpu_mem_used_mb) AS mem_used_mb_max
 FROM s

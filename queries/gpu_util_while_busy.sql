@@ -3,15 +3,39 @@
 -- stays cheap over a year of 1 Hz samples): peak and median util. Units: %, samples.
 -- Source: article 003 §5.3 (gpu_util_pct peak > 65 % means the GPU is used).
 -- A sample's minute: date_trunc in the reader's zone once per distinct UTC minute, not per sample.
-WITH busy AS (
+WITH ends AS (
+    SELECT host, t0, t1,
+           CASE WHEN isfinite(t0)
+                THEN make_timestamptz(epoch_us(t0) - ((epoch_us(t0) % 60000000) + 60000000) % 60000000)
+                ELSE t0 END AS u0,
+           CASE WHEN isfinite(t1)
+                THEN make_timestamptz(epoch_us(t1) - ((epoch_us(t1) % 60000000) + 60000000) % 60000000)
+                ELSE t1 END AS u1
+    FROM (SELECT host, coalesce(start_ts, end_ts) AS t0, coalesce(end_ts, start_ts) AS t1
+          FROM requests
+          WHERE coalesce(start_ts, end_ts) IS NOT NULL) AS r
+), local_minutes AS (
+    -- a UTC minute's minute in the reader's zone, once per distinct UTC minute; NULL when the
+    -- UTC minute spans two of them (an offset with seconds), where each request's own is taken
+    SELECT u,
+           CASE WHEN date_trunc('minute', u) = date_trunc('minute', u + INTERVAL 59999999 MICROSECOND)
+                THEN date_trunc('minute', u) END AS minute
+    FROM (SELECT u0 AS u FROM ends UNION SELECT u1 FROM ends) AS d
+), spans AS (
+    -- each request's first and last minute; many requests share both (most start and end in one
+    -- minute), so the minutes are listed once per distinct span, not once per request
+    SELECT DISTINCT e.host,
+           coalesce(a.minute, date_trunc('minute', e.t0)) AS first_minute,
+           coalesce(b.minute, date_trunc('minute', e.t1)) AS last_minute
+    FROM ends AS e
+    JOIN local_minutes AS a ON a.u = e.u0
+    JOIN local_minutes AS b ON b.u = e.u1
+), busy AS (
     SELECT DISTINCT host, minute
     FROM (
         SELECT host,
-               unnest(generate_series(date_trunc('minute', coalesce(start_ts, end_ts)),
-                                      date_trunc('minute', coalesce(end_ts, start_ts)),
-                                      INTERVAL 1 MINUTE)) AS minute
-        FROM requests
-        WHERE coalesce(start_ts, end_ts) IS NOT NULL
+               unnest(generate_series(first_minute, last_minute, INTERVAL 1 MINUTE)) AS minute
+        FROM spans
     ) AS expanded
 ), samples AS (
     SELECT

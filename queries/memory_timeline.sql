@@ -7,16 +7,42 @@
 -- Units: MiB (torch's *_mb fields). Sources: article 003 §4.1 (reserved rising one way), §3.2
 -- (OOM), 000 §1.1 (ghost memory).
 -- series memory_timeline: ts, session_id, reserved_mb, allocated_mb
-WITH m AS (
-    SELECT session_id, ts, reserved_mb, allocated_mb,
-           (epoch(ts) - epoch(min(ts) OVER (PARTITION BY session_id))) / 60.0 AS minute
+WITH g AS MATERIALIZED (
+    -- the session's gpu_memory snapshots, read once for the points, the first instant and the
+    -- OOM counter below
+    SELECT session_id, host, pid, ts, reserved_mb, allocated_mb, num_ooms
     FROM events
-    WHERE stage = 'gpu_memory' AND session_id IS NOT NULL AND reserved_mb IS NOT NULL
+    WHERE stage = 'gpu_memory' AND session_id IS NOT NULL
+      AND (reserved_mb IS NOT NULL OR num_ooms IS NOT NULL)
+), m AS (
+    -- ms since the session's first snapshot: its min(ts) by a GROUP BY and a join, not a
+    -- window over every snapshot (same values, a third of the cost)
+    -- the trend in exact integers (ms, 1/1000 MiB), as memory_per_session.sql: a floating
+    -- regr_slope depended on how DuckDB's threads split the rows, and so could the pick
+    SELECT g.session_id, g.ts, g.reserved_mb, g.allocated_mb,
+           CASE WHEN abs(g.reserved_mb) < 1e9 THEN epoch_ms(g.ts) - epoch_ms(f.first_ts) END AS x,
+           CASE WHEN abs(g.reserved_mb) < 1e9 AND epoch_ms(g.ts) IS NOT NULL THEN CAST(round(g.reserved_mb * 1000) AS BIGINT) END AS y
+    FROM g
+    JOIN (SELECT session_id, min(ts) AS first_ts FROM g WHERE reserved_mb IS NOT NULL
+          GROUP BY session_id) AS f
+      ON f.session_id = g.session_id
+    WHERE g.reserved_mb IS NOT NULL
+), varying AS (
+    -- a counter that never changes in a (host, pid, session) has no rise: only the others are
+    -- ordered by time (the lag below), usually none
+    SELECT host, pid, session_id
+    FROM g
+    WHERE num_ooms IS NOT NULL
+    GROUP BY host, pid, session_id
+    HAVING min(num_ooms) < max(num_ooms)
 ), oom_rises AS (
-    SELECT session_id,
-           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts) AS rise
-    FROM events
-    WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL AND session_id IS NOT NULL
+    SELECT g.session_id,
+           g.num_ooms - lag(g.num_ooms) OVER (PARTITION BY g.host, g.pid, g.session_id ORDER BY g.ts) AS rise
+    FROM g
+    SEMI JOIN varying AS v
+      ON g.host IS NOT DISTINCT FROM v.host AND g.pid IS NOT DISTINCT FROM v.pid
+     AND g.session_id = v.session_id
+    WHERE g.num_ooms IS NOT NULL
 ), oom AS (
     SELECT DISTINCT session_id
     FROM events
@@ -26,14 +52,20 @@ WITH m AS (
            OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
     UNION
     SELECT DISTINCT session_id FROM oom_rises WHERE rise > 0
-), per_session AS (
+), sums AS (
     SELECT session_id,
-           regr_slope(reserved_mb, minute) AS slope,
+           count(x) AS xn, sum(x) AS sx, sum(y) AS sy, sum(CAST(x AS HUGEINT) * x) AS sxx, sum(CAST(x AS HUGEINT) * y) AS sxy,
            max_by(reserved_mb, ts) - min_by(reserved_mb, ts) AS rise,
            quantile_cont(reserved_mb - allocated_mb, 0.5) AS ghost,
            count(*) AS n
     FROM m
     GROUP BY session_id
+), per_session AS (
+    -- regr_slope's value in MiB per minute: NaN without spread in time
+    SELECT session_id, rise, ghost, n,
+           CASE WHEN dxx > 0 THEN CAST(try(dxy * 60) AS DOUBLE) / CAST(dxx AS DOUBLE)
+                WHEN xn > 0 AND dxx = 0 THEN 'NaN'::DOUBLE END AS slope
+    FROM (SELECT *, try(xn * sxy - sx * sy) AS dxy, try(xn * sxx - sx * sx) AS dxx FROM sums) AS d
 ), ranked AS (
     SELECT p.session_id, p.n,
            CASE WHEN o.session_id IS NOT NULL THEN 1

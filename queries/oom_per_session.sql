@@ -10,15 +10,28 @@ WITH errs AS (
       AND (error_type IN ('OutOfMemoryError', 'OOMError')
            OR lower(coalesce(error_type, '')) LIKE '%outofmemory%'
            OR lower(coalesce(error_msg, '')) LIKE '%out of memory%')
-), counter AS (
-    SELECT session_id, host, ts,
-           num_ooms - lag(num_ooms) OVER (PARTITION BY host, pid, session_id ORDER BY ts) AS rise
+), g AS MATERIALIZED (
+    SELECT session_id, host, pid, ts, num_ooms
     FROM events AS e
     WHERE stage = 'gpu_memory' AND num_ooms IS NOT NULL
       -- num_ooms is the process's counter: in a process serving requests at the same time a
       -- session's snapshots also see other sessions' OOMs, so only error events count there
       AND NOT EXISTS (SELECT 1 FROM requests AS q
                       WHERE q.inflight > 1 AND q.host IS NOT DISTINCT FROM e.host AND q.pid IS NOT DISTINCT FROM e.pid)
+), varying AS (
+    -- a counter that never changes in a (host, pid, session) has no rise: only the others are
+    -- ordered by time (the lag below), usually none
+    SELECT host, pid, session_id
+    FROM g
+    GROUP BY host, pid, session_id
+    HAVING min(num_ooms) < max(num_ooms)
+), counter AS (
+    SELECT g.session_id, g.host, g.ts,
+           g.num_ooms - lag(g.num_ooms) OVER (PARTITION BY g.host, g.pid, g.session_id ORDER BY g.ts) AS rise
+    FROM g
+    SEMI JOIN varying AS v
+      ON g.host IS NOT DISTINCT FROM v.host AND g.pid IS NOT DISTINCT FROM v.pid
+     AND g.session_id IS NOT DISTINCT FROM v.session_id
 ), rises AS (
     SELECT session_id, host, ts, 0 AS oom_errors, rise AS num_ooms_rise,
            CAST(NULL AS VARCHAR) AS error_type, CAST(NULL AS VARCHAR) AS error_msg

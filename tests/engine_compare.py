@@ -20,6 +20,37 @@ def _close(a, b, abs_tol: float) -> bool:
 # The model rounds numbers to 3 decimals: values 1e-12 apart may round one step apart.
 ROUNDED = 0.001 + 1e-9
 
+# Trends and averages computed from integer sums (tests/test_exact_aggregates.py): no split of
+# the rows between threads, tasks or engines changes a bit of them.
+EXACT_COLUMNS = {
+    "sessions": (
+        "reserved_slope_mb_per_min",
+        "reserved_r2",
+        "allocated_slope_mb_per_min",
+        "rss_slope_mb_per_min",
+    ),
+    "memory_per_session": (
+        "reserved_slope_mb_per_min",
+        "reserved_r2",
+        "allocated_slope_mb_per_min",
+        "allocated_r2",
+    ),
+    "rss_per_process": ("rss_slope_mb_per_min", "rss_r2"),
+    "prefill_growth_per_session": ("prefill_slope_ms_per_turn", "prefill_r2"),
+    "gpu_per_host": ("util_avg", "sampled_s", "starved_s"),
+    "gpu_timeline": ("util_avg",),
+    "prefill_decode_ratio": ("prefill_ms_total", "decode_ms_total"),
+}
+
+
+def assert_exact(a: dict[str, list[dict]], b: dict[str, list[dict]], what: str) -> None:
+    """EXACT_COLUMNS equal to the bit in the tables both hold (rows in the tables' own order)."""
+    for table, cols in EXACT_COLUMNS.items():
+        if table in a and table in b:
+            rows_a = [[r.get(c) for c in cols] for r in a[table]]
+            rows_b = [[r.get(c) for c in cols] for r in b[table]]
+            assert rows_a == rows_b, f"{what}: {table} {cols} not bit-identical"
+
 
 def differences(a, b, path: str = "", abs_tol: float = 1e-9) -> list[str]:
     """Where two JSON-like values differ (numbers within REL, or abs_tol)."""

@@ -318,7 +318,7 @@ def test_each_rule_reads_exactly_the_tables_it_declares(sample_metrics):
 def test_the_report_reads_exactly_its_declared_tables(sample_metrics, monkeypatch):
     # The rules' reads are theirs (checked above); what the model reads besides is REPORT_INPUTS
     # and SERIES.
-    monkeypatch.setattr(report, "evaluate_rules", lambda m, i, t: ([], []))
+    monkeypatch.setattr(report, "evaluate_rules", lambda m, i, t, leak=None: ([], []))
     monkeypatch.setattr(
         report, "memory_leak_verdicts", lambda m, t: {"sessions": {}, "processes": []}
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_compare import INGEST_KEYS, ROUNDED, assert_same, comparable_model
+from tests.engine_compare import INGEST_KEYS, ROUNDED, assert_exact, assert_same, comparable_model
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER = "local[2]"
@@ -103,9 +103,11 @@ def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
             cols, rows = _collect(sp.spark.sql(f"SELECT {', '.join(duck_rows[0])} FROM {view} ORDER BY {key}"), sp.zone)
             spark_rows = [{c: jsonable(v) for c, v in zip(cols, r, strict=True)} for r in rows]
             assert_same(duck_rows, spark_rows, f"{view} view")
+            assert_exact({view: duck_rows}, {view: spark_rows}, f"{view} view")
         t = defaults()
         dm, sm = compute_metrics(db, t), compute_metrics(sp, t)
         assert_same(dm, sm, "metric tables")
+        assert_exact(dm, sm, "metric tables")
         duck_model = build_report_from_metrics(dm, db.ingest, db.window, t)
         spark_model = build_report_from_metrics(sm, sp.ingest, sp.window, t)
         ids = detail_session_ids(duck_model, t)

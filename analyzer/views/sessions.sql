@@ -1,6 +1,7 @@
 -- sessions: one row per session_id. Request counts and latency medians come from the requests
 -- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
--- reserved_slope_mb_per_min = regr_slope(reserved_mb, epoch(ts) / 60) with regr_r2, ghost =
+-- reserved_slope_mb_per_min = the least-squares slope of reserved_mb over minutes with its r2
+-- (as regr_slope/regr_r2, in exact integers: see gm_sums), ghost =
 -- reserved - allocated (000 §1.1); ooms = error events naming an OOM (003 §3.2) or the rise of
 -- num_ooms, whichever is larger (a collector may log both for one OOM); rss_slope_mb_per_min = the slope of the session's process (host, pid) RSS
 -- while the session ran (000 §3.3). Medians are quantile_cont (linear interpolation). A slope
@@ -20,10 +21,7 @@ WITH ev AS (
         arg_max(reserved_mb, CASE WHEN stage = 'gpu_memory' AND reserved_mb IS NOT NULL THEN ts END) AS reserved_last_mb,
         min(CASE WHEN stage = 'gpu_memory' THEN reserved_mb END) AS reserved_min_mb,
         max(CASE WHEN stage = 'gpu_memory' THEN reserved_mb END) AS reserved_max_mb,
-        nullif(regr_slope(reserved_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS reserved_slope_mb_per_min,
-        nullif(regr_r2(reserved_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS reserved_r2,
         max(CASE WHEN stage = 'gpu_memory' THEN allocated_mb END) AS allocated_max_mb,
-        nullif(regr_slope(allocated_mb, CASE WHEN stage = 'gpu_memory' THEN epoch(ts) / 60.0 END), 'NaN'::DOUBLE) AS allocated_slope_mb_per_min,
         max(CASE WHEN stage = 'gpu_memory' THEN reserved_mb - allocated_mb END) AS ghost_max_mb,
         max(CASE WHEN stage = 'gpu_memory' THEN (reserved_mb - allocated_mb) / nullif(reserved_mb, 0) END) AS ghost_share_max,
         max(num_ooms) AS max_num_ooms,
@@ -35,6 +33,58 @@ WITH ev AS (
     FROM events
     WHERE session_id IS NOT NULL
     GROUP BY session_id
+), gm_points AS (
+    -- The reserved/allocated trend in exact integers, as the RSS slope below: x = ms since the
+    -- session's first gpu_memory sample, y = MB in 1/1000. Floating regr_slope/regr_r2 summed the
+    -- rows in the order DuckDB's threads split them, so two runs on the same files differed in
+    -- the 9th-10th digit (a value on the report's 3-decimal rounding edge could flip); integer
+    -- sums do not.
+    -- A value of 1e9 MB or more (no memory reading) is left out, so no sum can overflow.
+    SELECT session_id,
+           epoch_ms(ts) - epoch_ms(min(ts) OVER (PARTITION BY session_id)) AS x,
+           CASE WHEN abs(reserved_mb) < 1e9 THEN CAST(round(reserved_mb * 1000) AS BIGINT) END AS r,
+           CASE WHEN abs(allocated_mb) < 1e9 THEN CAST(round(allocated_mb * 1000) AS BIGINT) END AS a
+    FROM events
+    WHERE stage = 'gpu_memory' AND session_id IS NOT NULL
+      AND (reserved_mb IS NOT NULL OR allocated_mb IS NOT NULL)
+), gm_pairs AS (
+    -- regr_slope's pairs: both values present
+    SELECT session_id,
+           CASE WHEN r IS NOT NULL THEN x END AS rx, CASE WHEN x IS NOT NULL THEN r END AS ry,
+           CASE WHEN a IS NOT NULL THEN x END AS ax, CASE WHEN x IS NOT NULL THEN a END AS ay
+    FROM gm_points
+), gm_sums AS (
+    -- exact in HUGEINT
+    SELECT session_id,
+           count(rx) AS rn, sum(rx) AS rsx, sum(ry) AS rsy,
+           sum(CAST(rx AS HUGEINT) * rx) AS rsxx, sum(CAST(rx AS HUGEINT) * ry) AS rsxy,
+           sum(CAST(ry AS HUGEINT) * ry) AS rsyy,
+           count(ax) AS an, sum(ax) AS asx, sum(ay) AS asy,
+           sum(CAST(ax AS HUGEINT) * ax) AS asxx, sum(CAST(ax AS HUGEINT) * ay) AS asxy
+    FROM gm_pairs
+    GROUP BY session_id
+), gm_d AS (
+    -- n * sum(xy) - sum(x) * sum(y) and the like, exact (try: NULL, not an error, for a session
+    -- too large for HUGEINT)
+    SELECT session_id,
+           try(rn * rsxy - rsx * rsy) AS r_dxy, try(rn * rsxx - rsx * rsx) AS r_dxx,
+           try(rn * rsyy - rsy * rsy) AS r_dyy,
+           try(an * asxy - asx * asy) AS a_dxy, try(an * asxx - asx * asx) AS a_dxx
+    FROM gm_sums
+), gm AS (
+    -- Their ratio is the slope in (MB / 1000) per ms: * 60 for MB per minute. Samples at one
+    -- instant (no spread in x) have no slope: NULL, not NaN.
+    SELECT session_id,
+           CASE WHEN r_dxx > 0 THEN CAST(try(r_dxy * 60) AS DOUBLE) / CAST(r_dxx AS DOUBLE) END
+               AS reserved_slope_mb_per_min,
+           -- as regr_r2: NULL without spread in x, 1 without spread in y
+           CASE WHEN r_dxx > 0 AND r_dyy = 0 THEN 1.0
+                WHEN r_dxx > 0 AND r_dyy > 0
+                THEN (CAST(r_dxy AS DOUBLE) / CAST(r_dxx AS DOUBLE)) * (CAST(r_dxy AS DOUBLE) / CAST(r_dyy AS DOUBLE)) END
+               AS reserved_r2,
+           CASE WHEN a_dxx > 0 THEN CAST(try(a_dxy * 60) AS DOUBLE) / CAST(a_dxx AS DOUBLE) END
+               AS allocated_slope_mb_per_min
+    FROM gm_d
 ), rq AS (
     SELECT
         session_id,
@@ -61,7 +111,8 @@ WITH ev AS (
            sum(CAST(round(rss_mb * 1000) AS HUGEINT)) AS sy,
            count(*) AS n
     FROM events
-    WHERE stage = 'process_sample' AND rss_mb IS NOT NULL AND host IS NOT NULL AND pid IS NOT NULL
+    -- (an RSS of 1e9 MB or more is no reading: left out, so no sum can overflow)
+    WHERE stage = 'process_sample' AND abs(rss_mb) < 1e9 AND host IS NOT NULL AND pid IS NOT NULL
     GROUP BY host, pid, ts
 ), rss_cum AS (
     -- Running sums per process: a session's regression over its time range is the difference
@@ -98,8 +149,8 @@ WITH ev AS (
 ), rss_slope AS (
     -- Least-squares slope in (MB / 1000) per ms, times 60 000 / 1000: MB per minute.
     SELECT session_id,
-           CASE WHEN n >= 2 AND n * sxx - sx * sx > 0
-                THEN CAST(n * sxy - sx * sy AS DOUBLE) / CAST(n * sxx - sx * sx AS DOUBLE) * 60.0 END
+           CASE WHEN n >= 2 AND try(n * sxx - sx * sx) > 0
+                THEN CAST(try(n * sxy - sx * sy) AS DOUBLE) / CAST(n * sxx - sx * sx AS DOUBLE) * 60.0 END
                AS rss_slope_mb_per_min
     FROM rss
 )
@@ -116,10 +167,10 @@ SELECT
     ev.reserved_last_mb,
     ev.reserved_min_mb,
     ev.reserved_max_mb,
-    ev.reserved_slope_mb_per_min,
-    ev.reserved_r2,
+    gm.reserved_slope_mb_per_min,
+    gm.reserved_r2,
     ev.allocated_max_mb,
-    ev.allocated_slope_mb_per_min,
+    gm.allocated_slope_mb_per_min,
     ev.ghost_max_mb,
     ev.ghost_share_max,
     ev.max_num_ooms,
@@ -140,4 +191,5 @@ SELECT
     ev.events
 FROM ev
 LEFT JOIN rq ON rq.session_id = ev.session_id
+LEFT JOIN gm ON gm.session_id = ev.session_id
 LEFT JOIN rss_slope ON rss_slope.session_id = ev.session_id
