@@ -509,6 +509,7 @@ class DuckDBSource:
         self.db = db
         self.lazy_rows = LAZY_ROWS if lazy_rows is None else lazy_rows
         self._attached = False
+        self._bounds: dict[str, float] = {}  # view -> its rows (_rows_bound)
 
     @classmethod
     def of(cls, db) -> DuckDBSource:
@@ -529,7 +530,7 @@ class DuckDBSource:
         for name in names:
             if name == "time_span" and span is not None:
                 out[name] = span
-            elif _row_per_session(name):
+            elif _row_per_session(name) and self._rows_bound(name) > self.lazy_rows:
                 out[name] = self._kept(name, params)
             else:
                 out[name] = run_metric(self.con, name, params)
@@ -539,6 +540,19 @@ class DuckDBSource:
         if any(_held(t) for t in out.values()):
             self.release_memory(held_bytes(out.values()))  # before the rules run in Python
         return out
+
+    def _rows_bound(self, name: str) -> int:
+        """About the most rows a table of a row per session (per request: request_memory_deltas)
+        can have: the window's sessions (requests). At most ``lazy_rows`` of them: the table is
+        read whole as before, with no table made in DuckDB (0.1 s a run on small logs); a table
+        that has more rows all the same is kept as rows.Rows past COMPACT_ROWS, as before."""
+        view = "requests" if name == "request_memory_deltas" else "sessions"
+        if view not in self._bounds:
+            try:
+                self._bounds[view] = self.con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            except duckdb.Error:  # a connection without the view: keep the table in DuckDB
+                self._bounds[view] = math.inf
+        return self._bounds[view]
 
     def _kept(self, name: str, params: dict[str, object]) -> Sequence[dict]:
         """queries/<name>.sql's rows as a table of ``KEEP_DB`` read in chunks (rows.LazyRows),
