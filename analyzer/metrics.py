@@ -17,13 +17,15 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from functools import cache
+from functools import cache, partial
+from pathlib import Path
 from typing import Protocol
 
 import duckdb
 
+from analyzer.columns import sql_literal
 from analyzer.resources import load_query, memory_limit, query_names
-from analyzer.rows import Rows
+from analyzer.rows import LazyRows, Rows
 from analyzer.thresholds import defaults
 
 # Queries that need session ids picked by the rules (run after them, see report.py).
@@ -371,6 +373,60 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
 
 
 _FETCH_ROWS = 8192
+# The tables of a row per session or request (``_row_per_session``) of more rows than this stay in
+# DuckDB and are read a chunk of CHUNK_ROWS rows at a time (rows.LazyRows): Python's memory for
+# them is a chunk per read in progress, not a row per session (issue 16 item 4; ~300 MB as
+# rows.Rows at 436 k sessions, and growing with them). Smaller ones are read whole into lists, as
+# before: read several times by the rules, a list is converted once (5 M events, 92 k sessions).
+LAZY_ROWS = COMPACT_ROWS
+CHUNK_ROWS = _FETCH_ROWS
+# The database, attached to the run's connection, that holds those tables (DuckDBSource._keep_path:
+# a file in the run's temp folder, else in memory): within DuckDB's memory_limit like the logs. Not
+# the connection's temp schema: a table is read on a cursor of its own (con.cursor(), a second
+# connection to the same database), so two reads of tables can interleave.
+KEEP_DB = "_dslogs_rows"
+# In a file rather than in memory: at 20 M events (436 k sessions) the nine tables took 562 MB in
+# memory, and a file's blocks are compressed and dropped without being written out; about the same
+# CPU (metrics and model 62.0 s in a file, 57.4 in memory, 62.2 as rows.Rows on main).
+KEEP_ON_DISK = True
+
+
+def _table_chunks(con, table: str, columns: list[str], types: list[str], size: int, zone: str):
+    """The rows of a kept table (``KEEP_DB``), in its order, as lists of ``size`` row dicts of the
+    values ``result_rows`` gives on a connection in time zone ``zone`` (Arrow batches when pyarrow is there: streamed, not copied)."""
+    cur = con.cursor()
+    try:
+        # a cursor is a connection of its own, with the default zone: timestamps are written in
+        # the run's (--tz), as on ``con``
+        cur.execute("SET TimeZone = $zone", {"zone": zone})
+        build = partial(zip, columns)
+        if all(t in _ARROW_TYPES for t in types) and _have_arrow():
+            from zoneinfo import ZoneInfo
+
+            to_text = None
+            for batch in cur.sql(f"SELECT * FROM {table}").to_arrow_reader(size):
+                if to_text is None and _TZ_TYPE in types:
+                    # the zone DuckDB makes its datetimes in (the connection's TimeZone)
+                    zone = batch.schema.field(types.index(_TZ_TYPE)).type.tz
+                    to_text = _tz_iso_column(ZoneInfo(zone))
+                cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+                # dict(zip(columns, row)) per row without a Python loop (as rows.Rows)
+                yield list(map(dict, map(build, zip(*cols, strict=True))))
+            return
+        converters = [_converter(t) for t in types]
+        cur.execute(f"SELECT * FROM {table}")
+        while rows := cur.fetchmany(size):
+            values = _convert(rows, converters)
+            yield [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+    finally:
+        cur.close()
+
+
+def release_tables(tables: dict) -> None:
+    """Free the tables kept in the engine (rows.LazyRows) among ``tables``' values."""
+    for t in tables.values():
+        if isinstance(t, LazyRows):
+            t.release()
 
 
 def compact_table(columns: list[str], types: list[str]) -> Rows:
@@ -391,7 +447,8 @@ _UNIT = {None: 0, "K": 1, "M": 2, "G": 3, "T": 4}
 
 def held_bytes(tables) -> int:
     """Bytes of the compact tables (rows.Rows) among ``tables``: what Python holds that grows
-    with the sessions (the lists below metrics.COMPACT_ROWS rows are not counted)."""
+    with the sessions (the lists below metrics.COMPACT_ROWS rows are not counted, nor the tables
+    kept in DuckDB, rows.LazyRows: DuckDB counts those within its memory_limit)."""
     return sum(t.nbytes() for t in tables if isinstance(t, Rows))
 
 
@@ -418,6 +475,12 @@ class MetricSource(Protocol):
     ``time_bounds`` gives the first and last event (ISO text, for the time-bucket width);
     ``run`` runs named metric queries (queries/<name>.sql) with parameters and returns each
     table as rows of JSON values. ``compute_metrics`` and ``report.build_report`` use nothing else.
+
+    A table is any read-only ``Sequence`` of row dicts that can be iterated more than once: a
+    list (Spark, small DuckDB results), a ``rows.Rows``, or a ``rows.LazyRows`` whose rows stay in
+    the engine and are built a chunk at a time on each iteration (DuckDB's tables of a row per
+    session or request past ``LAZY_ROWS`` rows). Readers iterate (and take ``len``); they never
+    keep a whole table, and hold nothing of it once ``close`` (or ``release_tables``) is called.
     """
 
     ingest: dict
@@ -436,11 +499,17 @@ class DuckDBSource:
     """The contract over one DuckDB connection holding the views (``ingest.open_logs``'s LogDB,
     or a bare connection as the tests build)."""
 
-    def __init__(self, con, ingest: dict | None = None, window: dict | None = None, db=None):
+    def __init__(self, con, ingest: dict | None = None, window: dict | None = None, db=None,
+                 lazy_rows: int | None = None):  # fmt: skip
+        """``lazy_rows``: a table of a row per session or request of more rows than this stays
+        in DuckDB (rows.LazyRows; default LAZY_ROWS)."""
         self.con = con
         self.ingest = ingest if ingest is not None else {}
         self.window = window if window is not None else {}
         self.db = db
+        self.lazy_rows = LAZY_ROWS if lazy_rows is None else lazy_rows
+        self._attached = False
+        self._bounds: dict[str, float] = {}  # view -> its rows (_rows_bound)
 
     @classmethod
     def of(cls, db) -> DuckDBSource:
@@ -459,17 +528,85 @@ class DuckDBSource:
         span = getattr(self, "_span", None)
         out = {}
         for name in names:
-            out[name] = (
-                span
-                if name == "time_span" and span is not None
-                else run_metric(self.con, name, params)
-            )
-            if len(out[name]) > RELEASE_ROWS:
+            if name == "time_span" and span is not None:
+                out[name] = span
+            elif _row_per_session(name) and self._rows_bound(name) > self.lazy_rows:
+                out[name] = self._kept(name, params)
+            else:
+                out[name] = run_metric(self.con, name, params)
+            if _held(out[name]):
                 # the table now held in Python: give DuckDB's cache back
                 self.release_memory(held_bytes(out.values()))
-        if any(len(t) > RELEASE_ROWS for t in out.values()):
+        if any(_held(t) for t in out.values()):
             self.release_memory(held_bytes(out.values()))  # before the rules run in Python
         return out
+
+    def _rows_bound(self, name: str) -> int:
+        """About the most rows a table of a row per session (per request: request_memory_deltas)
+        can have: the window's sessions (requests). At most ``lazy_rows`` of them: the table is
+        read whole as before, with no table made in DuckDB (0.1 s a run on small logs); a table
+        that has more rows all the same is kept as rows.Rows past COMPACT_ROWS, as before."""
+        view = "requests" if name == "request_memory_deltas" else "sessions"
+        if view not in self._bounds:
+            try:
+                self._bounds[view] = self.con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            except duckdb.Error:  # a connection without the view: keep the table in DuckDB
+                self._bounds[view] = math.inf
+        return self._bounds[view]
+
+    def _kept(self, name: str, params: dict[str, object]) -> Sequence[dict]:
+        """queries/<name>.sql's rows as a table of ``KEEP_DB`` read in chunks (rows.LazyRows),
+        or read whole as a list when it has at most ``lazy_rows`` rows (the table dropped)."""
+        sql = load_query(name).strip().rstrip(";")
+        used = {k: params[k] for k in query_params(sql)}
+        if not self._attached:
+            self.con.execute(f"ATTACH IF NOT EXISTS {sql_literal(self._keep_path())} AS {KEEP_DB}")
+            self._attached = True
+        table = f'{KEEP_DB}."{name}"'
+        rel = self.con.sql(sql, params=used) if used else self.con.sql(sql)
+        # kept as the values it is read as, converted once here rather than at every read: times
+        # as ISO text in the run's zone (isoformat(timespec="milliseconds"): DuckDB's %z writes a
+        # whole-hour offset as "+08", Python as "+08:00"), NaN and inf as NULL (_finite_column)
+        select = []
+        for column, duck_type in zip(rel.columns, map(str, rel.types), strict=True):
+            quoted = '"' + column.replace('"', '""') + '"'
+            if duck_type == _TZ_TYPE:
+                select.append(f"regexp_replace(strftime({quoted}, '%Y-%m-%dT%H:%M:%S.%g%z'), "
+                              f"'([+-][0-9][0-9])$', '\\1:00') AS {quoted}")  # fmt: skip
+            elif duck_type == "DOUBLE":
+                select.append(f"CASE WHEN isfinite({quoted}) THEN {quoted} END AS {quoted}")
+            else:
+                select.append(quoted)
+        # a newline after the query: it may end with a comment line
+        create = f"CREATE OR REPLACE TABLE {table} AS SELECT {', '.join(select)} FROM (\n{sql}\n)"
+        self.con.execute(create, used) if used else self.con.execute(create)
+        n = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        if n <= self.lazy_rows:
+            try:
+                return result_rows(self.con.execute(f"SELECT * FROM {table}"))
+            finally:
+                self.con.execute(f"DROP TABLE {table}")
+        desc = self.con.execute(f"SELECT * FROM {table} LIMIT 0").description
+        columns, types = [d[0] for d in desc], [str(d[1]) for d in desc]
+        (zone,) = self.con.execute("SELECT current_setting('TimeZone')").fetchone()
+        chunks = partial(_table_chunks, self.con, table, columns, types, CHUNK_ROWS, zone)
+        return LazyRows(columns, n, chunks, close=partial(self._drop, table))
+
+    def _keep_path(self) -> str:
+        """Where the kept tables live: a database file in the run's temp folder (removed with it)
+        when there is one, stored compressed and its blocks dropped from memory without being
+        written out (DuckDB reads them back when a rule reads the table); else in memory."""
+        tmp = getattr(self.db, "_tmp", None)
+        name = getattr(tmp, "name", None)
+        if not KEEP_ON_DISK or name is None:
+            return ":memory:"
+        return str(Path(name) / "rows.duckdb")
+
+    def _drop(self, table: str) -> None:
+        try:
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+        except duckdb.ConnectionException:
+            pass  # the connection is closed: the in-memory table went with it
 
     def release_memory(self, held: int = 0) -> None:
         """Make DuckDB drop the cached blocks of the logs (issue 16 item 4: peak RSS bounded).
@@ -503,6 +640,11 @@ def as_source(source) -> MetricSource:
     if hasattr(source, "con") and hasattr(source, "ingest"):
         return DuckDBSource.of(source)
     return DuckDBSource(source)
+
+
+def _held(table) -> bool:
+    """A table Python holds of more than RELEASE_ROWS rows (not one kept in DuckDB)."""
+    return not isinstance(table, LazyRows) and len(table) > RELEASE_ROWS
 
 
 def _row_per_session(name: str) -> bool:

@@ -23,6 +23,7 @@ from analyzer.metrics import (
     as_source,
     compute_metrics,
     query_series,
+    release_tables,
     session_requests,
 )
 from analyzer.rules import (
@@ -113,7 +114,9 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     source = as_source(source)
     metrics = compute_metrics(source, thresholds)
     model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
-    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down
+    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
+    # those kept in DuckDB are dropped there too
+    release_tables(metrics)
     del metrics
     ids = detail_session_ids(model, thresholds)
     model["session_details"] = group_session_details(session_requests(source, ids, thresholds))

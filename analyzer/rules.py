@@ -405,7 +405,8 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     """
     th = t["memory_leak"]
     cpu = cpu_only_hosts(m)
-    deltas = [r for r in m.get("request_memory_deltas", []) if r.get("host") not in cpu]
+    # a view read twice, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    deltas = _HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = attribute_deltas(deltas, "gpu_delta_mb")
     sessions: dict[str, dict] = {}
     for sid, (rate, n) in rates.items():
@@ -414,10 +415,11 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         sessions[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
                                  rise_mb=rate * n,
                                  flagged=rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"])
-    hosts = {r["session_id"]: r for r in deltas}
-    for sid, r in hosts.items():
-        if sid in sessions:
-            sessions[sid].update(host=r.get("host"), pid=r.get("pid"))
+    # each session's host and pid from its last row (one pass, no dict of every session's row)
+    for r in deltas:
+        v = sessions.get(r["session_id"])
+        if v is not None:
+            v.update(host=r.get("host"), pid=r.get("pid"))
     # a generator: the table may hold 400 k+ sessions, read once (issue 16 item 4)
     snaps = (r for r in m.get("memory_per_session", [])
              if r.get("host") not in cpu and r["session_id"] not in rates
@@ -1205,12 +1207,15 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb")
     if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
-    host_of = {r["session_id"]: (r.get("host"), r.get("pid")) for r in m.get("request_memory_deltas", [])}
+    leaking = {sid: (rate, n) for sid, (rate, n) in rates.items()
+               if n >= th["min_samples"] and rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]}
+    # host and pid of those sessions only, from their last row (the table has one row per request)
+    host_of = {r["session_id"]: (r.get("host"), r.get("pid"))
+               for r in (m.get("request_memory_deltas", []) if leaking else ()) if r["session_id"] in leaking}
     leaky = sorted(
         ({"session_id": sid, "host": host_of[sid][0], "pid": host_of[sid][1], "rss_kept_per_request_mb": rate,
           "requests": n, "rss_kept_mb": rate * n}
-         for sid, (rate, n) in rates.items()
-         if n >= th["min_samples"] and rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]),
+         for sid, (rate, n) in leaking.items()),
         key=lambda v: (-v["rss_kept_mb"], v["session_id"]),
     )  # fmt: skip
     findings = []
