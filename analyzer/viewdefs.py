@@ -158,14 +158,7 @@ def update_derived(con, store: str) -> None:
         "WHERE session_id IS NOT NULL GROUP BY session_id)",
         {"t0": span[0], "t1": span[1]},
     )
-    requests = view_sql("requests").replace("FROM events", "FROM _dslogs_grow_events")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_requests AS {requests}")
-    sessions = (
-        view_sql("sessions")
-        .replace("FROM events", "FROM _dslogs_grow_events")
-        .replace("FROM requests", "FROM _dslogs_grow_requests")
-    )
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_grow_sessions AS {sessions}")
+    _derive_temp(con, "_dslogs_grow")
     gone = "session_id IN (SELECT session_id FROM _dslogs_touched_ids)"
     con.execute(
         f"DELETE FROM {store}.requests_all WHERE {gone}"
@@ -331,12 +324,18 @@ def window_from_derived(con, store: str, run: list[FileStats], lo, hi) -> bool:
             "WHERE session_id IS NOT NULL)",
             {k: v for k, v in bound.items() if f"${k}" in span},
         )
-    edge_requests = view_sql("requests").replace("FROM events", "FROM _dslogs_edge_events")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_edge_requests AS {edge_requests}")
-    edge_sessions = (
-        view_sql("sessions")
-        .replace("FROM events", "FROM _dslogs_edge_events")
-        .replace("FROM requests", "FROM _dslogs_edge_requests")
-    )
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dslogs_edge_sessions AS {edge_sessions}")
+    _derive_temp(con, "_dslogs_edge")
     return True
+
+
+def _derive_temp(con, prefix: str) -> None:
+    """Temp tables ``{prefix}_requests`` and ``{prefix}_sessions``, by the views' own SQL, from
+    the events in ``{prefix}_events`` (a grow's touched sessions, a window's edge sessions)."""
+    requests = view_sql("requests").replace("FROM events", f"FROM {prefix}_events")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}_requests AS {requests}")
+    sessions = (
+        view_sql("sessions")
+        .replace("FROM events", f"FROM {prefix}_events")
+        .replace("FROM requests", f"FROM {prefix}_requests")
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}_sessions AS {sessions}")

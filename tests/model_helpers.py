@@ -16,3 +16,19 @@ def stable(model: dict) -> dict:
     for k in RUN_INGEST:
         m["ingest"].pop(k, None)
     return m
+
+
+def record_windows(monkeypatch) -> list[bool]:
+    """Whether each run took its window from the derived tables (viewdefs.window_from_derived's
+    answers, in order)."""
+    from analyzer import viewdefs
+
+    calls: list[bool] = []
+    original = viewdefs.window_from_derived
+
+    def recording(*args, **kw):
+        calls.append(original(*args, **kw))
+        return calls[-1]
+
+    monkeypatch.setattr(viewdefs, "window_from_derived", recording)
+    return calls

@@ -17,7 +17,7 @@ from analyzer import report, viewdefs
 from analyzer.ingest import open_logs
 from collector import Tracer
 from tests.collector_helpers import log_files
-from tests.model_helpers import stable
+from tests.model_helpers import record_windows, stable
 
 BASE = time.mktime((2026, 11, 24, 8, 0, 0, 0, 0, -1))  # local 08:00: one day's file
 
@@ -251,14 +251,7 @@ def _fresh(logs: Path, cache: Path) -> Path:
 
 
 def test_a_window_after_a_grow_uses_the_derived_tables(tmp_path, monkeypatch):
-    calls: list[bool] = []
-    original = viewdefs.window_from_derived
-
-    def recording(*args, **kw):
-        calls.append(original(*args, **kw))
-        return calls[-1]
-
-    monkeypatch.setattr(viewdefs, "window_from_derived", recording)
+    calls = record_windows(monkeypatch)
     logs, cache = tmp_path / "logs", tmp_path / "c.duckdb"
     app = App(logs)
     for i in range(6):

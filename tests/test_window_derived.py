@@ -11,7 +11,7 @@ import pytest
 
 from analyzer import report, viewdefs
 from analyzer.simulate import simulate
-from tests.model_helpers import stable
+from tests.model_helpers import record_windows, stable
 
 SCENARIOS = ["healthy", "memory_leak", "oom", "rss_growth", "beam_search", "bad_lines"]
 
@@ -43,15 +43,7 @@ def cuts(logs) -> list[str]:
 @pytest.fixture
 def used(monkeypatch):
     """Records whether each run took its window from the derived tables."""
-    calls: list[bool] = []
-    original = viewdefs.window_from_derived
-
-    def recording(*args, **kw):
-        calls.append(original(*args, **kw))
-        return calls[-1]
-
-    monkeypatch.setattr(viewdefs, "window_from_derived", recording)
-    return calls
+    return record_windows(monkeypatch)
 
 
 # (since, until): an index into ``cuts`` (an instant inside a session), an ISO text, or None
