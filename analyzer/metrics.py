@@ -297,11 +297,22 @@ def _arrow_column(col, duck_type: str, to_text) -> list:
     return _finite_column(values) if duck_type == "DOUBLE" else values
 
 
+def _arrow_batches(reader, types: list[str]):
+    """Each record batch of an Arrow ``reader`` as the cursor path's JSON values, column by
+    column (times in the zone DuckDB made them in: the connection's TimeZone)."""
+    from zoneinfo import ZoneInfo
+
+    to_text = None
+    for batch in reader:
+        if to_text is None and _TZ_TYPE in types:
+            to_text = _tz_iso_column(ZoneInfo(batch.schema.field(types.index(_TZ_TYPE)).type.tz))
+        yield [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+
+
 def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -> Sequence[dict]:
     """result_rows for a large result whose first rows are ``first``: the rest read as Arrow
     record batches, column by column; a Rows past ``limit`` rows (extended batch by batch)."""
     import warnings
-    from zoneinfo import ZoneInfo
 
     values = _convert(first, converters)
     table = None
@@ -309,12 +320,7 @@ def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -
         # "an extra copy of the rows": of the rest of the result, read batch by batch
         warnings.simplefilter("ignore")
         reader = cursor.to_arrow_reader(_FETCH_ROWS)
-    to_text = None
-    for batch in reader:
-        if to_text is None and _TZ_TYPE in types:
-            # the zone DuckDB makes its datetimes in (the connection's TimeZone)
-            to_text = _tz_iso_column(ZoneInfo(batch.schema.field(types.index(_TZ_TYPE)).type.tz))
-        cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+    for cols in _arrow_batches(reader, types):
         if table is not None:
             table.extend(cols)
             continue
@@ -401,15 +407,8 @@ def _table_chunks(con, table: str, columns: list[str], types: list[str], size: i
         cur.execute("SET TimeZone = $zone", {"zone": zone})
         build = partial(zip, columns)
         if all(t in _ARROW_TYPES for t in types) and _have_arrow():
-            from zoneinfo import ZoneInfo
-
-            to_text = None
-            for batch in cur.sql(f"SELECT * FROM {table}").to_arrow_reader(size):
-                if to_text is None and _TZ_TYPE in types:
-                    # the zone DuckDB makes its datetimes in (the connection's TimeZone)
-                    zone = batch.schema.field(types.index(_TZ_TYPE)).type.tz
-                    to_text = _tz_iso_column(ZoneInfo(zone))
-                cols = [_arrow_column(batch.column(i), t, to_text) for i, t in enumerate(types)]
+            reader = cur.sql(f"SELECT * FROM {table}").to_arrow_reader(size)
+            for cols in _arrow_batches(reader, types):
                 # dict(zip(columns, row)) per row without a Python loop (as rows.Rows)
                 yield list(map(dict, map(build, zip(*cols, strict=True))))
             return

@@ -96,24 +96,26 @@ def touch_derived(con, store: str, file_ids: list[int]) -> None:
     if not file_ids:
         return
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _dslogs_rows AS SELECT session_id, request_id, stage, rss_mb, "
+        f"CREATE OR REPLACE TEMP TABLE _dslogs_touched_rows AS SELECT session_id, request_id, stage, rss_mb, "
         f"host, pid, ts FROM {store}.events WHERE list_contains(?, file_id)", [file_ids])  # fmt: skip
     con.execute(
-        "INSERT INTO _dslogs_touched_free SELECT count(*) FROM _dslogs_rows "
+        "INSERT INTO _dslogs_touched_free SELECT count(*) FROM _dslogs_touched_rows "
         "WHERE session_id IS NULL AND request_id IS NOT NULL"
     )
-    con.execute("INSERT INTO _dslogs_touched_span SELECT min(ts), max(ts) FROM _dslogs_rows")
     con.execute(
-        "INSERT INTO _dslogs_touched SELECT DISTINCT session_id FROM _dslogs_rows WHERE session_id IS NOT NULL"
+        "INSERT INTO _dslogs_touched_span SELECT min(ts), max(ts) FROM _dslogs_touched_rows"
+    )
+    con.execute(
+        "INSERT INTO _dslogs_touched SELECT DISTINCT session_id FROM _dslogs_touched_rows WHERE session_id IS NOT NULL"
     )
     # the sessions whose RSS slope takes in one of the rows' process samples
     con.execute(
         f"INSERT INTO _dslogs_touched SELECT DISTINCT s.session_id FROM {store}.sessions_all AS s "
-        "JOIN (SELECT host, pid, min(ts) AS t0, max(ts) AS t1 FROM _dslogs_rows "
+        "JOIN (SELECT host, pid, min(ts) AS t0, max(ts) AS t1 FROM _dslogs_touched_rows "
         "      WHERE stage = 'process_sample' AND rss_mb IS NOT NULL GROUP BY host, pid) AS p "
         "ON p.host = s.host AND p.pid = s.pid AND s.first_ts <= p.t1 AND s.last_ts >= p.t0"
     )
-    con.execute("DROP TABLE _dslogs_rows")
+    con.execute("DROP TABLE _dslogs_touched_rows")
 
 
 def update_derived(con, store: str) -> None:
