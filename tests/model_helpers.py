@@ -32,3 +32,19 @@ def record_windows(monkeypatch) -> list[bool]:
 
     monkeypatch.setattr(viewdefs, "window_from_derived", recording)
     return calls
+
+
+def uncached_report_text(folder, tz: str | None = None) -> str:
+    """The JSON report of ``folder`` read without the cache, less what describes the run (its
+    time and how long reading took): equal text for equal reports."""
+    from analyzer.ingest import open_logs
+    from analyzer.report import build_report, report_to_json
+
+    db = open_logs([str(folder)], use_cache=False, tz=tz)
+    try:
+        model = build_report(db)
+    finally:
+        db.close()
+    model.pop("generated_at")
+    model["ingest"].pop("seconds")  # how long reading took
+    return report_to_json(model)

@@ -15,9 +15,9 @@ import pytest
 
 from analyzer import metrics
 from analyzer.ingest import open_logs
-from analyzer.report import build_report, report_to_json
 from analyzer.rows import LazyRows
 from analyzer.simulate import simulate
+from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,14 +72,7 @@ def test_lazy_rows_read_as_the_list_they_replace(extra):
 
 def _report(folder: str, lazy_rows: int, monkeypatch, tz: str | None = None) -> str:
     monkeypatch.setattr(metrics, "LAZY_ROWS", lazy_rows)
-    db = open_logs([folder], use_cache=False, tz=tz)
-    try:
-        model = build_report(db)
-    finally:
-        db.close()
-    model.pop("generated_at")
-    model["ingest"].pop("seconds")  # how long reading took
-    return report_to_json(model)
+    return uncached_report_text(folder, tz)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from analyzer import metrics
 from analyzer.ingest import open_logs
 from analyzer.report import build_report, report_to_json
 from analyzer.rows import Rows
+from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,14 +85,7 @@ def test_rows_are_several_times_smaller_than_row_dicts():
 def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tmp_path):
     def report(compact: int) -> dict:
         monkeypatch.setattr(metrics, "COMPACT_ROWS", compact)
-        db = open_logs([str(REPO / "sample_logs" / folder)], use_cache=False)
-        try:
-            model = build_report(db)
-        finally:
-            db.close()
-        model.pop("generated_at")
-        model["ingest"].pop("seconds")  # how long reading took
-        return json.loads(report_to_json(model))
+        return json.loads(uncached_report_text(REPO / "sample_logs" / folder))
 
     assert report(0) == report(10**9)
 
