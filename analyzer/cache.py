@@ -85,7 +85,13 @@ def fingerprint(path: Path, lines: dict | None = None) -> str | None:
         return None
     if not head:
         return None
-    return f"2:{length}:{crc:08x}:{hashlib.sha1(head).hexdigest()}"
+    return fingerprint_text(length, crc, head)
+
+
+def fingerprint_text(length: int, crc: int, head: bytes) -> str:
+    """The fingerprint of content of ``length`` bytes (mod 2**32), CRC-32 ``crc`` and first
+    FINGERPRINT_BYTES ``head`` (``fingerprint``; a grown file's, carried over its new bytes)."""
+    return f"2:{length % (1 << 32)}:{crc:08x}:{hashlib.sha1(head).hexdigest()}"
 
 
 class CacheBusy(Exception):

@@ -210,8 +210,7 @@ def grown(
             head = src.read(cache_mod.FINGERPRINT_BYTES)
             if hashlib.sha1(head[: min(len(head), old_size)]).hexdigest() != head_hash:
                 return None
-            src.seek(max(0, old_size - END_CHECK))
-            if _digest(src.read(old_size - max(0, old_size - END_CHECK))) != end_hash:
+            if _end_digest(src, old_size) != end_hash:
                 return None
             src.seek(read_end)
             todo, pos, lfs, last_lf = lf.size - read_end, read_end, 0, -1
@@ -228,12 +227,11 @@ def grown(
             if todo:  # shrank meanwhile: read it whole
                 out.unlink(missing_ok=True)
                 return None
-            src.seek(max(0, lf.size - END_CHECK))
-            new_end_hash = _digest(src.read(lf.size - max(0, lf.size - END_CHECK)))
+            new_end_hash = _end_digest(src, lf.size)
     except OSError:
         out.unlink(missing_ok=True)
         return None
-    new_fp = f"2:{lf.size % (1 << 32)}:{crc:08x}:{hashlib.sha1(head).hexdigest()}"
+    new_fp = cache_mod.fingerprint_text(lf.size, crc, head)
     tail = FileStats(temp_id, str(out), lf.display, lf.size - read_end, lf.mtime_ns, new_fp)
     tail.line_base = lines
     tail.grow = {
@@ -244,8 +242,13 @@ def grown(
     return tail
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()
+def _end_digest(src, size: int) -> str | None:
+    """SHA-1 of the END_CHECK bytes before offset ``size`` of the open file ``src``; None when
+    fewer can be read (the file shrank)."""
+    start = max(0, size - END_CHECK)
+    src.seek(start)
+    data = src.read(size - start)
+    return hashlib.sha1(data).hexdigest() if len(data) == size - start else None
 
 
 def _frag(path: str, read_end: int, size: int, lines: int, f: FileStats) -> int:
@@ -267,11 +270,9 @@ def _frag(path: str, read_end: int, size: int, lines: int, f: FileStats) -> int:
 def _end_hash(path: str, size: int) -> str | None:
     try:
         with open(path, "rb") as src:
-            src.seek(max(0, size - END_CHECK))
-            data = src.read(size - max(0, size - END_CHECK))
+            return _end_digest(src, size)
     except OSError:
         return None
-    return _digest(data) if len(data) == size - max(0, size - END_CHECK) else None
 
 
 def record_ends(con, store: str, to_read: list[FileStats]) -> None:
