@@ -11,6 +11,14 @@
 4. A real CUDA OOM inside generate (a forward that asks for more memory than the GPU has):
    an ``error`` event (OutOfMemoryError), num_ooms rising, the exception re-raised, and the
    greedy fallback when asked.
+5. ``Tracer.stream_generate`` on cuda (generate on its own thread, a TextIteratorStreamer):
+   the stream ends, its text is what a plain greedy generate decodes to, and the events carry
+   the first streamed token.
+6. A model of DeepSeek-R1-Distill-Qwen-1.5B's shape (random bf16 weights, built on the GPU):
+   traced against bare generate, interleaved, for the collector's cost on a real-size decode;
+   the traced prefill against a synchronised forward of the same prompt (the first-token
+   timing must wait for the GPU, not for the kernel launches); the gpu_memory event against
+   the weights' bytes and the kv_cache event against the cache's size from the config.
 
 Prints PASS/FAIL per check and a summary; exits 1 on any FAIL, 0 with "no GPU available" when
 there is no CUDA device and no NVML.
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -166,6 +175,9 @@ def check_generate(torch, log_dir: Path, have_nvml: bool) -> None:
     check("samplers on (gpu, torch, process)",
           status.get("torch") == "on" and status.get("process") == "on"
           and (status.get("gpu") == "on" or not have_nvml), json.dumps(status))
+    # a first traced call pays one-time costs (imports, the first torch/NVML readings) that the
+    # timing split below is not about
+    tracer.generate(model, ids, session_id="gpu-check", request_id="warm", max_new_tokens=2)
     t0 = time.perf_counter()
     out = tracer.generate(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
                           session_id="gpu-check", request_id="r1", max_new_tokens=32, do_sample=False,
@@ -245,6 +257,145 @@ def check_generate(torch, log_dir: Path, have_nvml: bool) -> None:
     check("torch gpu_memory sampler events", len(sampled_mem) >= 1, f"{len(sampled_mem)} samples")
 
 
+def word_tokenizer(vocab: int):
+    """A word-level tokenizer over ``vocab`` ids (w0, w1, ...): no download on the GPU box."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["[UNK]", "<eos>"] + [f"w{i}" for i in range(vocab - 2)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<eos>")
+
+
+def check_stream(torch, log_dir: Path) -> None:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(1)
+    vocab = 256
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=128, max_position_embeddings=512)
+    model = Qwen2ForCausalLM(cfg).to("cuda").eval()
+    tok = word_tokenizer(vocab)
+    ids = torch.randint(2, vocab, (1, 24), device="cuda")
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    plain = model.generate(**inputs, max_new_tokens=24, do_sample=False, eos_token_id=None)
+    want = tok.decode(plain[0, ids.shape[1]:], skip_special_tokens=True)
+    tracer = Tracer(log_dir / "stream", samplers=False)
+    t0 = time.perf_counter()
+    pieces = list(tracer.stream_generate(model, inputs, tokenizer=tok, session_id="stream",
+                                         request_id="s1", max_new_tokens=24, do_sample=False,
+                                         eos_token_id=None, timeout_s=60))
+    wall = time.perf_counter() - t0
+    tracer.close()
+    got = "".join(pieces)
+    check("stream_generate on cuda ends", wall < 60, f"{wall * 1000:.0f} ms, {len(pieces)} pieces")
+    check("streamed text = greedy generate's text", got.split() == want.split(),
+          f"{len(got.split())} words streamed, {len(want.split())} expected")
+    ev = read_events(log_dir / "stream")
+    pre = next((e for e in ev if e["stage"] == "prefill"), None)
+    dec = next((e for e in ev if e["stage"] == "decode"), None)
+    req = next((e for e in ev if e["stage"] == "request"), None)
+    check("stream: prefill/decode/request written", None not in (pre, dec, req))
+    if dec is not None:
+        check("stream: output_len = 24", dec.get("output_len") == 24, str(dec.get("output_len")))
+    if req is not None:
+        check("stream: request carries the first streamed token", req.get("ttft_ms") is not None,
+              f"ttft_ms {req.get('ttft_ms')}")
+
+
+# DeepSeek-R1-Distill-Qwen-1.5B's config.json (the architecture; the weights here are random)
+R1_1_5B = dict(vocab_size=151936, hidden_size=1536, num_hidden_layers=28, num_attention_heads=12,
+               num_key_value_heads=2, intermediate_size=8960, max_position_embeddings=131072,
+               rope_theta=10000.0, tie_word_embeddings=False, rms_norm_eps=1e-6)
+
+
+def check_real_size(torch, log_dir: Path, rounds: int = 5, prompt: int = 512, new: int = 128) -> None:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(**R1_1_5B)
+    torch.manual_seed(0)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = Qwen2ForCausalLM(cfg).eval()
+    finally:
+        torch.set_default_dtype(old)
+    weights_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / MB
+    ids = torch.randint(0, cfg.vocab_size, (1, prompt), device="cuda")
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    kw = dict(max_new_tokens=new, do_sample=False, eos_token_id=None)
+
+    def bare():
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        model.generate(**inputs, **kw)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1000
+
+    def forward_ms():
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            model(**inputs, logits_to_keep=1)  # as generate's prefill: the last position's logits only
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1000
+
+    # samplers on at their default interval (5 s), as a user turns them on; what sampling more
+    # often costs is bench/gpu_overhead.py's question
+    tracer = Tracer(log_dir / "real", samplers=True)
+
+    def traced(i):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        tracer.generate(model, inputs, session_id="real", request_id=f"t{i}", **kw)
+        return (time.perf_counter() - t) * 1000
+
+    bare(), traced(-1), forward_ms()  # warm-up: kernels, allocator, cuBLAS handles
+    b, tr, fw = [], [], []
+    for i in range(rounds):  # interleaved so a clock or thermal drift hits both alike
+        b.append(bare())
+        tr.append(traced(i))
+        fw.append(forward_ms())
+    tracer.close()
+    med = statistics.median
+    # best of the rounds: this box's CPU speed wanders by +-8 % between runs of the same call
+    ratio = min(tr) / min(b)
+    print(f"  1.5B shape, prompt {prompt}, {new} new tokens: bare {min(b):.1f} ms, traced {min(tr):.1f} ms "
+          f"(x{ratio:.3f}, best of {rounds}; medians {med(b):.1f} / {med(tr):.1f}), prompt forward "
+          f"{med(fw):.2f} ms, weights {weights_mb:.0f} MiB")
+    check("real-size traced/bare generate <= 1.05", ratio <= 1.05, f"x{ratio:.3f}, best of {rounds} rounds")
+    ev = read_events(log_dir / "real")
+    timed = [e for e in ev if e.get("request_id", "").startswith("t") and e["request_id"] != "t-1"]
+    pres = [e["duration_ms"] for e in timed if e["stage"] == "prefill"]
+    decs = [e for e in timed if e["stage"] == "decode"]
+    check("real-size prefill/decode per round", len(pres) == rounds and len(decs) == rounds,
+          f"{len(pres)} prefill, {len(decs)} decode")
+    if pres:
+        # the traced prefill covers generate's set-up plus the prompt's forward; it can't be
+        # shorter than the forward unless the first-token time was taken before the GPU finished
+        check("real-size prefill >= a synchronised prompt forward", med(pres) >= 0.9 * med(fw),
+              f"prefill {med(pres):.2f} ms vs forward {med(fw):.2f} ms")
+    if decs:
+        per_tok = med([d["duration_ms"] / max(1, d["output_len"] - 1) for d in decs])
+        check("real-size decode output_len", all(d["output_len"] == new for d in decs),
+              f"{per_tok:.2f} ms per token")
+    mem = next((e for e in timed if e["stage"] == "gpu_memory"), None)
+    check("real-size gpu_memory allocated >= the weights", mem is not None
+          and mem["allocated_mb"] >= weights_mb * 0.99,
+          f"allocated {mem and mem['allocated_mb']} MB, weights {weights_mb:.0f} MiB")
+    kv = next((e for e in timed if e["stage"] == "kv_cache"), None)
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    if kv is not None and kv.get("kv_seq_len"):
+        want_mb = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 2 * kv["kv_seq_len"] / MB
+        check("real-size kv_cache size = 2·layers·kv_heads·head_dim·bf16·seq",
+              kv.get("kv_cache_size_mb") is not None and abs(kv["kv_cache_size_mb"] - want_mb) <= 0.05 * want_mb,
+              f"{kv.get('kv_cache_size_mb')} MiB vs {want_mb:.2f} MiB at {kv['kv_seq_len']} tokens")
+    else:
+        check("real-size kv_cache event", False, json.dumps(kv))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="collector GPU check")
     ap.add_argument("--keep-logs", help="write the trace here and keep it")
@@ -266,6 +417,8 @@ def main(argv=None) -> int:
             check_nvml(torch, nv)
         if torch is not None:
             check_generate(torch, log_dir, nv is not None)
+            check_stream(torch, log_dir)
+            check_real_size(torch, log_dir)
     except Exception as e:  # a crash is a FAIL with its reason, not a traceback-only exit
         check("gpu check ran to the end", False, f"{type(e).__name__}: {e}")
     finally:
