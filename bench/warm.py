@@ -25,7 +25,7 @@ Target: warm <= 0.5x bare (wall). The sessions in each window are printed (targe
 
 cron: the hourly cron over today's growing file. The data set's last (plain) file is copied into
 a temporary folder cut at ``--hours`` before its day's end (the other files are symlinked, never
-written); one cold `analyze` (no window) fills the cache, then each hour the copy grows by that
+written); one cold `analyze` (no window; `--cold-since`: with the first hour's --since, as a cron that never runs without one) fills the cache, then each hour the copy grows by that
 hour's lines and `analyze --since <hour end - 1 day>` (``--whole``: no window) runs: wall and
 CPU-s per run, against the bare scan of the same files, and against the same runs of the
 ``--base`` tree (each tree its own copy and cache), side by side in one run.
@@ -108,10 +108,12 @@ def cron(args) -> int:
         env = {**os.environ, "XDG_CACHE_HOME": str(work / name / "cache")}
         setups[name] = (tree, logdir, copy_, env)
     res: dict[str, dict] = {}
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(hours=first_hour)
     for name, (tree, logdir, _, env) in setups.items():
-        res[f"cold ({name})"] = probe_in(
-            tree, [*DSLOGS, "analyze", str(logdir), "--format", "json"], env
-        )
+        cmd = [*DSLOGS, "analyze", str(logdir), "--format", "json"]
+        if args.cold_since:  # as a cron that only ever runs with --since sees it from its first run
+            cmd += ["--since", (start - timedelta(days=1)).isoformat()]
+        res[f"cold ({name})"] = probe_in(tree, cmd, env)
     steps: dict[str, list[dict]] = {name: [] for name in trees}
     bare: list[dict] = []
     sessions: dict[str, list] = {name: [] for name in trees}
@@ -183,6 +185,8 @@ def main() -> int:
     ap.add_argument("--cron", action="store_true", help="the hourly cron over a growing file")
     ap.add_argument("--hours", type=int, default=3, help="cron: runs, one hour of growth each")
     ap.add_argument("--whole", action="store_true", help="cron: no --since (every run: all days)")
+    ap.add_argument("--cold-since", action="store_true",
+                    help="cron: the first (cold) run has a --since too, as a cron that never runs without one")
     args = ap.parse_args()
     if args.cron:
         return cron(args)
