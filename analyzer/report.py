@@ -31,6 +31,7 @@ from analyzer.rules import (
     RULE_IDS,
     SEVERITY_RANK,
     evaluate_rules,
+    largest_rise,
     memory_leak_verdicts,
     oom_count,
 )
@@ -397,8 +398,9 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[di
     # every session; growth pinned on a process fails the row without naming sessions.
     leak = memory_leak_verdicts(metrics, t) if leak is None else leak
     band_sessions = sorted(v["session_id"] for v in leak["sessions"].values() if v["flagged"])
-    # the largest movement, not a list of every session's (400 k+ at 20 M events)
-    deviation = max((v["rise_mb"] for v in leak["sessions"].values()), default=None)
+    # the largest movement of any session, kept by the verdicts as they are made (the healthy
+    # sessions keep no verdict: 400 k+ at 20 M events)
+    deviation = largest_rise(leak["sessions"])
     band_fails = bool(band_sessions or leak["processes"])
     band_note = None
     if leak["processes"]:

@@ -228,7 +228,7 @@ def _host_findings(rule, hit, *, value_key, threshold, unit, message_of, section
 # -- memory ------------------------------------------------------------------------------------
 
 
-def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
+def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
     """session -> (memory its requests keep per request, requests) from per-request deltas.
 
     torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
@@ -238,47 +238,67 @@ def attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, 
     ended during it (-), one mean size per process (``transient_coef``), and fit all by least
     squares (coordinate descent: each sweep sets one unknown to its exact minimiser given the
     others).
+
+    ``rows`` is read once. The equations are held by unknown, as plain lists indexed by number
+    (each unknown's equations and its coefficient in each, every equation's delta and current
+    prediction), not a dict of coefficients per request keyed by session id: the same floating
+    operations in the same order as that layout (the same rates, bit for bit; tests/test_rules_cost.py
+    keeps it as the reference), a fraction of its memory and about half its time.
     """
-    eqs: list[tuple[float, dict[str, int]]] = []
+    number: dict = {}  # unknown (session id, or ("transient", host, pid)) -> its index
+    eqs_of: list[list[int]] = []  # unknown -> its equations, in order
+    coefs_of: list[list[int]] = []  # unknown -> its coefficient in each of them
+    deltas: list[float] = []  # equation -> the request's delta
+    own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
     for r in rows:
         delta = r.get(key)
-        if delta is None or r.get("session_id") is None:
+        sid = r.get("session_id")
+        if delta is None or sid is None:
             continue
-        coef = {r["session_id"]: 1}
-        for sid in r.get("ended_during") or []:
-            coef[sid] = coef.get(sid, 0) + 1
+        k = len(deltas)
+        deltas.append(float(delta))
+        own[sid] = own.get(sid, 0) + 1
+        coef = {sid: 1}
+        for other in r.get("ended_during") or []:
+            coef[other] = coef.get(other, 0) + 1
         if r.get("transient_coef"):
             coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
-        eqs.append((float(delta), coef))
-    by_session: dict[str, list[int]] = {}
-    own: dict[str, int] = {}
-    for k, (_d, coef) in enumerate(eqs):
-        for sid in coef:
-            by_session.setdefault(sid, []).append(k)
-    for r in rows:
-        if r.get(key) is not None and r.get("session_id") is not None:
-            own[r["session_id"]] = own.get(r["session_id"], 0) + 1
-    rate = dict.fromkeys(by_session, 0.0)
-    pred = [0.0] * len(eqs)
+        for u, c in coef.items():
+            j = number.get(u)
+            if j is None:
+                j = number[u] = len(eqs_of)
+                eqs_of.append([])
+                coefs_of.append([])
+            eqs_of[j].append(k)
+            coefs_of[j].append(c)
+    # sum of c * c per unknown, added in its equations' order as each sweep did
+    dens = []
+    for cs in coefs_of:
+        den = 0.0
+        for c in cs:
+            den += c * c
+        dens.append(den)
+    rate = [0.0] * len(eqs_of)
+    pred = [0.0] * len(deltas)
     for _ in range(sweeps):
         moved = 0.0
-        for sid, ks in by_session.items():
-            num = den = 0.0
-            for k in ks:
-                d, coef = eqs[k]
-                c = coef[sid]
-                num += c * (d - (pred[k] - c * rate[sid]))
-                den += c * c
+        for j, ks in enumerate(eqs_of):
+            cs = coefs_of[j]
+            old = rate[j]
+            num = 0.0
+            for k, c in zip(ks, cs, strict=True):
+                num += c * (deltas[k] - (pred[k] - c * old))
+            den = dens[j]
             new = num / den if den else 0.0
-            step = new - rate[sid]
+            step = new - old
             if step:
-                for k in ks:
-                    pred[k] += eqs[k][1][sid] * step
-                rate[sid] = new
+                for k, c in zip(ks, cs, strict=True):
+                    pred[k] += c * step
+                rate[j] = new
                 moved = max(moved, abs(step))
         if moved < 0.01:
             break
-    return {sid: (rate[sid], own[sid]) for sid in own}
+    return {sid: (rate[number[sid]], n) for sid, n in own.items()}
 
 
 def _process_key(r: dict) -> tuple:
@@ -294,62 +314,86 @@ def _overlap(a: dict, b: dict) -> bool:
     return bool(a.get("first_ts") and b.get("first_ts") and a["first_ts"] <= b["last_ts"] and b["first_ts"] <= a["last_ts"])
 
 
+class _Group:
+    """The sessions of one process that memory_leak judges by reserved_mb snapshots: the first and
+    last times of each (in table order; None or "" when untimed), and the verdicts of the flagged
+    ones with their places among them. Only a flagged session keeps a verdict: the others are two
+    times each, what counting the sessions active at once needs (issue 16 item 4)."""
+
+    __slots__ = ("firsts", "lasts", "flagged", "at")
+
+    def __init__(self):
+        self.firsts: list = []
+        self.lasts: list = []
+        self.flagged: list[_Verdict] = []
+        self.at: list[int] = []
+
+
 class _Overlaps:
     """Sessions of one process active at the same time as each flagged one (itself included), by
     binary search over sorted first/last times: the pairwise scan was O(flagged x sessions), 20 M
     comparisons and most of a warm run at 15 k sessions. Same answers as ``_overlap`` pairwise (a
     group holding a session whose last time sorts before its first falls back to that scan)."""
 
-    def __init__(self, group: list[dict], flagged: list[dict]):
-        self.group, self.flagged = group, flagged
-        timed = [u for u in group if u.get("first_ts")]
-        self.naive = any(u["last_ts"] < u["first_ts"] for u in timed)
-        self.firsts = sorted(u["first_ts"] for u in timed)
-        self.lasts = sorted(u["last_ts"] for u in timed)
-        ftimed = [u for u in flagged if u.get("first_ts")]
-        self.ffirsts = sorted(u["first_ts"] for u in ftimed)
-        self.flasts = sorted(u["last_ts"] for u in ftimed)
+    def __init__(self, g: _Group):
+        self.g = g
+        firsts, lasts = g.firsts, g.lasts
+        self.naive = any(last < first for first, last in zip(firsts, lasts, strict=True) if first)
+        self.firsts = sorted(first for first in firsts if first)
+        self.lasts = sorted(last for first, last in zip(firsts, lasts, strict=True) if first)
+        ftimed = [v for v in g.flagged if v.get("first_ts")]
+        self.ffirsts = sorted(v["first_ts"] for v in ftimed)
+        self.flasts = sorted(v["last_ts"] for v in ftimed)
 
-    def _co(self, v: dict) -> list[dict]:
-        return [u for u in self.group if u is v or _overlap(u, v)]
+    def _co(self, j: int) -> list[int]:
+        """Places of the sessions that overlap the one at ``j`` (itself included): ``_overlap``."""
+        firsts, lasts = self.g.firsts, self.g.lasts
+        fj, lj = firsts[j], lasts[j]
+        return [i for i, (fi, li) in enumerate(zip(firsts, lasts, strict=True))
+                if i == j or bool(fi and fj and fi <= lj and fj <= li)]  # fmt: skip
 
-    def count(self, v: dict) -> int:
+    def count(self, n: int) -> int:
+        """Sessions active at the same time as the ``n``-th flagged one."""
+        v = self.g.flagged[n]
         if self.naive:
-            return len(self._co(v))
+            return len(self._co(self.g.at[n]))
         if not v.get("first_ts"):
             return 1
         # u overlaps v iff u.first <= v.last and not u.last < v.first (u.last < v.first implies
         # u.first <= v.last, so the second set lies inside the first).
         return bisect.bisect_right(self.firsts, v["last_ts"]) - bisect.bisect_left(self.lasts, v["first_ts"])
 
-    def flagged_count(self, v: dict) -> int:
+    def flagged_count(self, n: int) -> int:
+        v = self.g.flagged[n]
         if self.naive:
-            return sum(1 for u in self._co(v) if u["flagged"])
+            flagged = set(self.g.at)
+            return sum(1 for i in self._co(self.g.at[n]) if i in flagged)
         if not v.get("first_ts"):
             return 1 if v["flagged"] else 0
         return bisect.bisect_right(self.ffirsts, v["last_ts"]) - bisect.bisect_left(self.flasts, v["first_ts"])
 
-    def active_ids(self) -> set:
-        """Ids of the sessions active at the same time as some flagged one (flagged ones included)."""
+    def active(self) -> int:
+        """How many sessions are active at the same time as some flagged one (flagged ones included)."""
         if self.naive:
-            return {u["session_id"] for v in self.flagged for u in self._co(v)}
-        out = {v["session_id"] for v in self.flagged}
+            return len({i for j in self.g.at for i in self._co(j)})
         # Flagged intervals merged into disjoint closed blocks; a session meets the union iff it
-        # meets a block (each block is one unbroken span: its parts chain by overlaps).
+        # meets a block (each block is one unbroken span: its parts chain by overlaps). A timed
+        # flagged session meets its own block; an untimed one counts once, as itself.
+        out = sum(1 for v in self.g.flagged if not v.get("first_ts"))
         blocks: list[list[str]] = []
-        for v in sorted((v for v in self.flagged if v.get("first_ts")), key=lambda v: v["first_ts"]):
+        for v in sorted((v for v in self.g.flagged if v.get("first_ts")), key=lambda v: v["first_ts"]):
             if blocks and v["first_ts"] <= blocks[-1][1]:
                 blocks[-1][1] = max(blocks[-1][1], v["last_ts"])
             else:
                 blocks.append([v["first_ts"], v["last_ts"]])
         starts = [b[0] for b in blocks]
-        for u in self.group:
-            if not u.get("first_ts"):
+        for first, last in zip(self.g.firsts, self.g.lasts, strict=True):
+            if not first:
                 continue
             # the last block starting at or before u's end is the only one that can reach u
-            i = bisect.bisect_right(starts, u["last_ts"]) - 1
-            if i >= 0 and blocks[i][1] >= u["first_ts"]:
-                out.add(u["session_id"])
+            i = bisect.bisect_right(starts, last) - 1
+            if i >= 0 and blocks[i][1] >= first:
+                out += 1
         return out
 
 
@@ -392,6 +436,49 @@ class _Verdict:
             setattr(self, k, v)
 
 
+class SessionVerdicts:
+    """memory_leak's verdicts on the sessions of a window: ``len`` is how many sessions it judged;
+    only the flagged ones (and those a process-scoped finding took over, ``process_scoped``) keep
+    a ``_Verdict``, which ``values()``, ``[sid]`` and ``get`` read; ``max_rise`` is the largest
+    movement of any session (the checklist's reserved_band value). A healthy session is a count
+    and a running maximum, not an object: 436 k sessions at 20 M events (issue 16 item 4)."""
+
+    __slots__ = ("kept", "checked", "max_rise")
+
+    def __init__(self):
+        self.kept: dict[str, _Verdict] = {}
+        self.checked = 0
+        self.max_rise: float | None = None
+
+    def judged(self, rise: float) -> None:
+        """One more session judged, of movement ``rise`` (max() over them in this order)."""
+        if self.checked == 0 or rise > self.max_rise:
+            self.max_rise = rise
+        self.checked += 1
+
+    def __len__(self) -> int:
+        return self.checked
+
+    def values(self):
+        return self.kept.values()
+
+    def __getitem__(self, sid: str) -> _Verdict:
+        return self.kept[sid]
+
+    def get(self, sid: str, default=None):
+        return self.kept.get(sid, default)
+
+    def __contains__(self, sid) -> bool:
+        return sid in self.kept
+
+
+def largest_rise(sessions) -> float | None:
+    """The largest movement among memory_leak's verdicts (SessionVerdicts, or a dict of verdicts)."""
+    if isinstance(sessions, SessionVerdicts):
+        return sessions.max_rise
+    return max((v["rise_mb"] for v in sessions.values()), default=None)
+
+
 def memory_leak_verdicts(m: dict, t: dict) -> dict:
     """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
     the checklist's reserved_band row so that they agree on every session.
@@ -402,67 +489,88 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     turns. A session flags when that exceeds rise_mb. Snapshot verdicts that would name most of the
     sessions active at the same time in one process become that process's finding; so does growth
     of a process's reserved memory that flagged sessions do not explain.
+
+    ``{"sessions": SessionVerdicts, "processes": [finding details]}``: the flagged sessions' verdicts,
+    the count and the largest movement of all.
     """
     th = t["memory_leak"]
+    min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
     cpu = cpu_only_hosts(m)
-    # a view read twice, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
     deltas = _HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = attribute_deltas(deltas, "gpu_delta_mb")
-    sessions: dict[str, dict] = {}
+    sessions = SessionVerdicts()
+    kept = sessions.kept
     for sid, (rate, n) in rates.items():
-        if n < th["min_samples"]:
+        if n < min_samples:
             continue
-        sessions[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
-                                 rise_mb=rate * n,
-                                 flagged=rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"])
-    # each session's host and pid from its last row (one pass, no dict of every session's row)
-    for r in deltas:
-        v = sessions.get(r["session_id"])
-        if v is not None:
-            v.update(host=r.get("host"), pid=r.get("pid"))
-    # a generator: the table may hold 400 k+ sessions, read once (issue 16 item 4)
-    snaps = (r for r in m.get("memory_per_session", [])
-             if r.get("host") not in cpu and r["session_id"] not in rates
-             and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None)
-    for r in snaps:
+        rise = rate * n
+        sessions.judged(rise)
+        if rate > leak_th and rise > rise_th:
+            kept[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
+                                 rise_mb=rise, flagged=True)
+    # the flagged sessions' host and pid from their last row (one more pass only if there are some)
+    if kept:
+        for r in deltas:
+            v = kept.get(r["session_id"])
+            if v is not None:
+                v.update(host=r.get("host"), pid=r.get("pid"))
+    by_delta = list(kept.values())
+    # read once as a stream (the table may hold 400 k+ sessions, issue 16 item 4); a session judged
+    # by its snapshots keeps its two times in its process's group, a verdict only when flagged
+    by_proc: dict[tuple, _Group] = {}
+    for r in m.get("memory_per_session", []):
+        if (r.get("host") in cpu or r["session_id"] in rates or (r.get("samples") or 0) < min_samples
+                or r.get("reserved_first_mb") is None):
+            continue
         rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
-        sessions[r["session_id"]] = _Verdict(
-            session_id=r["session_id"], host=r.get("host"), pid=r.get("pid"), basis="reserved_mb over turns",
-            rise_mb=rise, reserved_first_mb=r["reserved_first_mb"], reserved_last_mb=r.get("reserved_last_mb"),
-            reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min"), samples=r.get("samples"),
-            minutes=r.get("minutes"), first_ts=r.get("first_ts"), last_ts=r.get("last_ts"),
-            flagged=rise > th["rise_mb"],
-        )
+        sessions.judged(rise)
+        pkey = (r.get("host"), r.get("pid"))
+        g = by_proc.get(pkey)
+        if g is None:
+            g = by_proc[pkey] = _Group()
+        first, last = r.get("first_ts"), r.get("last_ts")
+        if rise > rise_th:
+            sid = r["session_id"]
+            v = kept[sid] = _Verdict(
+                session_id=sid, host=r.get("host"), pid=r.get("pid"), basis="reserved_mb over turns",
+                rise_mb=rise, reserved_first_mb=r["reserved_first_mb"], reserved_last_mb=r.get("reserved_last_mb"),
+                reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min"), samples=r.get("samples"),
+                minutes=r.get("minutes"), first_ts=first, last_ts=last, flagged=True,
+            )
+            g.flagged.append(v)
+            g.at.append(len(g.firsts))
+        g.firsts.append(first)
+        g.lasts.append(last)
     processes: list[dict] = []
     # Snapshot verdicts in one process: most of the sessions active at once flagged -> the process.
-    by_proc: dict[tuple, list[dict]] = {}
-    for v in sessions.values():
-        if v["basis"] != "request deltas":
-            by_proc.setdefault(_process_key(v), []).append(v)
-    for key, group in by_proc.items():
-        flagged = [v for v in group if v["flagged"]]
+    for key, g in by_proc.items():
+        flagged = g.flagged
+        if len(flagged) < 3:
+            continue  # fewer than 3 crowded ones, whatever the overlaps
         # For each flagged session, the sessions of its process active at the same time (itself
         # included) and the share of them flagged: near 1 when per-process reserved rose under all.
-        co = _Overlaps(group, flagged)
-        crowded = [v for v in flagged if co.count(v) >= 3]
+        co = _Overlaps(g)
+        counts = [co.count(n) for n in range(len(flagged))]
+        crowded = [n for n, c in enumerate(counts) if c >= 3]
         if len(crowded) < 3:
             continue
-        shares = sorted(co.flagged_count(v) / co.count(v) for v in crowded)
+        shares = sorted(co.flagged_count(n) / counts[n] for n in crowded)
         if shares[len(shares) // 2] > th["most_sessions_share"]:
             for v in flagged:
                 v["flagged"] = False
                 v["process_scoped"] = True
-            active = co.active_ids()
+            active = co.active()
             first = min(flagged, key=lambda v: v.get("first_ts") or "")
             last = max(flagged, key=lambda v: v.get("last_ts") or "")
-            processes.append({"host": key[0], "pid": key[1], "sessions": len(active), "flagged_sessions": len(flagged),
+            processes.append({"host": key[0], "pid": key[1], "sessions": active, "flagged_sessions": len(flagged),
                               "rise_mb": max(v["rise_mb"] for v in flagged), "first_ts": first.get("first_ts"),
                               "last_ts": last.get("last_ts"), "basis": "reserved_mb snapshots"})
+    del by_proc
     # Delta-measured processes: reserved growth that flagged sessions do not explain.
     explained: dict[tuple, float] = {}
-    for v in sessions.values():
-        if v["basis"] == "request deltas" and v["flagged"]:
-            explained[_process_key(v)] = explained.get(_process_key(v), 0.0) + v["rise_mb"]
+    for v in by_delta:
+        explained[_process_key(v)] = explained.get(_process_key(v), 0.0) + v["rise_mb"]
     for p in m.get("memory_per_process", []):
         if p.get("host") in cpu or p.get("reserved_settled_mb") is None or p.get("reserved_last_mb") is None:
             continue
