@@ -273,11 +273,13 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
             coefs_of[j].append(c)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
-    for cs in coefs_of:
+    for j, cs in enumerate(coefs_of):
         den = 0.0
         for c in cs:
             den += c * c
         dens.append(den)
+        if all(c == 1 for c in cs):
+            coefs_of[j] = None  # 1 in every equation (most sessions): 1 * x is x, exactly
     rate = [0.0] * len(eqs_of)
     pred = [0.0] * len(deltas)
     for _ in range(sweeps):
@@ -286,14 +288,22 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
             cs = coefs_of[j]
             old = rate[j]
             num = 0.0
-            for k, c in zip(ks, cs, strict=True):
-                num += c * (deltas[k] - (pred[k] - c * old))
+            if cs is None:
+                for k in ks:
+                    num += deltas[k] - (pred[k] - old)
+            else:
+                for k, c in zip(ks, cs, strict=True):
+                    num += c * (deltas[k] - (pred[k] - c * old))
             den = dens[j]
             new = num / den if den else 0.0
             step = new - old
             if step:
-                for k, c in zip(ks, cs, strict=True):
-                    pred[k] += c * step
+                if cs is None:
+                    for k in ks:
+                        pred[k] += step
+                else:
+                    for k, c in zip(ks, cs, strict=True):
+                        pred[k] += c * step
                 rate[j] = new
                 moved = max(moved, abs(step))
         if moved < 0.01:
