@@ -157,6 +157,53 @@ def _scan(rows: Iterable[dict], fires: Callable[[dict], bool]) -> tuple[int, lis
     return checked, hit
 
 
+# Session rules that filter one per-session table and fire on each row alone: rule id ->
+# (thresholds -> (table, has its inputs, fires)). Each rule scans its table itself (``_scanned``);
+# evaluate_rules reads such a table once for all of its rules (``scan_together``): a table kept in
+# DuckDB (rows.LazyRows, 100 k+ sessions) is converted to row dicts on every read, so three rules
+# reading generate_params_per_session cost three conversions (issue 16 items 3 and 4).
+SESSION_SCANS: dict[str, Callable[[dict], tuple[str, Callable[[dict], bool], Callable[[dict], bool]]]] = {}
+
+
+def _session_scan(rule_id: str):
+    def register(fn):
+        SESSION_SCANS[rule_id] = fn
+        return fn
+
+    return register
+
+
+def _scanned(rule_id: str, m: dict, t: dict, scanned: tuple[int, list[dict]] | None):
+    """(rows read, the rows that fire) of ``rule_id``'s scan: given by evaluate_rules, else read."""
+    table, has, fires = SESSION_SCANS[rule_id](t)
+    if scanned is None:
+        scanned = _scan((r for r in m.get(table, []) if has(r)), fires)
+    return fires, scanned
+
+
+def scan_together(m: dict, t: dict, rule_ids: Iterable[str], left_out: set | frozenset = frozenset()
+                  ) -> dict[str, tuple[int, list[dict]]]:  # fmt: skip
+    """``_scan`` of each rule of SESSION_SCANS among ``rule_ids``, each table read once for all of
+    them; a GPU rule's scan skips the rows of the hosts in ``left_out`` (as ``without_cpu_hosts``)."""
+    by_table: dict[str, list[tuple]] = {}
+    for rid in rule_ids:
+        if rid in SESSION_SCANS:
+            table, has, fires = SESSION_SCANS[rid](t)
+            by_table.setdefault(table, []).append((rid, has, fires, RULE_SPECS[rid].gpu and bool(left_out), [0], []))
+    out: dict[str, tuple[int, list[dict]]] = {}
+    for table, scans in by_table.items():
+        for r in m.get(table, []):
+            for _rid, has, fires, gpu, checked, hit in scans:
+                if gpu and r.get("host") in left_out:
+                    continue
+                if has(r):
+                    checked[0] += 1
+                    if fires(r):
+                        hit.append(r)
+        out.update({rid: (checked[0], hit) for rid, _h, _f, _g, checked, hit in scans})
+    return out
+
+
 def _session_rule(
     rule: str,
     rows: Iterable[dict],
@@ -801,6 +848,13 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
 # -- decode / GPU per session ----------------------------------------------------------------
 
 
+@_session_scan("gpu_wait")
+def _gpu_wait_scan(t):
+    th = t["gpu_wait"]["gpu_wait_pct"]
+    return ("gpu_wait_per_session", lambda r: r.get("gpu_wait_pct_p50") is not None,
+            lambda r: r["gpu_wait_pct_p50"] > th)  # fmt: skip
+
+
 @rule(
     "gpu_wait",
     severity="warning",
@@ -816,17 +870,26 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
     charts=("gpu_wait_hist",),
     gpu=True,
 )
-def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
+def rule_gpu_wait(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["gpu_wait"]["gpu_wait_pct"]
-    rows = (r for r in m.get("gpu_wait_per_session", []) if r.get("gpu_wait_pct_p50") is not None)
+    fires, scanned = _scanned("gpu_wait", m, t, scanned)
     return _session_rule(
-        "gpu_wait", rows, lambda r: r["gpu_wait_pct_p50"] > th, lambda r: r["gpu_wait_pct_p50"],
+        "gpu_wait", (), fires, lambda r: r["gpu_wait_pct_p50"], scanned=scanned,
         threshold=th, unit="%",
         describe=lambda n, v: f"median gpu_wait_pct up to {_fmt(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
         section="gpu", chart="gpu_wait_hist",
         detail_keys=("gpu_wait_pct_p50", "gpu_wait_pct_p90", "count"),
         no_data_reason="no request measured gpu_wait_pct",
     )
+
+
+@_session_scan("cpu_bound")
+def _cpu_bound_scan(t):
+    th = t["cpu_bound"]
+    util, tpot = th["gpu_util_pct"], th["tpot_ms"]
+    return ("decode_per_session",
+            lambda r: r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None,
+            lambda r: r["gpu_util_pct_p50"] < util and r["tpot_p50_ms"] > tpot)  # fmt: skip
 
 
 @rule(
@@ -844,14 +907,11 @@ def rule_gpu_wait(m, ingest, t) -> RuleOutcome:
     charts=("gpu_timeline",),
     gpu=True,
 )
-def rule_cpu_bound(m, ingest, t) -> RuleOutcome:
+def rule_cpu_bound(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["cpu_bound"]
-    rows = (r for r in m.get("decode_per_session", [])
-            if r.get("gpu_util_pct_p50") is not None and r.get("tpot_p50_ms") is not None)
+    fires, scanned = _scanned("cpu_bound", m, t, scanned)
     return _session_rule(
-        "cpu_bound", rows,
-        lambda r: r["gpu_util_pct_p50"] < th["gpu_util_pct"] and r["tpot_p50_ms"] > th["tpot_ms"],
-        lambda r: r["tpot_p50_ms"],
+        "cpu_bound", (), fires, lambda r: r["tpot_p50_ms"], scanned=scanned,
         threshold=th["tpot_ms"], unit="ms/token",
         describe=lambda n, v: (
             f"GPU under {_fmt(th['gpu_util_pct'])} % busy while decode takes up to {_fmt(v)} ms/token "
@@ -951,6 +1011,13 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("kv_cache_bloat", "fired", _plural(n, "session"), [f])
 
 
+@_session_scan("beam_search")
+def _beam_search_scan(t):
+    th = t["beam_search"]["num_beams"]
+    return ("generate_params_per_session", lambda r: (r.get("num_beams_count") or 0) > 0,
+            lambda r: r["num_beams_max"] > th)  # fmt: skip
+
+
 @rule(
     "beam_search",
     severity="warning",
@@ -962,13 +1029,16 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     inputs=("generate_params_per_session",),
     sections=("latency",),
 )
-def rule_beam_search(m, ingest, t) -> RuleOutcome:
+def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["beam_search"]["num_beams"]
-    def rows():
-        return (r for r in m.get("generate_params_per_session", []) if (r.get("num_beams_count") or 0) > 0)
+    table, has, _fires = SESSION_SCANS["beam_search"](t)
 
+    def rows():
+        return (r for r in m.get(table, []) if has(r))
+
+    fires, scanned = _scanned("beam_search", m, t, scanned)
     outcome = _session_rule(
-        "beam_search", rows(), lambda r: r["num_beams_max"] > th, lambda r: r["num_beams_max"],
+        "beam_search", (), fires, lambda r: r["num_beams_max"], scanned=scanned,
         threshold=th, unit="beams",
         describe=lambda n, v: f"generate runs beam search (num_beams = {_fmt(v)}) in {_plural(n, 'session')}",
         section="latency", chart=None,
@@ -987,6 +1057,13 @@ def rule_beam_search(m, ingest, t) -> RuleOutcome:
     return outcome
 
 
+@_session_scan("high_max_tokens")
+def _high_max_tokens_scan(t):
+    th = t["high_max_tokens"]["max_new_tokens"]
+    return ("generate_params_per_session", lambda r: (r.get("max_new_tokens_count") or 0) > 0,
+            lambda r: r["max_new_tokens_max"] >= th)  # fmt: skip
+
+
 @rule(
     "high_max_tokens",
     severity="warning",
@@ -998,16 +1075,23 @@ def rule_beam_search(m, ingest, t) -> RuleOutcome:
     inputs=("generate_params_per_session",),
     sections=("latency",),
 )
-def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
+def rule_high_max_tokens(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["high_max_tokens"]["max_new_tokens"]
-    rows = (r for r in m.get("generate_params_per_session", []) if (r.get("max_new_tokens_count") or 0) > 0)
+    fires, scanned = _scanned("high_max_tokens", m, t, scanned)
     return _session_rule(
-        "high_max_tokens", rows, lambda r: r["max_new_tokens_max"] >= th, lambda r: r["max_new_tokens_max"],
+        "high_max_tokens", (), fires, lambda r: r["max_new_tokens_max"], scanned=scanned,
         threshold=th, unit="tokens",
         describe=lambda n, v: f"max_new_tokens set to {_fmt(v)} in {_plural(n, 'session')}",
         section="latency", chart=None, detail_keys=("max_new_tokens_max", "output_len_max"),
         no_data_reason="no request logged generate params (max_new_tokens)",
     )
+
+
+@_session_scan("long_output")
+def _long_output_scan(t):
+    th = t["long_output"]["output_len"]
+    return ("generate_params_per_session", lambda r: (r.get("output_len_count") or 0) > 0,
+            lambda r: r["output_len_max"] > th)  # fmt: skip
 
 
 @rule(
@@ -1021,11 +1105,11 @@ def rule_high_max_tokens(m, ingest, t) -> RuleOutcome:
     inputs=("generate_params_per_session",),
     sections=("latency",),
 )
-def rule_long_output(m, ingest, t) -> RuleOutcome:
+def rule_long_output(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["long_output"]["output_len"]
-    rows = (r for r in m.get("generate_params_per_session", []) if (r.get("output_len_count") or 0) > 0)
+    fires, scanned = _scanned("long_output", m, t, scanned)
     return _session_rule(
-        "long_output", rows, lambda r: r["output_len_max"] > th, lambda r: r["output_len_max"],
+        "long_output", (), fires, lambda r: r["output_len_max"], scanned=scanned,
         threshold=th, unit="tokens",
         describe=lambda n, v: f"outputs of up to {_fmt(v)} tokens in {_plural(n, 'session')}",
         section="latency", chart=None, detail_keys=("output_len_max", "max_new_tokens_max"),
@@ -1107,6 +1191,12 @@ def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("slow_prefill", "fired" if findings else "pass", reasons, findings)
 
 
+@_session_scan("slow_decode")
+def _slow_decode_scan(t):
+    th = t["slow_decode"]["tpot_p50_ms"]
+    return ("decode_per_session", lambda r: r.get("tpot_p50_ms") is not None, lambda r: r["tpot_p50_ms"] > th)
+
+
 @rule(
     "slow_decode",
     severity="warning",
@@ -1120,11 +1210,11 @@ def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
     sections=("latency",),
     charts=("latency_hist",),
 )
-def rule_slow_decode(m, ingest, t) -> RuleOutcome:
+def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["slow_decode"]["tpot_p50_ms"]
-    rows = (r for r in m.get("decode_per_session", []) if r.get("tpot_p50_ms") is not None)
+    fires, scanned = _scanned("slow_decode", m, t, scanned)
     outcome = _session_rule(
-        "slow_decode", rows, lambda r: r["tpot_p50_ms"] > th, lambda r: r["tpot_p50_ms"],
+        "slow_decode", (), fires, lambda r: r["tpot_p50_ms"], scanned=scanned,
         threshold=th, unit="ms/token",
         describe=lambda n, v: f"median time per output token up to {_fmt(v)} ms in {_plural(n, 'session')}",
         section="latency", chart="latency_hist",
@@ -1528,10 +1618,15 @@ def evaluate_rules(
     checklist reads them too), so they are computed once."""
     findings: list[dict] = []
     statuses: list[dict] = []
-    cpu = sorted(h or "the unnamed host" for h in cpu_only_hosts(metrics))
+    cpu_hosts = cpu_only_hosts(metrics)
+    cpu = sorted(h or "the unnamed host" for h in cpu_hosts)
     gpu_metrics = without_cpu_hosts(metrics)
+    # each per-session table that several rules filter, read once for all of them
+    scans = scan_together(metrics, thresholds, RULES, cpu_hosts)
     for rule_id, fn in RULES.items():
         extra = (leak,) if rule_id == "memory_leak" and leak is not None else ()
+        if rule_id in scans:
+            extra = (scans.pop(rule_id),)
         outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds, *extra)
         if cpu and rule_id in GPU_RULES and outcome.status == "no_data" and rule_id != "memory_leak":
             outcome.reason += f"; no GPU on {', '.join(cpu[:5])} (device cpu): no GPU verdict"

@@ -485,3 +485,81 @@ def test_overlap_reference_helpers_are_the_rules_own():
     b = {"first_ts": "2026-11-23T10:05:00", "last_ts": "2026-11-23T10:06:00"}
     assert _overlap(a, b) and not _overlap(a, {"first_ts": None}) and _process_key({"host": "h", "pid": 3}) == ("h", 3)
     assert bisect.bisect_right([1, 2], 2) == 2
+
+
+# -- the session rules' tables read once --------------------------------------------------------
+
+
+class CountedReads(list):
+    """A metric table that counts how often it is read through."""
+
+    def __init__(self, rows):
+        super().__init__(rows)
+        self.reads = 0
+
+    def __iter__(self):
+        self.reads += 1
+        return super().__iter__()
+
+
+def _session_tables(seed: int) -> dict:
+    rnd = random.Random(seed)
+    n = rnd.randrange(0, 200)
+
+    def maybe(x):
+        return None if rnd.random() < 0.1 else x
+
+    def host():
+        return rnd.choice(HOSTS)
+
+    return {
+        "gpu_wait_per_session": [{"session_id": f"s{i}", "host": host(), "gpu_wait_pct_p50": maybe(rnd.uniform(0, 100)),
+                                  "gpu_wait_pct_p90": rnd.uniform(0, 100), "count": rnd.randrange(1, 9)}
+                                 for i in range(n)],
+        "decode_per_session": [{"session_id": f"s{i}", "host": host(), "gpu_util_pct_p50": maybe(rnd.uniform(0, 100)),
+                                "tpot_p50_ms": maybe(rnd.uniform(10, 300)), "tpot_max_ms": 400.0, "requests": 3,
+                                "tpot_upper_bound_count": 0} for i in range(n)],
+        "generate_params_per_session": [
+            {"session_id": f"s{i}", "host": host(), "num_beams_count": rnd.choice((0, 2, None)),
+             "num_beams_max": rnd.choice((1, 4)), "max_new_tokens_count": rnd.choice((0, 1, None)),
+             "max_new_tokens_max": rnd.choice((512, 2048, 4096, 8192)), "output_len_count": rnd.choice((0, 5)),
+             "output_len_max": rnd.choice((100, 3500)), "beam_requests": 1, "requests": 2,
+             "beam_failed_requests": 0, "beam_fallback_requests": rnd.choice((0, 1)), "failed_num_beams_max": 5}
+            for i in range(n)],
+        "host_devices": [{"host": "cpu-box", "cpu_device_events": 10, "gpu_device_events": 0}]
+        if rnd.random() < 0.5 else [],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_session_rules_scanned_together_say_what_each_says_alone(seed):
+    m, t = _session_tables(seed), _thresholds(seed)
+    gpu_m = rules.without_cpu_hosts(m)
+    for rid in rules.SESSION_SCANS:
+        spec = rules.RULE_SPECS[rid]
+        view = gpu_m if spec.gpu else m
+        alone = spec.fn(view, None, t)
+        together = spec.fn(view, None, t, rules.scan_together(m, t, [rid], cpu_only_hosts(m))[rid])
+        assert (alone.status, alone.reason) == (together.status, together.reason), (seed, rid)
+        assert _same_floats(alone.findings, together.findings), (seed, rid)
+    # and evaluate_rules, which scans them together, as the rules one by one
+    findings, statuses = rules.evaluate_rules(m, {}, t)
+    one_by_one = []
+    for rid in rules.SESSION_SCANS:
+        spec = rules.RULE_SPECS[rid]
+        one_by_one += spec.fn(gpu_m if spec.gpu else m, None, t).findings
+    assert _same_floats([f for f in findings if f["rule"] in rules.SESSION_SCANS],
+                        sorted(one_by_one, key=lambda f: (rules.SEVERITY_RANK[f["severity"]],
+                                                          rules.RULE_IDS.index(f["rule"]))))  # fmt: skip
+
+
+def test_evaluate_rules_reads_each_session_table_once():
+    tables = _session_tables(2)
+    # nothing beam-searched: beam_search's fallback look-up (only when it fires) stays out
+    for r in tables["generate_params_per_session"]:
+        r["num_beams_max"] = 1
+    m = {k: CountedReads(v) if k != "host_devices" else v for k, v in tables.items()}
+    rules.evaluate_rules(m, {}, defaults())
+    reads = {k: v.reads for k, v in m.items() if isinstance(v, CountedReads)}
+    # three rules read generate_params_per_session, two decode_per_session: one read each
+    assert reads == {"gpu_wait_per_session": 1, "decode_per_session": 1, "generate_params_per_session": 1}
