@@ -386,11 +386,12 @@ class _Group:
         self.at: list[int] = []
 
 
-class _Overlaps:
+class _GroupOverlaps:
     """Sessions of one process active at the same time as each flagged one (itself included), by
     binary search over sorted first/last times: the pairwise scan was O(flagged x sessions), 20 M
     comparisons and most of a warm run at 15 k sessions. Same answers as ``_overlap`` pairwise (a
-    group holding a session whose last time sorts before its first falls back to that scan)."""
+    group holding a session whose last time sorts before its first falls back to that scan).
+    Flagged sessions are named by their number among ``g.flagged``, sessions by their place."""
 
     def __init__(self, g: _Group):
         self.g = g
@@ -429,14 +430,14 @@ class _Overlaps:
             return 1 if v["flagged"] else 0
         return bisect.bisect_right(self.ffirsts, v["last_ts"]) - bisect.bisect_left(self.flasts, v["first_ts"])
 
-    def active(self) -> int:
-        """How many sessions are active at the same time as some flagged one (flagged ones included)."""
+    def active(self) -> set[int]:
+        """Places of the sessions active at the same time as some flagged one (flagged ones included)."""
         if self.naive:
-            return len({i for j in self.g.at for i in self._co(j)})
+            return {i for j in self.g.at for i in self._co(j)}
         # Flagged intervals merged into disjoint closed blocks; a session meets the union iff it
         # meets a block (each block is one unbroken span: its parts chain by overlaps). A timed
-        # flagged session meets its own block; an untimed one counts once, as itself.
-        out = sum(1 for v in self.g.flagged if not v.get("first_ts"))
+        # flagged session meets its own block; an untimed one is there as itself.
+        out = {i for v, i in zip(self.g.flagged, self.g.at, strict=True) if not v.get("first_ts")}
         blocks: list[list[str]] = []
         for v in sorted((v for v in self.g.flagged if v.get("first_ts")), key=lambda v: v["first_ts"]):
             if blocks and v["first_ts"] <= blocks[-1][1]:
@@ -444,14 +445,38 @@ class _Overlaps:
             else:
                 blocks.append([v["first_ts"], v["last_ts"]])
         starts = [b[0] for b in blocks]
-        for first, last in zip(self.g.firsts, self.g.lasts, strict=True):
+        for place, (first, last) in enumerate(zip(self.g.firsts, self.g.lasts, strict=True)):
             if not first:
                 continue
             # the last block starting at or before u's end is the only one that can reach u
             i = bisect.bisect_right(starts, last) - 1
             if i >= 0 and blocks[i][1] >= first:
-                out += 1
+                out.add(place)
         return out
+
+
+class _Overlaps(_GroupOverlaps):
+    """``_GroupOverlaps`` over a group given as verdicts (``first_ts``, ``last_ts``, ``flagged``,
+    ``session_id``) and its flagged ones, each asked about by itself."""
+
+    def __init__(self, group: list[dict], flagged: list[dict]):
+        g = _Group()
+        g.firsts = [u.get("first_ts") for u in group]
+        g.lasts = [u.get("last_ts") for u in group]
+        place = {id(u): i for i, u in enumerate(group)}
+        g.flagged, g.at = list(flagged), [place[id(v)] for v in flagged]
+        super().__init__(g)
+        self.group, self._number = group, {id(v): n for n, v in enumerate(flagged)}
+
+    def count(self, v: dict) -> int:
+        return super().count(self._number[id(v)])
+
+    def flagged_count(self, v: dict) -> int:
+        return super().flagged_count(self._number[id(v)])
+
+    def active_ids(self) -> set:
+        """Ids of the sessions active at the same time as some flagged one (flagged ones included)."""
+        return {self.group[i]["session_id"] for i in self.active()}
 
 
 def cpu_only_hosts(m: dict) -> set:
@@ -607,7 +632,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
             continue  # fewer than 3 crowded ones, whatever the overlaps
         # For each flagged session, the sessions of its process active at the same time (itself
         # included) and the share of them flagged: near 1 when per-process reserved rose under all.
-        co = _Overlaps(g)
+        co = _GroupOverlaps(g)
         counts = [co.count(n) for n in range(len(flagged))]
         crowded = [n for n, c in enumerate(counts) if c >= 3]
         if len(crowded) < 3:
@@ -617,7 +642,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
             for v in flagged:
                 v["flagged"] = False
                 v["process_scoped"] = True
-            active = co.active()
+            active = len(co.active())
             first = min(flagged, key=lambda v: v.get("first_ts") or "")
             last = max(flagged, key=lambda v: v.get("last_ts") or "")
             processes.append({"host": key[0], "pid": key[1], "sessions": active, "flagged_sessions": len(flagged),
