@@ -294,7 +294,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
     """
     number: dict = {}  # unknown (session id, or ("transient", host, pid)) -> its index
     eqs_of: list[list[int]] = []  # unknown -> its equations, in order
-    coefs_of: list[list[int]] = []  # unknown -> its coefficient in each of them
+    coefs_of: list[list[int] | None] = []  # unknown -> its coefficient in each (None: all 1)
     deltas: list[float] = []  # equation -> the request's delta
     own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
     for r in rows:
