@@ -173,6 +173,12 @@ def test_arrow_columns_sliced_from_a_larger_array():
         assert got == huge[lo:] and all(type(v) in (int, type(None)) for v in got)
         t = pa.array(us, pa.int64()).view(tz).slice(lo)
         assert metrics._arrow_column(t, metrics._TZ_TYPE, to_text) == to_text(us[lo:])
+    # other units than DuckDB's microseconds: read as microseconds (ns floored, as a datetime)
+    for unit, scale in (("s", 10**6), ("ms", 1000), ("ns", 10**-3)):
+        raw = [None if v is None else int(v // scale) if scale > 1 else v * 1000 + 999 for v in us]
+        t = pa.array(raw, pa.int64()).view(pa.timestamp(unit, tz="Europe/Amsterdam"))
+        want = [None if v is None else int(v * scale) if scale > 1 else v // 1000 for v in raw]
+        assert metrics._arrow_column(t, metrics._TZ_TYPE, to_text) == to_text(want), unit
 
 
 def test_row_maker_builds_the_dicts_dict_zip_did():
