@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache, partial
+from itertools import starmap
 from pathlib import Path
 from typing import Protocol
 
@@ -25,7 +27,7 @@ import duckdb
 
 from analyzer.columns import sql_literal
 from analyzer.resources import load_query, memory_limit, query_names
-from analyzer.rows import LazyRows, Rows
+from analyzer.rows import LazyRows, Rows, build_rows, row_maker
 from analyzer.thresholds import defaults
 
 # Queries that need session ids picked by the rules (run after them, see report.py).
@@ -227,30 +229,80 @@ def _tz_iso_column(zone):
     return convert
 
 
-# Epoch microseconds Arrow's strftime writes as Python would: 1970 to 9998 (4-digit years).
+# Epoch microseconds numpy's datetime_as_string writes as isoformat does: 1970 to 9998 (4-digit
+# years, and before 1970 its rounding might not be isoformat's truncation).
 _LAST_US = 253370764800 * 1_000_000  # 9999-01-01T00:00:00Z
+# Microseconds in one unit of an Arrow timestamp (DuckDB writes TIMESTAMPTZ in "us").
+_UNIT_US = {"s": 1_000_000, "ms": 1000, "us": 1}
 
 
-def _arrow_times(us, to_text) -> list:
-    """An Arrow column of epoch microseconds as ``to_text`` writes them, formatted by Arrow when
-    one offset holds for all of it (no transition in any of its hours: the usual column)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _fixed(col, np, dtype, width: int = 1):
+    """The values buffer of a fixed-width Arrow array as a numpy array (no copy; ``width`` items a
+    value). The slots of its NULLs hold anything: see ``_nulls``."""
+    start = col.offset * width
+    return np.frombuffer(col.buffers()[1], dtype=dtype, count=start + len(col) * width)[start:]
 
-    lo, hi = pc.min_max(us).values()
-    lo, hi = lo.as_py(), hi.as_py()
-    if lo is not None and 0 <= lo and hi < _LAST_US:
-        hours = pc.unique(pc.divide(us, _HOUR_US)).drop_null().to_pylist()
-        fixes = {_hour_offset(to_text.zone, h) for h in hours}
-        if len(fixes) == 1 and None not in fixes:
-            offset, suffix = fixes.pop()
-            shift = offset // timedelta(microseconds=1)
-            if lo + shift >= 0 and hi + shift < _LAST_US:
-                # local time, truncated to the millisecond (isoformat's timespec): "...SS.mmm"
-                ms = pc.divide(pc.add(us, shift), 1000).cast(pa.timestamp("ms"))
-                text = pc.strftime(ms, format="%Y-%m-%dT%H:%M:%S")
-                return pc.binary_join_element_wise(text, suffix, "").to_pylist()
-    return to_text(us.to_pylist())
+
+def _nulls(col, np):
+    """A numpy bool array, True where ``col`` is NULL; None when it has no NULL."""
+    if not col.null_count:
+        return None
+    bits = np.frombuffer(col.buffers()[0], dtype=np.uint8)
+    valid = np.unpackbits(bits, count=col.offset + len(col), bitorder="little")[col.offset :]
+    return valid == 0
+
+
+def _none_at(values: list, where) -> list:
+    """``values`` with None where the numpy bool array ``where`` (or None: nowhere) is True."""
+    if where is not None:
+        for i in where.nonzero()[0].tolist():
+            values[i] = None
+    return values
+
+
+def _arrow_times(col, to_text) -> list:
+    """An Arrow timestamp column as ``to_text`` (``_tz_iso_column``) writes its epoch
+    microseconds: numpy writes the local time ("...T13:00:00.123", truncated to the millisecond
+    as isoformat) of every value in an hour of one offset, then that offset's suffix is added;
+    the values in an hour holding a transition, or out of 1970-9998, are written by ``to_text``.
+    No pyarrow.compute (which makes pyarrow import pandas, 0.2 s, on its first call)."""
+    import numpy as np
+
+    us = _fixed(col, np, np.int64)
+    if col.type.unit != "us":
+        us = us // 1000 if col.type.unit == "ns" else us * _UNIT_US[col.type.unit]
+    nulls = _nulls(col, np)
+    if nulls is not None:
+        if nulls.all():
+            return [None] * len(col)
+        us = np.where(nulls, us[~nulls][0], us)  # a value of the column in the NULLs' slots
+    hours, inverse = np.unique(us // _HOUR_US, return_inverse=True)
+    shifts = np.zeros(len(hours), np.int64)
+    exact = np.zeros(len(hours), bool)  # hours to_text writes value by value
+    kinds = np.zeros(len(hours), np.intp)  # the suffix of each hour, by its index in suffixes
+    suffixes: dict[str, int] = {}
+    for i, hour in enumerate(hours.tolist()):
+        fixed = _hour_offset(to_text.zone, hour)
+        shift = None if fixed is None else fixed[0] // timedelta(microseconds=1)
+        if shift is None or hour * _HOUR_US + shift < 0 or (hour + 1) * _HOUR_US + shift > _LAST_US:
+            exact[i] = True
+            continue
+        shifts[i] = shift
+        kinds[i] = suffixes.setdefault(fixed[1], len(suffixes))
+    if exact.all():
+        return _none_at(to_text(us.tolist()), nulls)
+    local_ms = (us + shifts[inverse]) // 1000
+    text = np.datetime_as_string(local_ms.astype("datetime64[ms]"), unit="ms")
+    if len(suffixes) == 1:
+        text = np.char.add(text, next(iter(suffixes)))
+    elif suffixes:
+        text = np.char.add(text, np.array(list(suffixes))[kinds[inverse]])
+    out = text.tolist()
+    if exact.any():
+        where = exact[inverse].nonzero()[0]
+        for i, value in zip(where.tolist(), to_text(us[where].tolist()), strict=True):
+            out[i] = value
+    return _none_at(out, nulls)
 
 
 def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
@@ -276,25 +328,43 @@ ARROW_ROWS = 4096
 
 @cache
 def _have_arrow() -> bool:
-    """pyarrow is installed (not a dependency of dslogs itself: without it, the cursor path)."""
+    """pyarrow and numpy are installed (not dependencies of dslogs itself: without them, the
+    cursor path); numpy reads Arrow's buffers (``_arrow_column``)."""
     import importlib.util
 
-    return importlib.util.find_spec("pyarrow") is not None
+    return all(importlib.util.find_spec(m) is not None for m in ("pyarrow", "numpy"))
 
 
 def _arrow_column(col, duck_type: str, to_text) -> list:
-    """One Arrow column of a result as the cursor path's JSON values."""
-    import pyarrow as pa
-
+    """One Arrow column of a result as the cursor path's JSON values: plain values by Arrow's
+    ``to_pylist``; doubles, HUGEINTs and times from their buffers by numpy (no pyarrow.compute)."""
+    if not len(col):
+        return []
     if duck_type == _TZ_TYPE:  # the instant in UTC microseconds, exact
-        return _arrow_times(col.cast(pa.int64()), to_text)
+        return _arrow_times(col, to_text)
+    if duck_type == "DOUBLE":  # NaN and inf as None (_finite_column)
+        import numpy as np
+
+        values = _fixed(col, np, np.float64)
+        bad = ~np.isfinite(values)
+        nulls = _nulls(col, np)
+        return _none_at(values.tolist(), bad if nulls is None else bad | nulls)
     if duck_type == "HUGEINT":
-        try:
-            return col.cast(pa.int64()).to_pylist()
-        except pa.ArrowInvalid:  # past 64 bits: value by value
-            return [None if v is None else int(v) for v in col.to_pylist()]
-    values = col.to_pylist()
-    return _finite_column(values) if duck_type == "DOUBLE" else values
+        import numpy as np
+        import pyarrow as pa
+
+        if pa.types.is_decimal128(col.type) and col.type.scale == 0 and sys.byteorder == "little":
+            # 128-bit two's complement, low word first: an int64 where the high word is the low
+            # word's sign (every value of a sum of integers that fits 64 bits)
+            words = _fixed(col, np, np.int64, 2)
+            low, high = words[0::2], words[1::2]
+            nulls = _nulls(col, np)
+            fits = high == (low >> 63)
+            if (fits if nulls is None else fits | nulls).all():
+                return _none_at(low.tolist(), nulls)
+        # past 64 bits: value by value (Decimal -> int)
+        return [None if v is None else int(v) for v in col.to_pylist()]
+    return col.to_pylist()
 
 
 def _arrow_batches(reader, types: list[str]):
@@ -332,7 +402,7 @@ def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -
             values = None
     if table is not None:
         return table.seal()
-    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+    return build_rows(columns, values)
 
 
 # A result of more rows than this (the per-session tables of 100 k+ sessions) is kept column by
@@ -369,8 +439,8 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     rows += cursor.fetchmany(limit + 1 - len(rows))
     if len(rows) <= limit:
         if rows and any(converters):
-            rows = zip(*_convert(rows, converters), strict=True)
-        return [dict(zip(columns, row, strict=True)) for row in rows]
+            return build_rows(columns, _convert(rows, converters))
+        return list(starmap(row_maker(tuple(columns)), rows))
     table = compact_table(columns, types)
     while rows:
         table.extend(_convert(rows, converters))
@@ -405,18 +475,15 @@ def _table_chunks(con, table: str, columns: list[str], types: list[str], size: i
         # a cursor is a connection of its own, with the default zone: timestamps are written in
         # the run's (--tz), as on ``con``
         cur.execute("SET TimeZone = $zone", {"zone": zone})
-        build = partial(zip, columns)
         if all(t in _ARROW_TYPES for t in types) and _have_arrow():
             reader = cur.sql(f"SELECT * FROM {table}").to_arrow_reader(size)
             for cols in _arrow_batches(reader, types):
-                # dict(zip(columns, row)) per row without a Python loop (as rows.Rows)
-                yield list(map(dict, map(build, zip(*cols, strict=True))))
+                yield build_rows(columns, cols)
             return
         converters = [_converter(t) for t in types]
         cur.execute(f"SELECT * FROM {table}")
         while rows := cur.fetchmany(size):
-            values = _convert(rows, converters)
-            yield [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+            yield build_rows(columns, _convert(rows, converters))
     finally:
         cur.close()
 
