@@ -200,4 +200,22 @@ def _build_missing(con, path, store: str, names, key: str | None) -> bool:
     finally:
         with contextlib.suppress(duckdb.Error):
             con.execute(f"DETACH {store}")
-        con.execute(f"ATTACH {quoted} AS {store} (READ_ONLY)")
+        _attach_read_only(con, quoted, store)
+
+
+def _attach_read_only(con, quoted: str, store: str, wait_s: float = 60.0) -> None:
+    """Attach the cache read-only again (the run's views read it). Another dslogs that took it
+    for writing in the moment it was detached holds it for its ingest: waited for, then shared."""
+    import time
+
+    import duckdb
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            con.execute(f"ATTACH {quoted} AS {store} (READ_ONLY)")
+            return
+        except duckdb.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
