@@ -305,9 +305,10 @@ def _arrow_times(col, to_text) -> list:
     return _none_at(out, nulls)
 
 
-def run_metric(con, name: str, params: dict[str, object]) -> Sequence[dict]:
-    """Run queries/<name>.sql with the parameters it names; rows as dicts of JSON values."""
-    sql = load_query(name)
+def run_metric(con, name: str, params: dict[str, object], sql: str | None = None) -> Sequence[dict]:
+    """Run queries/<name>.sql (or ``sql``, a form of it: session_tables.metric_sql) with the
+    parameters it names; rows as dicts of JSON values."""
+    sql = load_query(name) if sql is None else sql
     used = {k: params[k] for k in query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
     return result_rows(cursor)
@@ -576,6 +577,7 @@ class DuckDBSource:
         self.lazy_rows = LAZY_ROWS if lazy_rows is None else lazy_rows
         self._attached = False
         self._bounds: dict[str, float] = {}  # view -> its rows (_rows_bound)
+        self._stored: dict[str, str] | None = None  # _stored_sql
 
     @classmethod
     def of(cls, db) -> DuckDBSource:
@@ -599,13 +601,24 @@ class DuckDBSource:
             elif _row_per_session(name) and self._rows_bound(name) > self.lazy_rows:
                 out[name] = self._kept(name, params)
             else:
-                out[name] = run_metric(self.con, name, params)
+                out[name] = run_metric(self.con, name, params, self._stored_sql(name))
             if _held(out[name]):
                 # the table now held in Python: give DuckDB's cache back
                 self.release_memory(held_bytes(out.values()))
         if any(_held(t) for t in out.values()):
             self.release_memory(held_bytes(out.values()))  # before the rules run in Python
         return out
+
+    def _stored_sql(self, name: str) -> str | None:
+        """The SQL of a per-session query that reads the cache's stored rows (session_tables),
+        or None; asked once per source, by the first such query (it builds missing tables)."""
+        from analyzer import session_tables
+
+        if name not in session_tables.SESSION_QUERIES:
+            return None
+        if self._stored is None:
+            self._stored = session_tables.metric_sql(self.con, self.db, session_tables.SESSION_QUERIES)
+        return self._stored.get(name)
 
     def _rows_bound(self, name: str) -> int:
         """About the most rows a table of a row per session (per request: request_memory_deltas)
@@ -623,7 +636,7 @@ class DuckDBSource:
     def _kept(self, name: str, params: dict[str, object]) -> Sequence[dict]:
         """queries/<name>.sql's rows as a table of ``KEEP_DB`` read in chunks (rows.LazyRows),
         or read whole as a list when it has at most ``lazy_rows`` rows (the table dropped)."""
-        sql = load_query(name).strip().rstrip(";")
+        sql = self._stored_sql(name) or load_query(name).strip().rstrip(";")
         used = {k: params[k] for k in query_params(sql)}
         if not self._attached:
             self.con.execute(f"ATTACH IF NOT EXISTS {sql_literal(self._keep_path())} AS {KEEP_DB}")

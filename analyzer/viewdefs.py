@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from analyzer import cache as cache_mod
+from analyzer import session_tables
 from analyzer.catalogue import FileStats
 from analyzer.columns import EVENT_COLUMNS, sql_literal
 
@@ -52,6 +53,7 @@ def refresh_derived(
         f"CREATE OR REPLACE TABLE {store}.sessions_all AS {view_sql('sessions').replace('FROM requests', f'FROM {store}.requests_all')}"
     )
     con.execute(f"INSERT OR REPLACE INTO {store}.meta VALUES ('derived_key', ?)", [key])
+    session_tables.drop_all(con, store)  # of the former file set: built again when needed
     for name in ("sessions", "requests", "events"):
         con.execute(f"DROP VIEW IF EXISTS {name}")
     return True
@@ -122,6 +124,7 @@ def update_derived(con, store: str) -> None:
     """Compute the rows of the touched sessions (touch_derived) again from the store's events
     and key the tables by the records as they now are."""
     free = con.execute("SELECT coalesce(sum(n), 0) > 0 FROM _dslogs_touched_free").fetchall()[0][0]
+    old_key = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()[0][0]
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _dslogs_touched_ids AS SELECT DISTINCT session_id FROM _dslogs_touched"
     )
@@ -169,9 +172,10 @@ def update_derived(con, store: str) -> None:
     con.execute(f"INSERT INTO {store}.requests_all SELECT * FROM _dslogs_grow_requests")
     con.execute(f"DELETE FROM {store}.sessions_all WHERE {gone}")
     con.execute(f"INSERT INTO {store}.sessions_all SELECT * FROM _dslogs_grow_sessions")
-    con.execute(
-        f"INSERT OR REPLACE INTO {store}.meta VALUES ('derived_key', ?)", [_records_key(con, store)]
-    )
+    new_key = _records_key(con, store)
+    con.execute(f"INSERT OR REPLACE INTO {store}.meta VALUES ('derived_key', ?)", [new_key])
+    # the stored per-session metric tables: the same sessions' rows, from the same events
+    session_tables.update(con, store, old_key, new_key)
     for t in (
         "touched",
         "touched_free",

@@ -39,9 +39,9 @@ import json, os, sys, time
 import analyzer.metrics as m
 times = {}
 inner = m.run_metric
-def timed(con, name, params):
+def timed(con, name, params, *rest):
     c, w = time.process_time(), time.perf_counter()
-    rows = inner(con, name, params)
+    rows = inner(con, name, params, *rest)
     times[name] = [time.process_time() - c, time.perf_counter() - w]
     return rows
 m.run_metric = timed

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "analyzer.thresholds", "analyzer.output", "analyzer.textsafe")),  # fmt: skip
     # reading logs (and writing them: compact, the simulator)
     ("ingest", ("analyzer.discovery", "analyzer.cache", "analyzer.dataset", "analyzer.columns",
-                "analyzer.catalogue", "analyzer.validate", "analyzer.viewdefs", "analyzer.storage",
+                "analyzer.catalogue", "analyzer.validate", "analyzer.viewdefs", "analyzer.session_tables", "analyzer.storage",
                 "analyzer.reader", "analyzer.ingest", "analyzer.compact", "analyzer.sandbox",
                 "analyzer.simulate", "analyzer.simulate.*")),  # fmt: skip
     # the engine contract and its engines: DuckDB (metrics), Spark (spark_engine + merge)
