@@ -81,7 +81,8 @@ def _tag(derived_key: str, name: str) -> str:
     return hashlib.sha1(f"{derived_key}|{load_query(name)}".encode()).hexdigest()
 
 
-def _derived_key(con, store: str) -> str | None:
+def stored_derived_key(con, store: str) -> str | None:
+    """The key the cache's derived tables were built for (meta 'derived_key'), or None."""
     rows = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
     return rows[0][0] if rows else None
 
@@ -170,7 +171,7 @@ def metric_sql(con, db, names) -> dict[str, str]:
     store = "dslogs_cache"
     if not wanted or (mode := _mode(con)) is None:
         return {}
-    key = _derived_key(con, store)
+    key = stored_derived_key(con, store)
     ready = in_step(con, store, key)
     missing = [n for n in wanted if n not in ready]
     if missing and getattr(db, "cache_path", None) is not None:
@@ -192,7 +193,7 @@ def _build_missing(con, path, store: str, names, key: str | None) -> bool:
             con.execute(f"ATTACH {quoted} AS {store}")
         except duckdb.Error:  # another process holds it
             return False
-        if key is None or _derived_key(con, store) != key:
+        if key is None or stored_derived_key(con, store) != key:
             return False  # changed meanwhile by another process: this run's window is not of it
         build(con, store, names, key)
         con.execute(f"CHECKPOINT {store}")

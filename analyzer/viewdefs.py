@@ -42,8 +42,7 @@ def refresh_derived(
     key = derived_key(run, lo, hi)
     if key is None:
         return False
-    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
-    if stored and stored[0][0] == key:
+    if session_tables.stored_derived_key(con, store) == key:
         return True
     if readonly or (changed and not materialize):
         return False
@@ -75,8 +74,8 @@ def derived_in_sync(con, store: str) -> bool:
     """True when the cache's derived tables hold the views over every cached file."""
     if store == "memory":
         return False
-    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
-    return bool(stored) and stored[0][0] == _records_key(con, store)
+    stored = session_tables.stored_derived_key(con, store)
+    return stored is not None and stored == _records_key(con, store)
 
 
 def _records_key(con, store: str) -> str | None:
@@ -124,7 +123,7 @@ def update_derived(con, store: str) -> None:
     """Compute the rows of the touched sessions (touch_derived) again from the store's events
     and key the tables by the records as they now are."""
     free = con.execute("SELECT coalesce(sum(n), 0) > 0 FROM _dslogs_touched_free").fetchall()[0][0]
-    old_key = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()[0][0]
+    old_key = session_tables.stored_derived_key(con, store)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _dslogs_touched_ids AS SELECT DISTINCT session_id FROM _dslogs_touched"
     )
@@ -261,15 +260,15 @@ def window_from_derived(con, store: str, run: list[FileStats], lo, hi) -> bool:
     that set outside this run has no event in the window. False (nothing defined) otherwise."""
     if store == "memory" or (lo is None and hi is None) or not run:
         return False
-    stored = con.execute(f"SELECT value FROM {store}.meta WHERE key = 'derived_key'").fetchall()
-    if not stored:
+    stored = session_tables.stored_derived_key(con, store)
+    if stored is None:
         return False
     files = con.execute(
         f"SELECT file_id, size, mtime_ns, first_ts, last_ts FROM {store}.files"
     ).fetchall()
     built = [FileStats(fid, "", "", size, mtime, None) for fid, size, mtime, _, _ in files]
     # the derived tables were built from every cached file (the last unwindowed run's set)
-    if derived_key(built, None, None) != stored[0][0]:
+    if derived_key(built, None, None) != stored:
         return False
     ids = {f.file_id for f in run}
     if not ids <= {f.file_id for f in built}:
