@@ -85,7 +85,7 @@ def _fail(message: str) -> None:
 
 def _run(fn, *args, **kwargs):
     """Call a library function; input errors become exit 2 with their one-line reason."""
-    from analyzer.errors import DslogsError
+    from analyzer.core.errors import DslogsError
 
     try:
         return fn(*args, **kwargs)
@@ -94,7 +94,7 @@ def _run(fn, *args, **kwargs):
 
 
 def _open(logs, since, until, tz, cache, no_cache, materialize=True):
-    from analyzer.ingest import open_logs
+    from analyzer.ingest.logs import open_logs
 
     return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
                 materialize=materialize)
@@ -124,7 +124,7 @@ def analyze(
     master: MasterOpt = "local[*]",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    from analyzer.report import analyze_logs, has_findings_at, report_to_json
+    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
 
     model = _run(
         analyze_logs,
@@ -141,21 +141,21 @@ def analyze(
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
     if format is ReportFormat.json:
-        from analyzer.result_cache import json_text
+        from analyzer.model.result_cache import json_text
 
         _write_or_print(json_text(model) or report_to_json(model), out)
     elif format is ReportFormat.md:
-        from analyzer.render_md import render_markdown
+        from analyzer.render.markdown import render_markdown
 
         _write_or_print(render_markdown(model), out)
     else:
         # A warm run writes the page kept with the model (no jinja2 or chart code imported);
         # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.page_cache import cached_html
+        from analyzer.render.page_cache import cached_html
 
         page = cached_html(model)
         if page is None:
-            from analyzer.render_html import render_html
+            from analyzer.render.html import render_html
 
             page = render_html(model, keep=True)
         target = out or Path("dslogs-report.html")
@@ -180,7 +180,7 @@ def report_weekly(
     master: MasterOpt = "local[*]",
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings."""
-    from analyzer.weekly import build_weekly, render_weekly
+    from analyzer.render.weekly import build_weekly, render_weekly
 
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
@@ -209,8 +209,8 @@ def diff(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
-    from analyzer.diff import REGRESSION_PCT, build_diff, has_regression
-    from analyzer.render_diff import render_diff
+    from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
+    from analyzer.render.diff_md import render_diff
 
     if before is not None or after is not None:
         kwargs = {"logs": logs, "before_range": before, "after_range": after}
@@ -240,7 +240,7 @@ def watch(
     tz: TzOpt = None,
 ) -> None:
     """A live terminal view of the logs being written (reads only appended bytes)."""
-    from analyzer.watch import watch as run_watch
+    from analyzer.live.watch import watch as run_watch
 
     raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
 
@@ -262,15 +262,15 @@ def query(
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     if engine is Engine.spark:
-        from analyzer.spark_engine import spark_query
+        from analyzer.engines.spark.driver import spark_query
 
         result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
     else:
-        # Refused before the logs are read; then one query in the sandbox (analyzer.sandbox):
+        # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
         import duckdb
 
-        from analyzer.sandbox import check_statement, run_user_query
+        from analyzer.ingest.sandbox import check_statement, run_user_query
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
@@ -289,7 +289,7 @@ def session(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Show one session: its timeline, or its events as JSONL."""
-    from analyzer.ingest import session_events
+    from analyzer.ingest.logs import session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
@@ -297,7 +297,7 @@ def session(
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
-        from analyzer.textsafe import visible
+        from analyzer.core.textsafe import visible
 
         _fail(f"no events for session {visible(repr(session_id))} in {visible(', '.join(paths))}")
     _print_result(result, format.value)
@@ -307,7 +307,7 @@ def _print_result(result, fmt: str, csv_guard: bool = True) -> None:
     """Print a query result; a closed pipe (`| head`) ends the command quietly."""
     import os
 
-    from analyzer.output import write_result
+    from analyzer.core.results import write_result
 
     try:
         write_result(result, fmt, sys.stdout, csv_guard=csv_guard)
@@ -323,8 +323,8 @@ def render(
     out: Annotated[Path | None, typer.Option("--out", help="Output HTML file (default: REPORT.html).")] = None,
 ) -> None:
     """Rebuild the HTML report from a saved JSON report model."""
-    from analyzer.render_html import render_html
-    from analyzer.report import load_report_json
+    from analyzer.model.report import load_report_json
+    from analyzer.render.html import render_html
 
     model = _run(load_report_json, report_json)
     target = out or report_json.with_suffix(".html")
@@ -396,7 +396,7 @@ def compact(
     tz: TzOpt = None,
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
-    from analyzer.compact import compact_logs
+    from analyzer.ingest.compact import compact_logs
 
     summary = _run(compact_logs, logs, out, tz=tz)
     typer.echo(f"{summary['new_files']} new files, {summary['events']} events -> {out}")
@@ -408,7 +408,7 @@ def schema(
 ) -> None:
     """Print the trace schema v1 (JSON Schema, draft 2020-12), or the events table (--format md)."""
     if format == SchemaFormat.md:
-        from analyzer.columns import events_table_md
+        from analyzer.ingest.columns import events_table_md
 
         sys.stdout.write(events_table_md())
         return

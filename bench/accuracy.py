@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from analyzer.report import analyze_logs  # noqa: E402
+from analyzer.model.report import analyze_logs  # noqa: E402
 from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
 from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
 

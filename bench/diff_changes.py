@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analyzer.diff import build_diff
+from analyzer.model.diff import build_diff
 from analyzer.simulate import simulate
 from analyzer.simulate.changes import CHANGES
 

@@ -4,7 +4,7 @@
                                       [--json bench/data/engines.json]
 
 Spark runs the same DuckDB analysis per group of hosts, one task per group reading its own files,
-and merges (analyzer/merge.py), so its per-core rate is DuckDB's plus Spark's overhead; the last
+and merges (analyzer/engines/merge.py), so its per-core rate is DuckDB's plus Spark's overhead; the last
 lines print the ratio. Spark reads at first use, so its "read s" is ~0 and "metrics s" holds the
 read as well: compare the totals.
 
@@ -69,7 +69,7 @@ class _quiet:
 
 
 def make_data(root: Path, events: int, hosts: int) -> tuple[Path, Path]:
-    from analyzer.compact import compact_logs
+    from analyzer.ingest.compact import compact_logs
     from analyzer.simulate import simulate
 
     logs, parquet = root / "logs", root / "parquet"
@@ -86,7 +86,7 @@ def make_data(root: Path, events: int, hosts: int) -> tuple[Path, Path]:
 
 def data_shape(logs: Path, parquet: Path, db) -> dict:
     """Events per request and bytes per event, from the simulated files."""
-    from analyzer.ingest import run_query
+    from analyzer.ingest.logs import run_query
 
     raw = gz = 0
     for f in sorted(logs.rglob("*.jsonl*")):
@@ -122,8 +122,8 @@ def data_shape(logs: Path, parquet: Path, db) -> dict:
 
 
 def bench_duckdb(source: Path) -> dict:
-    from analyzer.ingest import open_logs
-    from analyzer.metrics import compute_metrics
+    from analyzer.engines.compute import compute_metrics
+    from analyzer.ingest.logs import open_logs
 
     c0, t0 = _cpu_self(), time.perf_counter()
     db = open_logs([str(source)], use_cache=False)
@@ -135,8 +135,9 @@ def bench_duckdb(source: Path) -> dict:
 
 
 def bench_spark(source: Path, master: str) -> dict:
-    from analyzer.metrics import compute_metrics
-    from analyzer.spark_engine import get_spark, open_spark
+    from analyzer.engines.compute import compute_metrics
+    from analyzer.engines.spark.driver import open_spark
+    from analyzer.engines.spark.session import get_spark
 
     spark = get_spark(master)
     c0, j0, t0 = _cpu_self(), _cpu_jvm(spark), time.perf_counter()
@@ -175,7 +176,7 @@ def main() -> None:
             runs.append(r)
         results[label] = min(runs, key=lambda r: r["read_s"] + r["metrics_s"])
 
-    from analyzer.spark_engine import get_spark
+    from analyzer.engines.spark.session import get_spark
 
     t = time.perf_counter()
     spark = get_spark(args.master)

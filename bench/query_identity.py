@@ -54,9 +54,9 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 
 def check(con, label: str, rev: str, failures: list, noise: list) -> int:
-    from analyzer.metrics import METRIC_QUERIES, bucket_for_span, parameters, query_params
-    from analyzer.resources import load_query
-    from analyzer.thresholds import defaults
+    from analyzer.core.resources import load_query
+    from analyzer.core.thresholds import defaults
+    from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_params
 
     first, last = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()
     params = parameters(
@@ -103,8 +103,8 @@ def main() -> int:
     ap.add_argument("--tz", help="the reader's zone (open_logs tz), default the local one")
     ap.add_argument("--windowed", action="store_true", help="also through the cache with a --since")
     args = ap.parse_args()
-    from analyzer import result_cache
-    from analyzer.ingest import open_logs
+    from analyzer.ingest.logs import open_logs
+    from analyzer.model import result_cache
 
     failures: list[str] = []
     noise: list[str] = []

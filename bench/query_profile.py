@@ -32,11 +32,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The child: analyzer.metrics.run_metric wrapped (DuckDBSource.run looks it up per call), the
+# The child: run_metric wrapped where DuckDBSource.run looks it up (analyzer.engines.duckdb), the
 # CLI run in this process, the times written to $DSLOGS_QPROFILE as JSON.
 CHILD = r"""
 import json, os, sys, time
-import analyzer.metrics as m
+from analyzer.engines import duckdb as m
 times = {}
 inner = m.run_metric
 def timed(con, name, params, *rest):

@@ -26,18 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PREPARE = r"""
 import sys
-from analyzer import metrics as m
-from analyzer.ingest import open_logs
-from analyzer.thresholds import defaults
+from analyzer.core import resources
+from analyzer.engines import duckdb as duckdb_engine
+from analyzer.metrics import registry
+from analyzer.metrics import results
+from analyzer.ingest.logs import open_logs
+from analyzer.core.thresholds import defaults
 out, since, tz, *paths = sys.argv[1:]
 db = open_logs(paths, since=since or None, tz=tz or None)
 con = db.con
-first, last = m.DuckDBSource.of(db).time_bounds()
-params = m.parameters(defaults(), m.bucket_for_span(first, last))
+first, last = duckdb_engine.DuckDBSource.of(db).time_bounds()
+params = registry.parameters(defaults(), registry.bucket_for_span(first, last))
 con.execute(f"ATTACH '{out}' AS kept")
-for name in m.METRIC_QUERIES:
-    sql = m.load_query(name).strip().rstrip(";")
-    used = {k: params[k] for k in m.query_params(sql)}
+for name in registry.METRIC_QUERIES:
+    sql = resources.load_query(name).strip().rstrip(";")
+    used = {k: params[k] for k in registry.query_params(sql)}
     try:
         con.execute(f'CREATE TABLE kept."{name}" AS SELECT * FROM (\n{sql}\n)', used)
     except Exception as e:  # a query the logs lack a column for
@@ -50,7 +53,10 @@ CHILD = r"""
 import json, sys, time
 c0 = time.process_time()
 import duckdb
-from analyzer import metrics as m
+from analyzer.core import resources
+from analyzer.engines import duckdb as duckdb_engine
+from analyzer.metrics import registry
+from analyzer.metrics import results
 path, zone = sys.argv[1:]
 con = duckdb.connect(path, read_only=True)
 con.execute("SET TimeZone = $z", {"z": zone})
@@ -58,7 +64,7 @@ names = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER
 def one(name):
     cur = con.execute(f'SELECT * FROM "{name}"')
     c = time.process_time()
-    rows = m.result_rows(cur)
+    rows = results.result_rows(cur)
     return time.process_time() - c, len(rows)
 first = {n: one(n)[0] for n in names}
 best = {}

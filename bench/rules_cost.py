@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import hashlib, json, sys, time, tracemalloc
 from analyzer import report, rules
-from analyzer.metrics import DuckDBSource, compute_metrics
-from analyzer.ingest import open_logs
-from analyzer.thresholds import defaults
+from analyzer.engines.duckdb import DuckDBSource
+from analyzer.engines.compute import compute_metrics
+from analyzer.ingest.logs import open_logs
+from analyzer.core.thresholds import defaults
 
 paths, since, repeat, lazy = json.loads(sys.argv[1])
 db = open_logs(paths, since=since)

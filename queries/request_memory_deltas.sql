@@ -1,7 +1,7 @@
 -- One row per request that carries before/after memory values (issue 12): its GPU delta
 -- (allocated after - before, else reserved), its RSS delta, and the sessions of the other requests
 -- of the same process that ended while its handler ran. Their leaks land in this request's delta (torch and
--- RSS are per process), so the rules subtract them (analyzer/rules.py, attribute_deltas).
+-- RSS are per process), so the rules subtract them (analyzer/rules/, attribute_deltas).
 -- "B ended during A": when both carry the collector's completion sequence (done_before, done_seq:
 -- each "after" reading is taken with its completion index, each "before" reading with the count of
 -- completions so far, in one lock section), exactly A.done_before < B.done_seq < A.done_seq, even

@@ -10,7 +10,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from analyzer.report import analyze_logs
+from analyzer.model.report import analyze_logs
 from analyzer.simulate import simulate
 from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 

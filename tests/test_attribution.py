@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.ingest import open_logs
-from analyzer.report import analyze_logs
-from analyzer.rules import attribute_deltas
+from analyzer.ingest.logs import open_logs
+from analyzer.model.report import analyze_logs
+from analyzer.rules.attribution import attribute_deltas
 from tests.diag_sim import HOSTS, SEED, analysed, simulated
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -260,7 +260,7 @@ def _same_ms_logs(path: Path, with_sequence: bool) -> None:
 
 
 def test_requests_ending_in_the_same_millisecond_are_told_apart_by_the_completion_sequence(tmp_path):
-    from analyzer.metrics import run_metric
+    from analyzer.metrics.results import run_metric
 
     _same_ms_logs(tmp_path / "seq", with_sequence=True)
     db = open_logs([str(tmp_path / "seq")], use_cache=False)

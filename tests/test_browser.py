@@ -16,7 +16,7 @@ import pytest
 from browser_helpers import open_offline
 from fixtures.report_models import XSS_MESSAGE, XSS_SESSION, fixture_model, real_model
 
-from analyzer.render_html import anchor, render_html
+from analyzer.render.html import anchor, render_html
 
 pytestmark = pytest.mark.browser
 
@@ -239,7 +239,7 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 
     from fixtures.report_models import build_model
 
-    from analyzer.weekly import compare_models, render_weekly
+    from analyzer.render.weekly import compare_models, render_weekly
 
     prev = build_model(seed=3)
     prev["stages"][2]["p95_ms"] /= 2

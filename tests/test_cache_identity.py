@@ -12,9 +12,9 @@ import sys
 import duckdb
 import pytest
 
-from analyzer.cache import fingerprint
-from analyzer.errors import UsageError
-from analyzer.ingest import open_logs
+from analyzer.core.errors import UsageError
+from analyzer.ingest.cache import fingerprint
+from analyzer.ingest.logs import open_logs
 from tests.ingest_lines import dumps, v1, write_lines
 
 DSLOGS = [sys.executable, "-m", "analyzer"]

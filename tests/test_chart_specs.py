@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 import pytest
 from fixtures.report_models import fixture_model
 
-from analyzer import charts, svgchart, vl
-from analyzer import render_html as rh
+from analyzer.render import html as rh
+from analyzer.render.charts import specs as charts
+from analyzer.render.charts import svg as svgchart
+from analyzer.render.charts import vl
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def test_every_spec_is_valid_vega_lite(built):
 
 
 def test_vl_writes_what_altair_writes():
-    """The same chart code through analyzer.vl and through altair gives the same spec."""
+    """The same chart code through analyzer.render.charts.vl and through altair gives the same spec."""
     import altair as alt
 
     def build(m):
@@ -77,7 +79,7 @@ def test_no_altair_import_when_rendering(tmp_path):
     import sys
 
     code = ("import sys, json; from fixtures.report_models import fixture_model; "
-            "from analyzer.render_html import render_html; render_html(fixture_model()); "
+            "from analyzer.render.html import render_html; render_html(fixture_model()); "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('altair', 'vl_convert'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(rh.templates_dir().parent), env={**__import__("os").environ, "PYTHONPATH":
@@ -201,8 +203,9 @@ def test_latency_hist_bins_resolve_sub_second_and_sub_millisecond_values():
     (fixed 1000 ms bins put all of them in one), each value inside its bin, counts complete."""
     import duckdb
 
-    from analyzer.metrics import parameters, run_metric
-    from analyzer.thresholds import defaults
+    from analyzer.core.thresholds import defaults
+    from analyzer.metrics.registry import parameters
+    from analyzer.metrics.results import run_metric
 
     values = [0.2, 0.9, 40.0, 400.0, 900.0, 45_000.0, 0.0, 1e12]
     con = duckdb.connect()

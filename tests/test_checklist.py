@@ -9,8 +9,8 @@ import pytest
 
 from tests.diag_sim import analysed
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest") is None,
-                                reason="analyzer.ingest (open_logs) is not there yet")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest.logs") is None,
+                                reason="analyzer.ingest.logs (open_logs) is not there yet")
 
 IDS = ("tokenize_p50", "prefill_p50", "tpot_p50", "short_prompt_e2e_p50", "ttft_p50", "format_p50",
        "reserved_band", "gpu_util_peak", "no_oom", "long_prefill_p50", "kv_cache_size")

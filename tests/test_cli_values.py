@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.errors import UsageError
-from analyzer.thresholds import load_thresholds
+from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import load_thresholds
 from tests.ingest_lines import v1, write_lines
 
 DSLOGS = [sys.executable, "-m", "analyzer"]

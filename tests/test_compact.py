@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
-from analyzer.errors import UsageError
-from analyzer.ingest import open_logs, run_query
-from analyzer.metrics import compute_metrics
+from analyzer.core.errors import UsageError
+from analyzer.engines.compute import compute_metrics
+from analyzer.ingest.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
+from analyzer.ingest.logs import open_logs, run_query
 from tests.engine_compare import INGEST_KEYS, assert_same
 from tests.ingest_lines import legacy_turn, v1_request, write_lines
 

@@ -13,7 +13,8 @@ from fixtures.html_checks import parse_page
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.diff import (
+from analyzer.core.errors import UsageError
+from analyzer.model.diff import (
     VALUE_COLUMNS,
     Side,
     build_diff,
@@ -23,8 +24,7 @@ from analyzer.diff import (
     quantile_ci,
     weighted_quantile,
 )
-from analyzer.errors import UsageError
-from analyzer.render_diff import render_diff
+from analyzer.render.diff_md import render_diff
 
 BEFORE, AFTER = "2026-11-23..2026-11-24", "2026-11-24.."
 

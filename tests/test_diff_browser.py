@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import open_offline
 
-from analyzer.diff import build_diff
-from analyzer.render_diff import render_diff
+from analyzer.model.diff import build_diff
+from analyzer.render.diff_md import render_diff
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from analyzer.discovery import (
+from analyzer.core.errors import InputError
+from analyzer.ingest.discovery import (
     discover,
     discover_log_files,
     is_log_name,
@@ -14,7 +15,6 @@ from analyzer.discovery import (
     name_sort_key,
     outside_window,
 )
-from analyzer.errors import InputError
 
 
 def touch(path, data=b"{}\n"):

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from analyzer.discovery import discover
-from analyzer.errors import InputError
-from analyzer.ingest import open_logs
+from analyzer.core.errors import InputError
+from analyzer.ingest.discovery import discover
+from analyzer.ingest.logs import open_logs
 from tests.ingest_lines import v1, write_lines
 
 DSLOGS = [sys.executable, "-m", "analyzer"]

@@ -2,7 +2,7 @@
 split the rows. Floating sums (regr_slope, regr_r2, avg, sum over DOUBLE) did: the partial sums
 of each thread are added in the order the threads finish, so two runs of the same code on the
 same files differed in the 9th-10th digit, and a value on the report's 3-decimal edge flipped.
-The trends and averages are integer sums now (analyzer/views/sessions.sql, queries/)."""
+The trends and averages are integer sums now (analyzer/ingest/views/sessions.sql, queries/)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from fractions import Fraction
 import pytest
 from ingest_lines import v1
 
-from analyzer.ingest import open_logs
-from analyzer.metrics import all_query_names, bucket_for_span, parameters, query_params, run_metric
-from analyzer.resources import load_query
-from analyzer.thresholds import defaults
+from analyzer.core.resources import load_query
+from analyzer.core.thresholds import defaults
+from analyzer.engines.compute import all_query_names
+from analyzer.ingest.logs import open_logs
+from analyzer.metrics.registry import bucket_for_span, parameters, query_params
+from analyzer.metrics.results import run_metric
 
 # More events than three of DuckDB's row groups (122,880 rows), so that every scan is split
 # between threads; faults that give the slopes something to fit.
@@ -171,8 +173,9 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
     costs 0.1-0.2 s at 1.57 M events), and the model is the one of each computing its own."""
     from pathlib import Path
 
-    from analyzer import report, rules
-    from analyzer.metrics import compute_metrics
+    from analyzer import rules
+    from analyzer.engines.compute import compute_metrics
+    from analyzer.model import report
 
     db = open_logs(
         [str(Path(__file__).resolve().parents[1] / "sample_logs" / logs)], use_cache=False

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import report, viewdefs
-from analyzer.ingest import open_logs
+from analyzer.ingest import viewdefs
+from analyzer.ingest.logs import open_logs
+from analyzer.model import report
 from collector import Tracer
 from tests.collector_helpers import log_files
 from tests.model_helpers import record_windows, stable
@@ -122,7 +123,7 @@ def reads(monkeypatch):
     """What each open_logs read: (tail files, bytes read, read_files, derived tables updated in
     step, derived tables rebuilt whole)."""
     seen: list[tuple[int, int, int, bool, bool]] = []
-    from analyzer import ingest
+    from analyzer.ingest import logs as ingest
 
     load, update, refresh = ingest._load, viewdefs.update_derived, viewdefs.refresh_derived
     flags = {"updated": False, "rebuilt": False}
@@ -212,7 +213,7 @@ def test_the_hourly_cron_over_a_growing_file_reads_only_the_tail(tmp_path, reads
     # renames or gzips it then finds its rows)
     import duckdb
 
-    from analyzer.cache import fingerprint
+    from analyzer.ingest.cache import fingerprint
 
     con = duckdb.connect(str(cache), read_only=True)
     (fp,) = con.execute("SELECT fingerprint FROM files").fetchall()[0]

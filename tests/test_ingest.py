@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.errors import InputError, UsageError
-from analyzer.ingest import EVENT_COLUMNS, open_logs, run_query, session_events
+from analyzer.core.errors import InputError, UsageError
+from analyzer.ingest.logs import EVENT_COLUMNS, open_logs, run_query, session_events
 from tests.diag_fixture_db import EVENTS, REQUESTS, SESSIONS
 from tests.ingest_lines import legacy, legacy_turn, v1, v1_request, write_lines
 
@@ -281,7 +281,7 @@ def test_progress_only_on_a_terminal_for_many_files(monkeypatch):
     import contextlib
     import sys
 
-    from analyzer.ingest import _progress
+    from analyzer.ingest.logs import _progress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert isinstance(_progress(1 << 30, 50), contextlib.nullcontext)

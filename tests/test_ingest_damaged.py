@@ -6,8 +6,8 @@ import gzip
 
 import pytest
 
-from analyzer.ingest import open_logs, run_query
-from analyzer.validate import MAX_LINE_BYTES, SAMPLES_PER_FILE
+from analyzer.ingest.logs import open_logs, run_query
+from analyzer.ingest.validate import MAX_LINE_BYTES, SAMPLES_PER_FILE
 from tests.ingest_lines import dumps, legacy, v1, write_lines
 
 GOOD = [v1(f"2026-11-23T10:00:{s:02d}.000+00:00", "gpu_sample", None, None, gpu_util_pct=float(s)) for s in range(6)]

@@ -8,9 +8,9 @@ import gzip
 
 import pytest
 
-from analyzer import reader
-from analyzer.ingest import open_logs, run_query
-from analyzer.reader import Reader
+from analyzer.ingest import reader
+from analyzer.ingest.logs import open_logs, run_query
+from analyzer.ingest.reader import Reader
 from tests.ingest_lines import dumps, v1
 
 

@@ -1,5 +1,5 @@
 """Per-session / per-request metric tables kept in DuckDB and read a chunk at a time
-(rows.LazyRows, metrics.DuckDBSource._kept; issue 16 item 4: nothing proportional to the sessions
+(rows.LazyRows, duckdb_engine.DuckDBSource._kept; issue 16 item 4: nothing proportional to the sessions
 held in Python): they read as the lists they replace, the report built from them is the same
 report byte for byte, and what Python holds for them does not grow with the sessions."""
 
@@ -13,9 +13,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import metrics
-from analyzer.ingest import open_logs
-from analyzer.rows import LazyRows
+from analyzer.engines import compute
+from analyzer.engines import duckdb as duckdb_engine
+from analyzer.ingest.logs import open_logs
+from analyzer.metrics import results
+from analyzer.metrics.rows import LazyRows
 from analyzer.simulate import simulate
 from tests.model_helpers import uncached_report_text
 
@@ -36,14 +38,14 @@ FROM range(0, 10000) t(i) ORDER BY i
 
 def _kept(con, sql: str, size: int) -> LazyRows:
     """``sql``'s rows as DuckDBSource keeps a large per-session table: a table of KEEP_DB."""
-    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {metrics.KEEP_DB}")
-    table = f"{metrics.KEEP_DB}.t"
+    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {results.KEEP_DB}")
+    table = f"{results.KEEP_DB}.t"
     con.execute(f"CREATE OR REPLACE TABLE {table} AS {sql}")
     desc = con.execute(f"SELECT * FROM {table} LIMIT 0").description
     columns, types = [d[0] for d in desc], [str(d[1]) for d in desc]
     n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     (zone,) = con.execute("SELECT current_setting('TimeZone')").fetchone()
-    return LazyRows(columns, n, lambda: metrics._table_chunks(con, table, columns, types, size, zone),
+    return LazyRows(columns, n, lambda: results._table_chunks(con, table, columns, types, size, zone),
                     close=lambda: con.execute(f"DROP TABLE {table}"))  # fmt: skip
 
 
@@ -52,7 +54,7 @@ def test_lazy_rows_read_as_the_list_they_replace(extra):
     con = duckdb.connect()
     con.execute("SET TimeZone = 'Asia/Shanghai'")
     sql = SQL.format(extra=extra)
-    as_list = metrics.result_rows(con.execute(sql), compact_rows=10**9)
+    as_list = results.result_rows(con.execute(sql), compact_rows=10**9)
     rows = _kept(con, sql, 999)
     assert isinstance(as_list, list) and len(rows) == len(as_list) == 10000
     assert list(rows) == as_list and rows == as_list and list(rows) == as_list  # read again
@@ -71,7 +73,7 @@ def test_lazy_rows_read_as_the_list_they_replace(extra):
 
 
 def _report(folder: str, lazy_rows: int, monkeypatch, tz: str | None = None) -> str:
-    monkeypatch.setattr(metrics, "LAZY_ROWS", lazy_rows)
+    monkeypatch.setattr(results, "LAZY_ROWS", lazy_rows)
     return uncached_report_text(folder, tz)
 
 
@@ -109,18 +111,18 @@ def _python_bytes(folder: Path, lazy_rows: int) -> tuple[int, int, int]:
     every one of them is read through once), by tracemalloc over a real DuckDB run."""
     db = open_logs([str(folder)], use_cache=False)
     try:
-        source = metrics.DuckDBSource.of(db)
+        source = duckdb_engine.DuckDBSource.of(db)
         source.lazy_rows = lazy_rows
         gc.collect()
         tracemalloc.start()
         try:
-            tables = metrics.compute_metrics(source)
+            tables = compute.compute_metrics(source)
             for name in list(tables):  # only the per-session tables' share is measured
-                if not metrics._row_per_session(name):
+                if not compute._row_per_session(name):
                     del tables[name]
             gc.collect()
             held = tracemalloc.get_traced_memory()[0]
-            kept = [t for n, t in tables.items() if metrics._row_per_session(n)]
+            kept = [t for n, t in tables.items() if compute._row_per_session(n)]
             tracemalloc.reset_peak()
             for t in kept:
                 for _row in t:
@@ -129,7 +131,7 @@ def _python_bytes(folder: Path, lazy_rows: int) -> tuple[int, int, int]:
         finally:
             tracemalloc.stop()
         sessions = len(tables["session_summary"])
-        metrics.release_tables(tables)
+        results.release_tables(tables)
     finally:
         db.close()
     return sessions, held, peak
@@ -138,7 +140,7 @@ def _python_bytes(folder: Path, lazy_rows: int) -> tuple[int, int, int]:
 def test_python_holds_no_row_per_session_of_the_tables_kept_in_duckdb(two_sizes, monkeypatch):
     import pyarrow  # noqa: F401  (imported before tracing: its modules are not the tables)
 
-    monkeypatch.setattr(metrics, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(results, "CHUNK_ROWS", 64)
     _python_bytes(two_sizes[40_000], 0)  # warm: query and module caches filled once
     small, large = two_sizes[40_000], two_sizes[160_000]
     n1, lazy1, lazy_peak1 = _python_bytes(small, 0)
@@ -179,10 +181,10 @@ def test_kept_tables_convert_times_and_non_finite_floats_as_python_does(zone, mo
     """  # fmt: skip
     con = duckdb.connect()
     con.execute("SET TimeZone = $zone", {"zone": zone})
-    want = metrics.result_rows(con.execute(sql), compact_rows=10**9)
-    monkeypatch.setattr(metrics, "load_query", lambda name: sql)
+    want = results.result_rows(con.execute(sql), compact_rows=10**9)
+    monkeypatch.setattr(duckdb_engine, "load_query", lambda name: sql)
     for lazy_rows, kind in ((0, LazyRows), (10**9, list)):
-        got = metrics.DuckDBSource(con, lazy_rows=lazy_rows)._kept("memory_per_session", {})
+        got = duckdb_engine.DuckDBSource(con, lazy_rows=lazy_rows)._kept("memory_per_session", {})
         assert isinstance(got, kind) and list(got) == want, zone
     assert (
         want[1]["x"] == pytest.approx(1 / 7)

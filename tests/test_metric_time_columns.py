@@ -1,4 +1,4 @@
-"""metrics.result_rows reads a large result as Arrow columns, time columns as epoch microseconds
+"""results.result_rows reads a large result as Arrow columns, time columns as epoch microseconds
 (a zone offset per hour) instead of DuckDB's tuples of aware datetimes: the rows must be exactly
 what the cursor path gives, in any zone, across DST changes and at historical offsets."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import metrics
-from analyzer.ingest import open_logs
-from analyzer.resources import load_query
-from analyzer.thresholds import defaults
+from analyzer.core.resources import load_query
+from analyzer.core.thresholds import defaults
+from analyzer.ingest.logs import open_logs
+from analyzer.metrics import registry, results
 
 ROOT = Path(__file__).resolve().parents[1]
 ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America/St_Johns",
@@ -21,44 +21,44 @@ ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America
 
 def reference(con, sql: str, params: dict) -> list[dict]:
     """The cursor path: DuckDB's tuples and datetimes, then isoformat."""
-    used = {k: params[k] for k in metrics.query_params(sql)}
+    used = {k: params[k] for k in registry.query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
-    saved = metrics.ARROW_ROWS
-    metrics.ARROW_ROWS = 10**12
+    saved = results.ARROW_ROWS
+    results.ARROW_ROWS = 10**12
     try:
-        return list(metrics.result_rows(cursor))
+        return list(results.result_rows(cursor))
     finally:
-        metrics.ARROW_ROWS = saved
+        results.ARROW_ROWS = saved
 
 
 @pytest.mark.parametrize("zone", ZONES)
 def test_every_metric_query_writes_its_times_as_the_datetimes_did(zone, monkeypatch):
-    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)  # every result past its first row by Arrow
+    monkeypatch.setattr(results, "ARROW_ROWS", 1)  # every result past its first row by Arrow
     with open_logs([str(ROOT / "sample_logs" / "mixed")], tz=zone, use_cache=False) as db:
         # one thread: a float aggregate's last bits depend on how threads split the rows, and
         # this compares whole rows
         db.con.execute("SET threads = 1")
-        params = metrics.parameters(defaults(), "hour")
+        params = registry.parameters(defaults(), "hour")
         checked = 0
-        for name in metrics.METRIC_QUERIES:
+        for name in registry.METRIC_QUERIES:
             if name in ("log_volume_over_time", "log_volume_peak_minute") and "line_bytes" not in (
-                metrics.view_columns(db.con, "events")
+                results.view_columns(db.con, "events")
             ):
                 continue
-            got = list(metrics.run_metric(db.con, name, params))
+            got = list(results.run_metric(db.con, name, params))
             assert got == reference(db.con, load_query(name), params), name
             checked += any(isinstance(v, str) and "T" in v for r in got for v in r.values())
         assert checked >= 5  # queries with time columns were compared
 
 
 def test_a_large_result_is_kept_column_by_column_with_the_same_rows(monkeypatch):
-    monkeypatch.setattr(metrics, "COMPACT_ROWS", 3)
-    monkeypatch.setattr(metrics, "ARROW_ROWS", 2)
+    monkeypatch.setattr(results, "COMPACT_ROWS", 3)
+    monkeypatch.setattr(results, "ARROW_ROWS", 2)
     with open_logs([str(ROOT / "sample_logs" / "mixed")], tz="Asia/Kolkata", use_cache=False) as db:
         db.con.execute("SET threads = 1")
-        params = metrics.parameters(defaults(), "hour")
+        params = registry.parameters(defaults(), "hour")
         for name in ("session_summary", "memory_per_session", "stage_percentiles_over_time"):
-            got = metrics.run_metric(db.con, name, params)
+            got = results.run_metric(db.con, name, params)
             assert not isinstance(got, list) and len(got) > 3  # a rows.Rows
             assert list(got) == list(reference(db.con, load_query(name), params)), name
 
@@ -95,16 +95,16 @@ def test_times_around_transitions_and_far_from_now(zone, monkeypatch):
     us = [
         r[0] for r in con.execute(f"SELECT epoch_us(t) FROM ({sql})", {"times": times}).fetchall()
     ]
-    got = metrics._tz_iso_column(ZoneInfo(zone))(us)
+    got = results._tz_iso_column(ZoneInfo(zone))(us)
     want = [r["t"] for r in reference(con, sql, {"times": times})]
-    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
-    through_arrow = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+    monkeypatch.setattr(results, "ARROW_ROWS", 1)
+    through_arrow = [r["t"] for r in results.result_rows(con.execute(sql, {"times": times}))]
     assert through_arrow == want
     assert got == want and want[-1] is None and len(want) == len(times) + 1
 
 
 def test_plain_types_through_arrow_equal_the_cursor_rows(monkeypatch):
-    monkeypatch.setattr(metrics, "ARROW_ROWS", 2)
+    monkeypatch.setattr(results, "ARROW_ROWS", 2)
     con = duckdb.connect()
     sql = (
         "SELECT range::INTEGER AS i, sum(range) OVER () AS huge, "
@@ -115,8 +115,8 @@ def test_plain_types_through_arrow_equal_the_cursor_rows(monkeypatch):
     )
     rel = con.sql(sql)
     types = [str(t) for t in rel.types]
-    assert "HUGEINT" in types and all(t in metrics._ARROW_TYPES for t in types)
-    got = metrics.result_rows(con.execute(sql))
+    assert "HUGEINT" in types and all(t in results._ARROW_TYPES for t in types)
+    got = results.result_rows(con.execute(sql))
     want = reference(con, sql, {})
     assert got == want
     assert [type(r["past_64_bits"]) for r in got] == [int] * 6 and got[1]["d"] is None
@@ -138,17 +138,17 @@ def test_a_column_of_recent_times_formatted_by_arrow_reads_the_same(zone, monkey
          "2026-11-01 06:30:00+00", "2026-06-01 12:00:00+00"],
     ):  # fmt: skip
         want = [r["t"] for r in reference(con, sql, {"times": times})]
-        monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
-        got = [r["t"] for r in metrics.result_rows(con.execute(sql, {"times": times}))]
+        monkeypatch.setattr(results, "ARROW_ROWS", 1)
+        got = [r["t"] for r in results.result_rows(con.execute(sql, {"times": times}))]
         monkeypatch.undo()
         assert got == want and len(want) == len(times) + 1
 
 
 def test_without_pyarrow_the_cursor_path_gives_the_rows(monkeypatch):
     # pyarrow is not one of dslogs' dependencies: a large result is read by the cursor then
-    monkeypatch.setattr(metrics, "ARROW_ROWS", 1)
-    monkeypatch.setattr(metrics, "_have_arrow", lambda: False)
-    monkeypatch.setattr(metrics, "_arrow_rows", None)  # would fail if called
+    monkeypatch.setattr(results, "ARROW_ROWS", 1)
+    monkeypatch.setattr(results, "_have_arrow", lambda: False)
+    monkeypatch.setattr(results, "_arrow_rows", None)  # would fail if called
     con = duckdb.connect()
     sql = "SELECT range AS i, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' AS t FROM range(5) ORDER BY i"
-    assert metrics.result_rows(con.execute(sql)) == reference(con, sql, {})
+    assert results.result_rows(con.execute(sql)) == reference(con, sql, {})

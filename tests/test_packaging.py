@@ -78,7 +78,7 @@ def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
     where = subprocess.run(
-        [str(installed_env / "bin" / "python"), "-c", "import analyzer, collector, analyzer.resources as r; "
+        [str(installed_env / "bin" / "python"), "-c", "import analyzer, collector, analyzer.core.resources as r; "
          "print(analyzer.__file__); print(collector.__file__); print(r.queries_dir()); print(r.templates_dir())"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
         env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},

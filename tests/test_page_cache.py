@@ -1,4 +1,4 @@
-"""A warm HTML report is the page kept beside the model (analyzer/page_cache.py), filled with this
+"""A warm HTML report is the page kept beside the model (analyzer/render/page_cache.py), filled with this
 run's generated_at: byte for byte the page rendering the hit's model gives, written without
 importing jinja2 or the chart code; a changed file, threshold or zone renders a fresh page; the
 slot stays text whatever it holds; the kept pages stay few and small."""
@@ -16,8 +16,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import page_cache, report, result_cache
-from analyzer.render_html import render_html
+from analyzer.model import report, result_cache
+from analyzer.render import page_cache
+from analyzer.render.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = [
@@ -250,7 +251,7 @@ def run_cli(args: list[str], xdg: Path) -> tuple[str, set[str]]:
     return r.stdout, imported
 
 
-RENDERING = {"jinja2", "analyzer.render_html", "analyzer.charts", "analyzer.svgchart"}
+RENDERING = {"jinja2", "analyzer.render.html", "analyzer.render.charts.specs", "analyzer.render.charts.svg"}
 HEAVY = RENDERING | {"altair", "pandas", "vl_convert"}
 
 
@@ -295,10 +296,10 @@ def test_a_changed_file_threshold_or_zone_renders_a_fresh_page(cli_pages):
     pages = {}
     for name, args in cases.items():
         _, imported = run_cli([*args, "--out", str(d / f"{name}.html")], xdg)
-        assert "analyzer.render_html" in imported, name
+        assert "analyzer.render.html" in imported, name
         pages[name] = (d / f"{name}.html").read_text(encoding="utf-8")
         _, imported = run_cli([*args, "--out", str(d / f"{name}-again.html")], xdg)
-        assert "analyzer.render_html" not in imported, name
+        assert "analyzer.render.html" not in imported, name
         again = (d / f"{name}-again.html").read_text(encoding="utf-8")
         assert without_generated_at(again) == without_generated_at(pages[name])
     passed = 'pass">slow_tokenize<'  # the rule's badge among the passed rules
@@ -308,7 +309,7 @@ def test_a_changed_file_threshold_or_zone_renders_a_fresh_page(cli_pages):
     lines = log.read_text().splitlines(keepends=True)
     log.write_text("".join(lines[: len(lines) // 2]))  # a changed file
     _, imported = run_cli([str(logs), "--out", str(d / "changed.html")], xdg)
-    assert "analyzer.render_html" in imported
+    assert "analyzer.render.html" in imported
     changed = (d / "changed.html").read_text(encoding="utf-8")
     assert without_generated_at(changed) != without_generated_at(cli_pages["cold"])
     # and the default run's page is the default page again: no other run's page leaks in

@@ -13,17 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.metrics import (
-    DRILLDOWN_QUERIES,
-    METRIC_QUERIES,
-    compute_metrics,
-    parameters,
-    query_params,
-    run_metric,
-    session_requests,
-)
-from analyzer.resources import load_query, query_names
-from analyzer.thresholds import defaults
+from analyzer.core.resources import load_query, query_names
+from analyzer.core.thresholds import defaults
+from analyzer.engines.compute import compute_metrics, session_requests
+from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES, parameters, query_params
+from analyzer.metrics.results import run_metric
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -348,10 +342,10 @@ def _columns(con, name, params):
     return [d[0] for d in con.execute(sql, used).description]
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir() or importlib.util.find_spec("analyzer.ingest") is None,
-                    reason="needs sample_logs/ and analyzer.ingest (open_logs)")
+@pytest.mark.skipif(not SAMPLES.is_dir() or importlib.util.find_spec("analyzer.ingest.logs") is None,
+                    reason="needs sample_logs/ and analyzer.ingest.logs (open_logs)")
 def test_every_query_runs_on_sample_logs_with_the_expected_columns():
-    from analyzer.ingest import open_logs
+    from analyzer.ingest.logs import open_logs
 
     p = {**parameters(defaults(), "hour"), "session_ids": []}
     expected = {name: _columns(fixture_connection(), name, p) for name in query_names()}
@@ -375,7 +369,7 @@ def test_every_query_runs_on_sample_logs_with_the_expected_columns():
 
 
 def test_bucket_width_follows_the_span():
-    from analyzer.metrics import bucket_for_span
+    from analyzer.metrics.registry import bucket_for_span
 
     t = "2026-01-01T00:00:00+00:00"
     assert bucket_for_span(t, "2026-01-01T02:59:00+00:00") == "minute"

@@ -15,15 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import charts, report, rules
-from analyzer.charts import CHARTS, build_charts
-from analyzer.metrics import DRILLDOWN_QUERIES, METRIC_QUERIES, compute_metrics
-from analyzer.render_html import SECTION_IDS, render_html
-from analyzer.report import REPORT_INPUTS, SERIES, build_report_from_metrics, open_source
-from analyzer.resources import query_names
-from analyzer.rules import RULE_IDS, RULE_SPECS, RULES, evaluate_rules
+from analyzer import rules
+from analyzer.core.resources import query_names
+from analyzer.core.thresholds import DEFAULTS, defaults
+from analyzer.engines.compute import compute_metrics
+from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
+from analyzer.model import report
+from analyzer.model.report import REPORT_INPUTS, SERIES, build_report_from_metrics, open_source
+from analyzer.render.charts import specs as charts
+from analyzer.render.charts.specs import CHARTS, build_charts
+from analyzer.render.html import SECTION_IDS, render_html
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules
+from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
-from analyzer.thresholds import DEFAULTS, defaults
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(p for p in (REPO / "sample_logs").iterdir() if p.is_dir())
@@ -227,7 +231,7 @@ def test_chart_registrations_name_what_exists():
     # every SERIES table is a metric query, and every series is drawn or shown on the page
     page_code = "".join(
         (REPO / p).read_text(encoding="utf-8")
-        for p in ("analyzer/render_html.py", "analyzer/diff.py", "templates/report.html")
+        for p in ("analyzer/render/html.py", "analyzer/model/diff.py", "templates/report.html")
     )
     for key, (table, _columns) in SERIES.items():
         assert table in METRIC_QUERIES, key

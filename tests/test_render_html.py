@@ -19,8 +19,8 @@ from fixtures.report_models import (
     large_model,
 )
 
-from analyzer import charts
-from analyzer.render_html import (
+from analyzer.render.charts import specs as charts
+from analyzer.render.html import (
     MAX_SESSION_ROWS,
     SECTIONS,
     anchor,
@@ -296,7 +296,7 @@ def test_render_cli_rebuilds_the_same_html_from_saved_json(tmp_path, model):
     from typer.testing import CliRunner
 
     from analyzer.cli import app
-    from analyzer.report import load_report_json, report_to_json
+    from analyzer.model.report import load_report_json, report_to_json
 
     saved = tmp_path / "day.json"
     saved.write_text(report_to_json(model), encoding="utf-8")
@@ -323,14 +323,14 @@ def test_render_cli_rejects_a_file_that_is_not_a_report(tmp_path):
 
 @pytest.fixture(scope="module")
 def sample_model():
-    pytest.importorskip("analyzer.ingest")
+    pytest.importorskip("analyzer.ingest.logs")
     from fixtures.report_models import real_model
 
     return real_model()
 
 
 def test_analyze_then_json_then_render_equals_analyze_html(sample_model, tmp_path):
-    from analyzer.report import load_report_json, report_to_json
+    from analyzer.model.report import load_report_json, report_to_json
 
     saved = tmp_path / "m.json"
     saved.write_text(report_to_json(sample_model), encoding="utf-8")
@@ -373,7 +373,7 @@ def test_cli_analyze_html_equals_analyze_json_then_render(sample_model, tmp_path
 def test_memory_labels_and_axes_say_mib(model):
     """GPU and host memory fields are MiB: evidence-table labels and chart axes say so; log
     volume stays decimal MB (bytes / 1e6, the 1 MB/s threshold of 000 §3.2)."""
-    from analyzer.render_html import detail_label
+    from analyzer.render.html import detail_label
 
     assert detail_label("reserved_slope_mb_per_min") == "reserved slope MiB/min"
     assert detail_label("rise_mb") == "rise MiB" and detail_label("kv_cache_size_max_mb") == "kv cache size max MiB"

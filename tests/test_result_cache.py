@@ -1,4 +1,4 @@
-"""Warm `analyze` reuses the stored report model (analyzer/result_cache.py) only when nothing that
+"""Warm `analyze` reuses the stored report model (analyzer/model/result_cache.py) only when nothing that
 determines it changed: the model equals a cold run's, and files, window, zone and thresholds
 each make it compute again."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import report, result_cache
-from analyzer.ingest import open_logs, run_query, session_events
+from analyzer.ingest.logs import open_logs, run_query, session_events
+from analyzer.model import report, result_cache
 from tests.ingest_lines import v1_request
 from tests.model_helpers import stable
 

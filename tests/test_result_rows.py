@@ -1,4 +1,4 @@
-"""metrics.result_rows' conversions of a large result: Arrow columns read by numpy from their
+"""results.result_rows' conversions of a large result: Arrow columns read by numpy from their
 buffers (doubles with NaN/inf as None, HUGEINTs, times as ISO text in the run's zone) and row dicts
 built by rows.row_maker must give exactly the rows of the cursor path (DuckDB's tuples, datetimes
 and ``jsonable``), at every size around ARROW_ROWS and COMPACT_ROWS, without importing pandas."""
@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pytest
 
-from analyzer import metrics
-from analyzer.rows import Rows, build_rows, row_maker
+from analyzer.metrics import results
+from analyzer.metrics.rows import Rows, build_rows, row_maker
 
 pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def cursor_rows(con, sql: str, params: dict | None = None) -> list[dict]:
     """The reference: every row by DuckDB's cursor (tuples, datetimes, jsonable), as a list."""
     cursor = con.execute(sql, params or {})
-    saved = metrics.ARROW_ROWS, metrics.COMPACT_ROWS
-    metrics.ARROW_ROWS = metrics.COMPACT_ROWS = 10**12
+    saved = results.ARROW_ROWS, results.COMPACT_ROWS
+    results.ARROW_ROWS = results.COMPACT_ROWS = 10**12
     try:
-        return list(metrics.result_rows(cursor))
+        return list(results.result_rows(cursor))
     finally:
-        metrics.ARROW_ROWS, metrics.COMPACT_ROWS = saved
+        results.ARROW_ROWS, results.COMPACT_ROWS = saved
 
 
 def same(got, want) -> None:
@@ -66,26 +66,26 @@ def test_sizes_around_the_thresholds_give_the_cursor_rows(at, offset, monkeypatc
     con = duckdb.connect()
     con.execute("SET TimeZone = 'America/New_York'")
     if at == "compact":
-        monkeypatch.setattr(metrics, "COMPACT_ROWS", 3 * metrics.ARROW_ROWS)  # past a batch
-        n = metrics.COMPACT_ROWS + offset
+        monkeypatch.setattr(results, "COMPACT_ROWS", 3 * results.ARROW_ROWS)  # past a batch
+        n = results.COMPACT_ROWS + offset
     else:
-        n = metrics.ARROW_ROWS + offset
+        n = results.ARROW_ROWS + offset
     params = {"n": n, "big": -1}
     want = cursor_rows(con, MIXED, params)
-    got = metrics.result_rows(con.execute(MIXED, params))
+    got = results.result_rows(con.execute(MIXED, params))
     same(got, want)
-    assert isinstance(got, Rows) == (n > metrics.COMPACT_ROWS)
+    assert isinstance(got, Rows) == (n > results.COMPACT_ROWS)
     assert {r["t"][-6:] for r in want if r["t"]} == {"-04:00", "-05:00"}  # both offsets
     assert {type(r["h"]) for r in want} == {int, type(None)}
 
 
 def test_a_hugeint_past_64_bits_in_a_batch_makes_that_column_exact(monkeypatch):
     con = duckdb.connect()
-    n = metrics.ARROW_ROWS + 100
-    for big in (metrics.ARROW_ROWS + 5, n - 1):  # in the Arrow part
+    n = results.ARROW_ROWS + 100
+    for big in (results.ARROW_ROWS + 5, n - 1):  # in the Arrow part
         params = {"n": n, "big": big}
         want = cursor_rows(con, MIXED, params)
-        got = metrics.result_rows(con.execute(MIXED, params))
+        got = results.result_rows(con.execute(MIXED, params))
         same(got, want)
         assert got[big]["maybe_big"] == big * 10**20 and type(got[big]["maybe_big"]) is int
 
@@ -97,14 +97,14 @@ def test_hugeint_at_the_64_bit_bounds():
             WHEN 0 THEN CAST(9223372036854775807 AS HUGEINT) WHEN 1 THEN -CAST(9223372036854775808 AS HUGEINT)
             WHEN 2 THEN NULL WHEN 3 THEN -1 ELSE CAST(range AS HUGEINT) END AS h
         FROM range($n) ORDER BY i"""  # fmt: skip
-    n = metrics.ARROW_ROWS * 2
-    same(metrics.result_rows(con.execute(sql, {"n": n})), cursor_rows(con, sql, {"n": n}))
+    n = results.ARROW_ROWS * 2
+    same(results.result_rows(con.execute(sql, {"n": n})), cursor_rows(con, sql, {"n": n}))
     for past in ("9223372036854775808", "-9223372036854775809"):  # one past each bound
         one = sql.replace("WHEN 3 THEN -1", f"WHEN 3 THEN CAST('{past}' AS HUGEINT)")
-        got = metrics.result_rows(con.execute(one, {"n": n}))
+        got = results.result_rows(con.execute(one, {"n": n}))
         same(got, cursor_rows(con, one, {"n": n}))
         last = max(i for i in range(n) if i % 5 == 3)  # in the Arrow part
-        assert str(got[last]["h"]) == past and last > metrics.ARROW_ROWS
+        assert str(got[last]["h"]) == past and last > results.ARROW_ROWS
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_times_every_few_seconds_across_a_dst_change(zone, start):
                END AS t, range AS i
         FROM range(30000) ORDER BY i"""  # fmt: skip
     want = cursor_rows(con, sql, {"start": start})
-    got = metrics.result_rows(con.execute(sql, {"start": start}))
+    got = results.result_rows(con.execute(sql, {"start": start}))
     same(got, want)
     offsets = {r["t"][23:] for r in want if r["t"]}
     assert len(offsets) == (1 if zone in ("UTC", "Asia/Kolkata") else 2), offsets
@@ -143,8 +143,8 @@ def test_times_out_of_numpys_range_and_all_null_columns():
             ELSE TIMESTAMPTZ '2026-11-23 12:00:00+00' END AS t,
             NULL::TIMESTAMPTZ AS never, NULL::DOUBLE AS d, NULL::HUGEINT AS h
         FROM range($n) ORDER BY i"""  # fmt: skip
-    n = 2 * metrics.ARROW_ROWS
-    got = metrics.result_rows(con.execute(sql, {"n": n}))
+    n = 2 * results.ARROW_ROWS
+    got = results.result_rows(con.execute(sql, {"n": n}))
     same(got, cursor_rows(con, sql, {"n": n}))
     assert got[-1]["never"] is None and got[-1]["d"] is None and got[-1]["h"] is None
 
@@ -152,14 +152,14 @@ def test_times_out_of_numpys_range_and_all_null_columns():
 def test_an_empty_result_and_one_row():
     con = duckdb.connect()
     sql = "SELECT range AS i, 1.5 AS d, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' AS t FROM range($n)"
-    assert metrics.result_rows(con.execute(sql, {"n": 0})) == []
-    same(metrics.result_rows(con.execute(sql, {"n": 1})), cursor_rows(con, sql, {"n": 1}))
+    assert results.result_rows(con.execute(sql, {"n": 0})) == []
+    same(results.result_rows(con.execute(sql, {"n": 1})), cursor_rows(con, sql, {"n": 1}))
 
 
 def test_arrow_columns_sliced_from_a_larger_array():
     # a batch's column may start inside its buffers (an offset): values and NULLs read from there
     zone = ZoneInfo("Europe/Amsterdam")
-    to_text = metrics._tz_iso_column(zone)
+    to_text = results._tz_iso_column(zone)
     doubles = [1.5, None, float("nan"), -0.0, float("inf"), 2.25, None, 3.0, float("-inf"), 4.0]
     us = [1_792_890_000_000_000 + i * 900_000_001 for i in range(10)]  # around 2026-10-25 01:00Z
     us[4] = None
@@ -167,18 +167,18 @@ def test_arrow_columns_sliced_from_a_larger_array():
     tz = pa.timestamp("us", tz="Europe/Amsterdam")
     for lo in range(0, 9):
         d = pa.array(doubles).slice(lo)
-        assert metrics._arrow_column(d, "DOUBLE", None) == metrics._finite_column(doubles[lo:])
+        assert results._arrow_column(d, "DOUBLE", None) == results._finite_column(doubles[lo:])
         h = pa.array(huge, pa.decimal128(38, 0)).slice(lo)
-        got = metrics._arrow_column(h, "HUGEINT", None)
+        got = results._arrow_column(h, "HUGEINT", None)
         assert got == huge[lo:] and all(type(v) in (int, type(None)) for v in got)
         t = pa.array(us, pa.int64()).view(tz).slice(lo)
-        assert metrics._arrow_column(t, metrics._TZ_TYPE, to_text) == to_text(us[lo:])
+        assert results._arrow_column(t, results._TZ_TYPE, to_text) == to_text(us[lo:])
     # other units than DuckDB's microseconds: read as microseconds (ns floored, as a datetime)
     for unit, scale in (("s", 10**6), ("ms", 1000), ("ns", 10**-3)):
         raw = [None if v is None else int(v // scale) if scale > 1 else v * 1000 + 999 for v in us]
         t = pa.array(raw, pa.int64()).view(pa.timestamp(unit, tz="Europe/Amsterdam"))
         want = [None if v is None else int(v * scale) if scale > 1 else v // 1000 for v in raw]
-        assert metrics._arrow_column(t, metrics._TZ_TYPE, to_text) == to_text(want), unit
+        assert results._arrow_column(t, results._TZ_TYPE, to_text) == to_text(want), unit
 
 
 def test_row_maker_builds_the_dicts_dict_zip_did():
@@ -206,26 +206,27 @@ def test_without_numpy_the_cursor_path_is_taken(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numpy" else real(name, *a))
-    metrics._have_arrow.cache_clear()
+    results._have_arrow.cache_clear()
     try:
-        assert not metrics._have_arrow()
-        monkeypatch.setattr(metrics, "_arrow_rows", None)  # would fail if called
+        assert not results._have_arrow()
+        monkeypatch.setattr(results, "_arrow_rows", None)  # would fail if called
         con = duckdb.connect()
-        params = {"n": metrics.ARROW_ROWS + 1, "big": -1}
-        same(metrics.result_rows(con.execute(MIXED, params)), cursor_rows(con, MIXED, params))
+        params = {"n": results.ARROW_ROWS + 1, "big": -1}
+        same(results.result_rows(con.execute(MIXED, params)), cursor_rows(con, MIXED, params))
     finally:
         monkeypatch.undo()
-        metrics._have_arrow.cache_clear()
+        results._have_arrow.cache_clear()
 
 
 def test_a_large_result_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
     # pyarrow.compute called with Python scalars makes pyarrow import pandas (0.2 s a run)
     code = textwrap.dedent(f"""
         import json, sys, duckdb
-        from analyzer import metrics
+        from analyzer.metrics import results
+        from analyzer.metrics import rows as rows_mod
         con = duckdb.connect()
         con.execute("SET TimeZone = 'Europe/Amsterdam'")
-        rows = metrics.result_rows(con.execute({MIXED!r}, {{"n": 20000, "big": 12000}}))
+        rows = results.result_rows(con.execute({MIXED!r}, {{"n": 20000, "big": 12000}}))
         assert len(rows) == 20000 and "pyarrow" in sys.modules
         print(json.dumps(sorted(m for m in ("pandas", "pyarrow.compute") if m in sys.modules)))
     """)

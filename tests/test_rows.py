@@ -1,4 +1,4 @@
-"""Large metric tables kept column by column (analyzer/rows.py, issue 16 item 4): a Rows reads as
+"""Large metric tables kept column by column (analyzer/metrics/rows.py, issue 16 item 4): a Rows reads as
 the list of row dicts it replaces, and a report built with every table compact is the report
 built from lists, on every folder of sample_logs/."""
 
@@ -13,17 +13,18 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import metrics
-from analyzer.ingest import open_logs
-from analyzer.report import build_report, report_to_json
-from analyzer.rows import Rows
+from analyzer.engines import duckdb as duckdb_engine
+from analyzer.ingest.logs import open_logs
+from analyzer.metrics import results
+from analyzer.metrics.rows import Rows
+from analyzer.model.report import build_report, report_to_json
 from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _table(con, sql: str, compact_rows: int):
-    return metrics.result_rows(con.execute(sql), compact_rows=compact_rows)
+    return results.result_rows(con.execute(sql), compact_rows=compact_rows)
 
 
 SQL = """
@@ -84,7 +85,7 @@ def test_rows_are_several_times_smaller_than_row_dicts():
 )
 def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tmp_path):
     def report(compact: int) -> dict:
-        monkeypatch.setattr(metrics, "COMPACT_ROWS", compact)
+        monkeypatch.setattr(results, "COMPACT_ROWS", compact)
         return json.loads(uncached_report_text(REPO / "sample_logs" / folder))
 
     assert report(0) == report(10**9)
@@ -92,18 +93,18 @@ def test_a_report_from_compact_tables_is_the_same_report(folder, monkeypatch, tm
 
 def test_duckdb_cache_released_after_large_tables_and_the_limit_restored(monkeypatch, tmp_path):
     # every table counts as large: a release after each
-    monkeypatch.setattr(metrics, "RELEASE_ROWS", 0)
+    monkeypatch.setattr(results, "RELEASE_ROWS", 0)
     seen = []
-    real = metrics.DuckDBSource.release_memory
+    real = duckdb_engine.DuckDBSource.release_memory
 
     def spy(self, held=0):
         real(self, held)
         seen.append(self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
 
-    monkeypatch.setattr(metrics.DuckDBSource, "release_memory", spy)
+    monkeypatch.setattr(duckdb_engine.DuckDBSource, "release_memory", spy)
     db = open_logs([str(REPO / "sample_logs" / "memory_leak")], cache=tmp_path / "c.duckdb")
     try:
-        source = metrics.DuckDBSource.of(db)
+        source = duckdb_engine.DuckDBSource.of(db)
         (before,) = db.con.execute("SELECT current_setting('memory_limit')").fetchone()
         model = build_report(source)
         (after,) = db.con.execute("SELECT current_setting('memory_limit')").fetchone()
@@ -176,10 +177,10 @@ def test_duckdb_memory_limit_from_env_and_spill_folder_removed(monkeypatch, tmp_
 
 
 def test_limit_less_and_nbytes():
-    assert metrics.limit_less("1GB", 0) == "1GB" and metrics.limit_less("80%", 10**8) == "80%"
-    assert metrics.limit_less("1GB", 300 * 10**6) == "700MB"
-    assert metrics.limit_less("900MiB", 100 * 10**6) == "843MB"
-    assert metrics.limit_less("1GB", 10**10) == "256MB"  # never under RELEASE_TO
+    assert results.limit_less("1GB", 0) == "1GB" and results.limit_less("80%", 10**8) == "80%"
+    assert results.limit_less("1GB", 300 * 10**6) == "700MB"
+    assert results.limit_less("900MiB", 100 * 10**6) == "843MB"
+    assert results.limit_less("1GB", 10**10) == "256MB"  # never under RELEASE_TO
     con = duckdb.connect()
     rows = _table(con, "SELECT 's' || i AS s, i AS n, i / 2 AS x FROM range(0, 5000) t(i)", 100)
     # a pointer per interned string, 4 bytes per integer, 8 per float
@@ -189,11 +190,11 @@ def test_limit_less_and_nbytes():
 def test_duckdb_limit_shrinks_by_what_compact_tables_hold(monkeypatch, tmp_path):
     # every table compact and large: after each, DuckDB's limit is the configured one less the
     # bytes of the compact tables held so far (DuckDB and Python share one budget)
-    monkeypatch.setattr(metrics, "COMPACT_ROWS", 0)
-    monkeypatch.setattr(metrics, "RELEASE_ROWS", 0)
+    monkeypatch.setattr(results, "COMPACT_ROWS", 0)
+    monkeypatch.setattr(results, "RELEASE_ROWS", 0)
     monkeypatch.setenv("DSLOGS_MEMORY_LIMIT", "300MB")
     seen = []
-    real = metrics.DuckDBSource.release_memory
+    real = duckdb_engine.DuckDBSource.release_memory
 
     def spy(self, held=0):
         real(self, held)
@@ -201,10 +202,10 @@ def test_duckdb_limit_shrinks_by_what_compact_tables_hold(monkeypatch, tmp_path)
             (held, self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
         )
 
-    monkeypatch.setattr(metrics.DuckDBSource, "release_memory", spy)
+    monkeypatch.setattr(duckdb_engine.DuckDBSource, "release_memory", spy)
     db = open_logs([str(REPO / "sample_logs" / "memory_leak")], cache=tmp_path / "c.duckdb")
     try:
-        build_report(metrics.DuckDBSource.of(db))
+        build_report(duckdb_engine.DuckDBSource.of(db))
     finally:
         db.close()
     assert seen and all(held > 0 for held, _ in seen)
@@ -212,6 +213,6 @@ def test_duckdb_limit_shrinks_by_what_compact_tables_hold(monkeypatch, tmp_path)
     check.execute("SET memory_limit = '300MB'")
     configured = check.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     for held, limit in seen:
-        check.execute("SET memory_limit = $l", {"l": metrics.limit_less("300MB", held)})
+        check.execute("SET memory_limit = $l", {"l": results.limit_less("300MB", held)})
         assert limit == check.execute("SELECT current_setting('memory_limit')").fetchone()[0]
         assert limit != configured  # came down by what the tables hold

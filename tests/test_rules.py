@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import DEFAULTS, SOURCES, defaults, load_thresholds
 from analyzer.rules import RULE_IDS, RULE_INFO, RULES, evaluate_rules
-from analyzer.thresholds import DEFAULTS, SOURCES, defaults, load_thresholds
 
 DESIGN_RULE_IDS = (
     "memory_leak", "ghost_memory", "oom", "gpu_wait", "cpu_bound", "kv_cache_bloat", "beam_search",
@@ -387,7 +387,7 @@ def test_memory_is_worded_in_mib_everywhere():
     GiB, never MB or GB, so a value reads the same in a card, a table and a threshold."""
     import re
 
-    from analyzer.report import build_checklist
+    from analyzer.model.report import build_checklist
 
     m = {
         "memory_per_session": [mem("leak", 73.2, 4000, 4800, ghost_p50_mb=5600.0, ghost_share_p50=0.61)],

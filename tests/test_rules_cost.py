@@ -1,7 +1,7 @@
 """The rules' Python cost per session (issue 16 items 3 and 4): ``attribute_deltas`` on lists
 indexed by number and ``memory_leak_verdicts`` keeping a verdict only for the flagged sessions
 give what the former layouts gave, bit for bit, on randomized inputs: the former code is kept
-below as the reference (analyzer/rules.py before branch rulescost, verbatim but for names)."""
+below as the reference (analyzer/rules/ before branch rulescost, verbatim but for names)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,22 @@ import random
 
 import pytest
 
-from analyzer import report, rules
-from analyzer.rules import (
+from analyzer import rules
+from analyzer.core.thresholds import defaults
+from analyzer.model import report
+from analyzer.rules.attribution import (
     SessionVerdicts,
-    _HostsLeftOut,
     _overlap,
     _process_key,
     attribute_deltas,
     cpu_only_hosts,
     largest_rise,
     memory_leak_verdicts,
-    rule_memory_leak,
 )
-from analyzer.thresholds import defaults
+from analyzer.rules.memory import rule_memory_leak
+from analyzer.rules.registry import HostsLeftOut
 
-# -- the reference: analyzer/rules.py before this change ------------------------------------------
+# -- the reference: analyzer/rules/ before this change ------------------------------------------
 
 
 def ref_attribute_deltas(rows: list[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
@@ -183,7 +184,7 @@ def ref_memory_leak_verdicts(m: dict, t: dict) -> dict:
     th = t["memory_leak"]
     cpu = cpu_only_hosts(m)
     # a view read twice, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
-    deltas = _HostsLeftOut(m.get("request_memory_deltas", []), cpu)
+    deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = ref_attribute_deltas(deltas, "gpu_delta_mb")
     sessions: dict[str, dict] = {}
     for sid, (rate, n) in rates.items():
@@ -475,7 +476,7 @@ def test_memory_leak_verdicts_run_on_the_rule_view_of_cpu_hosts():
     m = _metrics(11)
     m["host_devices"] = [{"host": "cpu-box", "cpu_device_events": 1, "gpu_device_events": 0}]
     assert cpu_only_hosts(m) == {"cpu-box"}
-    assert isinstance(rules.without_cpu_hosts(m)["request_memory_deltas"], _HostsLeftOut)
+    assert isinstance(rules.without_cpu_hosts(m)["request_memory_deltas"], HostsLeftOut)
     _compare(11)
 
 

@@ -3,8 +3,9 @@ first ids in alphabetical order (session_count keeps the full number)."""
 
 from __future__ import annotations
 
-from analyzer.rules import MAX_FINDING_SESSIONS, rule_gpu_wait
-from analyzer.thresholds import defaults
+from analyzer.core.thresholds import defaults
+from analyzer.rules.decode import rule_gpu_wait
+from analyzer.rules.registry import MAX_FINDING_SESSIONS
 
 
 def test_a_finding_over_many_sessions_lists_the_worst_ones():
@@ -26,7 +27,7 @@ def test_rules_over_compact_tables_keep_only_the_hits():
 
     import duckdb
 
-    from analyzer.metrics import result_rows
+    from analyzer.metrics.results import result_rows
     from analyzer.rules import evaluate_rules
 
     con = duckdb.connect()

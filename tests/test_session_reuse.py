@@ -1,5 +1,5 @@
 """The per-session metric queries of a window over the cache's derived tables
-(analyzer/session_tables.py): the rows of the sessions wholly inside the window come from the
+(analyzer/ingest/session_tables.py): the rows of the sessions wholly inside the window come from the
 stored ``<query>_all`` tables, only the sessions the window's edges cut are computed again. Every
 such table, and the report, must equal what the logs alone (--no-cache) give for the window: the
 report's JSON text byte for byte (less generated_at and the run counters), the tables row for
@@ -15,12 +15,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer import report, session_tables
-from analyzer.ingest import open_logs
-from analyzer.metrics import DuckDBSource
-from analyzer.report import report_to_json
+from analyzer.core.thresholds import load_thresholds
+from analyzer.engines.duckdb import DuckDBSource
+from analyzer.ingest import session_tables
+from analyzer.ingest.logs import open_logs
+from analyzer.model import report
+from analyzer.model.report import report_to_json
 from analyzer.simulate import simulate
-from analyzer.thresholds import load_thresholds
 from tests.model_helpers import record_windows, stable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,7 +269,7 @@ def test_stale_when_the_derived_tables_are_built_again_or_a_query_changes(
 def test_a_query_run_and_a_windowed_run_without_derived_tables_build_nothing(
     logs, cuts, tmp_path, monkeypatch, reused
 ):
-    from analyzer.ingest import run_query
+    from analyzer.ingest.logs import run_query
 
     used = record_windows(monkeypatch)
     cache = tmp_path / "c.duckdb"

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
 from analyzer.simulate import SCENARIOS, simulate
 from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 from analyzer.simulate.traffic import LOAD_MAX, load_curve

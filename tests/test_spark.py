@@ -1,5 +1,5 @@
 """The Spark engine gives DuckDB's answers (DESIGN.md §9): Spark runs the DuckDB analysis per
-set of hosts and merges (analyzer/merge.py); same views, same metric tables, same report model, on
+set of hosts and merges (analyzer/engines/merge.py); same views, same metric tables, same report model, on
 sample_logs/ and on a simulated multi-host set read back from compacted Parquet.
 
 What must be equal between the engines (and is asserted here):
@@ -45,7 +45,7 @@ needs_spark = pytest.mark.skipif(not _have_spark(), reason="pyspark or java miss
 def spark():
     if not _have_spark():
         pytest.skip("pyspark or java missing")
-    from analyzer.spark_engine import get_spark
+    from analyzer.engines.spark.session import get_spark
 
     session = get_spark(MASTER)
     yield session
@@ -56,7 +56,7 @@ def spark():
 def fleet(tmp_path_factory):
     """Three hosts (one writing +08:00 timestamps), faults in sessions and on a host, rotated and
     gzipped files, compacted to Parquet."""
-    from analyzer.compact import compact_logs
+    from analyzer.ingest.compact import compact_logs
     from analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("fleet")
@@ -71,7 +71,7 @@ def fleet(tmp_path_factory):
 @needs_spark
 @pytest.mark.spark
 def test_report_model_equal_on_sample_logs(spark):
-    from analyzer.report import analyze_logs
+    from analyzer.model.report import analyze_logs
 
     duck = analyze_logs([str(REPO / "sample_logs")], use_cache=False)
     spk = analyze_logs([str(REPO / "sample_logs")], engine="spark", master=MASTER)
@@ -84,11 +84,13 @@ def test_report_model_equal_on_sample_logs(spark):
 def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
     """JSONL on DuckDB against the compacted Parquet on Spark, through the one engine contract:
     views row for row, every metric table, the drill-down rows, the model."""
-    from analyzer.ingest import open_logs, run_query
-    from analyzer.metrics import compute_metrics, jsonable, session_requests
-    from analyzer.report import build_report_from_metrics, detail_session_ids
-    from analyzer.spark_engine import _collect, open_spark, spark_views
-    from analyzer.thresholds import defaults
+    from analyzer.core.thresholds import defaults
+    from analyzer.engines.compute import compute_metrics, session_requests
+    from analyzer.engines.spark.driver import open_spark, spark_views
+    from analyzer.engines.spark.sources import _collect
+    from analyzer.ingest.logs import open_logs, run_query
+    from analyzer.metrics.results import jsonable
+    from analyzer.model.report import build_report_from_metrics, detail_session_ids
 
     logs, parquet = fleet
     db = open_logs([str(logs)], use_cache=False)
@@ -125,8 +127,8 @@ def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
 @needs_spark
 @pytest.mark.spark
 def test_spark_query_and_window_on_jsonl_and_parquet(spark, fleet):
-    from analyzer.ingest import open_logs, run_query
-    from analyzer.spark_engine import spark_query
+    from analyzer.engines.spark.driver import spark_query
+    from analyzer.ingest.logs import open_logs, run_query
 
     logs, parquet = fleet
     sql = "SELECT stage, count(*) AS n, max(duration_ms) AS longest FROM events GROUP BY stage ORDER BY stage"
@@ -142,8 +144,8 @@ def test_spark_query_and_window_on_jsonl_and_parquet(spark, fleet):
 @needs_spark
 @pytest.mark.spark
 def test_spark_errors_are_one_line(spark, fleet, tmp_path):
-    from analyzer.errors import InputError, UsageError
-    from analyzer.spark_engine import spark_query
+    from analyzer.core.errors import InputError, UsageError
+    from analyzer.engines.spark.driver import spark_query
 
     logs, _ = fleet
     with pytest.raises(UsageError) as bad_sql:
@@ -187,8 +189,8 @@ def test_cli_engine_spark(spark, fleet):
 def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch):
     """The URL path (s3a://, hdfs://: Hadoop's FileSystem), exercised on file: URLs: JSONL found
     recursively and a compacted dataset below the same folder, read like the local paths."""
-    import analyzer.spark_engine as se
-    from analyzer.ingest import open_logs
+    from analyzer.engines.spark import driver as se
+    from analyzer.ingest.logs import open_logs
 
     logs, parquet = fleet
     root = tmp_path / "bucket"
@@ -213,10 +215,10 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     numbered as DuckDB numbers it: local files share their first line's host (none) and go to one
     group; read as URLs the guess is the folder, the two groups both hold host NULL and are merged
     and read again before any table is used."""
-    import analyzer.spark_engine as se
-    from analyzer.ingest import open_logs, run_query
-    from analyzer.metrics import compute_metrics
-    from analyzer.thresholds import defaults
+    from analyzer.core.thresholds import defaults
+    from analyzer.engines.compute import compute_metrics
+    from analyzer.engines.spark import driver as se
+    from analyzer.ingest.logs import open_logs, run_query
 
     lines = (REPO / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl").read_text().splitlines(keepends=True)
     half = len(lines) // 2

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 import pytest
 from typer.testing import CliRunner
 
-from analyzer import textsafe
 from analyzer.cli import app
-from analyzer.render_md import render_markdown
+from analyzer.core import textsafe
+from analyzer.render.markdown import render_markdown
 from tests.ingest_lines import v1, v1_request, write_lines
 
 DSLOGS = [sys.executable, "-m", "analyzer"]

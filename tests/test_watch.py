@@ -22,8 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.errors import UsageError
-from analyzer.watch import LogTail, Window, parse_duration
+from analyzer.core.errors import UsageError
+from analyzer.live.watch import LogTail, Window, parse_duration
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -11,8 +11,8 @@ import pytest
 from fixtures.html_checks import parse_page
 from fixtures.report_models import XSS_MESSAGE, build_model
 
-from analyzer.errors import UsageError
-from analyzer.weekly import (
+from analyzer.core.errors import UsageError
+from analyzer.render.weekly import (
     compare_models,
     default_week,
     newest_log_day,
@@ -118,7 +118,7 @@ def test_formats_json_md_html():
 
 @pytest.fixture(scope="module")
 def two_weeks_of_logs(tmp_path_factory):
-    pytest.importorskip("analyzer.ingest")
+    pytest.importorskip("analyzer.ingest.logs")
     from analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("weeks")

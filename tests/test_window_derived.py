@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import report, viewdefs
+from analyzer.ingest import viewdefs
+from analyzer.model import report
 from analyzer.simulate import simulate
 from tests.model_helpers import record_windows, stable
 
@@ -29,7 +30,7 @@ def logs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cuts(logs) -> list[str]:
     """Instants in the middle of sessions (each a window edge that cuts a session)."""
-    from analyzer.ingest import open_logs
+    from analyzer.ingest.logs import open_logs
 
     with open_logs([str(logs)], use_cache=False, materialize=False) as db:
         rows = db.con.execute(
@@ -74,7 +75,7 @@ def test_a_window_over_the_derived_tables_equals_the_full_computation(
 
 
 def test_the_derived_window_holds_sessions_inside_and_cut_like_the_views(logs, cuts, tmp_path):
-    from analyzer.ingest import open_logs
+    from analyzer.ingest.logs import open_logs
 
     cache = tmp_path / "c.duckdb"
     report.analyze_logs([str(logs)], cache=cache)

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
 from analyzer.simulate.files import RotatingWriter
 from analyzer.simulate.legacy import LegacyHost
 from analyzer.simulate.scenarios import (

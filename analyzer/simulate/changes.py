@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
 from analyzer.simulate.traffic import KV_MB_PER_TOKEN, Req, Session
 
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
 from analyzer.simulate.traffic import new_uuid
 
 START = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)

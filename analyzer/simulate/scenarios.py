@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analyzer.errors import UsageError
+from analyzer.core.errors import UsageError
 
 # Scopes, as truth.json reports them.
 SESSION = "session"  # some sessions carry the fault; the others stay healthy

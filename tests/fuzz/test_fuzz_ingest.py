@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.ingest import open_logs
-from analyzer.validate import SAMPLES_PER_FILE
+from analyzer.ingest.logs import open_logs
+from analyzer.ingest.validate import SAMPLES_PER_FILE
 from tests.fuzz.mutate import (
     BYTE_MUTATIONS,
     base_events,

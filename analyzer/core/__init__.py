@@ -1,0 +1,1 @@
+"""Basics every layer uses: errors, packaged resources, time, formatting, text made safe."""

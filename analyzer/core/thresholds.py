@@ -1,0 +1,221 @@
+"""Rule thresholds: defaults from the seed articles, overridable from a TOML file.
+
+The file mirrors ``DEFAULTS``: one table per rule id (plus ``[slo]``, ``[checklist]`` and
+``[report]``), e.g.::
+
+    [memory_leak]
+    slope_mb_per_min = 30
+
+    [slo]
+    ttft_ms = 800
+
+A key that is not in ``DEFAULTS`` is a ``UsageError`` naming the key and the file (a typo must
+not silently keep the default). Values must have the default's type (ints are accepted for
+floats). Each default cites the section of ``../shared/seeds`` it comes from; the few that are
+ours (no seed gives a number) say so.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from pathlib import Path
+
+from analyzer.core.errors import UsageError
+
+# rule/table -> key -> (default, source). Seeds: 000 = system resource monitoring guide,
+# 003 = JSONL logger / latency slices / health-check list.
+_SPEC: dict[str, dict[str, tuple[object, str]]] = {
+    "memory_leak": {
+        "slope_mb_per_min": (50.0, "000 §5 table: nvidia-smi memory rising > 50 MiB/min"),
+        "rise_mb": (200.0, "003 §5.3: reserved_mb must stay within ±200 MB"),
+        "min_samples": (3, "ours: a trend needs at least three gpu_memory snapshots"),
+        "leak_per_request_mb": (48.0, "ours: allocated memory a session's requests keep on average, after "
+                                      "other requests' leaks are subtracted, above a 1.5B model's KV cache "
+                                      "and activations (~15-60 MiB per request)"),
+        "most_sessions_share": (0.5, "ours: flagging more than half the sessions active at once in one process "
+                                     "blames the process (torch reports memory per process)"),
+    },
+    "ghost_memory": {
+        "ghost_mb": (1024.0, "000 §1.1: reserved − allocated far above allocated"),
+        "ghost_share": (0.5, "000 §1.1: more than half of reserved is cache"),
+    },
+    "oom": {
+        "min_events": (1, "003 §5.3: no OOMError / CUDA out of memory at all"),
+    },
+    "gpu_wait": {
+        "gpu_wait_pct": (60.0, "003 §4.2: gpu_wait_pct > 60 %"),
+    },
+    "cpu_bound": {
+        "gpu_util_pct": (20.0, "003 §4.2: GPU utilisation below 20 %"),
+        "tpot_ms": (130.0, "003 §5.2: decode time per token < 130 ms"),
+    },
+    "kv_cache_bloat": {
+        "kv_seq_len": (2048, "003 §4.3: kv_seq_len > 2048 grows memory fast"),
+        "kv_cache_size_mb": (8192.0, "003 §5.4: kv_cache_size_mb < 8.0 GB"),
+        "prefill_growth_ratio": (2.0, "003 §5.4: a long context may double prefill, no more"),
+        "prefill_growth_min_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token prompt"),
+        "prefill_growth_min_r2": (0.8, "ours: same fit quality as rss_growth (000 §3.3)"),
+        "prefill_growth_min_turns": (5, "ours: growth needs a few turns to show"),
+    },
+    "beam_search": {
+        "num_beams": (1, "003 §3.2: num_beams=5 by mistake, should be 1"),
+    },
+    "high_max_tokens": {
+        "max_new_tokens": (4096, "000 §2.2: max_tokens set too large (e.g. 4096)"),
+    },
+    "long_output": {
+        "output_len": (3000, "000 §4.2: 3000+ token outputs slow post-processing"),
+    },
+    "slow_tokenize": {
+        "p50_ms": (100.0, "003 §5.2: tokenize_time < 100 ms (000 §4.2: 50 ms ideal)"),
+    },
+    "slow_prefill": {
+        "p50_ms": (900.0, "003 §5.2: prefill_time < 900 ms"),
+        "long_p50_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token input"),
+        "long_input_tokens": (1200, "003 §5.4: the 1200-token long-context test"),
+    },
+    "slow_decode": {
+        "tpot_p50_ms": (130.0, "003 §5.2: decode_time/token < 130 ms"),
+    },
+    "slow_ttft": {
+        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), DESIGN.md §5 SLO"),
+    },
+    "slow_format": {
+        "warning_p50_ms": (30.0, "000 §4.2: postprocess should be < 30 ms"),
+        "critical_p50_ms": (100.0, "000 §4.2: postprocess > 100 ms means oversized output"),
+    },
+    "low_gpu_util": {
+        "peak_pct": (65.0, "003 §5.3: gpu_util_pct peak > 65 %"),
+    },
+    "gpu_starved": {
+        "util_pct": (20.0, "000 §2.1: utilization.gpu long below 20 %"),
+        "mem_used_share": (0.9, "000 §2.1: memory.used near the limit (> 22 of 24 GB)"),
+        "min_time_share": (0.5, "ours: 'long-term' (长期) read as at least half of the sampled time"),
+        "max_sample_weight_s": (60.0, "ours: one sample stands for at most a minute (idle tick)"),
+    },
+    "memory_thrash": {
+        "util_pct": (80.0, "000 §2.1: utilization.gpu high (> 80 %)"),
+        "swing_mb_per_s": (2048.0, "000 §2.1: memory.used swinging ±2 GB per second"),
+        "min_pairs": (3, "ours: a few swings, not one allocation"),
+        "max_gap_s": (10.0, "ours: samples further apart than this are a gap, not a swing"),
+    },
+    "rss_growth": {
+        "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
+        "min_r2": (0.8, "DESIGN.md §6: a steady one-way rise (R² ≥ 0.8)"),
+        "min_samples": (3, "ours: a trend needs at least three samples"),
+        "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
+                                      "leaks subtracted (tokenizer/Python buffers come and go)"),
+        "held_rise_mb": (100.0, "000 §3.3: a rise that holds (last third's low over first third's high), "
+                                "for step-shaped growth under concurrent traffic"),
+    },
+    "log_volume": {
+        "bytes_per_s": (1_000_000.0, "000 §5 table: iotop WRITE > 1 MB/s from app.py"),
+        "max_heartbeat_gap_s": (120.0, "ours: collector heartbeats further apart are a gap"),
+    },
+    "collector_drops": {
+        "dropped": (0, "ours: any dropped event is a hole in the data"),
+    },
+    "bad_lines": {
+        "lines": (0, "ours: any skipped line is reported (info)"),
+    },
+    "slo": {
+        "ttft_ms": (1000.0, "DESIGN.md §5 goodput SLO"),
+        "tpot_ms": (130.0, "DESIGN.md §5 goodput SLO; 003 §5.2"),
+    },
+    "checklist": {
+        "short_input_tokens": (200, "ours: a 'simple question' like 1+1等于几 (003 §5.2)"),
+        "short_e2e_ms": (1200.0, "003 §5.2: end-to-end < 1.2 s"),
+        "reserved_band_mb": (200.0, "003 §5.3: reserved_mb within ±200 MB"),
+    },
+    "report": {
+        "max_sessions": (1000, "ours: sessions listed in the model (flagged ones always)"),
+        "detail_sessions": (50, "ours: sessions with a request drill-down"),
+        "detail_requests": (100, "ours: requests per drill-down session"),
+        "timeline_sessions": (12, "ours: sessions in the memory / KV timelines"),
+        "timeline_points": (120, "ours: points per session in those timelines"),
+        "slowest_sessions": (20, "ours: rows in the slowest-sessions table"),
+        "future_margin_min": (60, "ours: naive timestamps this far after now mean a time-zone mix-up"),
+        "unknown_session_share": (0.5, "ours: above this share of requests without a session id, say so"),
+    },
+}
+
+DEFAULTS: dict[str, dict[str, object]] = {
+    table: {key: value for key, (value, _src) in keys.items()} for table, keys in _SPEC.items()
+}
+SOURCES: dict[str, dict[str, str]] = {
+    table: {key: src for key, (_value, src) in keys.items()} for table, keys in _SPEC.items()
+}
+
+
+def defaults() -> dict[str, dict[str, object]]:
+    """A fresh copy of the default thresholds."""
+    return copy.deepcopy(DEFAULTS)
+
+
+def _check_type(path: Path, dotted: str, value: object, default: object) -> object:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise UsageError(
+            f"{path}: threshold {dotted} must be {type(default).__name__}, got {value!r}"
+        )
+    _check_range(path, dotted, value)
+    return value
+
+
+def _check_range(path: Path, dotted: str, value: object) -> None:
+    """Every threshold is a finite amount, count or share, never negative (``-inf`` would
+    silently turn a rule off, ``nan`` compares false both ways); shares and R² lie in [0, 1],
+    percentages in [0, 100]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    key = dotted.rsplit(".", 1)[-1]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{path}: threshold {dotted} must be a finite number, got {value!r}")
+    if value < 0:
+        raise UsageError(f"{path}: threshold {dotted} must not be negative, got {value!r}")
+    if (key.endswith("_share") or key.endswith("r2")) and value > 1:
+        raise UsageError(f"{path}: threshold {dotted} is a share between 0 and 1, got {value!r}")
+    if key.endswith("_pct") and value > 100:
+        raise UsageError(f"{path}: threshold {dotted} is a percentage between 0 and 100, got {value!r}")
+
+
+def load_thresholds(path: Path | str | None) -> dict[str, dict[str, object]]:
+    """Defaults overridden by the TOML file at ``path`` (None: the defaults)."""
+    result = defaults()
+    if path is None:
+        return result
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: thresholds file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read thresholds file: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    for table, keys in data.items():
+        if table not in result:
+            raise UsageError(
+                f"{path}: unknown threshold key {table!r} (valid tables: {', '.join(result)})"
+            )
+        if not isinstance(keys, dict):
+            raise UsageError(f"{path}: {table!r} must be a table ([{table}]), got {keys!r}")
+        for key, value in keys.items():
+            dotted = f"{table}.{key}"
+            if key not in result[table]:
+                raise UsageError(
+                    f"{path}: unknown threshold key {dotted!r} "
+                    f"(valid in [{table}]: {', '.join(result[table])})"
+                )
+            result[table][key] = _check_type(path, dotted, value, result[table][key])
+    return result

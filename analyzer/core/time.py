@@ -1,0 +1,125 @@
+"""``--since`` / ``--until`` values (DESIGN.md §7): ``30m``, ``12h``, ``1d``, ``7d``, ``2w`` before
+now, or an ISO date / datetime.
+
+A bare date means midnight at the start of that day in ``tz`` (as journalctl reads it), so
+``--since 2026-11-23 --until 2026-11-24`` is the whole of 23 November. A datetime without an
+offset is wall-clock time in ``tz``; ``tz`` ``None`` means the machine's local zone. The window
+is half-open: since <= ts < until.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from analyzer.core.errors import UsageError
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+FORMS = "30m, 12h, 1d, 7d, 2w, an ISO date (2026-11-23) or datetime (2026-11-23T10:00[+08:00])"
+
+
+def zone(tz: str | None) -> tzinfo:
+    """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None."""
+    if tz is None:
+        return local_zone_info()
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name like Asia/Shanghai or UTC)") from None
+
+
+def local_zone_name() -> str:
+    """The machine's IANA zone name (what DuckDB's TimeZone setting defaults to); UTC if unknown."""
+    env = os.environ.get("TZ")
+    if env:
+        return env.lstrip(":")
+    try:
+        target = os.path.realpath("/etc/localtime")
+        marker = "/zoneinfo/"
+        if marker in target:
+            return target.split(marker, 1)[1]
+    except OSError:
+        pass
+    return "UTC"
+
+
+def local_zone_info() -> tzinfo:
+    try:
+        return ZoneInfo(local_zone_name())
+    except (ZoneInfoNotFoundError, ValueError):
+        # An odd TZ value: fall back to the fixed offset the C library reports now.
+        return datetime.now().astimezone().tzinfo or UTC
+
+
+def zone_name(tz: str | None) -> str:
+    """The IANA name DuckDB is told for ``tz`` (validated)."""
+    zone(tz)
+    return tz if tz is not None else local_zone_name()
+
+
+def parse_when(text: str, now: datetime | None = None, tz: str | None = None) -> datetime:
+    """An aware datetime for a ``--since``/``--until`` value; UsageError naming the forms if bad."""
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    raw = (text or "").strip()
+    m = _RELATIVE.match(raw)
+    if m:
+        amount, unit = float(m.group(1)), m.group(2).lower()
+        try:
+            return _in_range(now - timedelta(seconds=amount * _UNIT_SECONDS[unit]), text)
+        except (OverflowError, ValueError):
+            raise UsageError(f"{text!r}: out of range (before year 1)") from None
+    word = raw.lower()
+    where = zone(tz)
+    if word == "now":
+        return now
+    if word in ("today", "yesterday"):
+        day = now.astimezone(where).date() - timedelta(days=1 if word == "yesterday" else 0)
+        return datetime.combine(day, time(0), where)
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw):
+            return _in_range(datetime.combine(date.fromisoformat(raw), time(0), where), text)
+        value = datetime.fromisoformat(raw.replace(" ", "T", 1) if " " in raw else raw)
+    except ValueError:
+        raise UsageError(f"{text!r}: not a time; expected {FORMS}") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=where)
+    return _in_range(value, text)
+
+
+def _in_range(value: datetime, text: str) -> datetime:
+    """``value`` if it lies in what datetime and DuckDB can hold in UTC, else UsageError."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise UsageError(f"{text!r}: out of range (years 1 to 9999)") from None
+    if not 1 <= utc.year <= 9999:
+        raise UsageError(f"{text!r}: out of range (years 1 to 9999)")
+    return value
+
+
+def parse_window(
+    since: str | None, until: str | None, tz: str | None = None, now: datetime | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """(since, until) as aware datetimes, the option named in any error."""
+    now = now or datetime.now(UTC)
+    try:
+        lo = parse_when(since, now, tz) if since else None
+    except UsageError as exc:
+        raise UsageError(f"--since {exc}") from None
+    try:
+        hi = parse_when(until, now, tz) if until else None
+    except UsageError as exc:
+        raise UsageError(f"--until {exc}") from None
+    if lo is not None and hi is not None and lo >= hi:
+        raise UsageError(f"--since {since} is not before --until {until}: the window is empty")
+    return lo, hi
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

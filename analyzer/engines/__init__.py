@@ -1,0 +1,1 @@
+"""Engines that run the metric queries over opened logs: the contract, DuckDB, Spark."""

@@ -1,0 +1,1 @@
+"""The Spark engine (``--engine spark``): the DuckDB analysis, distributed by host."""

@@ -1,0 +1,287 @@
+"""Read trace logs (v1 and the legacy seed format) into DuckDB and define the SQL views.
+
+``open_logs`` discovers the files (``analyzer.ingest.discovery``), reads each JSON line once with
+DuckDB ``read_json`` and one explicit schema (``RAW_COLUMNS``: every v1 field plus the legacy
+``timestamp``), normalises it (``analyzer/ingest/views/events.sql``) into a table of events, and defines
+the views ``events``, ``requests`` and ``sessions`` (docs/internals.md, docs/sql.md) over it, so
+queries never re-scan JSON. The table lives in the cache file (``analyzer.ingest.cache``) or in memory.
+
+Damaged input never aborts a run and costs exactly its own lines (``LINE_RULES``). A file is
+first read strictly (fast: one statement for a batch of files); a file that fails is re-read in
+chunks, and only a chunk DuckDB rejects is judged line by line (Python for what it is sure of,
+DuckDB for each suspect line alone), so its good lines go to DuckDB; the bad ones are counted
+per file with file, line and reason for the first few. A corrupt ``.gz`` keeps the lines before the damage and is counted in
+``skipped_files``; an unreadable or empty file is skipped and counted. ``InputError`` only when
+nothing is readable: a missing path, no log files.
+
+The steps live in their own modules (docs/architecture.md): ``columns`` (the read schema and the
+events columns), ``validate`` (``LINE_RULES``, judging a line), ``catalogue`` (what the store knows
+of each file, the load plan), ``storage`` (the cache file or memory), ``reader`` (files into the
+store), ``viewdefs`` (the views). This module runs them in order: ``open_logs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from analyzer.core.errors import UsageError
+from analyzer.core.resources import memory_limit
+from analyzer.core.results import QueryResult
+from analyzer.core.time import iso, parse_window, zone_name
+from analyzer.ingest import cache as cache_mod
+from analyzer.ingest import catalogue, storage, viewdefs
+from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
+from analyzer.ingest.discovery import Discovery, discover
+from analyzer.ingest.reader import Reader, load_datasets
+from analyzer.ingest.validate import LINE_RULES
+
+SAMPLES_TOTAL = 50
+
+
+# -- the database ------------------------------------------------------------------------------
+
+
+@dataclass
+class LogDB:
+    """Logs opened in DuckDB: ``con`` has the views events, requests, sessions."""
+
+    con: duckdb.DuckDBPyConnection
+    ingest: dict
+    window: dict
+    tz: str
+    files: list[str] = field(default_factory=list)
+    cache_path: Path | None = None
+    read_bytes: int = 0  # bytes read from the logs by this run (a grown file's tail only)
+    tail_files: int = 0  # grown files of which only the new bytes were read
+    _tmp: tempfile.TemporaryDirectory | None = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.con.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LogDB:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- open_logs -----------------------------------------------------------------------------------
+
+
+def _progress(total_bytes: int, files: int):
+    """A rich progress bar on stderr for long reads on a terminal; a no-op otherwise."""
+    if files < 8 or total_bytes < (64 << 20) or not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("reading logs"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+    return bar
+
+
+def open_logs(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    materialize: bool = True,
+) -> LogDB:
+    """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
+
+    ``materialize`` computes requests and sessions once into temporary tables (many queries, as
+    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``)."""
+    started = time.perf_counter()
+    zone = zone_name(tz)
+    lo, hi = parse_window(since, until, tz)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [str(paths)]
+    found: Discovery = discover([str(p) for p in paths], lo, hi)
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
+    # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
+    con.execute(f"SET TimeZone = {sql_literal(zone)}")
+    workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
+    con.execute(f"SET temp_directory = {sql_literal(workdir.name)}")
+    # Bounded memory (DESIGN §8: weeks of logs on a small box): beyond it DuckDB spills to disk.
+    con.execute(f"SET memory_limit = {sql_literal(memory_limit())}")
+    db = LogDB(
+        con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir
+    )
+    try:
+        _load(db, found, zone, lo, hi, cache, use_cache, materialize, Path(workdir.name))
+    except BaseException:
+        db.close()
+        raise
+    db.ingest["seconds"] = round(time.perf_counter() - started, 3)
+    return db
+
+
+def _load(
+    db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path
+) -> None:
+    con = db.con
+    store = "memory"
+    cache_path = None
+    mode = None
+    if use_cache and found.files:
+        cache_path = (
+            Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
+        )
+        mode = storage.attach_cache(con, cache_path, found, zone, explicit=cache is not None)
+        if mode:
+            store = "dslogs_cache"
+        else:
+            cache_path = None
+    readonly = mode == "ro"
+    db.cache_path = cache_path
+    con.execute("SET preserve_insertion_order = true")
+    if not readonly:
+        storage.create_store(con, store)
+    reader = Reader(con, store, zone, workdir)
+
+    # The cache's derived tables, when they hold every cached file now, are kept in step with
+    # this run's changes (viewdefs.update_derived) rather than rebuilt.
+    in_step = store == "dslogs_cache" and not readonly and viewdefs.derived_in_sync(con, store)
+    plan = catalogue.plan(con, store, found, zone, readonly, workdir)
+    run, to_read, skipped = plan.run, plan.to_read, plan.skipped
+    if in_step:
+        viewdefs.touch_derived(con, store, plan.dropped_ids)
+    legacy_sessions = catalogue.drop(con, store, plan.dropped_ids)
+
+    reading = to_read + plan.tails
+    total = sum(f.size for f in reading)
+    with _progress(total, len(reading)) as bar:
+        task = bar.add_task("read", total=total) if bar is not None else None
+        reader.read(
+            reading, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None
+        )
+    db.read_bytes, db.tail_files = total, len(plan.tails)
+    if in_step:
+        viewdefs.touch_derived(con, store, [f.file_id for f in reading])
+
+    legacy_sessions += catalogue.record(con, store, to_read, zone, plan.next_id, readonly)
+    if store == "dslogs_cache" and not readonly:
+        catalogue.record_ends(con, store, to_read)
+        legacy_sessions += catalogue.record_tails(con, store, plan.tails)
+    storage.number_legacy_requests(con, store, legacy_sessions)
+    if in_step and (reading or plan.dropped_ids or plan.renamed):
+        viewdefs.update_derived(con, store)
+    ids = [f.file_id for f in run]
+    derived = None
+    if store == "dslogs_cache" and not found.datasets:
+        derived = viewdefs.refresh_derived(con, store, run, lo, hi,
+                                           changed=bool(to_read or plan.tails or plan.dropped_ids or plan.renamed),
+                                           materialize=materialize, readonly=readonly)  # fmt: skip
+    if store == "dslogs_cache" and not readonly:
+        storage.reattach_read_only(con, db.cache_path)
+
+    # Per-file records of this run (cached files keep what was found when they were read).
+    records = con.execute(
+        f"SELECT file_id, rows, legacy_rows, bad_lines, samples, unreadable, size FROM {store}.files "
+        "WHERE list_contains(?, file_id)", [ids]).fetchall() if ids else []  # fmt: skip
+    dataset = load_datasets(con, found.datasets, lo, hi)
+    viewdefs.define_views(
+        con, store, run, lo, hi, materialize, derived, with_dataset=dataset is not None
+    )
+    db.files = [f.display for f in run] + (dataset or {}).get("sources", [])
+    bad_lines = sum(r[3] for r in records) + (dataset or {}).get("bad_lines", 0)
+    samples: list[dict] = list((dataset or {}).get("bad_line_samples", []))
+    order = {fid: i for i, fid in enumerate(ids)}
+    for r in sorted(records, key=lambda r: order[r[0]]):
+        samples.extend(json.loads(r[4] or "[]"))
+        if r[5]:
+            display = next(f.display for f in run if f.file_id == r[0])
+            skipped.append({"file": display, "reason": r[5]})
+    unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
+    v1, legacy = db.con.execute(
+        "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
+    ).fetchall()[0]
+    events = v1 + legacy
+    formats = {k: v for k, v in (("v1", v1), ("legacy", legacy)) if v}
+    db.ingest = {
+        "files": len(run) + (dataset or {}).get("files", 0),
+        "events": int(events),
+        "bad_lines": int(bad_lines),
+        "skipped_files": len(found.pruned)
+        + unreadable
+        + plan.duplicates
+        + (dataset or {}).get("skipped_files", 0),
+        "bad_line_samples": samples[:SAMPLES_TOTAL],
+        "formats": formats,
+        "bytes": int(sum(r[6] for r in records)) + int((dataset or {}).get("bytes", 0)),
+        "skipped": skipped[:SAMPLES_TOTAL],
+        "pruned_files": len(found.pruned),
+        "unreadable_files": unreadable,
+        "duplicate_files": plan.duplicates,
+        "read_files": len(to_read) + len(plan.tails),
+        "cached_files": plan.reused + plan.renamed,
+        "renamed_files": plan.renamed,
+        "cache": str(db.cache_path) if db.cache_path else None,
+    }
+
+
+# -- queries -------------------------------------------------------------------------------------
+
+
+def _sql_error(exc: Exception) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text[:500]
+
+
+def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
+    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+    if not sql or not sql.strip():
+        raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
+    try:
+        cur = db.con.execute(sql, params) if params is not None else db.con.execute(sql)
+        if cur.description is None:
+            return QueryResult(columns=[], rows=[])
+        columns = [d[0] for d in cur.description]
+        types = [str(d[1]) for d in cur.description]
+        rows = cur.fetchall()
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+    return QueryResult(columns=columns, rows=rows, types=types)
+
+
+# The timeline of one session, one row per request (dslogs session --format table).
+_TIMELINE_COLUMNS = (
+    "turn_index", "request_id", "start_ts", "status", "input_len", "output_len", "tokenize_ms",
+    "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "format_ms", "ttft_ms", "tpot_ms",
+    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "error_type",
+)  # fmt: skip
+
+
+def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
+    """One session: its request timeline (``timeline``) or all its events in ts order."""
+    if timeline:
+        sql = (
+            f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
+            "ORDER BY turn_index"
+        )
+    else:
+        sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
+    return run_query(db, sql, [session_id])
+
+
+__all__ = ["LogDB", "open_logs", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]

@@ -1,0 +1,1 @@
+"""What a metric is (one SQL file) and how its results become rows."""

@@ -1,0 +1,1 @@
+"""The report model dslogs.report/1: build, diff, the result cache, JSON load and save."""

@@ -1,0 +1,496 @@
+"""The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
+
+``analyze_logs`` opens the logs once on an engine (``open_source``: DuckDB's ``open_logs`` or
+Spark's ``open_spark``, both a ``metrics.MetricSource``), and ``build_report`` runs every metric
+query through that contract (``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and
+builds the model the renderers (html, md, json) and the weekly report read. One path for every
+engine; ``build_report_from_metrics`` sees only the metric tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+from analyzer import __version__
+from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults, load_thresholds
+from analyzer.engines.compute import compute_metrics, session_requests
+from analyzer.engines.contract import MetricSource
+from analyzer.engines.duckdb import DuckDBSource, as_source
+from analyzer.metrics.registry import METRIC_QUERIES, query_series
+from analyzer.metrics.results import release_tables
+from analyzer.rules import RULE_IDS, evaluate_rules
+from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
+from analyzer.rules.memory import oom_count
+from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
+
+SCHEMA = "dslogs.report/1"
+PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
+REQUIRED_KEYS = ("schema", "window", "ingest", "stages", "requests", "sessions", "findings")
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def analyze_logs(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    thresholds_file: Path | str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    engine: str = "duckdb",
+    master: str = "local[*]",
+) -> dict:
+    """Read the logs once and return the report model."""
+    # Thresholds first: a typo in the file fails before any log is read.
+    thresholds = load_thresholds(thresholds_file)
+    # With a window, requests/sessions are not built before the cache has been asked for this
+    # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
+    lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         materialize=not lazy)  # fmt: skip
+    try:
+        db = getattr(source, "db", None)
+        if db is None:
+            return build_report(source, thresholds)
+        from analyzer.model import result_cache
+
+        key = result_cache.result_key(db, thresholds)
+        model = result_cache.lookup(db, key, clean(_ingest_block(db.ingest)))
+        if model is not None:
+            return model
+        result_cache.materialize_derived(db.con)
+        model = build_report(source, thresholds)
+        result_cache.store(db, key, model, report_to_json)
+        return model
+    finally:
+        source.close()
+
+
+def open_source(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    engine: str = "duckdb",
+    master: str = "local[*]",
+    materialize: bool = True,
+) -> MetricSource:
+    """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
+    if engine == "spark":
+        try:
+            from analyzer.engines.spark.driver import open_spark
+        except ImportError as exc:
+            raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
+        return open_spark(list(paths), since, until, tz, master)
+    if engine != "duckdb":
+        raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
+    from analyzer.ingest.logs import open_logs
+
+    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                                     materialize=materialize))
+
+
+def build_report(source, thresholds: dict | None = None) -> dict:
+    """The model from any engine's MetricSource (or an open LogDB): the metric tables, the rules,
+    then the drill-down rows of the sessions the model shows."""
+    thresholds = thresholds or defaults()
+    source = as_source(source)
+    metrics = compute_metrics(source, thresholds)
+    model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
+    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
+    # those kept in DuckDB are dropped there too
+    release_tables(metrics)
+    del metrics
+    ids = detail_session_ids(model, thresholds)
+    model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+    return model
+
+
+def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresholds: dict | None = None) -> dict:
+    """The model from metric tables (``compute_metrics`` or another engine's equivalent)."""
+    thresholds = thresholds or defaults()
+    # once for the memory_leak rule and the checklist's reserved_band row (0.1-0.2 s at 1.57 M
+    # events); the verdicts skip CPU-only hosts themselves, so the rule's GPU view gives the same
+    leak = memory_leak_verdicts(metrics, thresholds)
+    findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak)
+    span = _one(metrics, "time_span")
+    params = _one(metrics, "_params")
+    by_session: dict[str, list[str]] = {}
+    for f in findings:
+        if f["scope"] == "session":
+            for sid in f["session_ids"]:
+                by_session.setdefault(sid, []).append(f["rule"])
+    model = {
+        "schema": SCHEMA,
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "dslogs_version": __version__,
+        "window": {
+            "since": (window or {}).get("since"),
+            "until": (window or {}).get("until"),
+            "first_event": span.get("first_event"),
+            "last_event": span.get("last_event"),
+        },
+        "ingest": _ingest_block(ingest),
+        "hosts": [
+            {k: r.get(k) for k in ("host", "events", "sessions", "requests", "first_ts", "last_ts")}
+            for r in metrics.get("hosts_summary", [])
+        ],
+        "checklist": build_checklist(metrics, thresholds, leak),
+        "stages": [
+            {k: r.get(k) for k in ("stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")}
+            for r in metrics.get("stage_percentiles", [])
+        ],
+        "requests": _requests_block(metrics, thresholds),
+        "sessions": _sessions_block(metrics, by_session, findings, thresholds),
+        "sessions_total": len(metrics.get("session_summary", [])),
+        "findings": findings,
+        "notes": build_notes(metrics, thresholds),
+        "rules": rule_status,
+        "errors": [
+            {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
+            for r in metrics.get("errors_by_type", [])
+        ],
+        # list(): a large metric table is a read-only metrics.Rows; the model holds plain lists
+        "slowest_sessions": list(metrics.get("slowest_sessions", [])),
+        "gpus": list(metrics.get("gpu_per_host", [])),
+        "processes": list(metrics.get("rss_per_process", [])),
+        "series_bucket": params.get("bucket", "hour"),
+        "series": _series_block(metrics),
+        "session_details": group_session_details(metrics.get("session_requests", [])),
+        "thresholds": thresholds,
+    }
+    return clean(model)
+
+
+# -- model parts -------------------------------------------------------------------------------
+
+
+def _one(metrics: dict, name: str) -> dict:
+    rows = metrics.get(name) or []
+    return rows[0] if rows else {}
+
+
+def _ingest_block(ingest: dict | None) -> dict:
+    ingest = dict(ingest or {})
+    out = {
+        "files": int(ingest.pop("files", 0) or 0),
+        "events": int(ingest.pop("events", 0) or 0),
+        "bad_lines": int(ingest.pop("bad_lines", 0) or 0),
+        "skipped_files": int(ingest.pop("skipped_files", 0) or 0),
+        "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
+        "formats": dict(ingest.pop("formats", {}) or {}),
+    }
+    out.update(ingest)  # anything else ingest reports (bytes, cache state, ...)
+    return out
+
+
+def _pcts(row: dict | None) -> dict:
+    row = row or {}
+    return {k: row.get(k) for k in ("count", "p50", "p90", "p95", "p99", "max")}
+
+
+def _requests_block(metrics: dict, thresholds: dict) -> dict:
+    g = _one(metrics, "goodput")
+    lat = {r["metric"]: r for r in metrics.get("request_latency_percentiles", [])}
+    ratio = _one(metrics, "prefill_decode_ratio")
+    reasoning = _one(metrics, "reasoning_share")
+    return {
+        "count": g.get("requests", 0),
+        "ok": g.get("ok", 0),
+        "errors": g.get("errors", 0),
+        "ttft_ms": _pcts(lat.get("ttft_ms")),
+        "tpot_ms": _pcts(lat.get("tpot_ms")),
+        "e2e_ms": _pcts(lat.get("e2e_ms")),
+        "tokens_per_s": _pcts(lat.get("tokens_per_s")),
+        "ttfa_ms": _pcts(lat.get("ttfa_ms")),
+        "tpot_is_upper_bound": bool((lat.get("tpot_ms") or {}).get("upper_bound_count")),
+        "goodput": g.get("goodput"),
+        "slo": {"ttft_ms": thresholds["slo"]["ttft_ms"], "tpot_ms": thresholds["slo"]["tpot_ms"]},
+        "prefill_decode_ratio_p50": ratio.get("p50"),
+        "prefill_decode_ratio_p90": ratio.get("p90"),
+        "prefill_share_of_compute": _share(ratio.get("prefill_ms_total"), ratio.get("decode_ms_total")),
+        "reasoning_share_p50": reasoning.get("share_p50"),
+        "reasoning_share_p90": reasoning.get("share_p90"),
+        "reasoning_requests": reasoning.get("reasoning_requests"),
+    }
+
+
+def _share(part, other):
+    if part is None or other is None or part + other == 0:
+        return None
+    return part / (part + other)
+
+
+SESSION_KEYS = (
+    "session_id", "host", "requests", "errors", "first_ts", "last_ts", "duration_min",
+    "reserved_slope_mb_per_min", "reserved_r2", "ghost_max_mb", "gpu_wait_pct_p50", "gpu_util_pct_p50",
+    "tpot_p50_ms", "ttft_p50_ms", "e2e_p50_ms", "prefill_p50_ms", "max_kv_seq_len", "max_output_len",
+    "source_format",
+)  # fmt: skip
+
+
+def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict) -> list[dict]:
+    """Every flagged session, then the others in time order, up to report.max_sessions."""
+    worst = {}
+    for f in findings:
+        for sid in f["session_ids"]:
+            rank = SEVERITY_RANK[f["severity"]]
+            worst[sid] = min(rank, worst.get(sid, rank))
+    cap = int(thresholds["report"]["max_sessions"])
+    # Rows only for the sessions listed: every flagged one and at most `cap` others (tens of
+    # thousands of sessions otherwise each got a row only to be cut).
+    picked, others = [], 0
+    for r in metrics.get("session_summary", []):
+        if r["session_id"] in by_session:
+            picked.append(r)
+        elif others < cap:
+            picked.append(r)
+            others += 1
+    wanted = {r["session_id"] for r in picked}
+    # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
+    # a short session is not a leak), so the tables can show why a session is or is not flagged
+    rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
+             for r in metrics.get("memory_per_session", [])
+             if r["session_id"] in wanted
+             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
+    rows = []
+    for r in picked:
+        row = {k: r.get(k) for k in SESSION_KEYS}
+        row["reserved_rise_mb"] = rises.get(r["session_id"])
+        row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
+        rows.append(row)
+    flagged = [r for r in rows if r["findings"]]
+    flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
+    others = [r for r in rows if not r["findings"]]
+    return (flagged + others)[: max(cap, len(flagged))]
+
+
+# model["series"] key -> (metric table, the columns the model keeps): the aggregated rows charts
+# draw, each declared by its query's header (``-- series <key>: <columns>``, metrics.query_series),
+# so a charted metric is its .sql file; charts.CHARTS names the series each chart reads.
+def _declared_series() -> dict[str, tuple[str, tuple[str, ...]]]:
+    series: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name in METRIC_QUERIES:
+        if (declared := query_series(name)) is not None:
+            key, columns = declared
+            if key in series:
+                raise ValueError(f"series {key!r} declared by {series[key][0]}.sql and {name}.sql")
+            series[key] = (name, columns)
+    return series
+
+
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = _declared_series()
+# Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
+REPORT_INPUTS: tuple[str, ...] = (
+    "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",
+    "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
+    "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
+    "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
+    "oom_per_session", "kv_cache_per_session",
+)  # fmt: skip
+
+
+def _series_block(metrics: dict) -> dict:
+    return {key: [{k: r.get(k) for k in columns} for r in metrics.get(name, [])]
+            for key, (name, columns) in SERIES.items()}  # fmt: skip
+
+
+def detail_session_ids(model: dict, thresholds: dict) -> list[str]:
+    """Sessions that get a request drill-down: flagged ones first, then the slowest."""
+    cap = int(thresholds["report"]["detail_sessions"])
+    ids: list[str] = []
+    for s in model.get("sessions", []):
+        if s.get("findings") and s["session_id"] not in ids:
+            ids.append(s["session_id"])
+    for s in model.get("slowest_sessions", []):
+        if s.get("session_id") is not None and s["session_id"] not in ids:
+            ids.append(s["session_id"])
+    return ids[:cap]
+
+
+def group_session_details(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        sid = r.get("session_id")
+        if sid is not None:
+            out.setdefault(sid, []).append(clean({k: v for k, v in r.items() if k != "session_id"}))
+    return out
+
+
+# -- notes: what the reader must know to trust the numbers ----------------------------------------
+
+
+def build_notes(metrics: dict, t: dict) -> list[dict]:
+    """Warnings about the input itself (issue 12 item 5, issue 11 item 4), also printed on stderr."""
+    notes = []
+    fut = _one(metrics, "future_events")
+    if (fut.get("future_events") or 0) > 0:
+        notes.append({
+            "id": "future_timestamps",
+            "message": f"{fut['future_events']:,} of {fut.get('naive_events') or 0:,} events with naive (offset-less) "
+                       f"timestamps lie more than {t['report']['future_margin_min']} min in the future (last "
+                       f"{fut.get('naive_last_ts')}): the logs were probably written in another time zone; "
+                       "read them with --tz <zone>, e.g. --tz Asia/Shanghai",
+        })
+    cov = _one(metrics, "session_id_coverage")
+    total, missing = cov.get("requests") or 0, cov.get("without_session") or 0
+    if total and missing / total > t["report"]["unknown_session_share"]:
+        notes.append({
+            "id": "no_session_ids",
+            "message": f"{missing:,} of {total:,} requests carry no usable session id (null, empty or \"unknown\"): "
+                       "per-session rules see them as one session or none; pass session_id to log_event "
+                       "(Streamlit: st.session_state[\"session_id\"])",
+        })
+    return notes
+
+
+# -- health checklist (article 003 §5.2-5.4 as data checks) ----------------------------------------
+
+
+def _check(cid, label, value, threshold, unit, source, passes, note=None) -> dict:
+    status = NO_DATA if value is None else PASS if passes(value, threshold) else FAIL
+    item = {"id": cid, "label": label, "status": status, "value": value, "threshold": threshold,
+            "unit": unit, "source": source}
+    if note:
+        item["note"] = note
+    return item
+
+
+def _lt(v, th):
+    return v < th
+
+
+def _gt(v, th):
+    return v > th
+
+
+def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[dict]:
+    stages = {r["stage"]: r for r in metrics.get("stage_percentiles", [])}
+    lat = {r["metric"]: r for r in metrics.get("request_latency_percentiles", [])}
+    classes = {r["input_class"]: r for r in metrics.get("prefill_by_input_class", [])}
+    short_e2e = _one(metrics, "short_prompt_e2e")
+    c = t["checklist"]
+    long_tokens = t["slow_prefill"]["long_input_tokens"]
+
+    def p50(row, key="p50_ms"):
+        return row.get(key) if row and row.get("count") else None
+
+    # ±200 MiB (003 §5.3): each session's own movement as memory_leak measures it (its requests'
+    # deltas, or reserved_mb from its first turn to its last), so the row and the rule agree on
+    # every session; growth pinned on a process fails the row without naming sessions.
+    leak = memory_leak_verdicts(metrics, t) if leak is None else leak
+    band_sessions = sorted(v["session_id"] for v in leak["sessions"].values() if v["flagged"])
+    # the largest movement of any session, kept by the verdicts as they are made (the healthy
+    # sessions keep no verdict: 400 k+ at 20 M events)
+    deviation = largest_rise(leak["sessions"])
+    band_fails = bool(band_sessions or leak["processes"])
+    band_note = None
+    if leak["processes"]:
+        band_note = (f"reserved memory grew in {len(leak['processes'])} process(es) serving sessions at the same "
+                     "time; torch reports it per process, so it is not pinned on sessions (see memory_leak)")
+    peaks = [r["util_peak_busy"] for r in metrics.get("gpu_util_while_busy", []) if r.get("util_peak_busy") is not None]
+    if not peaks:
+        peaks = [r["util_peak"] for r in metrics.get("gpu_util_per_host_requests", []) if r.get("util_peak") is not None]
+    g = _one(metrics, "goodput")
+    ooms = metrics.get("oom_per_session", [])
+    ooms_total = sum(oom_count(r) for r in ooms)
+    has_requests = (g.get("requests") or 0) > 0
+    kv_size = max((r["kv_cache_size_max_mb"] for r in metrics.get("kv_cache_per_session", [])
+                   if r.get("kv_cache_size_max_mb") is not None), default=None)
+    short_cls = classes.get("short") or classes.get("unknown")
+    reasoning = short_e2e.get("reasoning_share_p50")
+    e2e_note = (
+        f"median reasoning share {reasoning:.0%}: R1-style <think> output alone often exceeds this"
+        if reasoning else None
+    )
+    return [
+        _check("tokenize_p50", f"tokenize p50 < {t['slow_tokenize']['p50_ms']:g} ms", p50(stages.get("tokenize")),
+               t["slow_tokenize"]["p50_ms"], "ms", "003 §5.2", _lt),
+        _check("prefill_p50", f"prefill p50 < {t['slow_prefill']['p50_ms']:g} ms (input < {long_tokens} tokens)",
+               p50(short_cls), t["slow_prefill"]["p50_ms"], "ms", "003 §5.2", _lt),
+        _check("tpot_p50", f"TPOT p50 < {t['slow_decode']['tpot_p50_ms']:g} ms", p50(lat.get("tpot_ms"), "p50"),
+               t["slow_decode"]["tpot_p50_ms"], "ms", "003 §5.2", _lt),
+        _check("short_prompt_e2e_p50",
+               f"end-to-end p50 < {c['short_e2e_ms'] / 1000:g} s for prompts < {c['short_input_tokens']} tokens",
+               p50(short_e2e), c["short_e2e_ms"], "ms", "003 §5.2", _lt, note=e2e_note),
+        _check("ttft_p50", f"TTFT p50 < {t['slow_ttft']['p50_ms']:g} ms", p50(lat.get("ttft_ms"), "p50"),
+               t["slow_ttft"]["p50_ms"], "ms", "003 §5.2", _lt),
+        _check("format_p50", f"format p50 < {t['slow_format']['warning_p50_ms']:g} ms", p50(stages.get("format")),
+               t["slow_format"]["warning_p50_ms"], "ms", "000 §4.2", _lt),
+        {**_check("reserved_band", f"reserved_mb within ±{c['reserved_band_mb']:g} MiB in every session",
+                  deviation, c["reserved_band_mb"], "MiB", "003 §5.3",
+                  lambda v, th: not band_fails, note=band_note),
+         "sessions": band_sessions[:MAX_FINDING_SESSIONS]},
+        _check("gpu_util_peak", f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host",
+               min(peaks) if peaks else None, t["low_gpu_util"]["peak_pct"], "%", "003 §5.3", _gt),
+        _check("no_oom", "no OOMError / CUDA out of memory", ooms_total if has_requests or ooms else None,
+               0, "OOMs", "003 §5.3", lambda v, th: v <= th),
+        _check("long_prefill_p50", f"prefill p50 < {t['slow_prefill']['long_p50_ms'] / 1000:g} s for inputs ≥ {long_tokens} tokens",
+               p50(classes.get("long")), t["slow_prefill"]["long_p50_ms"], "ms", "003 §5.4", _lt),
+        _check("kv_cache_size", f"kv_cache_size_mb < {t['kv_cache_bloat']['kv_cache_size_mb'] / 1024:g} GiB",
+               kv_size, t["kv_cache_bloat"]["kv_cache_size_mb"], "MiB", "003 §5.4", _lt),
+    ]
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def clean(obj):
+    """Round floats to 3 decimals and turn NaN/inf into None, recursively (the model is JSON)."""
+    if isinstance(obj, float):
+        return round(obj, 3) if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    return obj
+
+
+def report_to_json(model: dict) -> str:
+    """The model as JSON text: insertion order kept (stable across runs), no NaN."""
+    return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+
+
+def load_report_json(path: Path | str) -> dict:
+    """A report saved with ``analyze --format json``; UsageError if it is not one."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read report: {exc}") from None
+    try:
+        model = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(model, dict):
+        raise UsageError(f"{path}: not a dslogs report (top level is not an object)")
+    if model.get("schema") != SCHEMA:
+        raise UsageError(f"{path}: not a dslogs report (schema {model.get('schema')!r}, expected {SCHEMA!r})")
+    missing = [k for k in REQUIRED_KEYS if k not in model]
+    if missing:
+        raise UsageError(f"{path}: report is missing key(s) {', '.join(missing)}")
+    return model
+
+
+def has_findings_at(model: dict, level: str) -> bool:
+    """True when a finding at ``level`` ('warning' or 'critical') or above exists."""
+    if level not in ("warning", "critical"):
+        raise UsageError(f"unknown --fail-on level {level!r}; valid: warning, critical")
+    limit = SEVERITY_RANK[level]
+    return any(SEVERITY_RANK.get(f.get("severity"), 99) <= limit for f in model.get("findings", []))
+
+
+__all__ = [
+    "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
+    "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
+]

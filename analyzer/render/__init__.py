@@ -1,0 +1,1 @@
+"""Reporters: Markdown, HTML and charts from the models; one output writer."""

@@ -1,0 +1,1 @@
+"""Charts: plain Vega-Lite dicts registered with @chart, and their SVG."""

@@ -1,0 +1,721 @@
+"""Vega-Lite chart specs (built with altair) from the report model's aggregated `series` only.
+
+Every chart reads a few hundred rows at most: the diagnosis side already aggregates, and this
+module caps again before charting (re-bucketing long timelines, limiting lines per chart and
+points per line) so the HTML stays small for a day or a year of logs.
+
+Timeline charts share one time range: each declares a `time_range` param that drives its x
+scale through `domainRaw`; the overview chart carries an interval selection named `brush`,
+and the page script copies the brush extent into every timeline view's `time_range`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from analyzer.core import textsafe
+from analyzer.render.charts import vl as alt
+
+MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
+MAX_LINES = 8  # series (hosts, sessions, error types) per chart
+MAX_POINTS_PER_LINE = 240
+MAX_ROWS_PER_CHART = 2400  # buckets × lines: more lines mean coarser buckets
+NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
+
+BRUSH = "brush"
+TIME_RANGE = "time_range"
+WIDTH = 860
+HALF_WIDTH = 400
+
+SEVERITY_COLORS = {"critical": "#b42318", "warning": "#b54708", "info": "#175cd3"}
+FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
+CONFIG = {
+    "font": FONT,
+    "view": {"stroke": "#e4e7ec"},
+    "axis": {"labelColor": "#475467", "titleColor": "#344054", "gridColor": "#eaecf0",
+             "domainColor": "#98a2b3", "tickColor": "#98a2b3", "labelFontSize": 11, "titleFontSize": 11,
+             "titleFontWeight": 500},
+    "legend": {"labelFontSize": 11, "titleFontSize": 11, "labelLimit": 180, "orient": "right"},
+    "title": {"fontSize": 13, "fontWeight": 600, "anchor": "start", "color": "#101828",
+              "subtitleColor": "#667085", "subtitleFontSize": 11},
+    "range": {"category": ["#2e6fdb", "#e8772e", "#2e9e6b", "#c43d52", "#7d55c7", "#8c6d31",
+                           "#d1569b", "#5b6b7f"]},
+}
+
+
+@dataclass
+class Chart:
+    """One chart: its DOM id, the report section it belongs to and its Vega-Lite spec."""
+
+    id: str
+    section: str
+    title: str
+    spec: dict
+    timeline: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+# -- data shaping -------------------------------------------------------------------------
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _step_label(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return "1 day" if days == 1 else f"{days} days"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min"
+
+
+def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str, str],
+            max_buckets: int = MAX_BUCKETS, max_rows: int = MAX_ROWS_PER_CHART) -> tuple[list[dict], str | None]:
+    """Re-bucket a timeline to at most `max_buckets` buckets and about `max_rows` rows (fewer
+    buckets when there are many groups); returns (rows, step label or None).
+
+    aggs maps a value field to `sum`, `max`, `mean` or `wmean` (weighted by `count`, for
+    percentiles: a bucket's p95 becomes the count-weighted mean of the finer buckets' p95 — an
+    approximation, said on the chart).
+    """
+    rows = [r for r in rows if r.get(ts_key)]
+    stamps = sorted({r[ts_key] for r in rows})
+    n_groups = max(1, len({tuple(r.get(k) for k in keys) for r in rows}))
+    max_buckets = max(24, min(max_buckets, max_rows // n_groups))
+    if len(stamps) <= max_buckets:
+        return rows, None
+    times = [parse_ts(s) for s in (stamps[0], stamps[-1])]
+    span = (times[1] - times[0]).total_seconds()
+    step = next((s for s in NICE_STEPS_S if span / s <= max_buckets - 1), None)
+    if step is None:
+        step = int(math.ceil(span / (max_buckets - 1) / 86400) * 86400)
+    offset = times[0].utcoffset() or timedelta(0)
+    tzinfo = times[0].tzinfo
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        t = parse_ts(r[ts_key])
+        local = t.timestamp() + offset.total_seconds()
+        start = datetime.fromtimestamp(local - local % step - offset.total_seconds(), tz=tzinfo)
+        groups[(start.isoformat(timespec="milliseconds"), *(r.get(k) for k in keys))].append(r)
+    out = []
+    for gkey, members in sorted(groups.items(), key=lambda kv: tuple("" if v is None else str(v) for v in kv[0])):
+        row = {ts_key: gkey[0], **dict(zip(keys, gkey[1:], strict=True))}
+        weights = [m.get("count") or 0 for m in members]
+        for name, how in aggs.items():
+            vals = [(m.get(name), w) for m, w in zip(members, weights, strict=True) if m.get(name) is not None]
+            if not vals:
+                row[name] = None
+            elif how == "sum":
+                row[name] = sum(v for v, _ in vals)
+            elif how == "max":
+                row[name] = max(v for v, _ in vals)
+            elif how == "wmean" and sum(w for _, w in vals) > 0:
+                row[name] = round(sum(v * w for v, w in vals) / sum(w for _, w in vals), 3)
+            else:
+                row[name] = round(sum(v for v, _ in vals) / len(vals), 3)
+        out.append(row)
+    return out, _step_label(step)
+
+
+def top_groups(rows: list[dict], key: str, weight: str, limit: int = MAX_LINES,
+               first: list | None = None) -> list:
+    """The `limit` most important values of `key`: those in `first`, then by summed `weight`."""
+    totals: dict = defaultdict(float)
+    for r in rows:
+        totals[r.get(key)] += float(r.get(weight) or 0)
+    chosen = [v for v in (first or []) if v in totals][:limit]
+    for v, _ in sorted(totals.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        if len(chosen) >= limit:
+            break
+        if v not in chosen:
+            chosen.append(v)
+    return chosen
+
+
+def thin(rows: list[dict], limit: int = MAX_POINTS_PER_LINE) -> list[dict]:
+    """Keep at most `limit` evenly spaced rows, always the first and the last."""
+    if len(rows) <= limit:
+        return rows
+    idx = sorted({round(i * (len(rows) - 1) / (limit - 1)) for i in range(limit)})
+    return [rows[i] for i in idx]
+
+
+# -- chart helpers --------------------------------------------------------------------------
+
+
+@dataclass
+class TimeAxis:
+    """How every timeline chart shows time: in the report's own zone (the offset of its first
+    event, as the page header prints it) rather than the viewer's, and over one shared extent
+    so the overview and the charts under it line up."""
+
+    offset_s: float = 0.0
+    label: str = "UTC"
+    domain: list[int] | None = None  # shifted epoch ms [start, end]
+    step_s: int = 3600
+
+    def ms(self, text: str) -> int:
+        # Epoch ms moved by the zone offset; charts read them on a UTC scale, so the axis
+        # prints the report zone's wall clock whatever the viewer's zone is.
+        return int((parse_ts(text).timestamp() + self.offset_s) * 1000)
+
+
+BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def time_axis(model: dict) -> TimeAxis:
+    model = textsafe.for_charts(model)  # times a chart cannot place (year 1, BC) left out
+    window = model.get("window") or {}
+    first = window.get("first_event") or window.get("since")
+    offset = 0.0
+    if first:
+        try:
+            delta = parse_ts(str(first)).utcoffset()
+            offset = delta.total_seconds() if delta else 0.0
+        except ValueError:
+            offset = 0.0
+    if offset:
+        sign = "+" if offset > 0 else "-"
+        minutes = int(abs(offset)) // 60
+        label = f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    else:
+        label = "UTC"
+    tx = TimeAxis(offset_s=offset, label=label, step_s=BUCKET_STEP_S.get(model.get("series_bucket") or "hour", 3600))
+    series = model.get("series") or {}
+    stamps = [tx.ms(r["bucket"]) for k in timeline_series() for r in series.get(k) or [] if r.get("bucket")]
+    if stamps:
+        end = max(stamps) + tx.step_s * 1000
+        last = window.get("last_event") or window.get("until")
+        if last:
+            try:
+                # the last bucket is cut where the logs end, not an hour (or a day) later
+                end = min(end, max(max(stamps) + 60_000, tx.ms(str(last))))
+            except ValueError:
+                pass
+        tx.domain = [min(stamps), end]
+    return tx
+
+
+def _data(rows: list[dict], time_key: str | None = None, tx: TimeAxis | None = None) -> alt.Data:
+    """Inline rows; timestamps become epoch milliseconds (Vega-Lite reads them as times, and
+    they are half the bytes of ISO strings), shifted into the report's zone."""
+    if time_key:
+        tx = tx or TimeAxis()
+        rows = [dict(r, **{time_key: tx.ms(r[time_key])}) for r in rows]
+    return alt.Data(values=rows)
+
+
+def _time_scale(tx: TimeAxis | None, brushed: bool = True) -> alt.Scale:
+    kw = {"type": "utc"}
+    if tx is not None and tx.domain:
+        kw["domain"] = tx.domain
+    if brushed:
+        kw["domainRaw"] = alt.ExprRef(TIME_RANGE)  # overrides `domain` while a range is brushed
+    return alt.Scale(**kw)
+
+
+def _time_title(tx: TimeAxis | None) -> str:
+    return f"time ({(tx or TimeAxis()).label})"
+
+
+# Vega's default time labels are a 12-hour clock without AM/PM ("02:52" for 14:52): a
+# 24-hour clock at every level, the date where a day starts.
+TIME_LABELS = {"year": "%Y", "quarter": "%b %Y", "month": "%b %Y", "week": "%b %d", "date": "%b %d",
+               "hours": "%H:%M", "minutes": "%H:%M", "seconds": "%H:%M:%S", "milliseconds": "%H:%M:%S.%L"}
+# Plain decimals on millisecond axes: d3's "~s" wrote 0.2 ms as "200m" (milli-milliseconds).
+MS_LABELS = ",~r"
+
+
+def _time_axis_def() -> alt.Axis:
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True, format=TIME_LABELS)
+
+
+def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
+    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def())
+
+
+def _time_tip(field_name: str, title: str = "bucket", seconds: bool = False) -> alt.Tooltip:
+    fmt = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return alt.Tooltip(f"{field_name}:T", title=title, format=fmt, formatType="utc")
+
+
+def fill_gaps(rows: list[dict], ts_key: str, keys: tuple[str, ...], value: str, step_s: int,
+              groups: list[tuple] | None = None, max_fill: int = 10000) -> list[dict]:
+    """Zero rows for the empty buckets between a group's first and last bucket: a step line
+    otherwise carries the last value across hours with no traffic at all."""
+    by_group: dict[tuple, set[str]] = defaultdict(set)
+    for r in rows:
+        by_group[tuple(r.get(k) for k in keys)].add(r[ts_key])
+    out = list(rows)
+    for g, stamps in by_group.items():
+        if groups is not None and g not in groups:
+            continue
+        times = sorted(parse_ts(s) for s in stamps)
+        have = {t.timestamp() for t in times}
+        t, added = times[0], 0
+        while t < times[-1] and added < max_fill:
+            try:
+                t = t + timedelta(seconds=step_s)
+            except OverflowError:  # an event stamped in year 9999: no bucket after it
+                break
+            if t.timestamp() not in have:
+                out.append({ts_key: t.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
+                added += 1
+        # a step-after line ends at its last point: a closing zero lets the last bucket show its width
+        try:
+            end = times[-1] + timedelta(seconds=step_s)
+        except OverflowError:
+            continue
+        out.append({ts_key: end.isoformat(timespec="milliseconds"), **dict(zip(keys, g, strict=True)), value: 0})
+    return out
+
+
+def _time_param() -> alt.Parameter:
+    return alt.param(name=TIME_RANGE, value=None)
+
+
+def _finish(chart, title: str, subtitle: str | None = None) -> dict:
+    t = alt.TitleParams(text=title, subtitle=subtitle) if subtitle else title
+    spec = chart.properties(title=t).to_dict()
+    spec["config"] = CONFIG
+    return spec
+
+
+def _notes(*labels: tuple[str, str | None]) -> list[str]:
+    return [f"{what} re-bucketed to {step}" for what, step in labels if step]
+
+
+def break_gaps(rows: list[dict], ts_key: str, key: str, fields: tuple[str, ...]) -> list[dict]:
+    """One null row per line inside each stretch with no buckets at all, so the line breaks there
+    instead of drawing a straight trend across hours that have no data."""
+    stamps = sorted({r[ts_key] for r in rows})
+    if len(stamps) < 3:
+        return rows
+    times = [parse_ts(t) for t in stamps]
+    diffs = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    step = min(d for d in diffs if d > 0)
+    groups = sorted({r.get(key) for r in rows}, key=str)
+    out = list(rows)
+    for a, d in zip(times, diffs, strict=False):
+        if d > step * 1.5:
+            gap = (a + timedelta(seconds=step)).isoformat(timespec="milliseconds")
+            out += [{ts_key: gap, key: g, **dict.fromkeys(fields)} for g in groups]
+    return out
+
+
+def _few_points(rows: list[dict], key: str, limit: int = 48) -> bool:
+    """Dots on a line when its buckets are few: three hourly points should not read as a trace."""
+    per: dict = defaultdict(int)
+    for r in rows:
+        per[r.get(key)] += 1
+    return bool(per) and max(per.values()) <= limit
+
+
+# -- the registry -----------------------------------------------------------------------------
+# Each chart is registered once, by @chart on the function that draws it: its id (the page's
+# `chart-<id>` anchor, and what a finding's evidence.chart names), the report section it sits in
+# (render_html.SECTIONS), the model series it reads (model["series"], built by report.py's
+# SERIES from the metric queries) and whether it follows the shared time range. build_charts
+# draws them in registration order, which is the page order within a section.
+
+
+@dataclass(frozen=True)
+class ChartContext:
+    """What a chart may use besides its series."""
+
+    tx: TimeAxis  # the report's time zone and shared extent
+    flagged: list  # sessions that findings of the chart's flag_rules name, taking turns
+    thresholds: dict  # the thresholds the model was built with
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    id: str
+    section: str
+    series: tuple[str, ...]
+    timeline: bool
+    flag_rules: tuple[str, ...]
+    make: Callable[[dict, ChartContext], Chart | None]
+
+
+CHARTS: dict[str, ChartSpec] = {}
+
+
+def chart(chart_id: str, *, section: str, series: tuple[str, ...], timeline: bool = False,
+          flag_rules: tuple[str, ...] = ()) -> Callable:
+    """Register ``fn(series, ctx) -> Chart | None`` as chart ``chart_id``; flag_rules are the rules
+    whose flagged sessions the chart draws first."""
+
+    def register(fn: Callable) -> Callable:
+        if chart_id in CHARTS:
+            raise ValueError(f"chart {chart_id!r} registered twice")
+        CHARTS[chart_id] = ChartSpec(chart_id, section, tuple(series), timeline, tuple(flag_rules), fn)
+        return fn
+
+    return register
+
+
+def timeline_series() -> tuple[str, ...]:
+    """Series drawn on the shared time axis (its extent spans them all)."""
+    return tuple(dict.fromkeys(k for c in CHARTS.values() if c.timeline for k in c.series))
+
+
+# -- the charts -----------------------------------------------------------------------------
+
+
+@chart("overview", section="timeline", series=("stage_latency_by_hour", "errors_timeline"))
+def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    stage_rows = series.get("stage_latency_by_hour") or []
+    counts = defaultdict(int)
+    stage_totals = defaultdict(int)
+    for r in stage_rows:
+        stage_totals[r.get("stage")] += r.get("count") or 0
+    pick = next((s for s in ("request", "input", "inference", "decode", "prefill") if stage_totals.get(s)), None)
+    if pick is None and stage_totals:
+        pick = max(stage_totals, key=lambda s: stage_totals[s])
+    for r in stage_rows:
+        if r.get("stage") == pick and r.get("bucket"):
+            counts[r["bucket"]] += r.get("count") or 0
+    rows = [{"bucket": b, "kind": "requests", "count": c} for b, c in counts.items()]
+    errs = defaultdict(int)
+    for r in series.get("errors_timeline") or []:
+        if r.get("bucket"):
+            errs[r["bucket"]] += r.get("count") or 0
+    rows += [{"bucket": b, "kind": "errors", "count": c} for b, c in errs.items()]
+    if not rows:
+        return None
+    tx = tx or TimeAxis()
+    # hours without a single request are zero, not the previous hour's count held flat
+    rows = fill_gaps(rows, "bucket", ("kind",), "count", tx.step_s, groups=[("requests",)])
+    rows, step = coarsen(rows, "bucket", ("kind",), {"count": "sum"})
+    rows.sort(key=lambda r: (r["bucket"], r["kind"]))
+    brush = alt.selection_interval(name=BRUSH, encodings=["x"])
+    bucket = _step_label(tx.step_s) if not step else step
+    base = alt.Chart(_data(rows, "bucket", tx)).encode(
+        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def()),
+        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
+                        legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
+        tooltip=[_time_tip("bucket"), "kind:N", "count:Q"],
+    )
+    chart = (
+        base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True, clip=True)
+        .add_params(brush)
+        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9, clip=True)
+    ).properties(width=WIDTH, height=56)
+    what = f"{pick} events" if pick and pick != "request" else "requests"
+    sub = (f"{what} and errors per {bucket}, times in {tx.label} — drag to select a time range for every "
+           "timeline chart; double-click clears it")
+    return Chart("overview", "timeline", "Traffic overview", _finish(chart, "Traffic overview", sub),
+                 notes=_notes(("overview", step)))
+
+
+@chart("latency_hist", section="latency", series=("latency_hist",))
+def latency_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in series.get("latency_hist") or [] if r.get("metric")]
+    if not rows:
+        return None
+    panels = []
+    titles = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "e2e_ms": "end-to-end (ms)"}
+    metrics = [m for m in ("ttft_ms", "tpot_ms", "e2e_ms") if any(r["metric"] == m for r in rows)]
+    metrics += sorted({r["metric"] for r in rows} - set(metrics))
+    for metric in metrics[:4]:
+        sub = [r for r in rows if r["metric"] == metric][:200]
+        # log-spaced bins (queries/latency_hist.sql) on a log axis: every bin equally wide, so
+        # 0.2 ms and 20 s both show their shape; bars span [bin_start, bin_end)
+        panels.append(
+            alt.Chart(_data(sub)).mark_bar(color="#2e6fdb", opacity=0.85).encode(
+                x=alt.X("bin_start:Q", title=titles.get(metric, metric) + ", log scale",
+                        scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS, labelOverlap=True)),
+                x2="bin_end:Q",
+                y=alt.Y("count:Q", title="requests"),
+                y2={"datum": 0},  # bars stand on zero (a ranged x alone draws them as ticks)
+                tooltip=[alt.Tooltip("bin_start:Q", title="from (ms)", format=",~r"),
+                         alt.Tooltip("bin_end:Q", title="to (ms)", format=",~r"), "count:Q"],
+            ).properties(width=int(WIDTH / len(metrics[:4])) - 60, height=150)
+        )
+    chart = alt.hconcat(*panels)
+    first = rows[0]
+    ratio = (first.get("bin_end") or 0) / first["bin_start"] if first.get("bin_start") else 0
+    per_decade = round(1 / math.log10(ratio)) if ratio > 1 else None
+    sub = "requests per latency bin" + (f", {per_decade} bins per power of ten" if per_decade else "")
+    return Chart("latency_hist", "latency", "Latency distributions", _finish(chart, "Latency distributions", sub))
+
+
+@chart("stage_latency_by_hour", section="latency", series=("stage_latency_by_hour",), timeline=True)
+def stage_latency_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    rows = [r for r in series.get("stage_latency_by_hour") or [] if r.get("bucket") and r.get("stage")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "stage", "count"))
+    rows = [r for r in rows if r["stage"] in keep]
+    rows, step = coarsen(rows, "bucket", ("stage",), {"count": "sum", "p50_ms": "wmean", "p95_ms": "wmean"})
+    # log scale: a zero or missing percentile has no place on it
+    rows = [{"bucket": r["bucket"], "stage": r["stage"], "count": r.get("count"),
+             "p50": r["p50_ms"] if (r.get("p50_ms") or 0) > 0 else None,
+             "p95": r["p95_ms"] if (r.get("p95_ms") or 0) > 0 else None} for r in rows]
+    rows = break_gaps(rows, "bucket", "stage", ("count", "p50", "p95"))
+    base = alt.Chart(_data(rows, "bucket", tx)).transform_fold(["p50", "p95"], as_=["percentile", "ms"]).encode(
+        x=_time_x("bucket", tx),
+        y=alt.Y("ms:Q", title="ms (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS)),
+        color=alt.Color("stage:N", title="stage"),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile",
+                                  scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
+                                  legend=None),  # the subtitle names the dashes; a dashed-line-with-dots symbol draws empty
+        tooltip=[_time_tip("bucket"), "stage:N", "percentile:N",
+                 alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
+    )
+    chart = base.mark_line(
+        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()).properties(
+        width=WIDTH - 140, height=220)
+    sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
+    return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
+                 _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
+
+
+@chart("prefill_vs_input", section="prefill", series=("prefill_vs_input",))
+def prefill_vs_input_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in series.get("prefill_vs_input") or [] if r.get("prefill_p50_ms") is not None][:400]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True, color="#e8772e").encode(
+        x=alt.X("input_len_bin:Q", title="input length (tokens, bin start)"),
+        y=alt.Y("prefill_p50_ms:Q", title="prefill p50 (ms)"),
+        tooltip=["input_len_bin:Q", alt.Tooltip("prefill_p50_ms:Q", format=",.1f"), "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("prefill_vs_input", "prefill", "Prefill vs input length",
+                 _finish(chart, "Prefill vs input length", "prefill p50 per input-length bin"))
+
+
+@chart("prefill_by_turn", section="prefill", series=("prefill_by_turn",))
+def prefill_by_turn_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in series.get("prefill_by_turn") or [] if r.get("prefill_p50_ms") is not None][:400]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True, color="#7d55c7").encode(
+        x=alt.X("turn_index:Q", title="turn in session", axis=alt.Axis(tickMinStep=1)),
+        y=alt.Y("prefill_p50_ms:Q", title="prefill p50 (ms)"),
+        tooltip=["turn_index:Q", alt.Tooltip("prefill_p50_ms:Q", format=",.1f"), "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("prefill_by_turn", "prefill", "Prefill by turn",
+                 _finish(chart, "Prefill by turn", "growing prefill with turns means history/KV keeps growing"))
+
+
+@chart("gpu_timeline", section="gpu", series=("gpu_timeline",), timeline=True)
+def gpu_timeline_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    rows = [dict(r, gpu=f"{r.get('host')}/{r.get('gpu_index', 0)}") for r in series.get("gpu_timeline") or []
+            if r.get("bucket")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "gpu", "util_avg"))
+    rows = [r for r in rows if r["gpu"] in keep]
+    rows, step = coarsen(rows, "bucket", ("gpu",), {"util_avg": "mean", "util_max": "max", "mem_used_mb_max": "max"})
+    base = alt.Chart(_data(rows, "bucket", tx)).encode(x=_time_x("bucket", tx), color=alt.Color("gpu:N", title="host/GPU"))
+    tip = [_time_tip("bucket"), "gpu:N"]
+    points = _few_points(rows, "gpu")
+    util = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
+        y=alt.Y("util_avg:Q", title="GPU util avg (%)", scale=alt.Scale(domain=[0, 100])),
+        tooltip=[*tip, alt.Tooltip("util_avg:Q", format=".1f"), alt.Tooltip("util_max:Q", format=".1f")],
+    ).add_params(_time_param()).properties(width=WIDTH - 140, height=150)
+    mem = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
+        y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MiB)"),
+        tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", title="memory used max (MiB)", format=",.0f")],
+    ).properties(width=WIDTH - 140, height=150)
+    chart = alt.vconcat(util, mem)
+    return Chart("gpu_timeline", "gpu", "GPU utilisation and memory",
+                 _finish(chart, "GPU utilisation and memory per host",
+                         f"from gpu_sample events, per {step or _step_label((tx or TimeAxis()).step_s)}"),
+                 timeline=True, notes=_notes(("GPU timeline", step)))
+
+
+@chart("gpu_wait_hist", section="gpu", series=("gpu_wait_hist",))
+def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in series.get("gpu_wait_hist") or [] if r.get("bin_start") is not None][:200]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_bar(color="#2e9e6b", binSpacing=0).encode(
+        x=alt.X("bin_start:Q", bin="binned", title="gpu_wait_pct (%)", scale=alt.Scale(domain=[0, 100])),
+        x2="bin_end:Q",
+        y=alt.Y("count:Q", title="requests"),
+        tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=180)
+    return Chart("gpu_wait_hist", "gpu", "gpu_wait distribution",
+                 _finish(chart, "gpu_wait distribution", "share of generate wall time not spent on CPU (003 §4.2)"))
+
+
+def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx: TimeAxis | None = None) -> list[dict]:
+    """Rows of the kept sessions with `minute` = minutes since the session's first point, thinned."""
+    tx = tx or TimeAxis()
+    out = []
+    for sid in keep:
+        pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
+        t0 = parse_ts(pts[0]["ts"])
+        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
+                 **{f: r.get(f) for f in fields}} for r in thin(pts)]
+    return out
+
+
+def _multi_point_rows(rows: list[dict]) -> list[dict]:
+    """Rows of sessions with two samples or more: one sample draws no line and says nothing
+    about growth, yet would take a legend entry."""
+    per: dict = defaultdict(int)
+    for r in rows:
+        per[r.get("session_id")] += 1
+    return [r for r in rows if per[r.get("session_id")] >= 2]
+
+
+def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None) -> list[str]:
+    total = len({r.get("session_id") for r in rows})
+    # `total` is what the model's series kept (report.timeline_sessions), not every session
+    notes = [f"{len(keep)} of the {total} sessions in the report's timeline drawn (flagged first, then the largest)"] \
+        if len(keep) < total else []
+    single = len({r.get("session_id") for r in all_rows or []}) - total
+    if single > 0:
+        notes.append(f"{single} session{'s' if single != 1 else ''} with a single sample left out (no trend to draw)")
+    return notes
+
+
+@chart("memory_timeline", section="memory", series=("memory_timeline",),
+       flag_rules=("memory_leak", "ghost_memory", "oom", "rss_growth"))
+def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx, flagged = ctx.tx, ctx.flagged
+    # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
+    # would be slivers, and on a common origin their slopes compare at a glance.
+    all_rows = [r for r in series.get("memory_timeline") or [] if r.get("ts") and r.get("session_id") is not None]
+    rows = _multi_point_rows(all_rows)
+    if not rows:
+        return None
+    keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
+    out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
+    base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
+        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        y=alt.Y("mb:Q", title="GPU memory (MiB)", scale=alt.Scale(zero=False)),
+        color=alt.Color("session_id:N", title="session", sort=keep),
+        strokeDash=alt.StrokeDash("kind:N", title=None,
+                                  scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
+                                  legend=None),  # named in the subtitle
+        tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
+                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
+    )
+    chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
+    sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
+    return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
+                 notes=_shown_note(keep, rows, all_rows))
+
+
+@chart("kv_growth", section="kv", series=("kv_growth",),
+       flag_rules=("kv_cache_bloat", "memory_leak", "ghost_memory", "oom", "rss_growth"))
+def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx, flagged = ctx.tx, ctx.flagged
+    limit_tokens = (ctx.thresholds.get("kv_cache_bloat") or {}).get("kv_seq_len")
+    all_rows = [r for r in series.get("kv_growth") or [] if r.get("ts") and r.get("session_id") is not None]
+    rows = _multi_point_rows(all_rows)
+    if not rows:
+        return None
+    keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
+    out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
+    chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
+        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
+        color=alt.Color("session_id:N", title="session", sort=keep),
+        tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
+                 "kv_seq_len:Q", alt.Tooltip("kv_cache_size_mb:Q", title="kv_cache_size (MiB)", format=",.1f")],
+    )
+    sub = "kv_seq_len per session (003 §4.3)"
+    if limit_tokens:
+        # the rule's threshold drawn where it applies, so "past the line" reads at a glance
+        rule = alt.Chart(alt.Data(values=[{"limit": limit_tokens}])).mark_rule(
+            color=SEVERITY_COLORS["warning"], strokeDash=[6, 4]).encode(y="limit:Q")
+        chart = alt.layer(chart, rule)
+        sub = f"kv_seq_len per session; dashed line: the {limit_tokens:,.0f}-token threshold (003 §4.3)"
+    chart = chart.properties(width=WIDTH - 220, height=200)
+    return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
+                 notes=_shown_note(keep, rows, all_rows))
+
+
+@chart("errors_timeline", section="errors", series=("errors_timeline",), timeline=True)
+def errors_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    rows = [r for r in series.get("errors_timeline") or [] if r.get("bucket")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "error_type", "count"))
+    rows = [dict(r, error_type=r.get("error_type") if r.get("error_type") in keep else "other") for r in rows]
+    rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
+    chart = alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
+        x=_time_x("bucket", tx),
+        y=alt.Y("count:Q", title="errors", stack=True),
+        color=alt.Color("error_type:N", title="error type"),
+        tooltip=[_time_tip("bucket"), "error_type:N", "count:Q"],
+    ).add_params(_time_param()).properties(width=WIDTH - 200, height=160)
+    return Chart("errors_timeline", "errors", "Errors over time", _finish(chart, "Errors over time", f"per {step or _step_label((tx or TimeAxis()).step_s)} and type"),
+                 timeline=True, notes=_notes(("errors", step)))
+
+
+@chart("log_volume", section="collector", series=("log_volume",), timeline=True)
+def log_volume_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    tx = ctx.tx
+    rows = [r for r in series.get("log_volume") or [] if r.get("bucket")]
+    if not rows:
+        return None
+    keep = set(top_groups(rows, "host", "bytes"))
+    rows = [r for r in rows if r.get("host") in keep]
+    tx = tx or TimeAxis()
+    rows = fill_gaps(rows, "bucket", ("host",), "bytes", tx.step_s)
+    rows, step = coarsen(rows, "bucket", ("host",), {"bytes": "sum", "events": "sum"})
+    rows = [{"bucket": r["bucket"], "host": r.get("host") if r.get("host") is not None else "(no host field)", "mb": round((r.get("bytes") or 0) / 1e6, 3),
+             "events": r.get("events")} for r in rows]
+    chart = alt.Chart(_data(rows, "bucket", tx)).mark_line(clip=True, interpolate="step-after", strokeWidth=1.5).encode(
+        x=_time_x("bucket", tx),
+        y=alt.Y("mb:Q", title=f"MB written per {step or _step_label(tx.step_s)}"),
+        color=alt.Color("host:N", title="host"),
+        tooltip=[_time_tip("bucket"), "host:N", alt.Tooltip("mb:Q", format=",.2f"),
+                 alt.Tooltip("events:Q", format=",")],
+    ).add_params(_time_param()).properties(width=WIDTH - 160, height=150)
+    return Chart("log_volume", "collector", "Log volume", _finish(chart, "Log volume", "size of the log lines written, per bucket and host"),
+                 timeline=True, notes=_notes(("log volume", step)))
+
+
+def build_charts(model: dict) -> list[Chart]:
+    """All charts the model has data for, in report order (CHARTS)."""
+    model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
+    series = model.get("series") or {}
+    ordered = sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity")))
+    tx = time_axis(model)
+    thresholds = model.get("thresholds") or {}
+    made = []
+    for spec in CHARTS.values():
+        flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
+        c = spec.make(series, ChartContext(tx, flagged, thresholds))
+        if c is None:
+            continue
+        if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):
+            # a chart drawn under another id or section than registered would break its links
+            raise ValueError(f"chart {spec.id!r} registered in {spec.section!r} (timeline={spec.timeline}) "
+                             f"but drawn as {c.id!r} in {c.section!r} (timeline={c.timeline})")
+        made.append(c)
+    return made
+
+
+def _take_turns(groups: list[list]) -> list:
+    """Ids of several findings interleaved (first of each, then second of each, …), so a chart
+    with a few lines shows sessions of every finding, not only of the first one."""
+    out: list = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        for g in groups:
+            if i < len(g) and g[i] not in out:
+                out.append(g[i])
+    return out
+
+
+def severity_rank(severity: str | None) -> int:
+    return {"critical": 0, "warning": 1, "info": 2}.get(severity or "", 3)

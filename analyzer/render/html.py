@@ -1,0 +1,557 @@
+"""The self-contained HTML diagnosis report, rendered from the report model only.
+
+One file, no network: Vega, Vega-Lite and vega-embed are inlined once (the bundle vl-convert
+builds, shipped or cached per vl-convert version: `vega_bundle`), the chart specs ride along as
+one JSON block, and every chart also carries a static SVG drawn from its spec by
+analyzer.render.charts.svg inside <noscript>, so the page reads where scripts are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
+has `<`, `>` and `&` escaped as \\u003c… so no string can close the script element; a
+Content-Security-Policy with script hashes blocks any script the page did not put there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shlex
+from functools import cache, lru_cache
+from pathlib import Path
+
+from jinja2 import (
+    Environment,
+    FileSystemBytecodeCache,
+    FileSystemLoader,
+    StrictUndefined,
+    select_autoescape,
+)
+from markupsafe import Markup
+
+from analyzer.core.resources import templates_dir
+from analyzer.model.result_cache import RUN_KEYS
+from analyzer.render import page_cache
+from analyzer.render.charts import specs as charts_mod
+from analyzer.render.charts import svg as svgchart
+from analyzer.render.page_cache import bundle_file_name, read_bundle
+from analyzer.rules.registry import unit_for
+
+MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
+MAX_DRILLDOWNS = 60  # sessions with a <details> drill-down
+MAX_DETAIL_ROWS = 100  # requests listed per drill-down
+MAX_DETAIL_TOTAL = 800  # requests listed over all drill-downs
+MAX_FINDING_SESSIONS = 12  # session links per finding card
+SVG_BUDGET_BYTES = 800_000  # all no-JS fallback SVGs together
+
+SECTIONS = [
+    ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
+    ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
+    ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
+    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
+]
+SECTION_IDS = {s for s, _ in SECTIONS}
+DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
+                  "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
+                  "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
+                  "max_new_tokens"]
+LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
+                  ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")]
+TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "source_format")
+
+
+# -- formatting filters ---------------------------------------------------------------------
+
+
+def fmt_num(value, digits: int = 1) -> str:
+    """Readable number: thousands separators, fewer decimals for big values, — for missing."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:  # NaN should not reach here; show it as missing
+            return "—"
+        if value.is_integer() and abs(value) >= 1 and digits <= 1:
+            return f"{int(value):,}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) < 10 and digits < 2:
+            digits = 2  # small values (R², ratios, MiB/min) need the second decimal
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def fmt_pct(value) -> str:
+    """A 0..1 share as a percentage."""
+    if value is None:
+        return "—"
+    return f"{float(value) * 100:.1f} %"
+
+
+def fmt_ts(value) -> str:
+    """ISO timestamp → `YYYY-MM-DD HH:MM:SS` with the offset (UTC spelled out)."""
+    if not value:
+        return "—"
+    text = str(value)
+    m = re.match(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?$", text)
+    if not m:
+        return text
+    zone = m.group(4) or ""
+    if zone in ("Z", "+00:00", "+0000", "-00:00"):
+        zone = " UTC"
+    elif zone:
+        zone = " " + zone
+    return f"{m.group(1)} {m.group(2)}{zone}"
+
+
+def fmt_ts_short(value) -> str:
+    """`MM-DD HH:MM` for dense tables; the full stamp goes in a title attribute."""
+    full = fmt_ts(value)
+    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
+    return f"{m.group(1)} {m.group(2)}" if m else full
+
+
+def fmt_bytes(value) -> str:
+    if value is None:
+        return "—"
+    v = float(value)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(v) < 1000 or unit == "TB":
+            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
+        v /= 1000
+    return f"{v:,.1f} TB"
+
+
+def anchor(session_id) -> str:
+    """A fragment id for a session's drill-down: readable prefix plus a hash (ids are log text)."""
+    text = str(session_id)
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", text)[:32].strip("_") or "s"
+    return f"session-{slug}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def json_for_script(obj) -> str:
+    """JSON safe inside <script>: no `</script`, `<!--` or `&` can survive (Django json_script)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# -- assets ---------------------------------------------------------------------------------
+# The bundle's file name and its reading are analyzer.render.page_cache's: a warm run fills the kept
+# page with the bundle without importing this module.
+
+
+def build_vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed as vl-convert builds them (seconds of CPU: done once)."""
+    import vl_convert
+
+    bundle = vl_convert.javascript_bundle()
+    # `<\/` is `</` inside JS strings, templates and regexes; the bundle holds no other `</script`.
+    return re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+
+
+@cache
+def vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed, one copy per page, never fetched.
+
+    vl-convert takes seconds to build the bundle, so it is built once per vl-convert version:
+    shipped in templates/vendor/ (scripts/vendor_vega.py), else built on first use and kept in
+    the user's cache folder; a file that fails to read or looks cut short is rebuilt."""
+    from analyzer.ingest.cache import cache_home
+
+    name = bundle_file_name()
+    text = read_bundle(name)
+    if text is not None:
+        return text
+    bundle = build_vega_bundle()
+    target = cache_home() / name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, target)  # readers never see half a file
+    except OSError:
+        pass  # a read-only home: the report still works, the next run builds it again
+    return bundle
+
+
+def page_script() -> str:
+    return (templates_dir() / "_report.js").read_text(encoding="utf-8")
+
+
+def csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(scripts: list[str]) -> str:
+    # Only the page's own scripts run (hashes); Vega compiles expressions with Function(),
+    # hence 'unsafe-eval'; nothing may be fetched from anywhere.
+    hashes = " ".join(csp_hash(s) for s in scripts)
+    return (f"default-src 'none'; script-src {hashes} 'unsafe-eval'; style-src 'unsafe-inline'; "
+            "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def _bytecode_cache() -> FileSystemBytecodeCache | None:
+    """Compiled templates kept in the user's cache folder: compiling them is a third of a
+    report's render time. Jinja2 checks each entry against the template's source checksum."""
+    from analyzer.ingest.cache import cache_home
+
+    folder = cache_home() / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+
+
+@cache
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_bytecode_cache(),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        finalize=lambda v: "—" if v is None else v,  # a missing value (JSON null) prints as a dash
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
+    return env
+
+
+def render_template(name: str, **context) -> str:
+    return _env().get_template(name).render(**context)
+
+
+# -- the chart fallbacks ---------------------------------------------------------------------
+
+
+def chart_svg(spec: dict) -> str | None:
+    """A chart drawn by vl-convert (the weekly page's dumbbell; the report uses `static_svg`,
+    which needs no second chart engine); None if vl-convert cannot draw it."""
+    from analyzer.core.textsafe import clean_tree
+
+    # A control character anywhere in the spec aborts the process inside vl-convert (a Rust
+    # panic, not an exception): the last guard before it (charts clean their data already).
+    return _svg_for(json.dumps(clean_tree(spec), sort_keys=True))
+
+
+@lru_cache(maxsize=64)
+def _svg_for(spec_json: str) -> str | None:
+    # Cached by spec: rendering the same model twice (render vs analyze, tests) draws once.
+    import vl_convert
+
+    try:
+        svg = vl_convert.vegalite_to_svg(json.loads(spec_json))
+    except Exception:  # a fallback picture must never break the report
+        return None
+    # vl-convert escapes text; refuse anything that could still leave <noscript>.
+    lowered = svg.lower()
+    if "<script" in lowered or "</noscript" in lowered or "<foreignobject" in lowered:
+        return None
+    return svg[svg.find("<svg"):] if "<svg" in svg else None
+
+
+def static_svg(spec: dict) -> str | None:
+    """The no-JavaScript picture of a chart, drawn from its spec by analyzer.render.charts.svg (no second
+    chart engine: milliseconds, not seconds); None if it cannot be drawn or looks unsafe."""
+    svg = svgchart.render_svg(spec)
+    if svg is None:
+        return None
+    lowered = svg.lower()  # text is escaped; refuse anything that could still leave <noscript>
+    if "<script" in lowered or "</noscript" in lowered or "<foreignobject" in lowered or "href" in lowered:
+        return None
+    return svg
+
+
+def stable_svg_ids(svg: str, prefix: str) -> str:
+    """Rename the SVG's element ids (vl-convert numbers clip paths with a process-wide counter)
+    to `<prefix>-<n>`: the same model then gives the same bytes, and ids stay unique per page."""
+    mapping: dict[str, str] = {}
+    for old in re.findall(r'\bid="([^"]+)"', svg):
+        mapping.setdefault(old, f"{prefix}-{len(mapping) + 1}")
+    if not mapping:
+        return svg
+
+    def swap(m: re.Match) -> str:
+        return m.group(1) + mapping.get(m.group(2), m.group(2)) + m.group(3)
+
+    svg = re.sub(r'(\bid=")([^"]+)(")', swap, svg)
+    return re.sub(r"(url\(#)([^)]+)(\))", swap, svg)
+
+
+def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """Charts grouped by section (for the template) and their specs by id (for the page script)."""
+    by_section: dict[str, list[dict]] = {}
+    specs: dict[str, dict] = {}
+    budget = SVG_BUDGET_BYTES
+    for chart in charts_mod.build_charts(model):
+        svg = static_svg(chart.spec) if fallback_svg else None
+        if svg is not None and len(svg) > budget:
+            svg = None
+        if svg is not None:
+            budget -= len(svg)
+        specs[chart.id] = chart.spec
+        by_section.setdefault(chart.section, []).append(
+            {"id": chart.id, "title": chart.title, "timeline": chart.timeline, "notes": chart.notes,
+             "svg": Markup(svg) if svg else None}
+        )
+    return by_section, specs
+
+
+# -- the view model -------------------------------------------------------------------------
+
+
+def _flagged_sessions(model: dict) -> dict[str, int]:
+    """session_id → rank of its worst finding (0 critical … 2 info)."""
+    worst: dict[str, int] = {}
+    for f in model.get("findings") or []:
+        rank = charts_mod.severity_rank(f.get("severity"))
+        for sid in f.get("session_ids") or []:
+            worst[sid] = min(worst.get(sid, 9), rank)
+    for s in model.get("sessions") or []:
+        if s.get("findings") and s.get("session_id") not in worst:
+            worst[s.get("session_id")] = 2
+    return worst
+
+
+# *_mb fields are MiB (torch and NVML bytes / 2**20), hence MiB in every label.
+LABEL_SUFFIXES = [("_mb_per_min", " MiB/min"), ("_mb_per_s", " MiB/s"), ("_ts", " time"), ("_per_min", " /min"),
+                  ("_mb", " MiB"), ("_ms", " ms"), ("_pct", " %"), ("_s", " s")]
+
+
+def detail_label(key: str) -> str:
+    """`kv_cache_size_max_mb` → `kv cache size max MiB`: model keys read as words, units kept."""
+    text = str(key)
+    for suffix, unit in LABEL_SUFFIXES:
+        if text.endswith(suffix) and len(text) > len(suffix):
+            return _words(text[: -len(suffix)]) + unit
+    return _words(text)
+
+
+def _words(text: str) -> str:
+    # an `mb` inside a key (kv_cache_size_mb_threshold) is a MiB unit too
+    return " ".join("MiB" if w == "mb" else w for w in text.split("_"))
+
+
+def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
+    """Lists of records in a finding's evidence (per-session numbers, bad-line samples) as small
+    tables, so a card shows the numbers behind its claim, not only ids."""
+    tables = []
+    for key, value in details.items():
+        if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+            continue
+        columns: list[str] = []
+        for r in value:
+            columns += [c for c in r if c not in columns and not isinstance(r[c], (dict, list))]
+        rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
+        tables.append({"key": key, "columns": columns, "labels": [detail_label(c) for c in columns], "rows": rows,
+                       "more": max(0, len(value) - MAX_FINDING_SESSIONS),
+                       "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
+    return tables
+
+
+def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict]) -> list[dict]:
+    out = []
+    for f in sorted(model.get("findings") or [],
+                    key=lambda f: (charts_mod.severity_rank(f.get("severity")), str(f.get("rule")))):
+        sids = list(f.get("session_ids") or [])
+        evidence = f.get("evidence") or {}
+        section = evidence.get("section")
+        details = evidence.get("details") or {}
+        chart = charts_by_id.get(evidence.get("chart"))
+        if chart is not None and chart["section"] in SECTION_IDS:
+            section = chart["section"]  # the finding is flagged where its evidence is drawn
+        out.append({
+            "rule": f.get("rule"), "severity": f.get("severity") or "info", "scope": f.get("scope"),
+            "message": f.get("message"), "fix": f.get("fix"), "source": f.get("source"),
+            "value": f.get("value"), "threshold": f.get("threshold"), "unit": f.get("unit") or "",
+            "hosts": f.get("hosts") or [],
+            "sessions": [{"id": s, "anchor": links.get(s)} for s in sids[:MAX_FINDING_SESSIONS]],
+            "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
+            "section": section if section in SECTION_IDS else None,
+            "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
+            "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
+            if isinstance(details, dict) else [],
+            "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
+        })
+    return out
+
+
+def _detail_columns(rows: list[dict]) -> list[str]:
+    present = []
+    for r in rows:
+        for k in r:
+            if k not in present:
+                present.append(k)
+    ordered = [c for c in DETAIL_COLUMNS if c in present]
+    return ordered + sorted(c for c in present if c not in ordered and c != "session_id")
+
+
+def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
+    sessions = list(model.get("sessions") or [])
+    order = sorted(range(len(sessions)), key=lambda i: (flagged.get(sessions[i].get("session_id"), 9), i))
+    sessions = [sessions[i] for i in order]
+    details = model.get("session_details") or {}
+    drill_ids = [s.get("session_id") for s in sessions if s.get("session_id") in flagged]
+    drill_ids += [sid for sid in details if sid not in drill_ids]
+    drill_ids = drill_ids[:MAX_DRILLDOWNS]
+    by_id = {s.get("session_id"): s for s in sessions}
+    drill = []
+    left = MAX_DETAIL_TOTAL
+    for sid in drill_ids:
+        rows = list(details.get(sid) or [])
+        shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
+        left -= len(shown)
+        drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
+                      "columns": _detail_columns(shown), "rows": shown, "total_rows": len(rows),
+                      "more_rows": len(rows) - len(shown)})
+    drill_set = set(drill_ids)
+    # A session links to its drill-down, else to its row in the sessions table.
+    rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
+                 else "row-" + anchor(s.get("session_id")),
+                 row_id="row-" + anchor(s.get("session_id")),
+                 flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
+    return rows, drill, len(sessions)
+
+
+GPU_COLUMNS = ["host", "gpu_index", "samples", "util_max", "util_p50", "util_avg", "mem_used_max_mb",
+               "mem_used_p50_mb", "mem_total_mb", "mem_used_share_p50", "starved_s", "power_w_max", "temp_c_max"]
+PROCESS_COLUMNS = ["host", "pid", "samples", "minutes", "rss_first_mb", "rss_last_mb", "rss_max_mb",
+                   "rss_slope_mb_per_min", "rss_r2"]
+
+
+def _table(rows, preferred: list[str], max_rows: int = 50, max_cols: int = 12) -> dict | None:
+    """A generic table of metric rows: preferred columns first, then any others, capped."""
+    rows = [r for r in (rows or []) if isinstance(r, dict)]
+    if not rows:
+        return None
+    present: list[str] = []
+    for r in rows:
+        present += [k for k in r if k not in present]
+    columns = [c for c in preferred if c in present] + [c for c in present if c not in preferred]
+    columns = [c for c in columns if not c.endswith("_ts") and not isinstance(rows[0].get(c), (dict, list))]
+    return {"columns": columns[:max_cols], "rows": rows[:max_rows], "more": max(0, len(rows) - max_rows)}
+
+
+def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
+    if not isinstance(t, dict):
+        return []
+    out = []
+    for k, v in t.items():
+        if isinstance(v, dict):
+            out += _flat_thresholds(v, f"{prefix}{k}.")
+        elif not isinstance(v, list):
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
+    """Sessions flagged for memory first, then the steepest reserved-memory slopes."""
+    memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
+    flagged = [r for r in rows if memory_rules & set(r.get("findings") or [])]
+    rest = sorted((r for r in rows if r not in flagged and r.get("reserved_slope_mb_per_min") is not None),
+                  key=lambda r: -r["reserved_slope_mb_per_min"])
+    return (flagged + rest)[:max(limit, len(flagged[:limit]))]
+
+
+def view_model(model: dict, fallback_svg: bool = True) -> dict:
+    # The ingest block's run counters (seconds, files read this run...) describe the run, not
+    # the logs: the page never shows them, so a page kept for the model's logs (page_cache)
+    # holds for every run over them.
+    ingest = {k: v for k, v in (model.get("ingest") or {}).items() if k not in RUN_KEYS}
+    model = dict(model, ingest=ingest)
+    flagged = _flagged_sessions(model)
+    sessions, drill, session_total = _sessions(model, flagged)
+    links = {r.get("session_id"): r["anchor"] for r in sessions}
+    links.update({d["id"]: d["anchor"] for d in drill})
+    by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
+    charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
+    findings = _findings(model, links, charts_by_id)
+    rules = model.get("rules") or []
+    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
+    series = model.get("series") or {}
+    requests = model.get("requests") or {}
+    section_findings: dict[str, list[dict]] = {}
+    for i, f in enumerate(findings, start=1):
+        if f["section"]:
+            section_findings.setdefault(f["section"], []).append({"index": i, "rule": f["rule"], "severity": f["severity"]})
+    return {
+        "model": model,
+        "section_findings": section_findings,
+        "memory_sessions": _memory_sessions(sessions),
+        "generated_at": model.get("generated_at") or "",
+        "version": model.get("dslogs_version") or "",
+        "window": model.get("window") or {},
+        "ingest": model.get("ingest") or {},
+        "hosts": model.get("hosts") or [],
+        "checklist": model.get("checklist") or [],
+        "findings": findings,
+        "counts": counts,
+        "stages": model.get("stages") or [],
+        "requests": requests,
+        "latency_metrics": [(k, label, requests.get(k)) for k, label in LATENCY_LABELS if isinstance(requests.get(k), dict)],
+        "latency_missing": [label for k, label in LATENCY_LABELS
+                            if isinstance(requests.get(k), dict) and requests[k].get("p50") is None
+                            and requests[k].get("max") is None],
+        "section_labels": dict(SECTIONS),
+        "sessions": sessions,
+        "session_total": max(session_total, int(model.get("sessions_total") or 0)),
+        "gpus": _table(model.get("gpus"), GPU_COLUMNS),
+        "processes": _table(model.get("processes"), PROCESS_COLUMNS),
+        "thresholds": _flat_thresholds(model.get("thresholds")),
+        "drilldowns": drill,
+        "errors": model.get("errors") or [],
+        "collector": series.get("collector") or [],
+        "rules_fired": [r for r in rules if r.get("status") == "fired"],
+        "rules_pass": [r for r in rules if r.get("status") == "pass"],
+        "rules_no_data": [r for r in rules if r.get("status") == "no_data"],
+        "charts": by_section,
+        "specs": specs,
+        "sections": SECTIONS,
+        "text_columns": TEXT_COLUMNS,
+        "time_zone": charts_mod.time_axis(model).label,
+    }
+
+
+def render_html(model: dict, *, fallback_svg: bool = True, keep: bool = False) -> str:
+    """The report page for a `dslogs.report/1` model, as one self-contained HTML string.
+
+    keep: a model the result cache just found or stored gets its page kept beside it
+    (analyzer.render.page_cache): rendered with slots for generated_at and the bundle, then filled."""
+    if not (keep and page_cache.can_keep(model)):
+        ctx = view_model(model, fallback_svg=fallback_svg)
+        return render_page("report.html", ctx, with_charts=bool(ctx["specs"]))
+    tokens = page_cache.new_tokens()
+    ctx = view_model(dict(model, generated_at=tokens["generated_at"]), fallback_svg=fallback_svg)
+    with_charts = bool(ctx["specs"])
+    page = render_page("report.html", ctx, with_charts=with_charts, bundle_slot=tokens["bundle"])
+    bundle = vega_bundle() if with_charts else ""
+    parts = page_cache.split_page(page, tokens, bundle)
+    if parts is None:  # a slot the fill would not reproduce: render the page plainly, keep none
+        ctx = view_model(model, fallback_svg=fallback_svg)
+        return render_page("report.html", ctx, with_charts=with_charts)
+    page_cache.keep(model, parts, bundle)
+    return page_cache.fill(parts, model.get("generated_at") or "", bundle)
+
+
+def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | None = None) -> str:
+    """Render a page template with the shared assets (bundle, specs, page script, CSP);
+    bundle_slot: written where the bundle goes (the CSP still hashes the bundle)."""
+    script = page_script()
+    bundle = vega_bundle() if with_charts else ""
+    ctx = dict(ctx)
+    ctx.setdefault("specs", {})
+    ctx["vega_bundle"] = Markup(bundle_slot if bundle and bundle_slot else bundle)
+    ctx["specs_json"] = Markup(json_for_script(ctx["specs"]))
+    ctx["page_script"] = Markup(script)
+    ctx["csp"] = content_security_policy([s for s in (bundle, script) if s])
+    return render_template(template, **ctx)
+
+
+def write_html(model: dict, path: Path) -> Path:
+    path.write_text(render_html(model), encoding="utf-8")
+    return path

@@ -1,0 +1,192 @@
+"""``dslogs analyze --format md``: a readable Markdown summary of a report model.
+
+Sections: header (window, ingest), health checklist, findings by severity (with the seed's fix),
+rule status, stage latency table, request latency, top sessions. Everything comes from the
+model; log-derived strings are escaped for Markdown tables (``|``, newlines, backticks).
+"""
+
+from __future__ import annotations
+
+from analyzer.core import textsafe
+from analyzer.rules.registry import SEVERITIES, unit_for
+
+_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA"}
+
+
+def _text(text) -> str:
+    """dslogs' own text (labels, messages, fixes) on one line, safe in a table cell."""
+    if text is None:
+        return "—"
+    # Our text may quote the logs' words (a checklist note's <think>): no tag, no control char.
+    s = textsafe.visible(str(text)).replace("&", "&amp;").replace("<", "&lt;")
+    return " ".join(s.replace("|", "\\|").split())
+
+
+def _esc(text) -> str:
+    """A log-derived value (session id, host, error message): no Markdown or HTML survives."""
+    if text is None:
+        return "—"
+    # Control characters as escapes, then Markdown/HTML specials (analyzer.core.textsafe).
+    return " ".join(textsafe.markdown(str(text)).split())
+
+
+def _num(value, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 100):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return _esc(value)
+
+
+def _count(n, word: str) -> str:
+    """`1 host`, `3 hosts`; a missing count reads as 0."""
+    n = n or 0
+    return f"{_num(n)} {word}" + ("" if n == 1 else "s")
+
+
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
+    align = align or "l" + "r" * (len(header) - 1)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def render_markdown(model: dict) -> str:
+    w = model.get("window") or {}
+    ing = model.get("ingest") or {}
+    req = model.get("requests") or {}
+    out = ["# dslogs diagnosis report", ""]
+    out.append(
+        f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}"
+        f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
+        f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
+        f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
+        f"({_count(req.get('errors'), 'error')}) in "
+        f"{_count(model.get('sessions_total', len(model.get('sessions') or [])), 'session')} "
+        f"on {_count(len(model.get('hosts') or []), 'host')}."
+    )
+    out.append("")
+
+    findings = model.get("findings") or []
+    counts = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
+    out.append("**Findings:** " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES))
+    out.append("")
+    for n in model.get("notes") or []:
+        out.append(f"> **Note:** {_esc(n.get('message'))}")
+        out.append("")
+
+    out += ["## Health checklist (article 003 §5.2–5.4)", ""]
+    rows = []
+    for c in model.get("checklist") or []:
+        rows.append([
+            _text(c.get("label")), _STATUS_MARK.get(c.get("status"), _text(c.get("status"))),
+            f"{_num(c.get('value'))} {_text(c.get('unit'))}" if c.get("value") is not None else "—",
+            _text(c.get("source")),
+        ])
+    out += _table(["check", "status", "measured", "source"], rows, "llrl") + [""]
+    notes = [c for c in model.get("checklist") or [] if c.get("note")]
+    for c in notes:
+        out.append(f"- {_text(c['label'])}: {_text(c['note'])}")
+    if notes:
+        out.append("")
+
+    out += ["## Findings", ""]
+    if not findings:
+        out += ["No rule fired.", ""]
+    for sev in SEVERITIES:
+        group = [f for f in findings if f.get("severity") == sev]
+        if not group:
+            continue
+        out += [f"### {sev.capitalize()} ({len(group)})", ""]
+        for f in group:
+            where = ""
+            if f.get("session_ids"):
+                shown = ", ".join(_esc(s) for s in f["session_ids"][:5])
+                more = (f.get("session_count") or len(f["session_ids"])) - min(5, len(f["session_ids"]))
+                where = f" — sessions {shown}" + (f" and {more} more" if more > 0 else "")
+            elif f.get("hosts"):
+                where = " — " + ", ".join(_esc(h) for h in f["hosts"])
+            out.append(f"- **{_text(f.get('rule'))}** ({_text(f.get('scope'))}): {_esc(f.get('message'))}{where}")
+            out.append(
+                f"  - value {_num(f.get('value'))} {_text(unit_for(f.get('value'), f.get('unit')))}, "
+                f"threshold {_num(f.get('threshold'))} {_text(unit_for(f.get('threshold'), f.get('unit')))}"
+                f" (source {_text(f.get('source'))})"
+            )
+            out.append(f"  - fix: {_text(f.get('fix'))}")
+        out.append("")
+
+    rules = model.get("rules") or []
+    if rules:
+        out += ["## Rules", ""]
+        by_status: dict[str, list[str]] = {}
+        for r in rules:
+            by_status.setdefault(r.get("status"), []).append(r.get("rule"))
+        for status in ("fired", "pass", "no_data"):
+            if by_status.get(status):
+                out.append(f"- {status}: " + ", ".join(_text(r) for r in by_status[status]))
+        out.append("")
+
+    out += ["## Stage latency (ms)", ""]
+    rows = [
+        [_esc(s.get("stage")), _num(s.get("count")), _num(s.get("p50_ms")), _num(s.get("p90_ms")),
+         _num(s.get("p95_ms")), _num(s.get("p99_ms")), _num(s.get("max_ms"))]
+        for s in model.get("stages") or []
+    ]
+    out += (_table(["stage", "count", "p50", "p90", "p95", "p99", "max"], rows) if rows else ["No timed stages."]) + [""]
+
+    out += ["## Requests", ""]
+    rows = []
+    for key, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms/token)"), ("e2e_ms", "end-to-end (ms)"),
+                       ("tokens_per_s", "tokens/s"), ("ttfa_ms", "TTFA (ms)")):
+        p = req.get(key) or {}
+        if p.get("count"):
+            rows.append([label, _num(p.get("count")), _num(p.get("p50")), _num(p.get("p90")), _num(p.get("p95")),
+                         _num(p.get("p99")), _num(p.get("max"))])
+    out += (_table(["metric", "count", "p50", "p90", "p95", "p99", "max"], rows) if rows else ["No request metrics."])
+    out.append("")
+    slo = req.get("slo") or {}
+    goodput = req.get("goodput")
+    extra = [
+        f"goodput {_num(100 * goodput)} % (ttft ≤ {_num(slo.get('ttft_ms'))} ms, tpot ≤ {_num(slo.get('tpot_ms'))} ms)"
+        if goodput is not None else "goodput: no data",
+    ]
+    if req.get("prefill_decode_ratio_p50") is not None:
+        extra.append(f"prefill/decode ratio p50 {_num(req['prefill_decode_ratio_p50'], 3)}")
+    if req.get("reasoning_share_p50") is not None:
+        extra.append(f"reasoning share p50 {_num(100 * req['reasoning_share_p50'])} %")
+    if req.get("tpot_is_upper_bound"):
+        extra.append("TPOT from legacy logs is an upper bound (inference_ms / output_len)")
+    out += ["; ".join(extra) + ".", ""]
+
+    sessions = [s for s in model.get("sessions") or [] if s.get("findings")][:20]
+    if sessions:
+        out += ["## Flagged sessions", ""]
+        rows = [
+            [_esc(s.get('session_id')), _esc(s.get("host")), _num(s.get("requests")),
+             _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")), _num(s.get("reserved_slope_mb_per_min")),
+             _text(", ".join(s.get("findings") or []))]
+            for s in sessions
+        ]
+        out += _table(["session", "host", "requests", "tpot p50", "e2e p50", "reserved MiB/min", "findings"],
+                      rows, "llrrrrl") + [""]
+    slow = (model.get("slowest_sessions") or [])[:10]
+    if slow:
+        out += ["## Slowest sessions", ""]
+        rows = [
+            [_esc(s.get('session_id')), _esc(s.get("host")), _num(s.get("requests")), _num(s.get("e2e_p50_ms")),
+             _num(s.get("e2e_max_ms")), _num(s.get("ttft_p50_ms")), _num(s.get("tpot_p50_ms"))]
+            for s in slow
+        ]
+        out += _table(["session", "host", "requests", "e2e p50", "e2e max", "ttft p50", "tpot p50"], rows, "llrrrrr") + [""]
+    errors = model.get("errors") or []
+    if errors:
+        out += ["## Errors", ""]
+        rows = [[_esc(e.get("error_type")), _num(e.get("count")), _num(e.get("sessions")), _text(e.get("first_ts")),
+                 _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
+        out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,453 @@
+"""Weekly report: one ISO week of logs against the week before.
+
+Both weeks go through the same `analyze_logs` as the daily report; this module only compares
+the two report models: per-stage p50/p95 change (a rise over 20 % is a regression), request
+latency and goodput, new / resolved / persisting findings, traffic, errors, sessions affected.
+
+Default week: the last *full* ISO week present in the logs — the week of the newest log day if
+that day is a Sunday (the week's last day), otherwise the week before it. Week boundaries are
+local midnight on Mondays in `--tz` (default: this machine's zone), like legacy timestamps.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from analyzer.core.errors import DslogsError, UsageError
+from analyzer.render.diff_md import fmt_change_pct, fmt_value, md_finding_changes, md_text
+
+REGRESSION_PCT = 20.0
+WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
+NAME_DATE_RE = re.compile(r"_(\d{8})(?:\.\d+)?\.jsonl")
+LOG_GLOBS = ("*.jsonl", "*.jsonl.*")
+
+# metric key in the model's `requests`, label, unit, True when a rise is bad
+REQUEST_METRICS = [
+    ("ttft_ms", "TTFT", "ms", True),
+    ("tpot_ms", "TPOT", "ms", True),
+    ("e2e_ms", "end-to-end", "ms", True),
+    ("ttfa_ms", "TTFA", "ms", True),
+    ("tokens_per_s", "tokens/s", "tok/s", False),
+]
+
+
+# -- weeks ----------------------------------------------------------------------------------
+
+
+def parse_week(text: str) -> tuple[int, int]:
+    m = WEEK_RE.match(text.strip())
+    if not m:
+        raise UsageError(f"--week {text!r}: expected an ISO week like 2026-W48")
+    year, week = int(m.group(1)), int(m.group(2))
+    try:
+        monday = date.fromisocalendar(year, week, 1)
+    except ValueError:
+        raise UsageError(f"--week {text!r}: {year} has no ISO week {week}") from None
+    try:
+        # the week before (compared against) and the week's end must exist too, with a day of
+        # margin for any zone
+        monday - timedelta(days=8)
+        monday + timedelta(days=8)
+    except OverflowError:
+        raise UsageError(f"--week {text!r}: out of range (weeks of years 1 to 9999, not the first or last)") from None
+    return year, week
+
+
+def week_label(year: int, week: int) -> str:
+    return f"{year}-W{week:02d}"
+
+
+def previous_week(year: int, week: int) -> tuple[int, int]:
+    iso = (date.fromisocalendar(year, week, 1) - timedelta(days=7)).isocalendar()
+    return iso[0], iso[1]
+
+
+def week_bounds(year: int, week: int, tz) -> tuple[datetime, datetime]:
+    monday = date.fromisocalendar(year, week, 1)
+    start = datetime.combine(monday, time(0), tzinfo=tz)
+    end = datetime.combine(monday + timedelta(days=7), time(0), tzinfo=tz)
+    return start, end
+
+
+def default_week(last_day: date) -> tuple[int, int]:
+    """The last full ISO week: the newest day's own week only if that day is its Sunday."""
+    year, week, weekday = last_day.isocalendar()
+    if weekday == 7:
+        return year, week
+    return previous_week(year, week)
+
+
+def resolve_tz(tz: str | None):
+    if not tz:
+        return datetime.now().astimezone().tzinfo
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"--tz {tz!r}: unknown time zone") from None
+
+
+def _log_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for pattern in LOG_GLOBS:
+                files += [f for f in p.rglob(pattern) if f.is_file()]
+        elif p.is_file():
+            files.append(p)
+        else:
+            files += [Path(f) for f in glob.glob(raw, recursive=True) if Path(f).is_file()]
+    return files
+
+
+def newest_log_day(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> date:
+    """The newest day in the logs: from file-name dates when every file has one (cheap, no
+    reading), else the newest event timestamp (compacted datasets, URLs, unnamed files)."""
+    files = _log_files(paths)
+    days = []
+    for f in files:
+        m = NAME_DATE_RE.search(f.name)
+        if m:
+            days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
+    if files and len(days) == len(files):
+        return max(days)
+    from analyzer.model.report import analyze_logs
+
+    model = analyze_logs(paths, tz=tz, engine=engine, master=master)
+    last = (model.get("window") or {}).get("last_event")
+    if not last:
+        raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
+    stamp = datetime.fromisoformat(str(last).replace("Z", "+00:00"))
+    return stamp.astimezone(resolve_tz(tz)).date() if stamp.tzinfo else stamp.date()
+
+
+# -- comparing two report models ---------------------------------------------------------
+
+
+def change_pct(now, before) -> float | None:
+    if now is None or before is None or before == 0:
+        return None
+    return round((float(now) - float(before)) / abs(float(before)) * 100.0, 1)
+
+
+def _verdict(pct: float | None, rise_is_bad: bool = True, limit: float = REGRESSION_PCT) -> str:
+    if pct is None:
+        return "n/a"
+    worse = pct > limit if rise_is_bad else pct < -limit
+    better = pct < -limit if rise_is_bad else pct > limit
+    return "regression" if worse else "improved" if better else "steady"
+
+
+def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> dict:
+    ingest = model.get("ingest") or {}
+    requests = model.get("requests") or {}
+    sessions = model.get("sessions") or []
+    window = model.get("window") or {}
+    affected = {s for f in model.get("findings") or [] for s in f.get("session_ids") or []}
+    affected |= {s.get("session_id") for s in sessions if s.get("findings")}
+    count = requests.get("count")
+    errors = requests.get("errors")
+    return {
+        "week": label, "since": start.isoformat(), "until": end.isoformat(),
+        "first_day": start.date().isoformat(), "last_day": (end - timedelta(days=1)).date().isoformat(),
+        "first_event": window.get("first_event"), "last_event": window.get("last_event"),
+        "has_data": bool(ingest.get("events")),
+        "files": ingest.get("files", 0), "events": ingest.get("events", 0), "bad_lines": ingest.get("bad_lines", 0),
+        "hosts": [h.get("host") for h in model.get("hosts") or []],
+        "requests": count or 0, "errors": errors or 0,
+        "error_rate": round(errors / count, 4) if count and errors is not None else None,
+        "goodput": requests.get("goodput"),
+        "sessions": len(sessions), "sessions_affected": len(affected),
+        "findings": {sev: sum(1 for f in model.get("findings") or [] if f.get("severity") == sev)
+                     for sev in ("critical", "warning", "info")},
+    }
+
+
+def _weekly_rows(rows: list[dict], kind: str) -> list[dict]:
+    """The diff's metric rows in the weekly shape (p50/p95, `_prev` for last week)."""
+    out = []
+    for r in rows:
+        if kind == "stage":
+            row = {"stage": r["label"], "count": r.get("count_after"), "count_prev": r.get("count_before")}
+        else:
+            row = {"metric": r["metric"], "label": r["label"], "unit": r["unit"]}
+        for q in ("p50", "p95"):
+            c = r.get(q) or {}
+            now_key = f"{q}_ms" if kind == "stage" else q
+            row[now_key] = c.get("after")
+            row[f"{now_key}_prev"] = c.get("before")
+            row[f"{q}_change_pct"] = c.get("change_pct")
+            row[f"{q}_verdict"] = c.get("verdict", "n/a")
+        row["regression"] = "regression" in (row["p50_verdict"], row["p95_verdict"])
+        out.append(row)
+    return out
+
+
+def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: float = REGRESSION_PCT) -> dict:
+    """The weekly model: `this` week's report model against `prev` (the week before).
+
+    A case of `dslogs diff` (analyzer/model/diff.py): the two weeks' models are diffed as saved
+    reports, so a `--previous` model and the Spark engine give the same weekly report as
+    analysing both weeks with DuckDB; `dslogs diff LOGS --before … --after …` adds significance
+    and the request mix."""
+    from analyzer.model.diff import Side, diff_sides
+
+    pweek = previous_week(*week)
+    this_start, this_end = week_bounds(*week, tz)
+    prev_start, prev_end = week_bounds(*pweek, tz)
+    d = diff_sides(Side(week_label(*pweek), prev or {}, "report"), Side(week_label(*week), this or {}, "report"), limit)
+    stages = _weekly_rows(d["stages"], "stage")
+    metrics = _weekly_rows(d["request_metrics"], "request")
+
+    this_sum = _week_summary(this, week_label(*week), this_start, this_end)
+    prev_sum = _week_summary(prev, week_label(*pweek), prev_start, prev_end)
+    traffic = []
+    for key, label, rise_is_bad in (("requests", "requests", None), ("errors", "errors", True),
+                                    ("error_rate", "error rate", True), ("goodput", "goodput", False),
+                                    ("sessions", "sessions", None), ("sessions_affected", "sessions affected", True),
+                                    ("events", "events", None), ("bad_lines", "damaged lines", True)):
+        pct = change_pct(this_sum[key], prev_sum[key])
+        traffic.append({"key": key, "label": label, "this": this_sum[key], "previous": prev_sum[key],
+                        "change_pct": pct,
+                        "verdict": "n/a" if rise_is_bad is None else _verdict(pct, rise_is_bad, limit)})
+    return {
+        "schema": "dslogs.weekly/1",
+        "generated_at": this.get("generated_at") or datetime.now().astimezone().isoformat(timespec="seconds"),
+        "dslogs_version": this.get("dslogs_version") or prev.get("dslogs_version") or "",
+        "week": week_label(*week),
+        "previous_week": week_label(*pweek),
+        "tz": str(tz),
+        "regression_threshold_pct": limit,
+        "this": this_sum,
+        "previous": prev_sum,
+        "traffic": traffic,
+        "stages": stages,
+        "request_metrics": metrics,
+        "regressions": sum(r["regression"] for r in stages) + sum(r["regression"] for r in metrics),
+        "findings": d["findings"],
+        "summary": d["summary"],
+        "memory": d["memory"],
+        "notes": [],
+        "errors": {"this": this.get("errors") or [], "previous": prev.get("errors") or []},
+    }
+
+
+def log_days(paths: list[str]) -> list[date] | None:
+    """Days named in the log files (`ds15b_YYYYMMDD…`); None when some file has no date in its name."""
+    files = _log_files(paths)
+    days = []
+    for f in files:
+        m = NAME_DATE_RE.search(f.name)
+        if not m:
+            return None
+        days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
+    return days
+
+
+def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> list[str]:
+    """ISO weeks that hold logs: from file-name days, else the weeks the events span."""
+    days = log_days(paths)
+    if days is None:
+        from analyzer.model.report import analyze_logs
+
+        window = analyze_logs(paths, tz=tz, engine=engine, master=master).get("window") or {}
+        first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+        if first is None or last is None:
+            return []
+        zone = resolve_tz(tz)
+        d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
+        days = []
+        while d <= end:
+            days.append(d)
+            d += timedelta(days=7)
+        days.append(end)
+    return sorted({week_label(*d.isocalendar()[:2]) for d in days})
+
+
+def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
+                 thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True,
+                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None) -> dict:
+    """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
+
+    ``previous``: last week's report model saved by ``analyze --format json``, used instead of
+    analysing that week again (on a fleet that halves the weekly job).
+
+    An empty week says which weeks hold logs; when the default (last full) week is empty, the
+    newest day's own week so far is shown instead (fresh logs, started this week)."""
+    from analyzer.model.report import analyze_logs
+
+    zone = resolve_tz(tz)
+    last_day = None if week else newest_log_day(paths, tz, engine, master)
+    target = parse_week(week) if week else default_week(last_day)
+    prev_start, prev_end = week_bounds(*previous_week(*target), zone)
+    # A bad --previous fails before any (possibly cluster-sized) analysis runs.
+    prev = load_previous_model(previous, prev_start, prev_end) if previous is not None else None
+
+    def analyze(start: datetime, end: datetime) -> dict:
+        return analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
+                            thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
+                            engine=engine, master=master)  # fmt: skip
+
+    notes: list[str] = []
+    this = analyze(*week_bounds(*target, zone))
+    so_far = None
+    if not (this.get("ingest") or {}).get("events"):
+        have = weeks_with_data(paths, tz, engine, master)
+        own = tuple(last_day.isocalendar()[:2]) if last_day else None
+        if own and own != target and week_label(*own) in have:
+            notes.append(f"{week_label(*target)}, the last full week, has no logs; showing {week_label(*own)} so far "
+                         f"({date.fromisocalendar(*own, 1)} – {last_day}). Weeks with logs: {', '.join(have)}.")  # fmt: skip
+            target, so_far = own, last_day
+            prev_start, prev_end = week_bounds(*previous_week(*target), zone)
+            if previous is not None:
+                prev = load_previous_model(previous, prev_start, prev_end)
+            this = analyze(*week_bounds(*target, zone))
+        else:
+            notes.append(f"No logs in {week_label(*target)}. Weeks with logs: {', '.join(have) or 'none'}; "
+                         "pick one with --week.")
+    if prev is None:
+        try:
+            prev = analyze(prev_start, prev_end)
+        except DslogsError:
+            prev = {}  # nothing logged the week before: every finding is new
+    model = compare_models(this, prev, target, zone)
+    model["notes"] = notes
+    if so_far is not None:
+        model["this"]["so_far"] = so_far.isoformat()
+    return model
+
+
+def _stamp(text) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else None
+
+
+def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
+    """A saved report model standing for the week [start, end): it must be a dslogs report whose
+    events all lie in that week (a model of another week would make every number a false
+    regression)."""
+    import json
+
+    from analyzer.model.report import SCHEMA
+
+    try:
+        model = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--previous {path}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--previous {path}: not JSON ({exc})") from None
+    if not isinstance(model, dict) or model.get("schema") != SCHEMA:
+        raise UsageError(f"--previous {path}: not a dslogs report model (schema {SCHEMA}); "
+                         "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
+    window = model.get("window") or {}
+    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    if first is not None and last is not None and (first < start or last >= end):
+        raise UsageError(f"--previous {path}: its events run {window['first_event']} – {window['last_event']}, "
+                         f"not inside the previous week {start.date()} – {(end - timedelta(days=1)).date()}")  # fmt: skip
+    return model
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def render_markdown_weekly(model: dict) -> str:
+    t, p = model["this"], model["previous"]
+    lim = model.get("regression_threshold_pct", REGRESSION_PCT)
+    out = [f"# dslogs weekly report {model['week']}", "",
+           f"{model['week']} ({t['first_day']} – {t['last_day']}) against {model['previous_week']} "
+           f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
+           f"Regression: a rise of more than {lim:g} %.", ""]
+    for note in model.get("notes") or []:
+        out += [f"> {md_text(note)}", ""]
+    if not p["has_data"]:
+        out += [f"> No logs for {model['previous_week']}: nothing to compare, every finding counts as new.", ""]
+    if model.get("summary"):
+        out += ["## What changed", ""] + [f"- {md_text(line)}" for line in model["summary"]] + [""]
+    out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
+    for r in model["traffic"]:
+        flag = " **regression**" if r["verdict"] == "regression" else ""
+        this_v = f"{r['this'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["this"] is not None else fmt_value(r["this"])
+        prev_v = f"{r['previous'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["previous"] is not None else fmt_value(r["previous"])
+        out.append(f"| {r['label']} | {this_v} | {prev_v} | {fmt_change_pct(r['change_pct'])}{flag} |")
+    out += ["", f"## Stage latency ({model['regressions']} regressions)", "",
+            "| stage | p50 ms | prev | change | p95 ms | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in model["stages"]:
+        cells = []
+        for q in ("p50", "p95"):
+            mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
+            cells += [fmt_value(r[f"{q}_ms"]), fmt_value(r[f"{q}_ms_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
+        out.append(f"| {'**' + str(r['stage']) + '**' if r['regression'] else r['stage']} | " + " | ".join(cells) + " |")
+    if model["request_metrics"]:
+        out += ["", "## Requests", "", "| metric | p50 | prev | change | p95 | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in model["request_metrics"]:
+            cells = []
+            for q in ("p50", "p95"):
+                mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
+                cells += [fmt_value(r[q]), fmt_value(r[f"{q}_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
+            out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
+    out += md_finding_changes(model["findings"], with_fix=True)
+    return "\n".join(out) + "\n"
+
+
+def weekly_chart_svg(model: dict) -> str | None:
+    """Static dumbbell SVG of p95 per stage, last week → this week (no JavaScript needed)."""
+    import altair as alt
+
+    from analyzer.core.textsafe import visible
+    from analyzer.render.charts import specs as charts
+    from analyzer.render.html import chart_svg, stable_svg_ids
+
+    # stage names come from the logs: vl-convert aborts on control characters (textsafe)
+    rows = [{"stage": visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+             "change": "regression" if r["p95_verdict"] == "regression" else
+                       "improved" if r["p95_verdict"] == "improved" else "steady"}
+            for r in model["stages"][:12]
+            if (r.get("p95_ms") or 0) > 0 and (r.get("p95_ms_prev") or 0) > 0]
+    if not rows:
+        return None
+    order = [r["stage"] for r in rows]
+    base = alt.Chart(alt.Data(values=rows)).encode(y=alt.Y("stage:N", title=None, sort=order))
+    x = alt.X("prev:Q", title="p95 ms (log scale)", scale=alt.Scale(type="log", nice=False, padding=12))
+    change_color = alt.Color("change:N", title="p95 change", scale=alt.Scale(
+        domain=["regression", "steady", "improved"], range=["#b42318", "#98a2b3", "#067647"]),
+        legend=alt.Legend(orient="top"))
+    chart = alt.layer(
+        base.mark_rule(strokeWidth=3, opacity=0.6).encode(x=x, x2="this:Q", color=change_color),
+        base.mark_point(filled=True, size=60, color="#98a2b3").encode(x=x),
+        base.mark_point(filled=True, size=80).encode(x=alt.X("this:Q"), color=change_color),
+    ).properties(width=620, height=alt.Step(24))
+    sub = f"grey dot {model['previous_week']}, coloured dot {model['week']}"
+    spec = chart.properties(title=alt.TitleParams(text="p95 per stage", subtitle=sub)).to_dict()
+    spec["config"] = charts.CONFIG
+    svg = chart_svg(spec)
+    return stable_svg_ids(svg, "svg-weekly") if svg else None
+
+
+def render_html_weekly(model: dict) -> str:
+    from markupsafe import Markup
+
+    from analyzer.render.html import render_page
+
+    svg = weekly_chart_svg(model)
+    ctx = {"w": model, "generated_at": model.get("generated_at", ""), "version": model.get("dslogs_version", ""),
+           "chart_svg": Markup(svg) if svg else None}
+    return render_page("weekly.html", ctx, with_charts=False)
+
+
+def render_weekly(model: dict, fmt: str) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(model, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "md":
+        return render_markdown_weekly(model)
+    if fmt == "html":
+        return render_html_weekly(model)
+    raise UsageError(f"--format {fmt!r}: expected html, json or md")

@@ -1,0 +1,91 @@
+"""Diagnosis rules (DESIGN.md §6): one function per rule id, over the metric tables only.
+
+Each rule function takes ``(metrics, ingest, thresholds)`` and returns a ``RuleOutcome``:
+``status`` is ``fired``, ``pass`` or ``no_data`` (its inputs are missing, e.g. legacy logs have
+no prefill, params or samplers: never reported as a pass), with the findings it fired.
+
+A finding (docs/internals.md "Report model") says what is wrong, where (session ids or hosts),
+by how much (value against threshold, with unit), what to do (the seed's fix, in English, with
+its section) and where the report shows it (evidence section / chart / details). Session-scoped
+rules give one finding per rule listing every affected session, so a healthy session never
+appears in one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+
+from analyzer.rules.registry import (
+    RULE_SPECS,
+    SEVERITY_RANK,
+    HostsLeftOut,
+    cpu_only_hosts,
+    scan_together,
+)
+
+# One module per area; importing one registers its rules. Rules are evaluated, and findings and
+# the model's rule rows listed, in registration order: this order.
+AREAS = ("memory", "decode", "params", "latency", "hosts", "collector")
+for _area in AREAS:
+    import_module(f"{__name__}.{_area}")
+
+# Derived from the registrations above (@rule), in registration order = DESIGN.md §6 order.
+RULES: dict[str, Callable] = {rid: spec.fn for rid, spec in RULE_SPECS.items()}
+RULE_IDS: tuple[str, ...] = tuple(RULE_SPECS)
+# rule id -> (default severity, seed source, fix)
+RULE_INFO: dict[str, tuple[str, str, str]] = {rid: (s.severity, s.source, s.fix) for rid, s in RULE_SPECS.items()}
+# Rules that judge the GPU: hosts without one (cpu_only_hosts) get no verdict from them (issue 12).
+GPU_RULES: tuple[str, ...] = tuple(rid for rid, spec in RULE_SPECS.items() if spec.gpu)
+# The tables GPU rules read lose the rows of CPU-only hosts; host_devices, which says which hosts
+# those are, stays whole.
+_GPU_TABLES = tuple(dict.fromkeys(t for s in RULE_SPECS.values() if s.gpu for t in s.inputs if t != "host_devices"))
+
+
+def without_cpu_hosts(m: dict) -> dict:
+    """The metric tables with the rows of CPU-only hosts left out of the GPU tables."""
+    cpu = cpu_only_hosts(m)
+    if not cpu:
+        return m
+    out = dict(m)
+    for name in _GPU_TABLES:
+        out[name] = HostsLeftOut(m.get(name, []), cpu)
+    return out
+
+
+def evaluate_rules(
+    metrics: dict, ingest: dict, thresholds: dict, leak: dict | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Run every rule: (findings sorted by severity then rule order, one status row per rule).
+    ``leak``: memory_leak_verdicts(metrics, thresholds) when the caller has them (the report's
+    checklist reads them too), so they are computed once."""
+    findings: list[dict] = []
+    statuses: list[dict] = []
+    cpu_hosts = cpu_only_hosts(metrics)
+    cpu = sorted(h or "the unnamed host" for h in cpu_hosts)
+    gpu_metrics = without_cpu_hosts(metrics)
+    # each per-session table that several rules filter, read once for all of them
+    scans = scan_together(metrics, thresholds, RULES, cpu_hosts)
+    for rule_id, fn in RULES.items():
+        extra = (leak,) if rule_id == "memory_leak" and leak is not None else ()
+        if rule_id in scans:
+            extra = (scans.pop(rule_id),)
+        outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds, *extra)
+        if cpu and rule_id in GPU_RULES and outcome.status == "no_data" and rule_id != "memory_leak":
+            outcome.reason += f"; no GPU on {', '.join(cpu[:5])} (device cpu): no GPU verdict"
+        status = "fired" if outcome.findings else outcome.status
+        if status == "fired" and not outcome.findings:
+            status = "pass"
+        statuses.append({
+            "rule": rule_id,
+            "status": status,
+            "reason": outcome.reason,
+            "severity": max((f["severity"] for f in outcome.findings), key=lambda s: -SEVERITY_RANK[s])
+            if outcome.findings else RULE_INFO[rule_id][0],
+            "findings": len(outcome.findings),
+            "source": RULE_INFO[rule_id][1],
+        })
+        findings.extend(outcome.findings)
+    order = {r: i for i, r in enumerate(RULE_IDS)}
+    findings.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], order[f["rule"]]))
+    return findings, statuses

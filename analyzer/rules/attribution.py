@@ -1,0 +1,405 @@
+"""Memory attribution: which requests (and so sessions) kept the memory a process gained.
+
+attribute_deltas solves each process's memory deltas over requests that overlapped in time;
+memory_leak_verdicts turns the solution into per-session and per-process verdicts."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
+    """session -> (memory its requests keep per request, requests) from per-request deltas.
+
+    torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
+    of the other requests of its process that ended while it ran (``ended_during``). Model each
+    delta as the sum of those requests' per-session leak rates, plus the working memory (KV cache,
+    activations) of requests that started during it and still run (+) or ran at its start and
+    ended during it (-), one mean size per process (``transient_coef``), and fit all by least
+    squares (coordinate descent: each sweep sets one unknown to its exact minimiser given the
+    others).
+
+    ``rows`` is read once. The equations are held by unknown, as plain lists indexed by number
+    (each unknown's equations and its coefficient in each, every equation's delta and current
+    prediction), not a dict of coefficients per request keyed by session id: the same floating
+    operations in the same order as that layout (the same rates, bit for bit; tests/test_rules_cost.py
+    keeps it as the reference), a fraction of its memory and about half its time.
+    """
+    number: dict = {}  # unknown (session id, or ("transient", host, pid)) -> its index
+    eqs_of: list[list[int]] = []  # unknown -> its equations, in order
+    coefs_of: list[list[int] | None] = []  # unknown -> its coefficient in each (None: all 1)
+    deltas: list[float] = []  # equation -> the request's delta
+    own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
+    for r in rows:
+        delta = r.get(key)
+        sid = r.get("session_id")
+        if delta is None or sid is None:
+            continue
+        k = len(deltas)
+        deltas.append(float(delta))
+        own[sid] = own.get(sid, 0) + 1
+        coef = {sid: 1}
+        for other in r.get("ended_during") or []:
+            coef[other] = coef.get(other, 0) + 1
+        if r.get("transient_coef"):
+            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        for u, c in coef.items():
+            j = number.get(u)
+            if j is None:
+                j = number[u] = len(eqs_of)
+                eqs_of.append([])
+                coefs_of.append([])
+            eqs_of[j].append(k)
+            coefs_of[j].append(c)
+    # sum of c * c per unknown, added in its equations' order as each sweep did
+    dens = []
+    for j, cs in enumerate(coefs_of):
+        den = 0.0
+        for c in cs:
+            den += c * c
+        dens.append(den)
+        if all(c == 1 for c in cs):
+            coefs_of[j] = None  # 1 in every equation (most sessions): 1 * x is x, exactly
+    rate = [0.0] * len(eqs_of)
+    pred = [0.0] * len(deltas)
+    for _ in range(sweeps):
+        moved = 0.0
+        for j, ks in enumerate(eqs_of):
+            cs = coefs_of[j]
+            old = rate[j]
+            num = 0.0
+            if cs is None:
+                for k in ks:
+                    num += deltas[k] - (pred[k] - old)
+            else:
+                for k, c in zip(ks, cs, strict=True):
+                    num += c * (deltas[k] - (pred[k] - c * old))
+            den = dens[j]
+            new = num / den if den else 0.0
+            step = new - old
+            if step:
+                if cs is None:
+                    for k in ks:
+                        pred[k] += step
+                else:
+                    for k, c in zip(ks, cs, strict=True):
+                        pred[k] += c * step
+                rate[j] = new
+                moved = max(moved, abs(step))
+        if moved < 0.01:
+            break
+    return {sid: (rate[number[sid]], n) for sid, n in own.items()}
+
+
+def _process_key(r: dict) -> tuple:
+    return (r.get("host"), r.get("pid"))
+
+
+def _proc_name(key: tuple) -> str:
+    host, pid = key
+    return f"{host or 'the unnamed host'}/{pid}" if pid is not None else (host or "the unnamed host")
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return bool(a.get("first_ts") and b.get("first_ts") and a["first_ts"] <= b["last_ts"] and b["first_ts"] <= a["last_ts"])
+
+
+class _Group:
+    """The sessions of one process that memory_leak judges by reserved_mb snapshots: the first and
+    last times of each (in table order; None or "" when untimed), and the verdicts of the flagged
+    ones with their places among them. Only a flagged session keeps a verdict: the others are two
+    times each, what counting the sessions active at once needs (issue 16 item 4)."""
+
+    __slots__ = ("firsts", "lasts", "flagged", "at")
+
+    def __init__(self):
+        self.firsts: list = []
+        self.lasts: list = []
+        self.flagged: list[_Verdict] = []
+        self.at: list[int] = []
+
+
+class _GroupOverlaps:
+    """Sessions of one process active at the same time as each flagged one (itself included), by
+    binary search over sorted first/last times: the pairwise scan was O(flagged x sessions), 20 M
+    comparisons and most of a warm run at 15 k sessions. Same answers as ``_overlap`` pairwise (a
+    group holding a session whose last time sorts before its first falls back to that scan).
+    Flagged sessions are named by their number among ``g.flagged``, sessions by their place."""
+
+    def __init__(self, g: _Group):
+        self.g = g
+        firsts, lasts = g.firsts, g.lasts
+        self.naive = any(last < first for first, last in zip(firsts, lasts, strict=True) if first)
+        self.firsts = sorted(first for first in firsts if first)
+        self.lasts = sorted(last for first, last in zip(firsts, lasts, strict=True) if first)
+        ftimed = [v for v in g.flagged if v.get("first_ts")]
+        self.ffirsts = sorted(v["first_ts"] for v in ftimed)
+        self.flasts = sorted(v["last_ts"] for v in ftimed)
+
+    def _co(self, j: int) -> list[int]:
+        """Places of the sessions that overlap the one at ``j`` (itself included): ``_overlap``."""
+        firsts, lasts = self.g.firsts, self.g.lasts
+        fj, lj = firsts[j], lasts[j]
+        return [i for i, (fi, li) in enumerate(zip(firsts, lasts, strict=True))
+                if i == j or bool(fi and fj and fi <= lj and fj <= li)]  # fmt: skip
+
+    def count(self, n: int) -> int:
+        """Sessions active at the same time as the ``n``-th flagged one."""
+        v = self.g.flagged[n]
+        if self.naive:
+            return len(self._co(self.g.at[n]))
+        if not v.get("first_ts"):
+            return 1
+        # u overlaps v iff u.first <= v.last and not u.last < v.first (u.last < v.first implies
+        # u.first <= v.last, so the second set lies inside the first).
+        return bisect.bisect_right(self.firsts, v["last_ts"]) - bisect.bisect_left(self.lasts, v["first_ts"])
+
+    def flagged_count(self, n: int) -> int:
+        v = self.g.flagged[n]
+        if self.naive:
+            flagged = set(self.g.at)
+            return sum(1 for i in self._co(self.g.at[n]) if i in flagged)
+        if not v.get("first_ts"):
+            return 1 if v["flagged"] else 0
+        return bisect.bisect_right(self.ffirsts, v["last_ts"]) - bisect.bisect_left(self.flasts, v["first_ts"])
+
+    def active(self) -> set[int]:
+        """Places of the sessions active at the same time as some flagged one (flagged ones included)."""
+        if self.naive:
+            return {i for j in self.g.at for i in self._co(j)}
+        # Flagged intervals merged into disjoint closed blocks; a session meets the union iff it
+        # meets a block (each block is one unbroken span: its parts chain by overlaps). A timed
+        # flagged session meets its own block; an untimed one is there as itself.
+        out = {i for v, i in zip(self.g.flagged, self.g.at, strict=True) if not v.get("first_ts")}
+        blocks: list[list[str]] = []
+        for v in sorted((v for v in self.g.flagged if v.get("first_ts")), key=lambda v: v["first_ts"]):
+            if blocks and v["first_ts"] <= blocks[-1][1]:
+                blocks[-1][1] = max(blocks[-1][1], v["last_ts"])
+            else:
+                blocks.append([v["first_ts"], v["last_ts"]])
+        starts = [b[0] for b in blocks]
+        for place, (first, last) in enumerate(zip(self.g.firsts, self.g.lasts, strict=True)):
+            if not first:
+                continue
+            # the last block starting at or before u's end is the only one that can reach u
+            i = bisect.bisect_right(starts, last) - 1
+            if i >= 0 and blocks[i][1] >= first:
+                out.add(place)
+        return out
+
+
+class _Overlaps(_GroupOverlaps):
+    """``_GroupOverlaps`` over a group given as verdicts (``first_ts``, ``last_ts``, ``flagged``,
+    ``session_id``) and its flagged ones, each asked about by itself."""
+
+    def __init__(self, group: list[dict], flagged: list[dict]):
+        g = _Group()
+        g.firsts = [u.get("first_ts") for u in group]
+        g.lasts = [u.get("last_ts") for u in group]
+        place = {id(u): i for i, u in enumerate(group)}
+        g.flagged, g.at = list(flagged), [place[id(v)] for v in flagged]
+        super().__init__(g)
+        self.group, self._number = group, {id(v): n for n, v in enumerate(flagged)}
+
+    def count(self, v: dict) -> int:
+        return super().count(self._number[id(v)])
+
+    def flagged_count(self, v: dict) -> int:
+        return super().flagged_count(self._number[id(v)])
+
+    def active_ids(self) -> set:
+        """Ids of the sessions active at the same time as some flagged one (flagged ones included)."""
+        return {self.group[i]["session_id"] for i in self.active()}
+
+
+class _Verdict:
+    """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
+    ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
+    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory (issue 16 item 4)."""
+
+    __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
+                 "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
+                 "first_ts", "last_ts", "flagged", "process_scoped")  # fmt: skip
+
+    def __init__(self, **values):
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default)
+
+    def __getitem__(self, key: str):
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __setitem__(self, key: str, value) -> None:
+        setattr(self, key, value)
+
+    def update(self, **values) -> None:
+        for k, v in values.items():
+            setattr(self, k, v)
+
+
+class SessionVerdicts:
+    """memory_leak's verdicts on the sessions of a window: ``len`` is how many sessions it judged;
+    only the flagged ones (and those a process-scoped finding took over, ``process_scoped``) keep
+    a ``_Verdict``, which ``values()``, ``[sid]`` and ``get`` read; ``max_rise`` is the largest
+    movement of any session (the checklist's reserved_band value). A healthy session is a count
+    and a running maximum, not an object: 436 k sessions at 20 M events (issue 16 item 4)."""
+
+    __slots__ = ("kept", "checked", "max_rise")
+
+    def __init__(self):
+        self.kept: dict[str, _Verdict] = {}
+        self.checked = 0
+        self.max_rise: float | None = None
+
+    def judged(self, rise: float) -> None:
+        """One more session judged, of movement ``rise`` (max() over them in this order)."""
+        if self.checked == 0 or rise > self.max_rise:
+            self.max_rise = rise
+        self.checked += 1
+
+    def __len__(self) -> int:
+        return self.checked
+
+    def values(self):
+        return self.kept.values()
+
+    def __getitem__(self, sid: str) -> _Verdict:
+        return self.kept[sid]
+
+    def get(self, sid: str, default=None):
+        return self.kept.get(sid, default)
+
+    def __contains__(self, sid) -> bool:
+        return sid in self.kept
+
+
+def largest_rise(sessions) -> float | None:
+    """The largest movement among memory_leak's verdicts (SessionVerdicts, or a dict of verdicts)."""
+    if isinstance(sessions, SessionVerdicts):
+        return sessions.max_rise
+    return max((v["rise_mb"] for v in sessions.values()), default=None)
+
+
+def memory_leak_verdicts(m: dict, t: dict) -> dict:
+    """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
+    the checklist's reserved_band row so that they agree on every session.
+
+    Sessions whose requests carry before/after deltas: the memory their own requests keep
+    (``attribute_deltas``), times their requests. Others (older logs, the seed format): the turn
+    check of 003 §5.3, reserved_mb at the last turn minus the first, whatever the time between
+    turns. A session flags when that exceeds rise_mb. Snapshot verdicts that would name most of the
+    sessions active at the same time in one process become that process's finding; so does growth
+    of a process's reserved memory that flagged sessions do not explain.
+
+    ``{"sessions": SessionVerdicts, "processes": [finding details]}``: the flagged sessions' verdicts,
+    the count and the largest movement of all.
+    """
+    th = t["memory_leak"]
+    min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
+    cpu = cpu_only_hosts(m)
+    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
+    rates = attribute_deltas(deltas, "gpu_delta_mb")
+    sessions = SessionVerdicts()
+    kept = sessions.kept
+    for sid, (rate, n) in rates.items():
+        if n < min_samples:
+            continue
+        rise = rate * n
+        sessions.judged(rise)
+        if rate > leak_th and rise > rise_th:
+            kept[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
+                                 rise_mb=rise, flagged=True)
+    # the flagged sessions' host and pid from their last row (one more pass only if there are some)
+    if kept:
+        for r in deltas:
+            v = kept.get(r["session_id"])
+            if v is not None:
+                v.update(host=r.get("host"), pid=r.get("pid"))
+    by_delta = list(kept.values())
+    # read once as a stream (the table may hold 400 k+ sessions, issue 16 item 4); a session judged
+    # by its snapshots keeps its two times in its process's group, a verdict only when flagged
+    by_proc: dict[tuple, _Group] = {}
+    for r in m.get("memory_per_session", []):
+        if (r.get("host") in cpu or r["session_id"] in rates or (r.get("samples") or 0) < min_samples
+                or r.get("reserved_first_mb") is None):
+            continue
+        rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
+        sessions.judged(rise)
+        pkey = (r.get("host"), r.get("pid"))
+        g = by_proc.get(pkey)
+        if g is None:
+            g = by_proc[pkey] = _Group()
+        first, last = r.get("first_ts"), r.get("last_ts")
+        if rise > rise_th:
+            sid = r["session_id"]
+            v = kept[sid] = _Verdict(
+                session_id=sid, host=r.get("host"), pid=r.get("pid"), basis="reserved_mb over turns",
+                rise_mb=rise, reserved_first_mb=r["reserved_first_mb"], reserved_last_mb=r.get("reserved_last_mb"),
+                reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min"), samples=r.get("samples"),
+                minutes=r.get("minutes"), first_ts=first, last_ts=last, flagged=True,
+            )
+            g.flagged.append(v)
+            g.at.append(len(g.firsts))
+        g.firsts.append(first)
+        g.lasts.append(last)
+    processes: list[dict] = []
+    # Snapshot verdicts in one process: most of the sessions active at once flagged -> the process.
+    for key, g in by_proc.items():
+        flagged = g.flagged
+        if len(flagged) < 3:
+            continue  # fewer than 3 crowded ones, whatever the overlaps
+        # For each flagged session, the sessions of its process active at the same time (itself
+        # included) and the share of them flagged: near 1 when per-process reserved rose under all.
+        co = _GroupOverlaps(g)
+        counts = [co.count(n) for n in range(len(flagged))]
+        crowded = [n for n, c in enumerate(counts) if c >= 3]
+        if len(crowded) < 3:
+            continue
+        shares = sorted(co.flagged_count(n) / counts[n] for n in crowded)
+        if shares[len(shares) // 2] > th["most_sessions_share"]:
+            for v in flagged:
+                v["flagged"] = False
+                v["process_scoped"] = True
+            active = len(co.active())
+            first = min(flagged, key=lambda v: v.get("first_ts") or "")
+            last = max(flagged, key=lambda v: v.get("last_ts") or "")
+            processes.append({"host": key[0], "pid": key[1], "sessions": active, "flagged_sessions": len(flagged),
+                              "rise_mb": max(v["rise_mb"] for v in flagged), "first_ts": first.get("first_ts"),
+                              "last_ts": last.get("last_ts"), "basis": "reserved_mb snapshots"})
+    del by_proc
+    # Delta-measured processes: reserved growth that flagged sessions do not explain.
+    explained: dict[tuple, float] = {}
+    for v in by_delta:
+        explained[_process_key(v)] = explained.get(_process_key(v), 0.0) + v["rise_mb"]
+    for p in m.get("memory_per_process", []):
+        if p.get("host") in cpu or p.get("reserved_settled_mb") is None or p.get("reserved_last_mb") is None:
+            continue
+        # From the end of the first quarter of its requests: the caching allocator's reserved
+        # high-water steps up under the first peak of load once per process, not a leak.
+        rise = p["reserved_last_mb"] - p["reserved_settled_mb"]
+        rest = rise - explained.get(_process_key(p), 0.0)
+        # and keeps growing in both halves of what follows: one more high-water step under a new
+        # peak of load is the allocator caching, a leak goes on
+        mid = p.get("reserved_mid_mb")
+        growing = mid is not None and min(mid - p["reserved_settled_mb"], p["reserved_last_mb"] - mid) > th["rise_mb"] / 2
+        if growing and rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
+            processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
+                              "inflight_max": p.get("inflight_max"),
+                              "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),
+                              "settled_rise_mb": rise, "unexplained_mb": rest,
+                              "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
+                              "basis": "request before/after"})
+    return {"sessions": sessions, "processes": processes}
+
+

@@ -1,0 +1,296 @@
+"""The rule framework: @rule registration, findings, outcomes, per-session scans."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from analyzer.core.thresholds import DEFAULTS
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+MAX_FINDING_SESSIONS = 200  # ids listed in one finding; session_count has the full number
+MAX_DETAIL_ROWS = 50
+
+# -- the registry ------------------------------------------------------------------------------
+# Each rule is registered once, by the @rule decorator on its function: what it is (id, default
+# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql, and its
+# threshold table thresholds.DEFAULTS[id]) and where its findings point (report sections and
+# chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
+# checks the declarations against what the rules really read and emit, the chart and section
+# registries (charts.CHARTS, render_html.SECTIONS) and docs/rules.md. The order of registration
+# is DESIGN.md §6's order (findings and the model's rule rows follow it).
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    fn: Callable
+    severity: str  # default; a finding may raise it (slow_format above its critical threshold)
+    source: str  # seed sections, as the finding cites them
+    fix: str  # what to do, paraphrasing the seed articles
+    inputs: tuple[str, ...]  # metric tables read (queries/<name>.sql)
+    sections: tuple[str, ...]  # report sections its findings point to (render_html.SECTIONS)
+    charts: tuple[str, ...] = ()  # chart ids its findings point to (charts.CHARTS)
+    gpu: bool = False  # judges the GPU: CPU-only hosts get no verdict from it (issue 12)
+
+
+RULE_SPECS: dict[str, RuleSpec] = {}
+
+
+def rule(
+    rule_id: str,
+    *,
+    severity: str,
+    source: str,
+    fix: str,
+    inputs: tuple[str, ...],
+    sections: tuple[str, ...],
+    charts: tuple[str, ...] = (),
+    gpu: bool = False,
+) -> Callable[[Callable], Callable]:
+    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``."""
+
+    def register(fn: Callable) -> Callable:
+        # A mistake here fails at import, not as a silently missing rule or threshold.
+        if rule_id in RULE_SPECS:
+            raise ValueError(f"rule {rule_id!r} registered twice")
+        if severity not in SEVERITIES:
+            raise ValueError(f"rule {rule_id!r}: severity {severity!r} is not one of {SEVERITIES}")
+        if rule_id not in DEFAULTS:
+            raise ValueError(f"rule {rule_id!r} has no threshold table in analyzer/core/thresholds.py")
+        if not sections:
+            raise ValueError(f"rule {rule_id!r} names no report section for its findings")
+        RULE_SPECS[rule_id] = RuleSpec(rule_id, fn, severity, source, fix, tuple(inputs), tuple(sections),
+                                       tuple(charts), gpu)  # fmt: skip
+        return fn
+
+    return register
+
+
+@dataclass
+class RuleOutcome:
+    rule: str
+    status: str  # fired | pass | no_data
+    reason: str = ""
+    findings: list[dict] = field(default_factory=list)
+
+
+def _fmt(x, digits: int = 1) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, int) or float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+# Units that count things: one of them reads in the singular ("threshold 1 OOM").
+COUNT_UNITS = frozenset({"OOMs", "beams", "events", "lines", "tokens"})
+
+
+def unit_for(value, unit: str | None) -> str:
+    """A finding's unit as it reads next to ``value``."""
+    if not unit:
+        return ""
+    return unit[:-1] if unit in COUNT_UNITS and value == 1 else unit
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def finding(
+    rule: str,
+    *,
+    scope: str,
+    value,
+    threshold,
+    unit: str,
+    message: str,
+    section: str,
+    chart: str | None = None,
+    details: dict | None = None,
+    session_ids: list[str] | None = None,
+    hosts: list[str] | None = None,
+    severity: str | None = None,
+) -> dict:
+    spec = RULE_SPECS[rule]
+    default_severity, source, fix = spec.severity, spec.source, spec.fix
+    # the first MAX_FINDING_SESSIONS in the rule's order (worst first), listed sorted by id
+    ids = list(dict.fromkeys(s for s in (session_ids or []) if s is not None))
+    return {
+        "rule": rule,
+        "severity": severity or default_severity,
+        "scope": scope,
+        "session_ids": sorted(ids[:MAX_FINDING_SESSIONS]),
+        "session_count": len(ids),
+        "hosts": sorted({h for h in (hosts or []) if h is not None}),
+        "value": value,
+        "threshold": threshold,
+        "unit": unit,
+        "message": message,
+        "fix": fix,
+        "source": source,
+        "evidence": {"section": section, "chart": chart, "details": details or {}},
+    }
+
+
+def _scan(rows: Iterable[dict], fires: Callable[[dict], bool]) -> tuple[int, list[dict]]:
+    """(rows read, the rows that fire), reading ``rows`` once: a per-session table of 400 k+
+    sessions is read as a stream and only the hits are kept (issue 16 item 4)."""
+    checked, hit = 0, []
+    for r in rows:
+        checked += 1
+        if fires(r):
+            hit.append(r)
+    return checked, hit
+
+
+# Session rules that filter one per-session table and fire on each row alone: rule id ->
+# (thresholds -> (table, has its inputs, fires)). Each rule scans its table itself (``_scanned``);
+# evaluate_rules reads such a table once for all of its rules (``scan_together``): a table kept in
+# DuckDB (rows.LazyRows, 100 k+ sessions) is converted to row dicts on every read, so three rules
+# reading generate_params_per_session cost three conversions (issue 16 items 3 and 4).
+SESSION_SCANS: dict[str, Callable[[dict], tuple[str, Callable[[dict], bool], Callable[[dict], bool]]]] = {}
+
+
+def _session_scan(rule_id: str):
+    def register(fn):
+        SESSION_SCANS[rule_id] = fn
+        return fn
+
+    return register
+
+
+def _scanned(rule_id: str, m: dict, t: dict, scanned: tuple[int, list[dict]] | None):
+    """(rows read, the rows that fire) of ``rule_id``'s scan: given by evaluate_rules, else read."""
+    table, has, fires = SESSION_SCANS[rule_id](t)
+    if scanned is None:
+        scanned = _scan((r for r in m.get(table, []) if has(r)), fires)
+    return fires, scanned
+
+
+def scan_together(m: dict, t: dict, rule_ids: Iterable[str], left_out: set | frozenset = frozenset()
+                  ) -> dict[str, tuple[int, list[dict]]]:  # fmt: skip
+    """``_scan`` of each rule of SESSION_SCANS among ``rule_ids``, each table read once for all of
+    them; a GPU rule's scan skips the rows of the hosts in ``left_out`` (as ``without_cpu_hosts``)."""
+    by_table: dict[str, list[tuple]] = {}
+    for rid in rule_ids:
+        if rid in SESSION_SCANS:
+            table, has, fires = SESSION_SCANS[rid](t)
+            by_table.setdefault(table, []).append((rid, has, fires, RULE_SPECS[rid].gpu and bool(left_out), [0], []))
+    out: dict[str, tuple[int, list[dict]]] = {}
+    for table, scans in by_table.items():
+        for r in m.get(table, []):
+            for _rid, has, fires, gpu, checked, hit in scans:
+                if gpu and r.get("host") in left_out:
+                    continue
+                if has(r):
+                    checked[0] += 1
+                    if fires(r):
+                        hit.append(r)
+        out.update({rid: (checked[0], hit) for rid, _h, _f, _g, checked, hit in scans})
+    return out
+
+
+def _session_rule(
+    rule: str,
+    rows: Iterable[dict],
+    fires: Callable[[dict], bool],
+    value_of: Callable[[dict], float],
+    *,
+    threshold,
+    unit: str,
+    describe: Callable[[int, float], str],
+    section: str,
+    chart: str | None,
+    detail_keys: tuple[str, ...],
+    no_data_reason: str,
+    scanned: tuple[int, list[dict]] | None = None,
+) -> RuleOutcome:
+    """Common shape of a session rule: evaluate every row that has the inputs, fire once.
+
+    ``rows`` is read once (a generator is fine); ``scanned`` gives ``_scan``'s result instead."""
+    checked, hit = scanned if scanned is not None else _scan(rows, fires)
+    if not checked:
+        return RuleOutcome(rule, "no_data", no_data_reason)
+    if not hit:
+        return RuleOutcome(rule, "pass", f"{_plural(checked, 'session')} checked")
+    hit.sort(key=lambda r: (-(value_of(r) or 0), r["session_id"]))
+    worst = value_of(hit[0])
+    details = {
+        "sessions": [
+            {"session_id": r["session_id"], "host": r.get("host"), **{k: r.get(k) for k in detail_keys}}
+            for r in hit[:MAX_DETAIL_ROWS]
+        ],
+        "checked_sessions": checked,
+    }
+    f = finding(
+        rule,
+        scope="session",
+        value=worst,
+        threshold=threshold,
+        unit=unit,
+        message=describe(len(hit), worst),
+        section=section,
+        chart=chart,
+        details=details,
+        session_ids=[r["session_id"] for r in hit],
+        hosts=[r.get("host") for r in hit],
+    )
+    return RuleOutcome(rule, "fired", _plural(len(hit), "session"), [f])
+
+
+def _host_findings(rule, hit, *, value_key, threshold, unit, message_of, section, chart, detail_keys, scope="host"):
+    findings = []
+    for r in hit:
+        findings.append(
+            finding(
+                rule,
+                scope=scope,
+                value=r.get(value_key),
+                threshold=threshold,
+                unit=unit,
+                message=message_of(r),
+                section=section,
+                chart=chart,
+                details={k: r.get(k) for k in detail_keys},
+                hosts=[r.get("host")],
+            )
+        )
+    return findings
+
+
+def cpu_only_hosts(m: dict) -> set:
+    """Hosts whose requests ran on a CPU device and that show nothing GPU-ish (issue 12)."""
+    return {
+        r["host"] for r in m.get("host_devices", [])
+        if (r.get("cpu_device_events") or 0) > 0 and not r.get("gpu_device_events")
+        and not r.get("gpu_samples") and not r.get("gpu_memory_readings")
+    }
+
+
+class HostsLeftOut(Sequence):
+    """A metric table read without the rows of some hosts, filtered at each read rather than
+    copied: a per-session table of 400 k+ sessions is not held twice (issue 16 item 4)."""
+
+    def __init__(self, rows: Sequence[dict], hosts: set):
+        self._rows, self._hosts = rows, hosts
+        self._n: int | None = None
+
+    def __iter__(self) -> Iterator[dict]:
+        hosts = self._hosts
+        return (r for r in self._rows if r.get("host") not in hosts)
+
+    def __len__(self) -> int:
+        if self._n is None:
+            self._n = sum(1 for _ in self)
+        return self._n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice) or index < 0:
+            return list(self)[index]
+        for i, r in enumerate(self):
+            if i == index:
+                return r
+        raise IndexError("table index out of range")
