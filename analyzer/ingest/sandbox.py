@@ -57,7 +57,10 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None:
-    """Switch the connection to the sandbox (see the module docstring); cannot be undone."""
+    """Switch the connection to the sandbox (see the module docstring); cannot be undone, and a
+    connection already locked stays as it is (a notebook runs many queries on one)."""
+    if con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+        return
     if not allow_files:
         spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
         if spill:
@@ -71,12 +74,20 @@ def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None
     con.execute("SET lock_configuration = true")
 
 
-def run_user_query(db, sql: str, allow_files: bool = False):
-    """One user statement over the opened logs, in the sandbox. Returns a QueryResult."""
-    from analyzer.ingest.logs import run_query
+def user_cursor(db, sql: str, allow_files: bool = False, params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox: its DuckDB cursor (``dslogs
+    query`` fetches rows from it, the Python API a DataFrame)."""
+    from analyzer.ingest.logs import execute
 
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     check_statement(db.con, sql, allow_files)
     lock_down(db.con, allow_files)
-    return run_query(db, sql)
+    return execute(db, sql, params)
+
+
+def run_user_query(db, sql: str, allow_files: bool = False, params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox. Returns a QueryResult."""
+    from analyzer.ingest.logs import fetch_result
+
+    return fetch_result(user_cursor(db, sql, allow_files, params))
