@@ -32,7 +32,7 @@ class Diff:
     def render(self, fmt: str = "html") -> str:
         from analyzer.render.diff_md import render_diff
 
-        return render_diff(self.model, fmt)
+        return str(render_diff(self.model, fmt))
 
     def to_json(self) -> str:
         return self.render("json")

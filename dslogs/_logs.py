@@ -126,7 +126,8 @@ class Logs:
         (``.filter(...)``, ``.aggregate(...)``, ``.df()``, ``.arrow()``)."""
         if view not in VIEWS:
             raise UsageError(f"unknown view {view!r}; valid: {', '.join(VIEWS)}")
-        return self._open().con.table(view)
+        relation: duckdb.DuckDBPyRelation = self._open().con.table(view)
+        return relation
 
     def query(self, sql: str, **params: Any) -> pd.DataFrame:
         """One SQL statement over the views, read-only (as ``dslogs query``), as a DataFrame.

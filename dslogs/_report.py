@@ -186,7 +186,7 @@ class Report:
         """The report as text: html (the self-contained page), md or json."""
         from analyzer.render.report import render_report
 
-        return render_report(self.model, fmt)
+        return str(render_report(self.model, fmt))
 
     def to_json(self) -> str:
         return self.render("json")
