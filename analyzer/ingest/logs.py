@@ -116,7 +116,10 @@ def open_logs(
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
+    # change the setting at all (its bar is then off anyway).
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
