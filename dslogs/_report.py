@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,8 +241,38 @@ def altair_chart(spec: dict[str, Any]) -> alt.TopLevelMixin:
     kinds = (("layer", "LayerChart"), ("vconcat", "VConcatChart"), ("hconcat", "HConcatChart"),
              ("concat", "ConcatChart"), ("facet", "FacetChart"), ("repeat", "RepeatChart"))
     name = next((cls for key, cls in kinds if key in spec), "Chart")
-    chart: alt.TopLevelMixin = getattr(alt_, name).from_dict(spec)
+    chart: alt.TopLevelMixin = getattr(alt_, name).from_dict(_named_selections(spec))
     return chart
+
+
+def _named_selections(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with each selection of a view inside a layer or concat moved to the top level
+    and bound to that view by name. altair lifts such a selection itself on ``to_dict`` but,
+    for a view read with ``from_dict`` (which has no name), binds it to no view at all: the
+    overview's brush would select nothing."""
+    out: dict[str, Any] = json.loads(json.dumps(spec))
+    lifted: list[dict[str, Any]] = []
+
+    def visit(node: dict[str, Any], path: str) -> None:
+        for key in ("layer", "vconcat", "hconcat", "concat"):
+            for i, child in enumerate(node.get(key) or []):
+                if not isinstance(child, dict):
+                    continue
+                selections = [p for p in child.get("params") or [] if "select" in p]
+                if selections and "mark" in child:
+                    child.setdefault("name", f"dslogs_{path}{key}_{i}")
+                    rest = [p for p in child["params"] if "select" not in p]
+                    if rest:
+                        child["params"] = rest
+                    else:
+                        del child["params"]
+                    lifted.extend(dict(p, views=[child["name"]]) for p in selections)
+                visit(child, f"{path}{key}_{i}_")
+
+    visit(out, "")
+    if lifted:
+        out["params"] = list(out.get("params") or []) + lifted
+    return out
 
 
 def inline_frame(page: str, title: str) -> str:
