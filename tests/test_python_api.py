@@ -95,9 +95,9 @@ def frame_rows(df) -> list[dict]:
     return [{c: _cell(v) for c, v in zip(df.columns, row, strict=True)} for row in df.itertuples(index=False)]
 
 
-def cli_query(paths: list[str], sql: str, env: dict[str, str]) -> list[dict]:
+def cli_query(paths: list[str], sql: str, env: dict[str, str], cwd: Path = REPO) -> list[dict]:
     r = subprocess.run([sys.executable, "-m", "analyzer", "query", *paths, sql, "--format", "json"],
-                       capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+                       capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
