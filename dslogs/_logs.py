@@ -17,15 +17,11 @@ if TYPE_CHECKING:
 
 VIEWS = ("events", "requests", "sessions")
 
-# The most a DataFrame of a whole view may take, by estimate, before the API refuses it and
-# points to ``relation``: with the logs' DuckDB under its own 1 GB limit, a session stays
-# within the command line's 1.5 GB goal (bench/api_memory.py measures both).
-FRAME_BUDGET_BYTES = int(os.environ.get("DSLOGS_FRAME_BUDGET_MB", "400")) << 20
-
-# Bytes a DataFrame cell takes, by DuckDB type: numbers 8; text is an object column (a pointer
-# and a Python str); nested values are Python lists and dicts.
-_CELL_BYTES = {"BOOLEAN": 1, "VARCHAR": 90}
-_NESTED_BYTES = 400
+# The most Arrow data a whole view may fetch before the API stops and points to ``relation``:
+# the DataFrame made from it takes about as much again, so with the logs' DuckDB a session stays
+# within the command line's 1.5 GB goal (bench/api_memory.py measures it).
+FRAME_BUDGET_BYTES = int(os.environ.get("DSLOGS_FRAME_BUDGET_MB", "512")) << 20
+ROWS_PER_BATCH = 100_000
 
 
 def _paths(paths: Any) -> list[str]:
@@ -156,17 +152,27 @@ class Logs:
             from dslogs._extras import need
 
             need("pandas", f"Logs.{view}")
-            from analyzer.ingest.logs import execute
-
+            pa = need("pyarrow", f"Logs.{view}")
             db = self._open()
-            estimate = frame_bytes(db, view)
-            if estimate > FRAME_BUDGET_BYTES:
-                raise UsageError(
-                    f"logs.{view} would take about {estimate / 2**20:,.0f} MiB as a DataFrame "
-                    f"(over the {FRAME_BUDGET_BYTES / 2**20:,.0f} MiB budget): use "
-                    f"logs.relation({view!r}) to filter or aggregate in DuckDB first, or narrow "
-                    f"the window (since/until); DSLOGS_FRAME_BUDGET_MB raises the budget")
-            self._frames[view] = _frame(execute(db, f"SELECT * FROM {view}"))
+            # fetched in batches and counted as they come, so a view too big for a DataFrame is
+            # refused before it is all in memory
+            reader = db.con.sql(f"SELECT * FROM {view}").to_arrow_reader(ROWS_PER_BATCH)
+            batches: list[Any] = []
+            size = 0
+            for batch in reader:
+                size += batch.nbytes
+                if size > FRAME_BUDGET_BYTES:
+                    raise UsageError(
+                        f"logs.{view} is more than {FRAME_BUDGET_BYTES / 2**20:,.0f} MiB of data "
+                        f"(stopped after {sum(b.num_rows for b in batches):,} rows), too big for "
+                        f"a DataFrame here: use logs.relation({view!r}) to filter or aggregate in "
+                        f"DuckDB first, or narrow the window (since/until); "
+                        f"DSLOGS_FRAME_BUDGET_MB raises the limit")
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+            del batches
+            # DuckDB's own conversion, as for query(): the same dtypes as `.df()` on the view
+            self._frames[view] = _frame(db.con.from_arrow(table))
         return self._frames[view]
 
     # -- the diagnosis ----------------------------------------------------------------------
@@ -186,20 +192,6 @@ class Logs:
 
     # logs.capacity() (the capacity section, `dslogs capacity`) goes here, over the same
     # model function as the command, returning a typed object like Report.
-
-
-def frame_bytes(db: LogDB, view: str) -> int:
-    """An estimate of what ``view`` takes as a DataFrame: its rows times the bytes of a row."""
-    cols = db.con.execute(f"DESCRIBE {view}").fetchall()
-    rows = db.con.execute(f"SELECT count(*) FROM {view}").fetchall()[0][0]
-    per_row = 0
-    for _, dtype, *_rest in cols:
-        kind = str(dtype)
-        if "[" in kind or kind.startswith(("STRUCT", "MAP", "LIST", "JSON")):
-            per_row += _NESTED_BYTES
-        else:
-            per_row += _CELL_BYTES.get(kind, 8)
-    return int(rows) * per_row
 
 
 def _frame(cur: Any) -> pd.DataFrame:

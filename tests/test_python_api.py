@@ -205,7 +205,7 @@ def test_chart_is_altair_built_from_the_registered_spec(report):
 def test_a_frame_over_the_budget_is_refused_with_the_relation_way(logs, monkeypatch):
     import dslogs._logs as api_logs
 
-    monkeypatch.setattr(api_logs, "FRAME_BUDGET_BYTES", 10_000)
+    monkeypatch.setattr(api_logs, "FRAME_BUDGET_BYTES", 1_000)
     logs._frames.pop("sessions", None)
     with pytest.raises(UsageError, match=r"logs\.relation\('sessions'\)"):
         _ = logs.sessions
