@@ -3,7 +3,8 @@
 What the user's SQL can reach, in two layers:
 
 1. The statement: exactly one, and a query (``SELECT``, ``WITH``, ``FROM``, ``DESCRIBE``,
-   ``SHOW``, ``SUMMARIZE``, ``EXPLAIN``). Writes, ``ATTACH``/``DETACH``, ``SET``, ``PRAGMA``,
+   ``SHOW``, ``SUMMARIZE``, ``EXPLAIN`` of one of these: ``EXPLAIN ANALYZE`` runs its statement,
+   so what it explains passes the same gate). Writes, ``ATTACH``/``DETACH``, ``SET``, ``PRAGMA``,
    ``CALL``, ``INSTALL``/``LOAD`` and several statements are refused with one line before DuckDB
    runs anything. ``--allow-files`` adds ``COPY`` (to export a result).
 2. The connection, after the logs are loaded: ``enable_external_access=false`` (no file, URL
@@ -23,12 +24,22 @@ with discovery.)
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 
 from analyzer.core.errors import UsageError
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_TYPES = {"COPY"}
+# whitespace and comments, as DuckDB's parser skips them
+_GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+# EXPLAIN [ANALYZE | ANALYSE] [(option, ...)] in front of the statement it explains
+_EXPLAIN_PREFIX = re.compile(
+    _GAP + r"EXPLAIN\b" + _GAP + r"(?:ANALY[SZ]E\b" + _GAP + r")?"
+    + r"""(?:\((?:[^()'"]|'[^']*'|"[^"]*")*\)""" + _GAP + r")?",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _type_name(statement) -> str:
@@ -47,6 +58,9 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
     if len(statements) > 1:
         raise UsageError(f"one SQL statement per query, got {len(statements)}: run them one at a time")
     kind = _type_name(statements[0])
+    if kind == "EXPLAIN":
+        _check_explained(con, statements[0].query, allow_files)
+        return
     allowed = _QUERY_TYPES | (_FILE_TYPES if allow_files else set())
     if kind not in allowed:
         hint = "; --allow-files permits COPY" if kind in _FILE_TYPES else ""
@@ -54,6 +68,22 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
             f"dslogs query is read-only: a {kind} statement is not allowed "
             f"(one SELECT over events, requests, sessions{hint})"
         )
+
+
+def _check_explained(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool) -> None:
+    """EXPLAIN ANALYZE executes the statement it explains (``EXPLAIN ANALYZE CREATE TABLE``
+    creates the table): the explained statement must pass the gate on its own. What cannot be
+    split off and read as one statement is refused."""
+    m = _EXPLAIN_PREFIX.match(sql)
+    inner = sql[m.end():] if m else ""
+    try:
+        statements = con.extract_statements(inner) if inner.strip() else []
+    except duckdb.Error:
+        statements = []
+    if len(statements) != 1:
+        raise UsageError("dslogs query is read-only: EXPLAIN is allowed only in front of one SELECT "
+                         "over events, requests, sessions")
+    check_statement(con, inner, allow_files)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None:
