@@ -24,11 +24,14 @@ with discovery.)
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import threading
 
 import duckdb
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import Interrupted, UsageError
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_TYPES = {"COPY"}
@@ -101,12 +104,60 @@ def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None
     con.execute("SET lock_configuration = true")
 
 
-def run_user_query(db, sql: str, allow_files: bool = False):
-    """One user statement over the opened logs, in the sandbox. Returns a QueryResult."""
+class SignalStop:
+    """SIGINT/SIGTERM handler for a query: while reading the logs it raises ``Interrupted`` at
+    once; once ``con`` is set it asks DuckDB to stop the running statement (``interrupt()``),
+    and ``run_user_query`` turns the interrupted statement into ``Interrupted``. Nothing is
+    written by a query, and the cache is attached read-only, so it stays as it was."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def __call__(self, signum, frame) -> None:
+        self.signum = signum
+        if self.con is None:
+            raise Interrupted(signum, "the query")
+        self.con.interrupt()
+
+    def raise_if_stopped(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum, "the query")
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """A ``SignalStop`` installed for SIGINT and SIGTERM for the block (main thread only: Python
+    runs signal handlers there), the previous handlers back after it."""
+    stop = SignalStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_user_query(db, sql: str, allow_files: bool = False, stop: SignalStop | None = None):
+    """One user statement over the opened logs, in the sandbox. Returns a QueryResult; with
+    ``stop``, a signal ends the statement as ``Interrupted``."""
     from analyzer.ingest.logs import run_query
 
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     check_statement(db.con, sql, allow_files)
     lock_down(db.con, allow_files)
-    return run_query(db, sql)
+    if stop is None:
+        return run_query(db, sql)
+    stop.raise_if_stopped()
+    stop.con = db.con
+    try:
+        result = run_query(db, sql)
+    except UsageError:  # DuckDB's "Interrupted!" arrives as an SQL error
+        stop.raise_if_stopped()
+        raise
+    stop.raise_if_stopped()
+    return result
