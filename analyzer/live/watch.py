@@ -22,7 +22,6 @@ same events view.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import re
 import sys
@@ -42,17 +41,18 @@ MAX_WINDOW_EVENTS = 2_000_000  # beyond it the oldest events leave the window ea
 GONE_GRACE_S = 300.0
 GZ_SETTLE_S = 30.0  # a .gz that ends early and has not changed this long is read as it is
 HEAD_BYTES = 256  # a file's first bytes, its identity beside (dev, inode): they hold the first ts
+RULES_EVERY_S = 10.0  # the rules need every metric table: a frame of them costs several latency frames
 INFLIGHT_STALE_S = 600.0  # a request started this long ago without an end is abandoned
 START_STAGES = ("input", "tokenize", "queue", "prefill", "decode", "inference")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(text: str, option: str) -> float:
-    """`2s`, `500ms`, `15m`, `1h` (a bare number is seconds) -> seconds."""
+    """`2s`, `500ms`, `15m`, `1h`, `7d` (a bare number is seconds) -> seconds."""
     m = _DURATION.match(str(text))
     if not m or not 0 < float(m.group(1)) < 1e9:
-        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m or 1h")
+        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m, 1h or 7d")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
@@ -258,20 +258,26 @@ class LogTail:
 
     @staticmethod
     def _read_gz(path: str, skip: int) -> tuple[bytes, bool]:
-        chunks: list[bytes] = []
+        """The decompressed bytes past ``skip`` and whether the gzip stream is complete; an
+        incomplete one gives what it holds up to its end (zlib keeps it, gzip.open does not)."""
         try:
-            with gzip.open(path, "rb") as fh:
-                remaining = skip
-                while remaining > 0:
-                    chunk = fh.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        break
-                    remaining -= len(chunk)
-                while chunk := fh.read(1 << 20):
-                    chunks.append(chunk)
-        except (OSError, EOFError, zlib.error):
-            return b"".join(chunks), False
-        return b"".join(chunks), True
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return b"", False
+        out: list[bytes] = []
+        complete = False
+        try:
+            while data:  # members one after the other (`cat a.gz b.gz` is one gzip file)
+                member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                out.append(member.decompress(data))
+                complete = member.eof
+                if not complete:
+                    break
+                data = member.unused_data
+        except zlib.error:
+            complete = False
+        return b"".join(out)[skip:], complete
 
     def _split(self, state: FileState, data: bytes) -> list[bytes]:
         if not data:
@@ -337,6 +343,7 @@ class Window:
         # backfill read every file touched within it); later, when it read only their ends.
         self.complete_from: float | None = None
         self.last_cost_s = 0.0
+        self.findings: list[dict] | None = None  # the rules firing at the last evaluation
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -393,25 +400,49 @@ class Window:
         if gone:
             self.con.execute(f"DELETE FROM {STORE}.files WHERE list_contains(?, file_id)", [gone])
 
-    def frame(self, now: float) -> dict:
+    # The metric tables of the report's requests block (model.report._requests_block): cheap
+    # enough for every frame; the rules need every table and run every RULES_EVERY_S.
+    LATENCY_TABLES = ("goodput", "request_latency_percentiles", "prefill_decode_ratio", "reasoning_share")
+
+    def frame(self, now: float, rules: bool = True) -> dict:
+        """The window at ``now``; with ``rules`` the findings are evaluated again (else the last
+        ones are shown: None until the first evaluation)."""
         from analyzer.engines.compute import compute_metrics
         from analyzer.engines.duckdb import DuckDBSource
-        from analyzer.ingest.viewdefs import define_views
+        from analyzer.ingest.viewdefs import define_views, view_sql
+        from analyzer.metrics.registry import bucket_for_span, parameters
         from analyzer.metrics.results import release_tables
-        from analyzer.model.report import build_report_from_metrics
+        from analyzer.model.report import _requests_block, build_report_from_metrics
 
         started = time.perf_counter()
         self.trim(now)
         lo = datetime.fromtimestamp(now - self.seconds, UTC)
-        define_views(self.con, STORE, list(self.batches.values()), lo, None, materialize=True, derived=None)
+        # materialised when every metric reads them; else views (sessions is not needed)
+        for name, kind in self.con.execute(
+                "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name IN ('requests', 'sessions') "
+                "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary "
+                "AND view_name IN ('requests', 'sessions')").fetchall():  # fmt: skip
+            self.con.execute(f"DROP {kind} {name}")
+        define_views(self.con, STORE, list(self.batches.values()), lo, None, materialize=rules, derived=None)
+        if not rules:  # the latency tables read requests several times: computed once
+            self.con.execute("DROP VIEW requests")
+            self.con.execute(f"CREATE TEMP TABLE requests AS {view_sql('requests')}")
         events = self.con.execute("SELECT count(*) FROM events").fetchone()[0]
         ingest = {"files": len(self.batches), "events": int(events), "bad_lines": 0}
         window = {"since": lo.isoformat(), "until": None}
-        metrics = compute_metrics(DuckDBSource(self.con, ingest, window), self.thresholds)
-        model = build_report_from_metrics(metrics, ingest, window, self.thresholds)
-        release_tables(metrics)
+        source = DuckDBSource(self.con, ingest, window)
+        if rules:
+            metrics = compute_metrics(source, self.thresholds)
+            model = build_report_from_metrics(metrics, ingest, window, self.thresholds)
+            release_tables(metrics)
+            req = model["requests"]
+            self.findings = [{"rule": f.get("rule"), "severity": f.get("severity"), "message": f.get("message"),
+                              "sessions": f.get("session_count") or len(f.get("session_ids") or [])}
+                             for f in model.get("findings") or [] if f.get("rule") != "bad_lines"]  # fmt: skip
+        else:
+            params = parameters(self.thresholds, bucket_for_span(*source.time_bounds()))
+            req = _requests_block(source.run(self.LATENCY_TABLES, params), self.thresholds)
         live = self._live(now)
-        req = model["requests"]
         count, errors = int(req.get("count") or 0), int(req.get("errors") or 0)
         # The rate over the time the window covers: all of it once the window is full of what
         # the files hold, else from the first moment it holds every event of.
@@ -435,9 +466,7 @@ class Window:
             "e2e_ms": _lat(req.get("e2e_ms")),
             "gpus": live["gpus"],
             "processes": live["processes"],
-            "findings": [{"rule": f.get("rule"), "severity": f.get("severity"), "message": f.get("message"),
-                          "sessions": f.get("session_count") or len(f.get("session_ids") or [])}
-                         for f in model.get("findings") or [] if f.get("rule") != "bad_lines"],  # fmt: skip
+            "findings": self.findings,
             "newest_event_age_s": round(now - self.newest, 1) if self.newest is not None else None,
             "total_requests": self.total_requests,
             "total_errors": self.total_errors,
@@ -543,9 +572,11 @@ def render_frame(frame: dict, paths: list[str]):
     for col in ("severity", "rule", "sessions", "message"):
         rule_table.add_column(col, justify="right" if col == "sessions" else "left", overflow="fold")
     rules = frame["findings"]
-    if not rules:
+    if rules is None:
+        rule_table.add_row("", "(evaluating…)", "", "")
+    elif not rules:
         rule_table.add_row("", "none", "", "")
-    for r in rules:
+    for r in rules or []:
         style = {"critical": "bold red", "warning": "yellow"}.get(r["severity"], "")
         rule_table.add_row(Text(str(r["severity"]), style=style), Text(str(r["rule"])), str(r["sessions"] or ""),
                            Text(" ".join(str(r["message"] or "").split())[:160]))  # fmt: skip
@@ -585,13 +616,17 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
             return 0
         frames = 0
         try:
-            with Live(render_frame(win.frame(time.time()), paths), console=console,
+            last_rules = time.time()
+            with Live(render_frame(win.frame(last_rules), paths), console=console,
                       refresh_per_second=4, screen=False, transient=False) as live:  # fmt: skip
                 while max_frames is None or frames < max_frames:
                     before = tail.bad_lines
                     win.add(tail.poll())
                     win.bad_lines += tail.bad_lines - before
-                    live.update(render_frame(win.frame(time.time()), paths))
+                    now = time.time()
+                    rules = now - last_rules >= max(RULES_EVERY_S, interval_s)
+                    live.update(render_frame(win.frame(now, rules=rules), paths))
+                    last_rules = now if rules else last_rules
                     frames += 1
                     # a frame that costs more than the interval paces the loop (stays responsive)
                     time.sleep(max(interval_s - win.last_cost_s, 0.05))
