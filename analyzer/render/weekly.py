@@ -382,9 +382,13 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
 def render_markdown_weekly(model: dict) -> str:
     t, p = model["this"], model["previous"]
     lim = model.get("regression_threshold_pct", REGRESSION_PCT)
+    def covers(side: dict) -> str:
+        hours = side.get("hours")
+        return "" if hours is None else f", events over {hours:g} h of {side.get('week_hours', 168):g} h"
+
     out = [f"# dslogs weekly report {model['week']}", "",
-           f"{model['week']} ({t['first_day']} – {t['last_day']}) against {model['previous_week']} "
-           f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
+           f"{model['week']} ({t['first_day']} – {t['last_day']}{covers(t)}) against {model['previous_week']} "
+           f"({p['first_day']} – {p['last_day']}{covers(p)}), time zone {model['tz']}. "
            f"Regression: a rise of more than {lim:g} %.", ""]
     for note in model.get("notes") or []:
         out += [f"> {md_text(note)}", ""]
