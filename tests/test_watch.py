@@ -235,9 +235,15 @@ def test_live_view_in_a_pty_follows_a_writer_and_quits_on_ctrl_c(tmp_path):
         while writer.poll() is None:
             drain(0.2)
         n, errors = _finish_writer(writer)
-        drain(2.5)  # a few more refreshes after the writer stopped
-        text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
-        totals = re.findall(r"since start: (\d+) requests, (\d+) errors", text)
+        # more refreshes after the writer stopped, until the last frame has every line (a frame
+        # takes longer on a busy machine: up to 30 s)
+        deadline = time.time() + 30
+        while True:
+            drain(0.5)
+            text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+            totals = re.findall(r"since start: (\d+) requests, (\d+) errors", text)
+            if (totals and totals[-1] == (str(n), str(errors))) or time.time() > deadline:
+                break
         assert totals, text[-2000:]
         assert totals[-1] == (str(n), str(errors))
         assert "in flight" in text and "GPU (latest sample)" in text

@@ -344,6 +344,7 @@ class Window:
         self.complete_from: float | None = None
         self.last_cost_s = 0.0
         self.findings: list[dict] | None = None  # the rules firing at the last evaluation
+        self.rules_cost_s = 0.0
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -435,6 +436,7 @@ class Window:
             metrics = compute_metrics(source, self.thresholds)
             model = build_report_from_metrics(metrics, ingest, window, self.thresholds)
             release_tables(metrics)
+            self.rules_cost_s = time.perf_counter() - started
             req = model["requests"]
             self.findings = [{"rule": f.get("rule"), "severity": f.get("severity"), "message": f.get("message"),
                               "sessions": f.get("session_count") or len(f.get("session_ids") or [])}
@@ -624,7 +626,8 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
                     win.add(tail.poll())
                     win.bad_lines += tail.bad_lines - before
                     now = time.time()
-                    rules = now - last_rules >= max(RULES_EVERY_S, interval_s)
+                    # rules at most a quarter of the time: a large window's rules frame takes seconds
+                    rules = now - last_rules >= max(RULES_EVERY_S, interval_s, 4 * win.rules_cost_s)
                     live.update(render_frame(win.frame(now, rules=rules), paths))
                     last_rules = now if rules else last_rules
                     frames += 1
