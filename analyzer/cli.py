@@ -182,9 +182,14 @@ def report_weekly(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
 ) -> None:
-    """This week against the previous one: regressions, new and resolved findings."""
-    from analyzer.render.weekly import build_weekly, render_weekly
+    """This week against the previous one: regressions, new and resolved findings. `--week ""`
+    lists the weeks that hold events."""
+    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
+    if week is not None and not week.strip():
+        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        typer.echo("\n".join(weeks) if weeks else "no week holds events")
+        return
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
     for note in model.get("notes") or []:
