@@ -64,6 +64,23 @@ SOURCE_FORMATS = {
 }
 OTLP_FORMATS = ("otlp:vllm", "otlp:genai")
 
+# What a source format does not carry, by the name of the input (checklist items and rules name
+# theirs). vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside
+# the engine; neither OTLP profile has post-processing, KV-cache size, GPU samples or reasoning
+# tokens. A check whose input no format of the run carries reads NOT_AVAILABLE.
+NOT_CARRIED: dict[str, frozenset[str]] = {
+    "otlp:vllm": frozenset({"tokenize", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"}),
+    "otlp:genai": frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util",
+                             "kv_cache", "reasoning"}),
+}  # fmt: skip
+NOT_AVAILABLE = "N/A (source)"
+
+
+def unavailable(formats: dict | None, needs: str) -> bool:
+    """True when the run read events and none of their formats carries ``needs``."""
+    names = [name for name, n in (formats or {}).items() if n]
+    return bool(names) and all(needs in NOT_CARRIED.get(name, ()) for name in names)
+
 
 def head_bytes(path: str | Path, limit: int = SNIFF_BYTES) -> bytes:
     """The first ``limit`` bytes of a file, inflated when it is gzip; b"" when unreadable."""
