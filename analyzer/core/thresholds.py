@@ -89,6 +89,9 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     "slow_ttft": {
         "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), DESIGN.md §5 SLO"),
     },
+    "queue_wait": {
+        "p95_ms": (1000.0, "000 §4.1 (requests backing up); the TTFT SLO of 1 s spent waiting alone"),
+    },
     "slow_format": {
         "warning_p50_ms": (30.0, "000 §4.2: postprocess should be < 30 ms"),
         "critical_p50_ms": (100.0, "000 §4.2: postprocess > 100 ms means oversized output"),
