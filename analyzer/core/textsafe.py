@@ -109,10 +109,10 @@ def _chartable_time(text) -> bool:
     event in year 1 or 9999 would leave what datetime holds; DuckDB prints BC years too)."""
     if not isinstance(text, str):
         return True
-    from datetime import datetime
+    from analyzer.core.time import parse_iso
 
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_iso(text)
     except ValueError:
         return False
     return 2 <= value.year <= 9998

@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
+from analyzer.core.time import parse_iso
+from analyzer.core.time import zone as tz_zone
 from analyzer.ingest.discovery import name_sort_key
 
 BACKFILL_BYTES = 32 << 20
@@ -213,7 +216,7 @@ def _epoch(event: dict, zone=None) -> float | None:
     if not isinstance(ts, str):
         return None
     try:
-        stamp = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        stamp = parse_iso(ts)
     except ValueError:
         return None
     if stamp.tzinfo is None:
@@ -384,12 +387,6 @@ def rules_now(lines: list[bytes], tz: str | None = None) -> list[dict]:
 # -- rendering ----------------------------------------------------------------------------------
 
 
-def _ms(v) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-
-
 def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
     """A rich renderable of one frame (log strings shown as plain text, never markup)."""
     from rich.console import Group
@@ -405,7 +402,7 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
     top = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for col in ("req/s (1 min)", "req/s (window)", "requests", "in flight", "errors", "error rate", "hosts"):
         top.add_column(col, justify="right")
-    rate = "—" if frame["error_rate"] is None else f"{frame['error_rate'] * 100:.1f} %"
+    rate = fmt.share(frame["error_rate"])
     top.add_row(f"{frame['requests_per_s_1m']:.2f}", f"{frame['requests_per_s']:.2f}", str(frame["requests"]),
                 str(frame["inflight"]), str(frame["errors"]), rate, Text(", ".join(frame["hosts"]) or "—"))  # fmt: skip
 
@@ -414,14 +411,14 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
         lat.add_column(col, justify="right" if col else "left")
     for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "end-to-end")):
         p = frame[key]
-        lat.add_row(label, _ms(p["p50"]), _ms(p["p95"]), str(p["count"]))
+        lat.add_row(label, fmt.terminal_ms(p["p50"]), fmt.terminal_ms(p["p95"]), str(p["count"]))
 
     gpu = Table(title="GPU (latest sample)", title_justify="left", box=None, header_style="bold", pad_edge=False)
     for col in ("host", "gpu", "util %", "memory used", "age s"):
         gpu.add_column(col, justify="left" if col == "host" else "right")
     for g in frame["gpus"]:
         mem = "—" if g["mem_used_mb"] is None else f"{g['mem_used_mb']:,.0f} / {g['mem_total_mb'] or 0:,.0f} MiB"
-        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), _ms(g["util_pct"]), mem, f"{g['age_s']:g}")
+        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), fmt.terminal_ms(g["util_pct"]), mem, f"{g['age_s']:g}")
     if not frame["gpus"]:
         gpu.add_row("no gpu_sample events in the window", "", "", "", "")
 
@@ -430,7 +427,7 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
     for col in ("host", "pid", "reserved MiB", "allocated MiB", "age s"):
         proc.add_column(col, justify="left" if col == "host" else "right")
     for p in frame["processes"]:
-        proc.add_row(Text(str(p["host"])), str(p["pid"]), _ms(p["reserved_mb"]), _ms(p["allocated_mb"]), f"{p['age_s']:g}")
+        proc.add_row(Text(str(p["host"])), str(p["pid"]), fmt.terminal_ms(p["reserved_mb"]), fmt.terminal_ms(p["allocated_mb"]), f"{p['age_s']:g}")
     if not frame["processes"]:
         proc.add_row("no memory readings in the window", "", "", "", "")
 
@@ -467,9 +464,8 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
             raise UsageError(f"{raw}: no such file or directory")
     console = console or Console()
     tail = LogTail(list(paths))
-    from analyzer.render.weekly import resolve_tz
 
-    win = Window(window_s, zone=resolve_tz(tz) if tz else None)
+    win = Window(window_s, zone=tz_zone(tz) if tz else None)
     now = time.time()
     win.add(tail.start(now - window_s))
     if once:

@@ -76,14 +76,6 @@ class RuleOutcome:
     findings: list[dict] = field(default_factory=list)
 
 
-def _fmt(x, digits: int = 1) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, int) or float(x).is_integer():
-        return f"{int(x):,}"
-    return f"{x:,.{digits}f}"
-
-
 # Units that count things: one of them reads in the singular ("threshold 1 OOM").
 COUNT_UNITS = frozenset({"OOMs", "beams", "events", "lines", "tokens"})
 
