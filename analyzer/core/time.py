@@ -1,4 +1,4 @@
-"""``--since`` / ``--until`` values (DESIGN.md §7): ``30m``, ``12h``, ``1d``, ``7d``, ``2w`` before
+"""``--since`` / ``--until`` values: ``30m``, ``12h``, ``1d``, ``7d``, ``2w`` before
 now, or an ISO date / datetime.
 
 A bare date means midnight at the start of that day in ``tz`` (as journalctl reads it), so

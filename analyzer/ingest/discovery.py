@@ -1,4 +1,4 @@
-"""Which files LOGS names (DESIGN.md §7): directories searched recursively, files, globs.
+"""Which files LOGS names: directories searched recursively, files, globs.
 
 Log files are ``*.jsonl``, ``*.N.jsonl`` (our rotation), ``*.jsonl.N`` (logrotate) and any of them
 gzipped (``.gz``). A name carrying a date (``ds15b_20261123.jsonl``, ``…_20261123.2.jsonl.gz``) is

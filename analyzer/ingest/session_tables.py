@@ -1,4 +1,4 @@
-"""The per-session metric tables kept in the cache (issue 16 item 3): ``<query>_all``, the rows of
+"""The per-session metric tables kept in the cache: ``<query>_all``, the rows of
 a session-partitioned metric query over every cached file, beside requests_all/sessions_all.
 
 A window that takes its requests and sessions from the derived tables

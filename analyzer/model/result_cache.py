@@ -1,6 +1,6 @@
 """Reuse of a previous ``analyze``'s report model from the cache file (warm runs).
 
-A warm ``analyze`` over logs the cache already holds used to recompute every metric query, the
+Without it a warm ``analyze`` over logs the cache already holds would recompute every metric query, the
 rules and the model: several times a bare scan of the logs. The model is a pure function of
 
 - the events of this run: the run's cached files (ids, names as shown, sizes, mtimes; a file

@@ -1,6 +1,6 @@
 """The Spark engine (``--engine spark``): the DuckDB analysis, distributed by host.
 
-A fleet's logs do not fit one machine (DESIGN.md §9), so the analysis also runs on Apache Spark
+A fleet's logs do not fit one machine, so the analysis also runs on Apache Spark
 through pyspark: ``local[*]`` on one box, any master URL on a cluster, over JSONL or the Parquet
 that ``dslogs compact`` writes, at any path Spark reads (``file://``, ``s3a://``, ``hdfs://``).
 Spark does not restate the analysis; it moves bytes and runs DuckDB in its tasks:
