@@ -363,10 +363,12 @@ def test_every_rule_has_a_simulator_scenario_and_a_sample_folder():
 
 
 def _doc_rows() -> dict[str, dict[str, str]]:
-    """docs/rules.md: rule id -> {column header: cell} for every table row that names a rule."""
+    """docs/rules.md, outside its generated parts: rule id -> {column header: cell} for every
+    table row that names a rule."""
     rows: dict[str, dict[str, str]] = {}
     header: list[str] = []
-    for line in (REPO / "docs" / "rules.md").read_text(encoding="utf-8").splitlines():
+    text = re.sub(r"<!-- generated: .*?<!-- end generated -->", "", (REPO / "docs" / "rules.md").read_text(encoding="utf-8"), flags=re.S)
+    for line in text.splitlines():
         if not line.startswith("|"):
             header = []
             continue
@@ -381,13 +383,9 @@ def _doc_rows() -> dict[str, dict[str, str]]:
     return rows
 
 
-def test_docs_rules_md_has_one_row_per_rule_matching_the_registry():
+def test_docs_rules_md_explains_every_registered_rule():
+    """What fires each rule and its fix are prose, one row per rule; the registry's own fields
+    (severity, source, metric tables) are generated (tests/test_gen_docs.py)."""
     rows = _doc_rows()
     assert set(rows) == set(RULE_IDS), set(RULE_IDS) ^ set(rows)
-    for rid, row in rows.items():
-        spec = RULE_SPECS[rid]
-        assert spec.severity in row["severity"], (rid, row["severity"])
-        if "source" in row:
-            assert row["source"] == spec.source, (rid, row["source"], spec.source)
-        if "metric table" in row:
-            assert set(re.findall(r"`([a-z_0-9]+)`", row["metric table"])) == set(spec.inputs), rid
+    assert all(row["fires when (default)" if "fires when (default)" in row else "fires when"] for row in rows.values())
