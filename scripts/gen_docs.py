@@ -36,13 +36,13 @@ def rules_table() -> str:
     from analyzer.core.thresholds import DEFAULTS
     from analyzer.rules import RULE_SPECS
 
-    out = ["| rule | area | severity | metric tables | thresholds (default) | source | report sections | charts |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| rule | area | severity | metric tables | thresholds (default) | source | report sections | charts | fix |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for rid, s in RULE_SPECS.items():
         area = s.fn.__module__.rpartition(".")[2] + (" (GPU)" if s.gpu else "")
         keys = ", ".join(f"`{k}` {v}" for k, v in DEFAULTS.get(rid, {}).items()) or "—"
         out.append(f"| `{rid}` | {area} | {s.severity} | {_codes(s.inputs)} | {keys} | {_cell(s.source)} | "
-                   f"{_codes(s.sections)} | {_codes(s.charts)} |")
+                   f"{_codes(s.sections)} | {_codes(s.charts)} | {_cell(s.fix)} |")
     return "\n".join(out) + "\n"
 
 

@@ -1,7 +1,7 @@
 """Rules, charts, series and metric queries are registered once (issue 14 item 5), and every link
 between them resolves: a rule's findings point at report sections and charts that exist (on the
 page too), a rule reads the metric tables it declares, a chart reads series the model has, every
-query file is read by something, every rule has a simulator scenario and a row in docs/rules.md.
+query file is read by something, every rule has a simulator scenario.
 
 The rules run on every folder of sample_logs/ (one per simulator scenario, plus the concurrent
 ones, the seed format and a mixed fleet), so every rule fires at least once here.
@@ -225,7 +225,8 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
 
 def test_chart_registrations_name_what_exists():
     for spec in CHARTS.values():
-        assert spec.section in SECTION_IDS, spec.id
+        # the diff and weekly pages' charts read their own models, not the report's series
+        assert spec.page != "report" or spec.section in SECTION_IDS, spec.id
         assert set(spec.series) <= set(SERIES), spec.id
         assert set(spec.flag_rules) <= set(RULE_IDS), spec.id
     # every SERIES table is a metric query, and every series is drawn or shown on the page
@@ -260,7 +261,8 @@ def test_every_registered_chart_is_drawn_from_some_sample_folder(sample_metrics)
         drawn |= {
             c.id for c in build_charts(build_report_from_metrics(metrics, ingest, {}, defaults()))
         }
-    assert drawn == set(CHARTS), f"charts no sample folder draws: {set(CHARTS) - drawn}"
+    report_charts = {c.id for c in CHARTS.values() if c.page == "report"}
+    assert drawn == report_charts, f"charts no sample folder draws: {report_charts - drawn}"
 
 
 # -- metric tables: declared = read, and every query read by something --------------------------
@@ -383,9 +385,10 @@ def _doc_rows() -> dict[str, dict[str, str]]:
     return rows
 
 
-def test_docs_rules_md_explains_every_registered_rule():
-    """What fires each rule and its fix are prose, one row per rule; the registry's own fields
-    (severity, source, metric tables) are generated (tests/test_gen_docs.py)."""
+def test_docs_rules_md_prose_names_only_registered_rules():
+    """Every rule has its generated row (id, severity, source, fix, tables, thresholds:
+    tests/test_gen_docs.py); the prose tables that say in detail what fires a rule name only
+    registered rules, once each."""
     rows = _doc_rows()
-    assert set(rows) == set(RULE_IDS), set(RULE_IDS) ^ set(rows)
+    assert set(rows) <= set(RULE_IDS), set(rows) - set(RULE_IDS)
     assert all(row["fires when (default)" if "fires when (default)" in row else "fires when"] for row in rows.values())
