@@ -210,7 +210,7 @@ def diff(
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
-    from analyzer.render.diff_md import render_diff
+    from analyzer.render.diff_html import render_diff
 
     if before is not None or after is not None:
         kwargs = {"logs": logs, "before_range": before, "after_range": after}

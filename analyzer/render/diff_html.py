@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from analyzer.model.diff import QUANTILES
+from analyzer.core.errors import UsageError
+from analyzer.model.diff import QUANTILES, diff_to_json
 from analyzer.render.charts import specs as charts
+from analyzer.render.diff_md import render_markdown_diff
 
 
 def render_html_diff(d: dict, fallback_svg: bool = True) -> str:
@@ -26,3 +28,13 @@ def render_html_diff(d: dict, fallback_svg: bool = True) -> str:
     ctx = {"d": d, "charts": by_section, "specs": specs, "quantiles": [q for q, _ in QUANTILES],
            "generated_at": d.get("generated_at", ""), "version": d.get("dslogs_version", "")}
     return render_page("diff.html", ctx, with_charts=bool(specs))
+
+
+def render_diff(d: dict, fmt: str) -> str:
+    if fmt == "json":
+        return diff_to_json(d)
+    if fmt == "md":
+        return render_markdown_diff(d)
+    if fmt == "html":
+        return render_html_diff(d)
+    raise UsageError(f"--format {fmt!r}: expected html, json or md")

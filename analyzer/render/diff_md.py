@@ -5,8 +5,7 @@ charts overlaid)."""
 from __future__ import annotations
 
 from analyzer.core import format as fmt
-from analyzer.core.errors import UsageError
-from analyzer.model.diff import QUANTILES, diff_to_json
+from analyzer.model.diff import QUANTILES
 
 VERDICT_MARK = {"regression": " **▲ regression**", "mix": " (mix)", "improved": " ▼ improved", "too few": " (too few)"}
 
@@ -107,15 +106,3 @@ def md_finding_changes(findings: dict, with_fix: bool = False) -> list[str]:
             if with_fix and kind != "resolved" and f.get("fix"):
                 out.append(f"  - fix: {md_text(f['fix'])}")
     return out
-
-
-def render_diff(d: dict, fmt: str) -> str:
-    if fmt == "json":
-        return diff_to_json(d)
-    if fmt == "md":
-        return render_markdown_diff(d)
-    if fmt == "html":
-        from analyzer.render.diff_html import render_html_diff
-
-        return render_html_diff(d)
-    raise UsageError(f"--format {fmt!r}: expected html, json or md")
