@@ -1,6 +1,5 @@
-"""Render a ``dslogs.diff/1`` model: Markdown (chat, issue, CI log) and one self-contained HTML page
-(``templates/diff.html`` on the report's ``base.html`` and partials, autoescaped, before and after
-charts overlaid)."""
+"""A ``dslogs.diff/1`` model as Markdown (chat, issue, CI log), and the Markdown helpers the weekly
+report shares; the HTML page is ``analyzer.render.diff_html``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Vega-Lite chart specs (built with altair) from the report model's aggregated `series` only.
+"""Vega-Lite chart specs as plain dicts (analyzer.render.charts.vl) from the models only: the report's
+aggregated `series`, and the diff and weekly models for their pages' charts.
 
 Every chart reads a few hundred rows at most: the diagnosis side already aggregates, and this
 module caps again before charting (re-bucketing long timelines, limiting lines per chart and
