@@ -27,6 +27,18 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def wall_clock(text: str, option: str, expected: str) -> datetime:
+    """A local wall-clock time given as an option (``--start``): ISO without an offset, naive;
+    UsageError naming the option and ``expected`` (the form it takes) otherwise."""
+    try:
+        value = parse_iso(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected {expected}") from None
+    if value.tzinfo is not None:
+        raise UsageError(f"{option} {text!r}: give local wall-clock time without an offset")
+    return value
+
+
 def zone(tz: str | None) -> tzinfo:
     """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None or empty."""
     if not tz:
