@@ -45,7 +45,7 @@ def test_units_shares_and_sizes():
     assert fmt.signed_pct(5) == "+5.0 %" and fmt.signed_pct(None) == "—"
     assert fmt.mib(512.0) == "512 MiB" and fmt.mib(1536) == "1.5 GiB"
     assert fmt.bytes_si(999) == "999 B" and fmt.bytes_si(1_500_000) == "1.5 MB"
-    assert fmt.terminal_ms(50) == "50.0" and fmt.terminal_ms(1234.5) == "1,234" and fmt.terminal_ms(None) == "—"
+    assert fmt.terminal(50) == "50.0" and fmt.terminal(1234.5) == "1,234" and fmt.terminal(None) == "—"
 
 
 def test_parse_iso_reads_logged_stamps():

@@ -7,7 +7,7 @@ a number reads the same wherever that medium shows it:
 - ``table``: report tables and HTML cells, where columns of mixed size must stay readable.
 - ``prose``: finding messages ("reserved +512 MiB over 80 min").
 - ``compact``: diff verdict lines and chart axes, three significant digits.
-- ``terminal_ms``: live latencies in the terminal.
+- ``terminal``: live values (latencies, utilisation, MiB) in the terminal.
 
 Log-derived text is made safe by ``analyzer.core.textsafe``; this module formats values only.
 """
@@ -101,8 +101,8 @@ def axis(value: float) -> str:
     return significant(value)
 
 
-def terminal_ms(value) -> str:
-    """Milliseconds on a live terminal: one decimal below 100 ms, none above."""
+def terminal(value) -> str:
+    """A live value on the terminal (ms, %, MiB): one decimal below 100, none above."""
     return number(None if value is None else float(value), whole_from=None, round_from=100)
 
 

@@ -11,7 +11,7 @@ from analyzer.core import format as fmt
 from analyzer.core import textsafe
 from analyzer.rules.registry import SEVERITIES, unit_for
 
-_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA"}
+_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)"}
 
 
 def _text(text) -> str:
