@@ -139,3 +139,17 @@ def bytes_si(value) -> str:
             return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
         v /= 1000
     return f"{v:,.1f} TB"
+
+
+def duration(seconds: float | None) -> str:
+    """An age a reader takes in at a glance: "12 s", "4 min 10 s", "3 h 12 min", "10 d 3 h"."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"

@@ -57,20 +57,6 @@ def parse_duration(text: str, option: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
-def human_age(seconds: float | None) -> str:
-    """An age a reader takes in at a glance: "12 s", "4 min 10 s", "3 h 12 min", "10 d 3 h"."""
-    if seconds is None:
-        return "—"
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
-
-
 # -- tailing ------------------------------------------------------------------------------------
 
 
@@ -527,9 +513,9 @@ def render_frame(frame: dict, paths: list[str]):
     window_m = frame["window_s"] / 60
     head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""), f"  ·  {stamp}  ·  window {window_m:g} min")
     age = frame["newest_event_age_s"]
-    head.append(f"  ·  newest event {human_age(age)} ago" if age is not None else "  ·  no events yet")
+    head.append(f"  ·  newest event {fmt.duration(age)} ago" if age is not None else "  ·  no events yet")
     if frame["covered_s"] < frame["window_s"]:
-        head.append(f"  ·  the window holds the last {human_age(frame['covered_s'])} (a partial start)")
+        head.append(f"  ·  the window holds the last {fmt.duration(frame['covered_s'])} (a partial start)")
 
     top = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for col in ("req/s (1 min)", "req/s (window)", "requests", "in flight", "errors", "error rate", "hosts"):
@@ -550,7 +536,7 @@ def render_frame(frame: dict, paths: list[str]):
         gpu.add_column(col, justify="left" if col == "host" else "right")
     for g in frame["gpus"]:
         mem = "—" if g["mem_used_mb"] is None else f"{g['mem_used_mb']:,.0f} / {g['mem_total_mb'] or 0:,.0f} MiB"
-        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), fmt.terminal(g["util_pct"]), mem, human_age(g["age_s"]))
+        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), fmt.terminal(g["util_pct"]), mem, fmt.duration(g["age_s"]))
     if not frame["gpus"]:
         gpu.add_row("no gpu_sample events in the window", "", "", "", "")
 
@@ -560,7 +546,7 @@ def render_frame(frame: dict, paths: list[str]):
         proc.add_column(col, justify="left" if col == "host" else "right")
     for p in frame["processes"]:
         proc.add_row(Text(str(p["host"])), str(p["pid"]), fmt.terminal(p["reserved_mb"]), fmt.terminal(p["allocated_mb"]),
-                     human_age(p["age_s"]))  # fmt: skip
+                     fmt.duration(p["age_s"]))  # fmt: skip
     if not frame["processes"]:
         proc.add_row("no memory readings in the window", "", "", "", "")
 
