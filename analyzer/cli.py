@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from analyzer.engines.registry import ENGINE_MODULES
+
 app = typer.Typer(
     name="dslogs",
     help="Offline log analytics and diagnosis for small self-hosted LLM services.",
@@ -52,9 +54,8 @@ class FailOn(StrEnum):
     critical = "critical"
 
 
-class Engine(StrEnum):
-    duckdb = "duckdb"
-    spark = "spark"
+# --engine's choices: the engines the registry names (their modules load only when picked)
+Engine = StrEnum("Engine", {name: name for name in ENGINE_MODULES})
 
 
 class TraceFormat(StrEnum):

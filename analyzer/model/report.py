@@ -19,7 +19,8 @@ from analyzer.core.errors import UsageError
 from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.contract import MetricSource
-from analyzer.engines.duckdb import DuckDBSource, as_source
+from analyzer.engines.duckdb import as_source
+from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import METRIC_QUERIES, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.rules import RULE_IDS, evaluate_rules
@@ -83,19 +84,9 @@ def open_source(
     master: str = "local[*]",
     materialize: bool = True,
 ) -> MetricSource:
-    """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
-    if engine == "spark":
-        try:
-            from analyzer.engines.spark.driver import open_spark
-        except ImportError as exc:
-            raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        return open_spark(list(paths), since, until, tz, master)
-    if engine != "duckdb":
-        raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
-    from analyzer.ingest.logs import open_logs
-
-    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                                     materialize=materialize))
+    """The logs opened on ``engine``, found by name in ``engines.registry``."""
+    return open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                       master=master, materialize=materialize)  # fmt: skip
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:

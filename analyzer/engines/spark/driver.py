@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from analyzer.core.errors import UsageError
+from analyzer.engines.registry import engine
 from analyzer.engines.spark.executors import (
     GroupFile,
     _decode_fn,
@@ -351,15 +352,18 @@ def _driver_connection(zone: str):
 
 
 
+@engine("spark")
 def open_spark(
     paths: list[str],
     since: str | None = None,
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
+    **_duckdb_options,
 ) -> SparkSource:
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
-    ``ingest.open_logs``; they are read at the first use (see ``SparkSource``)."""
+    ``ingest.open_logs``; they are read at the first use (see ``SparkSource``). The DuckDB
+    engine's options (``cache``, ``use_cache``, ``materialize``) have no meaning here."""
     from analyzer.core.time import iso, parse_window, zone_name
     from analyzer.ingest.dataset import dataset_ingest
 
