@@ -8,8 +8,65 @@
 -- when many requests end in the same millisecond. Otherwise (older logs, the simulator's legacy
 -- scenarios) by timestamps, and ends in the same millisecond count as ended during: the collector
 -- reads "after" last thing, so another request's leak from that instant is most likely in it.
+-- With the sequence, also each request's step: what the process kept between the previous
+-- completion's "after" reading (done_seq - 1) and this one's. Kept, not held: the process's
+-- memory at a reading is what it kept so far plus what requests in flight hold, so what it kept
+-- up to a reading is at most the lowest reading from then on (every "before" and "after" reading
+-- of the process, in sequence order: a "before" follows completion done_before). The step is
+-- that lower envelope's rise, never negative; working memory that is later released leaves it
+-- flat, however large and whenever in its request it was allocated. A request keeps its leak
+-- before its own "after" reading, so the leak is in its own step unless another request's
+-- "after" reading came between the two, within a few ms (a few GIL switches on a busy box):
+-- adjacent completions less than 25 ms apart share a step group, whose steps add up to the leaks
+-- of all its requests. NULL steps (the deltas above are used): a process with a gap in its
+-- sequence before a request (that request's group), or two requests with one done_seq (a reused
+-- pid: the whole process).
 -- Units: MiB.
-WITH r AS (
+WITH readings AS (
+    SELECT host, pid, request_id, session_id, done_seq AS pos, 1 AS kind, end_ts AS ts,
+           rss_mb_after AS rss, allocated_mb_after AS alloc, reserved_mb_after AS res
+    FROM requests
+    WHERE done_seq IS NOT NULL AND done_before IS NOT NULL
+    UNION ALL
+    SELECT host, pid, NULL, NULL, done_before, 2,
+           coalesce(end_ts - to_microseconds(CAST((e2e_ms - coalesce(queue_ms, 0)) * 1000 AS BIGINT)), start_ts),
+           rss_mb_before, allocated_mb_before, reserved_mb_before
+    FROM requests
+    WHERE done_seq IS NOT NULL AND done_before IS NOT NULL
+), envelope AS (
+    SELECT *,
+           min(rss) OVER later AS rss_env, min(alloc) OVER later AS alloc_env, min(res) OVER later AS res_env,
+           count(*) OVER (PARTITION BY host, pid, kind, pos) AS same_pos
+    FROM readings
+    WINDOW later AS (PARTITION BY host, pid ORDER BY pos DESC, kind DESC, ts DESC ROWS UNBOUNDED PRECEDING)
+), seq AS (
+    SELECT request_id, session_id, host, pid, pos AS done_seq, ts AS end_ts,
+           lag(pos) OVER w AS prev_seq, lag(ts) OVER w AS prev_end,
+           max(same_pos) OVER (PARTITION BY host, pid) AS dup,
+           rss_env - lag(rss_env) OVER w AS rss_step,
+           coalesce(alloc_env - lag(alloc_env) OVER w, res_env - lag(res_env) OVER w) AS gpu_step
+    FROM envelope
+    WHERE kind = 1
+    WINDOW w AS (PARTITION BY host, pid ORDER BY pos, ts)
+), steps AS (
+    SELECT *, prev_seq = done_seq - 1 AND dup = 1 AND end_ts >= prev_end - INTERVAL 1 SECOND AS chained
+    FROM seq
+), grouped AS (
+    SELECT *,
+           sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND THEN 0 ELSE 1 END)
+               OVER (PARTITION BY host, pid ORDER BY done_seq, end_ts ROWS UNBOUNDED PRECEDING) AS step_group
+    FROM steps
+), judged AS (
+    -- a group's steps are used only when every request in it has one and a session (the leak
+    -- of a request the rules cannot see would land on its neighbours)
+    SELECT session_id, request_id, step_group,
+           CASE WHEN bool_and(chained AND rss_step IS NOT NULL AND session_id IS NOT NULL) OVER g
+                THEN rss_step END AS rss_step_mb,
+           CASE WHEN bool_and(chained AND gpu_step IS NOT NULL AND session_id IS NOT NULL) OVER g
+                THEN gpu_step END AS gpu_step_mb
+    FROM grouped
+    WINDOW g AS (PARTITION BY host, pid, step_group)
+), r AS (
     SELECT
         session_id, request_id, host, pid, end_ts,
         -- the handler's start, where "before" was read: e2e includes the queue wait (contract)
@@ -70,7 +127,9 @@ WITH r AS (
 )
 SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
-    agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef
+    agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
+    g.gpu_step_mb, g.rss_step_mb, g.step_group
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
+LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id
 ORDER BY r.host, r.pid, r.start_ts, r.session_id, r.request_id

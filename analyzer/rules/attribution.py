@@ -35,19 +35,13 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
     coefs_of: list[list[int] | None] = []  # unknown -> its coefficient in each (None: all 1)
     deltas: list[float] = []  # equation -> the request's delta
     own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
-    for r in rows:
-        delta = r.get(key)
-        sid = r.get("session_id")
-        if delta is None or sid is None:
-            continue
+    step_key = key.replace("_delta_", "_step_")
+    groups: dict[tuple, list] = {}  # (host, pid, step group) -> [sum of steps, {session: requests}]
+    stepped: list[tuple] = []  # (session, its group) per request judged by its step, in row order
+
+    def equation(value: float, coef: dict) -> None:
         k = len(deltas)
-        deltas.append(float(delta))
-        own[sid] = own.get(sid, 0) + 1
-        coef = {sid: 1}
-        for other in r.get("ended_during") or []:
-            coef[other] = coef.get(other, 0) + 1
-        if r.get("transient_coef"):
-            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        deltas.append(value)
         for u, c in coef.items():
             j = number.get(u)
             if j is None:
@@ -56,6 +50,32 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
                 coefs_of.append([])
             eqs_of[j].append(k)
             coefs_of[j].append(c)
+
+    for r in rows:
+        delta = r.get(key)
+        sid = r.get("session_id")
+        if delta is None or sid is None:
+            continue
+        own[sid] = own.get(sid, 0) + 1
+        step = r.get(step_key)
+        if step is not None:
+            g = groups.get((r.get("host"), r.get("pid"), r["step_group"]))
+            if g is None:
+                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}]
+            g[0] += float(step)
+            g[1][sid] = g[1].get(sid, 0) + 1
+            stepped.append((sid, g))
+            continue
+        coef = {sid: 1}
+        for other in r.get("ended_during") or []:
+            coef[other] = coef.get(other, 0) + 1
+        if r.get("transient_coef"):
+            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        equation(float(delta), coef)
+    # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
+    # its requests, whatever the order their leaks and readings took within it.
+    for total, coef in groups.values():
+        equation(total, coef)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
     for j, cs in enumerate(coefs_of):
@@ -93,7 +113,47 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
                 moved = max(moved, abs(step))
         if moved < 0.01:
             break
-    return {sid: (rate[number[sid]], n) for sid, n in own.items()}
+    rates = {sid: rate[number[sid]] for sid in own}
+    if not stepped:
+        return {sid: (rates[sid], n) for sid, n in own.items()}
+    kept = _per_request(rates, own, stepped)
+    out = {}
+    for sid, n in own.items():
+        xs = kept.get(sid)
+        if xs is None or len(xs) != n:
+            out[sid] = (rates[sid], n)
+            continue
+        # from the first request that kept at least half the most one of them kept: a cache that
+        # fills from some turn on keeps that much per request from then on
+        top = max(xs)
+        first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
+        since = xs[first:]
+        out[sid] = (sum(since) / len(since), len(since))
+    return out
+
+
+def _per_request(rates: dict[str, float], own: dict[str, int], stepped: list[tuple],
+                 rounds: int = 5) -> dict[str, list[float]]:
+    """What each request judged by its step kept, per session in row order: a group of one
+    request kept its step; a group of several shares its steps' sum among its requests in
+    proportion to their sessions' rates (equally when none is positive), the rates then set
+    again from the shares (``rates`` is updated). A session that keeps memory only from some turn
+    on keeps its real total: one rate per session fitted by least squares lets the turns that
+    kept nothing and the groups it shares with another leaking session pull it down."""
+    kept: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        kept = {}
+        for sid, (total, members) in stepped:
+            weight = sum(max(rates[m], 0.0) * c for m, c in members.items())
+            share = max(rates[sid], 0.0) / weight if weight > 0 else 1.0 / sum(members.values())
+            kept.setdefault(sid, []).append(total * share)
+        # requests of a session judged by their deltas (outside any complete step group) keep its rate
+        new = {sid: (sum(xs) + rates[sid] * (own[sid] - len(xs))) / own[sid] for sid, xs in kept.items()}
+        moved = max(abs(new[sid] - rates[sid]) for sid in new)
+        rates.update(new)
+        if moved < 0.01:
+            break
+    return kept
 
 
 def _process_key(r: dict) -> tuple:
