@@ -22,32 +22,34 @@
 -- sequence before a request (that request's group), or two requests with one done_seq (a reused
 -- pid: the whole process).
 -- Units: MiB.
-WITH readings AS (
-    SELECT host, pid, request_id, session_id, done_seq AS pos, 1 AS kind, end_ts AS ts,
-           rss_mb_after AS rss, allocated_mb_after AS alloc, reserved_mb_after AS res
+WITH counted AS (
+    SELECT *, count(*) OVER (PARTITION BY host, pid, done_seq) AS same_seq
     FROM requests
     WHERE done_seq IS NOT NULL AND done_before IS NOT NULL
-    UNION ALL
-    SELECT host, pid, NULL, NULL, done_before, 2,
-           coalesce(end_ts - to_microseconds(CAST((e2e_ms - coalesce(queue_ms, 0)) * 1000 AS BIGINT)), start_ts),
-           rss_mb_before, allocated_mb_before, reserved_mb_before
-    FROM requests
-    WHERE done_seq IS NOT NULL AND done_before IS NOT NULL
-), envelope AS (
-    SELECT *,
-           min(rss) OVER later AS rss_env, min(alloc) OVER later AS alloc_env, min(res) OVER later AS res_env,
-           count(*) OVER (PARTITION BY host, pid, kind, pos) AS same_pos
-    FROM readings
-    WINDOW later AS (PARTITION BY host, pid ORDER BY pos DESC, kind DESC, ts DESC ROWS UNBOUNDED PRECEDING)
 ), seq AS (
-    SELECT request_id, session_id, host, pid, pos AS done_seq, ts AS end_ts,
-           lag(pos) OVER w AS prev_seq, lag(ts) OVER w AS prev_end,
-           max(same_pos) OVER (PARTITION BY host, pid) AS dup,
-           rss_env - lag(rss_env) OVER w AS rss_step,
-           coalesce(alloc_env - lag(alloc_env) OVER w, res_env - lag(res_env) OVER w) AS gpu_step
-    FROM envelope
-    WHERE kind = 1
-    WINDOW w AS (PARTITION BY host, pid ORDER BY pos, ts)
+    SELECT request_id, session_id, host, pid, done_seq, done_before, end_ts,
+           lag(done_seq) OVER w AS prev_seq, lag(end_ts) OVER w AS prev_end,
+           max(same_seq) OVER (PARTITION BY host, pid) AS dup,
+           rss_mb_after - lag(rss_mb_after) OVER w AS rss_step,
+           coalesce(allocated_mb_after - lag(allocated_mb_after) OVER w,
+                    reserved_mb_after - lag(reserved_mb_after) OVER w) AS gpu_step
+    FROM counted
+    WINDOW w AS (PARTITION BY host, pid ORDER BY done_seq, end_ts)
+), bounds AS (
+    -- what the process can have kept over the window: its last "after" reading minus its lowest
+    -- reading (every reading is what it kept so far plus what requests in flight held, >= 0)
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey,
+           arg_max(rss_mb_after, done_seq) - least(min(rss_mb_before), min(rss_mb_after)) AS rss_kept_bound_mb,
+           arg_max(coalesce(allocated_mb_after, reserved_mb_after), done_seq)
+               - least(min(coalesce(allocated_mb_before, reserved_mb_before)),
+                       min(coalesce(allocated_mb_after, reserved_mb_after))) AS gpu_kept_bound_mb
+    FROM counted
+    GROUP BY ALL
+), started AS (
+    -- requests whose "before" reading came between completion at_seq - 1 and at_seq
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, done_before + 1 AS at_seq, count(*) AS n
+    FROM counted
+    GROUP BY ALL
 ), steps AS (
     SELECT *, prev_seq = done_seq - 1 AND dup = 1 AND end_ts >= prev_end - INTERVAL 1 SECOND AS chained
     FROM seq
@@ -59,13 +61,18 @@ WITH readings AS (
 ), judged AS (
     -- a group's steps are used only when every request in it has one and a session (the leak
     -- of a request the rules cannot see would land on its neighbours)
-    SELECT session_id, request_id, step_group,
-           CASE WHEN bool_and(chained AND rss_step IS NOT NULL AND session_id IS NOT NULL) OVER g
-                THEN rss_step END AS rss_step_mb,
-           CASE WHEN bool_and(chained AND gpu_step IS NOT NULL AND session_id IS NOT NULL) OVER g
-                THEN gpu_step END AS gpu_step_mb
-    FROM grouped
-    WINDOW g AS (PARTITION BY host, pid, step_group)
+    SELECT j.session_id, j.request_id, j.step_group,
+           CASE WHEN bool_and(j.chained AND j.rss_step IS NOT NULL AND j.session_id IS NOT NULL) OVER g
+                THEN j.rss_step END AS rss_step_mb,
+           CASE WHEN bool_and(j.chained AND j.gpu_step IS NOT NULL AND j.session_id IS NOT NULL) OVER g
+                THEN j.gpu_step END AS gpu_step_mb,
+           -- working memory in the step, were it held from a request's "before" reading to its
+           -- "after": + each request that started in the step, - this one if it started earlier
+           coalesce(st.n, 0) - CASE WHEN j.done_before < j.done_seq - 1 THEN 1 ELSE 0 END AS step_transient_coef
+    FROM grouped AS j
+    LEFT JOIN started AS st
+           ON st.hkey = coalesce(j.host, '') AND st.pkey = coalesce(j.pid, -1) AND st.at_seq = j.done_seq
+    WINDOW g AS (PARTITION BY j.host, j.pid, j.step_group)
 ), r AS (
     SELECT
         session_id, request_id, host, pid, end_ts,
@@ -128,8 +135,9 @@ WITH readings AS (
 SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
     agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
-    g.gpu_step_mb, g.rss_step_mb, g.step_group
+    g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
 LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id
+LEFT JOIN bounds AS b ON b.hkey = coalesce(r.host, '') AND b.pkey = coalesce(r.pid, -1)
 ORDER BY r.host, r.pid, r.start_ts, r.session_id, r.request_id

@@ -13,7 +13,8 @@ from analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
 # -- memory ------------------------------------------------------------------------------------
 
 
-def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
+def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
+                     min_requests: int = 1) -> dict[str, tuple[float, int]]:
     """session -> (memory its requests keep per request, requests) from per-request deltas.
 
     torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
@@ -38,6 +39,9 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
     step_key = key.replace("_delta_", "_step_")
     groups: dict[tuple, list] = {}  # (host, pid, step group) -> [sum of steps, {session: requests}]
     stepped: list[tuple] = []  # (session, its group) per request judged by its step, in row order
+    bound_key = key.replace("_delta_", "_kept_bound_")
+    bounds: dict[tuple, float] = {}  # (host, pid) -> the most its process can have kept
+    proc_of: dict[str, tuple] = {}  # session judged by steps -> its process
 
     def equation(value: float, coef: dict) -> None:
         k = len(deltas)
@@ -61,10 +65,15 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
         if step is not None:
             g = groups.get((r.get("host"), r.get("pid"), r["step_group"]))
             if g is None:
-                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}]
+                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}, 0, ("transient", r.get("host"), r.get("pid"))]
             g[0] += float(step)
             g[1][sid] = g[1].get(sid, 0) + 1
+            g[2] += r.get("step_transient_coef") or 0
             stepped.append((sid, g))
+            proc = (r.get("host"), r.get("pid"))
+            proc_of[sid] = proc
+            if r.get(bound_key) is not None:
+                bounds[proc] = float(r[bound_key])
             continue
         coef = {sid: 1}
         for other in r.get("ended_during") or []:
@@ -74,8 +83,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
         equation(float(delta), coef)
     # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
     # its requests, whatever the order their leaks and readings took within it.
-    for total, coef in groups.values():
-        equation(total, coef)
+    for total, members, transient, unknown in groups.values():
+        equation(total, {**members, unknown: transient} if transient else members)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
     for j, cs in enumerate(coefs_of):
@@ -116,24 +125,50 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
     rates = {sid: rate[number[sid]] for sid in own}
     if not stepped:
         return {sid: (rates[sid], n) for sid, n in own.items()}
-    kept = _per_request(rates, own, stepped)
+    transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)}
+    kept = _per_request(rates, transient, own, stepped)
     out = {}
     for sid, n in own.items():
         xs = kept.get(sid)
         if xs is None or len(xs) != n:
             out[sid] = (rates[sid], n)
             continue
-        # from the first request that kept at least half the most one of them kept: a cache that
-        # fills from some turn on keeps that much per request from then on
+        # from the first request that kept at least half the most one of them kept (a cache that
+        # fills from some turn on keeps that much per request from then on), when that leaves
+        # ``min_requests`` to judge by
         top = max(xs)
         first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
-        since = xs[first:]
+        since = xs[first:] if n - first >= min_requests else xs
         out[sid] = (sum(since) / len(since), len(since))
+    return _within_bounds(out, proc_of, bounds)
+
+
+def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
+                   bounds: dict[tuple, float]) -> dict[str, tuple[float, int]]:
+    """The sessions of a process cannot have kept more, together, than the process did (its last
+    reading minus its lowest): taken from the most kept down, a session keeps what is left of
+    that. Steps hold the working memory of requests that allocate after others' readings and
+    release before theirs (a large transient under concurrency moves a step by its whole size,
+    up for one request and down for another); the bound holds none of it once released."""
+    by_proc: dict[tuple, list[str]] = {}
+    for sid, proc in proc_of.items():
+        by_proc.setdefault(proc, []).append(sid)
+    for proc, sids in by_proc.items():
+        left = bounds.get(proc)
+        if left is None:
+            continue
+        for sid in sorted(sids, key=lambda s: (-out[s][0] * out[s][1], s)):
+            rate, n = out[sid]
+            if rate <= 0:
+                continue
+            kept = min(rate * n, max(left, 0.0))
+            left -= kept
+            out[sid] = (kept / n, n)
     return out
 
 
-def _per_request(rates: dict[str, float], own: dict[str, int], stepped: list[tuple],
-                 rounds: int = 5) -> dict[str, list[float]]:
+def _per_request(rates: dict[str, float], transient: dict[tuple, float], own: dict[str, int],
+                 stepped: list[tuple], rounds: int = 5) -> dict[str, list[float]]:
     """What each request judged by its step kept, per session in row order: a group of one
     request kept its step; a group of several shares its steps' sum among its requests in
     proportion to their sessions' rates (equally when none is positive), the rates then set
@@ -143,10 +178,10 @@ def _per_request(rates: dict[str, float], own: dict[str, int], stepped: list[tup
     kept: dict[str, list[float]] = {}
     for _ in range(rounds):
         kept = {}
-        for sid, (total, members) in stepped:
+        for sid, (total, members, coef, unknown) in stepped:
             weight = sum(max(rates[m], 0.0) * c for m, c in members.items())
             share = max(rates[sid], 0.0) / weight if weight > 0 else 1.0 / sum(members.values())
-            kept.setdefault(sid, []).append(total * share)
+            kept.setdefault(sid, []).append((total - coef * transient.get(unknown, 0.0)) * share)
         # requests of a session judged by their deltas (outside any complete step group) keep its rate
         new = {sid: (sum(xs) + rates[sid] * (own[sid] - len(xs))) / own[sid] for sid, xs in kept.items()}
         moved = max(abs(new[sid] - rates[sid]) for sid in new)
@@ -369,7 +404,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     cpu = cpu_only_hosts(m)
     # a view read twice at most, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
     deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
-    rates = attribute_deltas(deltas, "gpu_delta_mb")
+    rates = attribute_deltas(deltas, "gpu_delta_mb", min_requests=min_samples)
     sessions = SessionVerdicts()
     kept = sessions.kept
     for sid, (rate, n) in rates.items():
