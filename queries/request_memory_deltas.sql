@@ -55,9 +55,17 @@ WITH counted AS (
     FROM seq
 ), grouped AS (
     SELECT *,
-           sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND THEN 0 ELSE 1 END)
-               OVER (PARTITION BY host, pid ORDER BY done_seq, end_ts ROWS UNBOUNDED PRECEDING) AS step_group
-    FROM steps
+           -- runs of completions each < 25 ms after the one before, cut into pairs: on a busy
+           -- service every completion may follow the last that closely, and one group per run
+           -- would tell nobody's steps apart
+           (run * 1000000 + (row_number() OVER (PARTITION BY host, pid, run ORDER BY done_seq, end_ts) - 1) // 2)
+               AS step_group
+    FROM (
+        SELECT *,
+               sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND THEN 0 ELSE 1 END)
+                   OVER (PARTITION BY host, pid ORDER BY done_seq, end_ts ROWS UNBOUNDED PRECEDING) AS run
+        FROM steps
+    )
 ), judged AS (
     -- a group's steps are used only when every request in it has one and a session (the leak
     -- of a request the rules cannot see would land on its neighbours)

@@ -38,7 +38,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
     step_key = key.replace("_delta_", "_step_")
     groups: dict[tuple, list] = {}  # (host, pid, step group) -> [sum of steps, {session: requests}]
-    stepped: list[tuple] = []  # (session, its group) per request judged by its step, in row order
+    stepped: list[tuple] = []  # (session, its step group or None: judged by its delta) per request, in row order
+    any_step = False
     bound_key = key.replace("_delta_", "_kept_bound_")
     bounds: dict[tuple, float] = {}  # (host, pid) -> the most its process can have kept
     proc_of: dict[str, tuple] = {}  # session judged by steps -> its process
@@ -70,6 +71,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             g[1][sid] = g[1].get(sid, 0) + 1
             g[2] += r.get("step_transient_coef") or 0
             stepped.append((sid, g))
+            any_step = True
             proc = (r.get("host"), r.get("pid"))
             proc_of[sid] = proc
             if r.get(bound_key) is not None:
@@ -81,6 +83,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
         if r.get("transient_coef"):
             coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
         equation(float(delta), coef)
+        stepped.append((sid, None))
     # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
     # its requests, whatever the order their leaks and readings took within it.
     for total, members, transient, unknown in groups.values():
@@ -123,16 +126,13 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
         if moved < 0.01:
             break
     rates = {sid: rate[number[sid]] for sid in own}
-    if not stepped:
+    if not any_step:
         return {sid: (rates[sid], n) for sid, n in own.items()}
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)}
-    kept = _per_request(rates, transient, own, stepped)
+    kept = _per_request(rates, transient, stepped)
     out = {}
     for sid, n in own.items():
-        xs = kept.get(sid)
-        if xs is None or len(xs) != n:
-            out[sid] = (rates[sid], n)
-            continue
+        xs = kept[sid]
         # from the first request that kept at least half the most one of them kept (a cache that
         # fills from some turn on keeps that much per request from then on), when that leaves
         # ``min_requests`` to judge by
@@ -167,23 +167,27 @@ def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
     return out
 
 
-def _per_request(rates: dict[str, float], transient: dict[tuple, float], own: dict[str, int],
-                 stepped: list[tuple], rounds: int = 5) -> dict[str, list[float]]:
-    """What each request judged by its step kept, per session in row order: a group of one
-    request kept its step; a group of several shares its steps' sum among its requests in
-    proportion to their sessions' rates (equally when none is positive), the rates then set
-    again from the shares (``rates`` is updated). A session that keeps memory only from some turn
-    on keeps its real total: one rate per session fitted by least squares lets the turns that
-    kept nothing and the groups it shares with another leaking session pull it down."""
+def _per_request(rates: dict[str, float], transient: dict[tuple, float], stepped: list[tuple],
+                 rounds: int = 5) -> dict[str, list[float]]:
+    """What each request kept, per session in row order: a group of one request kept its step
+    (less the working memory the fit puts in it); a group of several shares that among its
+    requests in proportion to their sessions' rates (equally when none is positive), the rates
+    then set again from the shares (``rates`` is updated); a request judged by its delta kept its
+    session's rate. A session that keeps memory only from some turn on keeps its real total: one
+    rate per session fitted by least squares lets the turns that kept nothing and the groups it
+    shares with another leaking session pull it down."""
     kept: dict[str, list[float]] = {}
     for _ in range(rounds):
         kept = {}
-        for sid, (total, members, coef, unknown) in stepped:
+        for sid, group in stepped:
+            if group is None:
+                kept.setdefault(sid, []).append(rates[sid])
+                continue
+            total, members, coef, unknown = group
             weight = sum(max(rates[m], 0.0) * c for m, c in members.items())
             share = max(rates[sid], 0.0) / weight if weight > 0 else 1.0 / sum(members.values())
             kept.setdefault(sid, []).append((total - coef * transient.get(unknown, 0.0)) * share)
-        # requests of a session judged by their deltas (outside any complete step group) keep its rate
-        new = {sid: (sum(xs) + rates[sid] * (own[sid] - len(xs))) / own[sid] for sid, xs in kept.items()}
+        new = {sid: sum(xs) / len(xs) for sid, xs in kept.items()}
         moved = max(abs(new[sid] - rates[sid]) for sid in new)
         rates.update(new)
         if moved < 0.01:

@@ -33,7 +33,7 @@ def free_port() -> int:
 
 def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, turns: int,
                     sessions: int = SESSIONS, sample_interval_s: float = 0.5) -> dict:
-    """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns sid_of/key_of/errors/drive_s."""
+    """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns log_dir/sid_of/key_of/errors/drive_s."""
     import gradio.profiling
     import gradio.queueing
     import gradio_client
@@ -84,7 +84,8 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
         app.host_leak.clear()
         gradio.queueing.PROFILING_ENABLED, gradio.profiling.PROFILING_ENABLED = saved
     sid_of = {k: c.session_hash for k, c in clients.items()}
-    return {"sid_of": sid_of, "key_of": {v: k for k, v in sid_of.items()}, "errors": errors, "drive_s": drive_s}
+    return {"log_dir": log_dir, "sid_of": sid_of, "key_of": {v: k for k, v in sid_of.items()}, "errors": errors,
+            "drive_s": drive_s}
 
 
 def judged(report: dict, key_of: dict[str, str], plan: dict[str, str]) -> dict:
