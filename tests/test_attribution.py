@@ -345,7 +345,7 @@ def test_sessions_together_keep_no_more_than_their_process(tmp_path):
     # steps that only moved working memory around: every request's step is +-500 MiB, the
     # process ended where it began
     rows = []
-    for i in range(8):
+    for _ in range(8):
         for sid, sign in (("a", 1), ("b", -1)):
             rows.append({"session_id": sid, "host": "h", "pid": 1, "gpu_delta_mb": 0.0, "gpu_step_mb": 500.0 * sign,
                          "step_group": len(rows), "step_transient_coef": 0, "gpu_kept_bound_mb": 3.0})
