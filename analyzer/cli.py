@@ -1,6 +1,6 @@
 """dslogs command line: thin typer commands, each parses arguments and calls one library function.
 
-Exit codes (DESIGN.md §7): 0 ok, 1 findings at --fail-on, 2 usage or input error.
+Exit codes: 0 ok, 1 findings at --fail-on, 2 usage or input error.
 Library modules are imported inside commands so `dslogs --help` stays fast.
 """
 
@@ -127,7 +127,7 @@ def analyze(
     master: MasterOpt = "local[*]",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
+    from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
         analyze_logs,
@@ -143,27 +143,15 @@ def analyze(
     )
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
-    if format is ReportFormat.json:
-        from analyzer.model.result_cache import json_text
+    from analyzer.render.report import render_report
 
-        _write_or_print(json_text(model) or report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_markdown
-
-        _write_or_print(render_markdown(model), out)
-    else:
-        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
-        # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
-
-        page = cached_html(model)
-        if page is None:
-            from analyzer.render.html import render_html
-
-            page = render_html(model, keep=True)
+    text = render_report(model, format.value)
+    if format is ReportFormat.html:
         target = out or Path("dslogs-report.html")
-        target.write_text(page, encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
         typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
 
@@ -182,9 +170,14 @@ def report_weekly(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
 ) -> None:
-    """This week against the previous one: regressions, new and resolved findings."""
-    from analyzer.render.weekly import build_weekly, render_weekly
+    """This week against the previous one: regressions, new and resolved findings. `--week ""`
+    lists the weeks that hold events."""
+    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
+    if week is not None and not week.strip():
+        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        typer.echo("\n".join(weeks) if weeks else "no week holds events")
+        return
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
     for note in model.get("notes") or []:
@@ -213,7 +206,7 @@ def diff(
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
-    from analyzer.render.diff_md import render_diff
+    from analyzer.render.diff_html import render_diff
 
     if before is not None or after is not None:
         kwargs = {"logs": logs, "before_range": before, "after_range": after}
@@ -368,7 +361,7 @@ def simulate(
     from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 
     if any(name in CONCURRENT_SCENARIOS for name in scenario or []):
-        # issue 12: one process serving overlapping sessions; a run of its own (40 min, one host)
+        # one process serving overlapping sessions; a run of its own (40 min, one host)
         if len(scenario) != 1:
             _fail(f"--scenario {', '.join(scenario)}: a concurrent scenario ({', '.join(CONCURRENT_SCENARIOS)}) runs alone")
         summary = _run(simulate_concurrent, outdir, scenario[0], seed=seed)
