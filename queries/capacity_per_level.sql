@@ -9,12 +9,14 @@
 -- time_s: seconds the process spent with exactly `level` requests running (from the intervals).
 -- tokens_per_s: the aggregate output rate at the level, level x the mean per-request rate
 -- (output_len over handler time): Little's law, so a level seen only briefly still gets one.
--- Memory and GPU utilisation at a level: the request's own before/after readings and every
--- gpu_memory / gpu_sample event of the process while it ran at that level (ASOF: the level set by
--- the last edge at or before the event). gpu_total_mb: the largest total any sampler reported
+-- Memory and GPU utilisation at a level: every gpu_memory / gpu_sample event of the process while
+-- it ran at that level (ASOF: the level set by the last edge at or before the event); without
+-- such events, the before/after readings of the requests that started at the level (an "after"
+-- may be read at another level, so they are the fallback). gpu_total_mb: the largest total any sampler reported
 -- for the host. service_ttft: TTFT less the queue wait, what the level itself costs (the wait
 -- is the limit doing its job). oom_requests: requests with an OOM error (a retry that then succeeded included).
 -- Units: ms, MiB, %, tokens/s, seconds.
+-- series capacity: host, pid, level, requests, time_s, ttft_p95_ms, service_ttft_p95_ms, tpot_p50_ms, tpot_p95_ms, e2e_p95_ms, queue_p95_ms, tokens_per_s, reserved_peak_mb, allocated_peak_mb, gpu_util_pct, gpu_total_mb, oom_requests
 WITH r AS (
     SELECT
         session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid,
@@ -97,8 +99,8 @@ SELECT
     coalesce(t.time_s, 0.0) AS time_s,
     p.ttft_p50_ms, p.ttft_p95_ms, p.service_ttft_p95_ms, p.tpot_p50_ms, p.tpot_p95_ms, p.e2e_p50_ms, p.e2e_p95_ms,
     p.queue_p50_ms, p.queue_p95_ms, p.tokens_per_s,
-    greatest(p.req_reserved_mb, s.reserved_mb) AS reserved_peak_mb,
-    greatest(p.req_allocated_mb, s.allocated_mb) AS allocated_peak_mb,
+    coalesce(s.reserved_mb, p.req_reserved_mb) AS reserved_peak_mb,
+    coalesce(s.allocated_mb, p.req_allocated_mb) AS allocated_peak_mb,
     coalesce(s.gpu_util_pct, p.req_gpu_util_pct) AS gpu_util_pct,
     g.gpu_total_mb,
     p.error_requests, p.oom_requests

@@ -23,6 +23,7 @@ from analyzer.engines.duckdb import DuckDBSource, as_source
 from analyzer.metrics.registry import METRIC_QUERIES, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.rules import RULE_IDS, evaluate_rules
+from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
@@ -162,6 +163,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "slowest_sessions": list(metrics.get("slowest_sessions", [])),
         "gpus": list(metrics.get("gpu_per_host", [])),
         "processes": list(metrics.get("rss_per_process", [])),
+        "capacity": capacity_block(metrics, thresholds),
         "series_bucket": params.get("bucket", "hour"),
         "series": _series_block(metrics),
         "session_details": group_session_details(metrics.get("session_requests", [])),
@@ -171,6 +173,13 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
 
 
 # -- model parts -------------------------------------------------------------------------------
+
+
+def capacity_block(metrics: dict, thresholds: dict) -> list[dict]:
+    """Per process: its in-flight levels and the capacity model's verdicts (rules/capacity_curve)."""
+    keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "oom_level", "mb_per_request",
+            "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
+    return [{k: c.get(k) for k in keep} for c in capacity_curves(metrics, thresholds)]
 
 
 def _one(metrics: dict, name: str) -> dict:

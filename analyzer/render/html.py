@@ -47,6 +47,7 @@ SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
+    ("capacity", "Capacity"),
     ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
