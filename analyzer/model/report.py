@@ -403,6 +403,8 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[di
     band_fails = bool(band_sessions or leak["processes"])
     band_note = None
     if leak["processes"]:
+        # the row shows the growth that fails it: a process's, when no session's movement is outside
+        deviation = max([deviation or 0.0, *(p.get("settled_rise_mb") or p["rise_mb"] for p in leak["processes"])])
         band_note = (f"reserved memory grew in {len(leak['processes'])} process(es) serving sessions at the same "
                      "time; torch reports it per process, so it is not pinned on sessions (see memory_leak)")
     peaks = [r["util_peak_busy"] for r in metrics.get("gpu_util_while_busy", []) if r.get("util_peak_busy") is not None]
