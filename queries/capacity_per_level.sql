@@ -12,7 +12,8 @@
 -- Memory and GPU utilisation at a level: every gpu_memory / gpu_sample event of the process while
 -- it ran at that level (ASOF: the level set by the last edge at or before the event); without
 -- such events, the before/after readings of the requests that started at the level (an "after"
--- may be read at another level, so they are the fallback). gpu_total_mb: the largest total any sampler reported
+-- may be read at another level, so they are the fallback). Peak: the 95th percentile of the
+-- level's readings, so a reading stamped as the level changed does not set it. gpu_total_mb: the largest total any sampler reported
 -- for the host. service_ttft: TTFT less the queue wait, what the level itself costs (the wait
 -- is the limit doing its job). oom_requests: requests with an OOM error (a retry that then succeeded included).
 -- Units: ms, MiB, %, tokens/s, seconds.
@@ -59,7 +60,7 @@ WITH r AS (
 ), samples AS (
     -- the process's memory and utilisation readings, each at the level it was taken under
     SELECT coalesce(e.host, '') AS hkey, coalesce(e.pid, -1) AS pkey, s.level,
-           max(e.reserved_mb) AS reserved_mb, max(e.allocated_mb) AS allocated_mb,
+           quantile_disc(e.reserved_mb, 0.95) AS reserved_mb, quantile_disc(e.allocated_mb, 0.95) AS allocated_mb,
            avg(e.gpu_util_pct) AS gpu_util_pct
     FROM (SELECT * FROM events WHERE stage IN ('gpu_memory', 'gpu_sample') AND ts IS NOT NULL) AS e
     ASOF JOIN steps AS s

@@ -20,11 +20,11 @@ from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import DuckDBSource, as_source
-from analyzer.metrics.registry import METRIC_QUERIES, query_series
+from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
-from analyzer.rules import RULE_IDS, evaluate_rules
-from analyzer.rules.capacity_curve import capacity_curves
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
+from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
 
@@ -71,6 +71,60 @@ def analyze_logs(
         return model
     finally:
         source.close()
+
+
+def capacity_logs(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    thresholds_file: Path | str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    engine: str = "duckdb",
+    master: str = "local[*]",
+) -> dict:
+    """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
+    thresholds = load_thresholds(thresholds_file)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    try:
+        return build_capacity(source, thresholds)
+    finally:
+        source.close()
+
+
+CAPACITY_SCHEMA = "dslogs.capacity/1"
+CAPACITY_RULES = ("concurrency_cliff", "oom_at_concurrency")
+
+
+def build_capacity(source, thresholds: dict | None = None) -> dict:
+    """The capacity model of any engine's MetricSource: per process its in-flight levels, the knee,
+    the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
+    thresholds = thresholds or defaults()
+    source = as_source(source)
+    first, last = source.time_bounds()
+    params = parameters(thresholds, bucket_for_span(first, last))
+    metrics = source.run(["capacity_per_level", "time_span"], params)
+    findings, statuses = [], []
+    for rid in CAPACITY_RULES:
+        outcome = RULES[rid](metrics, source.ingest, thresholds)
+        findings += outcome.findings
+        statuses.append({"rule": rid, "status": "fired" if outcome.findings else outcome.status,
+                         "reason": outcome.reason})
+    span = _one(metrics, "time_span")
+    _, columns = SERIES["capacity"]
+    return clean({
+        "schema": CAPACITY_SCHEMA,
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "dslogs_version": __version__,
+        "window": {"since": (source.window or {}).get("since"), "until": (source.window or {}).get("until"),
+                   "first_event": span.get("first_event"), "last_event": span.get("last_event")},
+        "capacity": capacity_block(metrics, thresholds),
+        "findings": findings,
+        "rules": statuses,
+        "series": {"capacity": [{k: r.get(k) for k in columns} for r in metrics["capacity_per_level"]]},
+        "thresholds": thresholds,
+    })
 
 
 def open_source(
