@@ -107,8 +107,8 @@ def test_growth_at_a_steady_level_is_a_leak(tmp_path):
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_simulated_knee_and_safe_level(tmp_path, seed):
-    simulate_concurrent(tmp_path, "capacity", seed=seed)
-    truth = json.loads((tmp_path / "truth.json").read_text())["scenarios"]["capacity"]["details"]["capacity"]
+    simulate_concurrent(tmp_path, "concurrency_cliff", seed=seed)
+    truth = json.loads((tmp_path / "truth.json").read_text())["scenarios"]["concurrency_cliff"]["details"]["capacity"]
     model = _model(tmp_path)
     (cap,) = model["capacity"]
     assert abs(cap["knee"] - truth["knee"]) <= 1
@@ -141,7 +141,7 @@ def test_levels_derived_from_intervals_without_inflight():
 
 def test_derived_levels_match_collector_inflight(tmp_path):
     """The SQL's interval-derived level agrees with the collector's inflight on the simulator."""
-    simulate_concurrent(tmp_path, "capacity", seed=2)
+    simulate_concurrent(tmp_path, "concurrency_cliff", seed=2)
     db = open_logs([str(tmp_path)], use_cache=False)
     sql = (REPO / "queries" / "capacity_per_level.sql").read_text()
     derived = sql.replace("coalesce(r.inflight, s.level) AS level", "s.level AS level")
@@ -160,7 +160,7 @@ def test_derived_levels_match_collector_inflight(tmp_path):
 
 
 def test_capacity_command(tmp_path):
-    simulate_concurrent(tmp_path / "logs", "capacity", seed=1)
+    simulate_concurrent(tmp_path / "logs", "concurrency_cliff", seed=1)
     env_py = sys.executable
     md = subprocess.run([env_py, "-m", "analyzer", "capacity", str(tmp_path / "logs"), "--no-cache"],
                         capture_output=True, text=True, timeout=120)

@@ -94,6 +94,18 @@ def render_markdown_diff(d: dict) -> str:
     out += ["", "## Memory", "", "| | before | after | change |", "|---|---:|---:|---:|"]
     for r in d["memory"]:
         out.append(f"| {r['label']} | {fmt_value(r['before'], r['unit'])} | {fmt_value(r['after'], r['unit'])} | {fmt_value(r['change'])} |")
+    for c in d.get("capacity") or []:
+        out += ["", f"## Capacity: {md_text(c['host'] or 'unnamed host')}", "",
+                f"knee {fmt_value(c.get('before_knee'))} → {fmt_value(c.get('after_knee'))}; recommended limit "
+                f"{fmt_value(c.get('before_limit'))} → {fmt_value(c.get('after_limit'))}; MiB per request in flight "
+                f"{fmt_value(c.get('before_mb_per_request'))} → {fmt_value(c.get('after_mb_per_request'))}", "",
+                "| in flight | requests | tokens/s | TPOT p95 (ms) | peak reserved (MiB) |", "|---:|---:|---:|---:|---:|"]
+        for r in c["levels"]:
+            b, a = r["before"], r["after"]
+            out.append(f"| {r['level']} | {fmt_value(b['requests'])} → {fmt_value(a['requests'])} | "
+                       f"{fmt_value(b['tokens_per_s'])} → {fmt_value(a['tokens_per_s'])} | "
+                       f"{fmt_value(b['tpot_p95_ms'])} → {fmt_value(a['tpot_p95_ms'])} | "
+                       f"{fmt_value(b['reserved_peak_mb'])} → {fmt_value(a['reserved_peak_mb'])} |")
     if d["errors"]:
         out += ["", "## Errors", "", "| error type | before | after | sample message |", "|---|---:|---:|---|"]
         for e in d["errors"][:12]:

@@ -3,7 +3,7 @@ levels. The curve they read is analyzer/rules/capacity_curve.py's, the report's 
 
 from __future__ import annotations
 
-from analyzer.rules.capacity_curve import SETTING, _proc, capacity_curves, time_beyond
+from analyzer.rules.capacity_curve import SETTING, _proc, group_levels, knee_of, time_beyond
 from analyzer.rules.registry import RuleOutcome, _fmt, _plural, finding, rule
 
 
@@ -23,47 +23,50 @@ from analyzer.rules.registry import RuleOutcome, _fmt, _plural, finding, rule
 )
 def rule_concurrency_cliff(m, ingest, t) -> RuleOutcome:
     th = t["concurrency_cliff"]
-    curves = [c for c in capacity_curves(m, t) if c["levels"]]
-    if not curves:
+    groups = [rows for rows in group_levels(m) if rows]
+    if not groups:
         return RuleOutcome("concurrency_cliff", "no_data", "no request with a start and an end")
-    judged = [c for c in curves if c["knee"] is not None]
+    judged, unjudged = [], []
+    for rows in groups:
+        levels, knee = knee_of(rows, th)
+        (judged if knee is not None else unjudged).append((rows[0].get("host"), rows[0].get("pid"), levels, knee))
     if not judged:
         return RuleOutcome("concurrency_cliff", "no_data",
                            "no throughput knee in the levels seen (" + "; ".join(
-                               f"{_proc(c['host'], c['pid'])} up to {c['top_level']} in flight" for c in curves[:3]) + ")")
+                               f"{_proc(h, p)} up to {levels[-1]['level']} in flight" for h, p, levels, _ in unjudged[:3]) + ")")
     findings = []
-    for c in judged:
-        beyond, total = time_beyond(c, c["knee"])
+    for host, pid, levels, knee in judged:
+        beyond, total = time_beyond(levels, knee)
         share = beyond / total if total else 0.0
         if share <= th["time_share"]:
             continue
-        knee = next(lv for lv in c["levels"] if lv["level"] == c["knee"])
-        above = [lv for lv in c["levels"] if lv["level"] > c["knee"] and not lv["sparse"]]
+        at_knee = next(lv for lv in levels if lv["level"] == knee)
+        above = [lv for lv in levels if lv["level"] > knee and not lv["sparse"]]
         worst = max(above, key=lambda lv: lv.get("tpot_p95_ms") or 0, default=None)
         detail = ""
         if worst is not None and worst.get("tokens_per_s") is not None:
             detail = (f"; at {worst['level']} in flight {_fmt(worst['tokens_per_s'], 0)} tokens/s "
-                      f"(knee {_fmt(knee['tokens_per_s'], 0)}), TPOT p95 {_fmt(worst.get('tpot_p95_ms') or 0, 0)} ms "
-                      f"(knee {_fmt(knee.get('tpot_p95_ms') or 0, 0)} ms)")
+                      f"(knee {_fmt(at_knee['tokens_per_s'], 0)}), TPOT p95 {_fmt(worst.get('tpot_p95_ms') or 0, 0)} ms "
+                      f"(knee {_fmt(at_knee.get('tpot_p95_ms') or 0, 0)} ms)")
         findings.append(finding(
             "concurrency_cliff", scope="host", value=round(100 * share, 1), threshold=100 * th["time_share"], unit="%",
-            message=(f"{_proc(c['host'], c['pid'])} runs beyond its throughput knee ({c['knee']} requests in flight) "
+            message=(f"{_proc(host, pid)} runs beyond its throughput knee ({knee} requests in flight) "
                      f"{_fmt(100 * share, 0)} % of its busy time{detail}"),
             section="capacity", chart="capacity_throughput",
-            details={"knee": c["knee"], "time_beyond_s": round(beyond, 1), "busy_s": round(total, 1),
-                     "recommendation": (c["recommendation"] or {}).get("text")},
-            hosts=[c["host"]],
+            details={"knee": knee, "time_beyond_s": round(beyond, 1), "busy_s": round(total, 1),
+                     "levels": [{k: lv.get(k) for k in ("level", "requests", "time_s", "tokens_per_s", "tpot_p95_ms")}
+                                for lv in levels]},
+            hosts=[host],
         ))
     if not findings:
         return RuleOutcome("concurrency_cliff", "pass", f"{_plural(len(judged), 'process')} within their knee")
     return RuleOutcome("concurrency_cliff", "fired", f"{_plural(len(findings), 'process')}", findings)
 
 
-def oom_cluster(curve: dict, t: dict) -> dict | None:
-    """Where a process's OOMs cluster: the lowest level from which ``top_share`` of them happened,
-    with the OOM rate at and above it against the rate below; None when they do not cluster."""
-    th = t["oom_at_concurrency"]
-    levels = curve["levels"]
+def oom_cluster(levels: list[dict], th: dict) -> dict | None:
+    """Where a process's OOMs cluster (``levels`` sorted by level, ``th`` oom_at_concurrency's
+    thresholds): the lowest level from which ``top_share`` of them happened, with the OOM rate at
+    and above it against the rate below; None when they do not cluster."""
     ooms = sum(lv.get("oom_requests") or 0 for lv in levels)
     if ooms < th["min_ooms"] or len(levels) < 2:
         return None
@@ -103,23 +106,24 @@ def oom_cluster(curve: dict, t: dict) -> dict | None:
     charts=("capacity_memory",),
 )
 def rule_oom_at_concurrency(m, ingest, t) -> RuleOutcome:
-    curves = [c for c in capacity_curves(m, t) if c["levels"]]
-    if not curves:
+    th = t["oom_at_concurrency"]
+    groups = [rows for rows in group_levels(m) if rows]
+    if not groups:
         return RuleOutcome("oom_at_concurrency", "no_data", "no request with a start and an end")
     findings = []
-    for c in curves:
-        cl = oom_cluster(c, t)
+    for levels in groups:
+        cl = oom_cluster(levels, th)
         if cl is None:
             continue
+        host, pid = levels[0].get("host"), levels[0].get("pid")
         findings.append(finding(
-            "oom_at_concurrency", scope="host", value=cl["ooms"], threshold=t["oom_at_concurrency"]["min_ooms"],
-            unit="OOMs",
-            message=(f"{_proc(c['host'], c['pid'])}: {_plural(cl['ooms'], 'request')} hit an OOM, "
+            "oom_at_concurrency", scope="host", value=cl["ooms"], threshold=th["min_ooms"], unit="OOMs",
+            message=(f"{_proc(host, pid)}: {_plural(cl['ooms'], 'request')} hit an OOM, "
                      f"clustered at {cl['from_level']}+ requests in flight ({_fmt(100 * cl['rate_at_or_above'], 1)} % "
                      f"of requests there, {_fmt(100 * cl['rate_below'], 1)} % below)"),
-            section="capacity", chart="capacity_memory", details=cl, hosts=[c["host"]],
+            section="capacity", chart="capacity_memory", details=cl, hosts=[host],
         ))
     if not findings:
-        n = sum(sum(lv.get("oom_requests") or 0 for lv in c["levels"]) for c in curves)
+        n = sum(sum(lv.get("oom_requests") or 0 for lv in levels) for levels in groups)
         return RuleOutcome("oom_at_concurrency", "pass", f"{_plural(n, 'OOM')}, none clustered at high in-flight levels")
     return RuleOutcome("oom_at_concurrency", "fired", f"{_plural(len(findings), 'process')}", findings)

@@ -36,13 +36,33 @@ def _proc(host, pid) -> str:
     return f"{name}/{pid}" if pid is not None else name
 
 
+def group_levels(m: dict) -> list[list[dict]]:
+    """capacity_per_level's rows grouped by process (host, pid), each sorted by level."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in m.get("capacity_per_level", []):
+        groups.setdefault((r.get("host"), r.get("pid")), []).append(r)
+    return [sorted(rows, key=lambda r: r["level"]) for rows in groups.values()]
+
+
+def knee_of(rows: list[dict], th: dict) -> tuple[list[dict], int | None]:
+    """(the levels, each marked sparse or not; the knee) from one process's rows and the
+    concurrency_cliff thresholds: the first measured level within knee_share of the best
+    throughput, with a measured level above it (else throughput may still be rising past what
+    the logs saw)."""
+    levels = [{**r, "sparse": (r.get("requests") or 0) < th["min_level_requests"]}
+              for r in sorted(rows, key=lambda r: r["level"])]
+    dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
+    if not dense:
+        return levels, None
+    best = max(lv["tokens_per_s"] for lv in dense)
+    knee = next(lv["level"] for lv in dense if lv["tokens_per_s"] >= (1 - th["knee_share"]) * best)
+    return levels, knee if any(lv["level"] > knee for lv in dense) else None
+
+
 def process_curve(rows: list[dict], t: dict) -> dict:
-    """One process's curve and verdicts from its level rows (sorted by level)."""
-    th, slo = t["capacity"], t["slo"]
-    rows = sorted(rows, key=lambda r: r["level"])
-    levels = []
-    for r in rows:
-        levels.append({**r, "sparse": (r.get("requests") or 0) < th["min_level_requests"]})
+    """One process's curve and verdicts from its level rows."""
+    th, slo = t["concurrency_cliff"], t["slo"]
+    levels, knee = knee_of(rows, th)
     dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
     total = sum(lv.get("requests") or 0 for lv in levels)
     out: dict = {"host": rows[0].get("host") if rows else None, "pid": rows[0].get("pid") if rows else None,
@@ -50,13 +70,7 @@ def process_curve(rows: list[dict], t: dict) -> dict:
                  "mb_per_request": None, "base_mb": None, "fit_r2": None,
                  "gpu_total_mb": max((lv.get("gpu_total_mb") or 0 for lv in levels), default=0) or None,
                  "recommendation": None, "needs": None, "top_level": max((lv["level"] for lv in levels), default=0)}
-    # knee: the first measured level within knee_share of the best throughput, with a measured
-    # level above it (else throughput may still be rising past what the logs saw)
-    if dense:
-        best = max(lv["tokens_per_s"] for lv in dense)
-        knee = next(lv["level"] for lv in dense if lv["tokens_per_s"] >= (1 - th["knee_share"]) * best)
-        if any(lv["level"] > knee for lv in dense):
-            out["knee"] = knee
+    out["knee"] = knee
     # the SLO: the first measured level whose p95 service TTFT or TPOT is over it
     for lv in dense:
         over = []
@@ -108,7 +122,7 @@ def recommendation_text(n: int, out: dict, t: dict) -> str:
         if here.get("tpot_p95_ms") is not None and nxt.get("tpot_p95_ms") is not None:
             parts.append(f"at {n + 1} TPOT p95 goes from {here['tpot_p95_ms']:.0f} to {nxt['tpot_p95_ms']:.0f} ms")
         if here.get("tokens_per_s") is not None and nxt.get("tokens_per_s") is not None:
-            verb = "stops rising" if nxt["tokens_per_s"] < here["tokens_per_s"] * (1 + t["capacity"]["knee_share"]) \
+            verb = "stops rising" if nxt["tokens_per_s"] < here["tokens_per_s"] * (1 + t["concurrency_cliff"]["knee_share"]) \
                 else "still rises"
             parts.append(f"throughput {verb} ({here['tokens_per_s']:.0f} → {nxt['tokens_per_s']:.0f} tokens/s)")
         if nxt.get("sparse"):
@@ -131,14 +145,11 @@ def recommendation_text(n: int, out: dict, t: dict) -> str:
 
 def capacity_curves(m: dict, t: dict) -> list[dict]:
     """Every process's curve from the capacity_per_level table, in table order."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in m.get("capacity_per_level", []):
-        groups.setdefault((r.get("host"), r.get("pid")), []).append(r)
-    return [process_curve(rows, t) for rows in groups.values()]
+    return [process_curve(rows, t) for rows in group_levels(m)]
 
 
-def time_beyond(curve: dict, level: int) -> tuple[float, float]:
+def time_beyond(levels: list[dict], level: int) -> tuple[float, float]:
     """(seconds at levels above ``level``, seconds at any level) of one process."""
-    total = sum(lv.get("time_s") or 0.0 for lv in curve["levels"])
-    beyond = sum(lv.get("time_s") or 0.0 for lv in curve["levels"] if lv["level"] > level)
+    total = sum(lv.get("time_s") or 0.0 for lv in levels)
+    beyond = sum(lv.get("time_s") or 0.0 for lv in levels if lv["level"] > level)
     return beyond, total

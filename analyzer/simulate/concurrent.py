@@ -66,14 +66,19 @@ CONCURRENT_SCENARIOS: dict[str, ConcurrentSpec] = {
         ConcurrentSpec("seed_turns", "article 003's logger: reserved_mb climbs > 200 MiB over turns a "
                        "few hundred ms apart in some sessions, ten minutes apart in others",
                        "memory_leak", "session", fmt="legacy"),
-        ConcurrentSpec("capacity", "a closed-loop load ramp, 1 to 8 clients in steps: service time grows with "
-                       "requests in flight along a contention curve past a knee, reserved memory follows the "
-                       "requests in flight (nothing kept), OOMs past what the GPU holds; truth.json has the "
-                       "knee and the safe level", "concurrency_cliff", "host", also_fires=("oom_at_concurrency", "oom")),
+        ConcurrentSpec("concurrency_cliff", "a closed-loop load ramp, 1 to 8 clients in steps: service time grows "
+                       "with requests in flight along a contention curve past a knee, reserved memory follows the "
+                       "requests in flight (nothing kept), OOMs past what the GPU holds; truth.json has the knee and "
+                       "the safe level", "concurrency_cliff", "host",
+                       also_fires=("oom_at_concurrency", "oom", "memory_thrash")),
+        ConcurrentSpec("oom_at_concurrency", "the same ramp on a GPU that holds one request past the knee: OOMs "
+                       "at the top in-flight level", "oom_at_concurrency", "host",
+                       also_fires=("concurrency_cliff", "oom", "memory_thrash")),
         ConcurrentSpec("capacity_small", "the capacity model over two short steps (1 and 2 clients): too little "
                        "traffic for a recommendation", None, "global"),
     )
 }
+CAPACITY_SCENARIOS = ("concurrency_cliff", "oom_at_concurrency", "capacity_small")
 GPU_TOTAL_MB = 24576.0
 CAPACITY_LEVELS = 8  # clients at the last step (a Gradio concurrency_limit of 8: no framework queue)
 
@@ -217,16 +222,17 @@ def _replay(reqs: list[CReq], name: str, rng: Random) -> list[tuple[float, dict]
     return samples
 
 
-def _capacity_plan(rng: Random, small: bool) -> tuple[list[CReq], dict[str, str | None], dict]:
+def _capacity_plan(rng: Random, name: str) -> tuple[list[CReq], dict[str, str | None], dict]:
     """A load driver's ramp: at step c (1..CAPACITY_LEVELS) c clients each send a request, wait for
     its answer and think 0-0.6 s. With c requests running, prefill and TPOT grow by 5 % per extra
     request up to the knee, and past it by c/knee (the GPU is shared) and 10 % per request more
     (fragmentation and GC, 000 §1.3): aggregate throughput rises to the knee, then falls. A
     request's working memory (KV cache, activations) is held while it runs; past oom_level in
     flight the allocator fails half the requests' first attempt (an OOM, then a retry)."""
+    small = name == "capacity_small"
     knee = rng.choice((3, 4, 5))
     base_mb = WEIGHTS_MB + 40.0 + 560.0  # weights, the process's own buffers, the allocator's cache
-    oom_level = knee + 3
+    oom_level = knee + (1 if name == "oom_at_concurrency" else 3)
     # reserved at oom_level in flight: 96.5 % of the GPU, where the allocator starts to fail
     per_req_mb = (0.965 * GPU_TOTAL_MB - base_mb) / oom_level
     step_s = 40.0 if small else 300.0
@@ -273,7 +279,7 @@ def _capacity_plan(rng: Random, small: bool) -> tuple[list[CReq], dict[str, str 
             order += 1
             heapq.heappush(clients, (r.end + rng.uniform(0, 0.6), i, sid, turn + 1))
     reqs.sort(key=lambda r: r.t0)
-    truth = {"knee": knee, "safe_level": knee, "oom_level": oom_level, "levels": levels,
+    truth = {"knee": knee, "safe_level": min(knee, oom_level - 1), "oom_level": oom_level, "levels": levels,
              "mb_per_request": round(per_req_mb, 1), "gpu_total_mb": GPU_TOTAL_MB,
              "recommendation": not small}
     return reqs, faults, truth
@@ -462,8 +468,8 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
         requests = sum(1 for x in lines if '"stage": "input"' in x)
     else:
         capacity = None
-        if name.startswith("capacity"):
-            reqs, faults, capacity = _capacity_plan(rng, name == "capacity_small")
+        if name in CAPACITY_SCENARIOS:
+            reqs, faults, capacity = _capacity_plan(rng, name)
             samples = _capacity_replay(reqs, rng)
         else:
             reqs, faults = _plan(rng, name)
@@ -490,7 +496,8 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
                                 "leaked_mb": round(sum(r.leak_mb or r.rss_leak_mb for r in mine), 1),
                                 "oom_attempts": sum(1 for r in mine if r.oom_beams)}  # fmt: skip
         if capacity is not None:
-            details["_capacity"] = capacity
+            # the sessions an OOM hit (the oom rule names them: allowed, not expected)
+            details["_capacity"] = {**capacity, "oom_sessions": sorted({r.sid for r in reqs if r.oom_beams})}
         if reqs and name != "cpu_only":
             details["_process"] = {"host": host, "pid": pid, "max_inflight": max(r.inflight for r in reqs),
                                    "reserved_first_mb": reqs[0].before["reserved_mb"],
