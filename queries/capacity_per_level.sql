@@ -7,8 +7,9 @@
 -- while it waits in a framework queue) to its end; an end and a start at one instant count the
 -- end first. So legacy logs, and any source whose requests have a start and an end, get levels.
 -- time_s: seconds the process spent with exactly `level` requests running (from the intervals).
--- tokens_per_s: the aggregate output rate at the level, level x the mean per-request rate
--- (output_len over handler time): Little's law, so a level seen only briefly still gets one.
+-- tokens_per_s: the aggregate output rate while the process ran at that level: each request's
+-- output spread evenly over its handler time, summed over the requests running, time-weighted
+-- over the level's periods (a second running sum over the same edges).
 -- Memory and GPU utilisation at a level: every gpu_memory / gpu_sample event of the process while
 -- it ran at that level (ASOF: the level set by the last edge at or before the event); without
 -- such events, the before/after readings of the requests that started at the level (an "after"
@@ -35,19 +36,24 @@ WITH r AS (
     FROM requests
     WHERE end_ts IS NOT NULL
 ), edges AS (
-    SELECT hkey, pkey, run_ts AS ts, 1 AS d, session_id, request_id FROM r
+    SELECT hkey, pkey, run_ts AS ts, 1 AS d, coalesce(run_tokens_per_s, 0) AS dr, session_id, request_id FROM r
     UNION ALL
-    SELECT hkey, pkey, end_ts AS ts, -1 AS d, NULL AS session_id, NULL AS request_id FROM r
+    SELECT hkey, pkey, end_ts AS ts, -1 AS d, -coalesce(run_tokens_per_s, 0) AS dr, NULL AS session_id,
+           NULL AS request_id
+    FROM r
 ), steps AS (
     SELECT
         hkey, pkey, ts, d, session_id, request_id,
         sum(d) OVER w AS level,
+        sum(dr) OVER w AS rate,
         lead(ts) OVER w AS next_ts
     FROM edges
     WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), time_at AS (
-    SELECT hkey, pkey, level, sum(epoch(next_ts) - epoch(ts)) AS time_s
+    SELECT hkey, pkey, level, sum(epoch(next_ts) - epoch(ts)) AS time_s,
+           sum(greatest(rate, 0) * (epoch(next_ts) - epoch(ts))) / nullif(sum(epoch(next_ts) - epoch(ts)), 0)
+               AS tokens_per_s
     FROM steps
     WHERE level > 0 AND next_ts IS NOT NULL
     GROUP BY hkey, pkey, level
@@ -81,7 +87,6 @@ WITH r AS (
         quantile_cont(e2e_ms, 0.95) AS e2e_p95_ms,
         quantile_cont(queue_ms, 0.5) AS queue_p50_ms,
         quantile_cont(queue_ms, 0.95) AS queue_p95_ms,
-        level * avg(run_tokens_per_s) AS tokens_per_s,
         max(reserved_mb) AS req_reserved_mb,
         max(allocated_mb) AS req_allocated_mb,
         avg(gpu_util_pct) AS req_gpu_util_pct,
@@ -99,7 +104,7 @@ SELECT
     p.host, p.pid, p.level, p.requests, p.requests_with_inflight,
     coalesce(t.time_s, 0.0) AS time_s,
     p.ttft_p50_ms, p.ttft_p95_ms, p.service_ttft_p95_ms, p.tpot_p50_ms, p.tpot_p95_ms, p.e2e_p50_ms, p.e2e_p95_ms,
-    p.queue_p50_ms, p.queue_p95_ms, p.tokens_per_s,
+    p.queue_p50_ms, p.queue_p95_ms, t.tokens_per_s,
     coalesce(s.reserved_mb, p.req_reserved_mb) AS reserved_peak_mb,
     coalesce(s.allocated_mb, p.req_allocated_mb) AS allocated_peak_mb,
     coalesce(s.gpu_util_pct, p.req_gpu_util_pct) AS gpu_util_pct,

@@ -231,7 +231,8 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
 
 def capacity_block(metrics: dict, thresholds: dict) -> list[dict]:
     """Per process: its in-flight levels and the capacity model's verdicts (rules/capacity_curve)."""
-    keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "oom_level", "mb_per_request",
+    keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "slo_unmet", "oom_level",
+            "mb_per_request",
             "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
     return [{k: c.get(k) for k in keep} for c in capacity_curves(metrics, thresholds)]
 

@@ -99,11 +99,20 @@ def process_curve(rows: list[dict], t: dict) -> dict:
                         f"{len(dense)} such level{'s' if len(dense) != 1 else ''}"
                         + (f" ({want_levels} more needed)" if want_levels else ""))
         return out
-    limits = [x for x in (out["knee"], (out["slo_level"] - 1) if out["slo_level"] else None,
-                          (out["oom_level"] - 1) if out["oom_level"] else None) if x is not None]
+    # an SLO already missed at the lowest measured level is not a concurrency limit: no level meets it
+    slo_limit = None
+    if out["slo_level"] is not None:
+        if out["slo_level"] > dense[0]["level"]:
+            slo_limit = out["slo_level"] - 1
+        else:
+            out["slo_unmet"] = True
+    limits = [x for x in (out["knee"], slo_limit, (out["oom_level"] - 1) if out["oom_level"] else None)
+              if x is not None]
     if not limits:
+        slo = ("the SLO is missed at every level, so it sets no limit" if out.get("slo_unmet")
+               else "latency is within the SLO")
         out["needs"] = (f"no limit seen up to {dense[-1]['level']} requests in flight: throughput still rises, "
-                        "latency is within the SLO and memory has room; traffic at higher levels would show the knee")
+                        f"{slo} and memory has room; traffic at higher levels would show the knee")
         return out
     n = max(1, min(limits))
     out["recommendation"] = {"limit": n, "text": recommendation_text(n, out, t)}
