@@ -94,8 +94,8 @@ def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden
 
     from collector import Tracer
     from tests.e2e.apps import tiny_r1
-    from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.fake_gpu import FakeCuda
+    from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.gradio_chat import ChatApp, build_demo
 
     gradio.queueing.PROFILING_ENABLED = True
