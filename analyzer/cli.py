@@ -85,12 +85,15 @@ def _fail(message: str) -> None:
 
 def _run(fn, *args, **kwargs):
     """Call a library function; input errors become exit 2 with their one-line reason."""
-    from analyzer.core.errors import DslogsError
+    from analyzer.core.errors import DslogsError, Interrupted
 
     try:
         return fn(*args, **kwargs)
     except DslogsError as exc:
         _fail(str(exc))
+    except Interrupted as exc:
+        typer.echo(f"dslogs: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 def _open(logs, since, until, tz, cache, no_cache, materialize=True):
@@ -214,9 +217,14 @@ def report_weekly(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
 ) -> None:
-    """This week against the previous one: regressions, new and resolved findings."""
-    from analyzer.render.weekly import build_weekly, render_weekly
+    """This week against the previous one: regressions, new and resolved findings. `--week ""`
+    lists the weeks that hold events."""
+    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
+    if week is not None and not week.strip():
+        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        typer.echo("\n".join(weeks) if weeks else "no week holds events")
+        return
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
     for note in model.get("notes") or []:
@@ -303,13 +311,15 @@ def query(
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
+        # Ctrl-C or SIGTERM: one line, exit 130 / 143 (the cache is only read)
         import duckdb
 
-        from analyzer.ingest.sandbox import check_statement, run_user_query
+        from analyzer.ingest.sandbox import check_statement, run_user_query, stop_on_signals
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
-        db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
-        result = _run(run_user_query, db, sql, allow_files)
+        with stop_on_signals() as stop:
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            result = _run(run_user_query, db, sql, allow_files, stop)
     _print_result(result, format.value, csv_guard=not raw_csv)
 
 

@@ -33,14 +33,14 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import InputError, UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
 from analyzer.core.time import iso, parse_window, zone_name
 from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import catalogue, storage, viewdefs
+from analyzer.ingest import catalogue, formats, storage, viewdefs
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-from analyzer.ingest.discovery import Discovery, discover
+from analyzer.ingest.discovery import Discovery, discover, printable
 from analyzer.ingest.reader import Reader, load_datasets
 from analyzer.ingest.validate import LINE_RULES
 
@@ -62,6 +62,7 @@ class LogDB:
     cache_path: Path | None = None
     read_bytes: int = 0  # bytes read from the logs by this run (a grown file's tail only)
     tail_files: int = 0  # grown files of which only the new bytes were read
+    file_rows: int = 0  # events the run's files hold, in any window
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def close(self) -> None:
@@ -103,11 +104,17 @@ def open_logs(
     cache: Path | None = None,
     use_cache: bool = True,
     materialize: bool = True,
+    session_attr: str | None = None,
 ) -> LogDB:
     """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
 
     ``materialize`` computes requests and sessions once into temporary tables (many queries, as
-    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``)."""
+    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``).
+    ``session_attr``: the span attribute that names the session in OTLP traces (else
+    ``gen_ai.conversation.id``); the cache is not used with it (it changes the events).
+
+    InputError (exit 2) when no file yields a single event: one line per file saying what it
+    looks like (``analyzer.ingest.formats.describe``)."""
     started = time.perf_counter()
     zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
@@ -128,7 +135,9 @@ def open_logs(
         con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir
     )
     try:
-        _load(db, found, zone, lo, hi, cache, use_cache, materialize, Path(workdir.name))
+        _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
+              Path(workdir.name), session_attr)  # fmt: skip
+        _no_events(db, found)
     except BaseException:
         db.close()
         raise
@@ -136,8 +145,21 @@ def open_logs(
     return db
 
 
+def _no_events(db: LogDB, found: Discovery) -> None:
+    """InputError naming each file when files were read and none holds an event (in any
+    window): a README renamed .jsonl, OTLP metrics, a CSV. Empty files alone are not that."""
+    if found.datasets or db.file_rows or not any(f.size > 0 for f in found.files):
+        return
+    lines = []
+    for f in found.files:
+        what = "an empty file" if f.size == 0 else formats.describe_file(f.path)
+        lines.append(f"{printable(f.display)}: no events: it looks like {what}")
+    raise InputError("no file yields an event\n" + "\n".join(lines))
+
+
 def _load(
-    db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path
+    db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path,
+    session_attr: str | None = None,
 ) -> None:
     con = db.con
     store = "memory"
@@ -157,7 +179,7 @@ def _load(
     con.execute("SET preserve_insertion_order = true")
     if not readonly:
         storage.create_store(con, store)
-    reader = Reader(con, store, zone, workdir)
+    reader = Reader(con, store, zone, workdir, session_attr)
 
     # The cache's derived tables, when they hold every cached file now, are kept in step with
     # this run's changes (viewdefs.update_derived) rather than rebuilt.
@@ -204,6 +226,7 @@ def _load(
         con, store, run, lo, hi, materialize, derived, with_dataset=dataset is not None
     )
     db.files = [f.display for f in run] + (dataset or {}).get("sources", [])
+    db.file_rows = sum(int(r[1] or 0) for r in records)
     bad_lines = sum(r[3] for r in records) + (dataset or {}).get("bad_lines", 0)
     samples: list[dict] = list((dataset or {}).get("bad_line_samples", []))
     order = {fid: i for i, fid in enumerate(ids)}
@@ -213,11 +236,9 @@ def _load(
             display = next(f.display for f in run if f.file_id == r[0])
             skipped.append({"file": display, "reason": r[5]})
     unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
-    v1, legacy = db.con.execute(
-        "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
-    ).fetchall()[0]
-    events = v1 + legacy
-    formats = {k: v for k, v in (("v1", v1), ("legacy", legacy)) if v}
+    formats = {k: int(n) for k, n in db.con.execute(
+        "SELECT source_format, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() if n}  # fmt: skip
+    events = sum(formats.values())
     db.ingest = {
         "files": len(run) + (dataset or {}).get("files", 0),
         "events": int(events),
