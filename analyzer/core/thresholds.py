@@ -142,6 +142,9 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     "oom_at_concurrency": {
         "min_ooms": (2, "ours: OOMs at more than one request, so a level can be told"),
         "top_share": (0.8, "ours: most OOMs at the highest in-flight levels (000 §1.3: past what the GPU holds)"),
+        "memory_share": (0.7, "ours: where memory is measured, the levels the OOMs cluster at hold 70 %+ of the "
+                              "GPU's total: OOMs from what requests ask (beams, long outputs) at a busy moment are not "
+                              "the concurrency's"),
     },
     "slo": {
         "ttft_ms": (1000.0, "DESIGN.md §5 goodput SLO"),

@@ -86,7 +86,12 @@ def oom_cluster(levels: list[dict], th: dict) -> dict | None:
     rate_lo = sum(lv.get("oom_requests") or 0 for lv in lo) / max(1, sum(lv.get("requests") or 0 for lv in lo))
     if rate_hi <= 4 * rate_lo:
         return None
+    peak = max((lv.get("reserved_peak_mb") or 0 for lv in hi), default=0)
+    total = max((lv.get("gpu_total_mb") or 0 for lv in levels), default=0)
+    if peak and total and peak < th["memory_share"] * total:
+        return None  # the GPU had room at those levels: the requests' own asks, not how many ran
     return {"from_level": start, "ooms": ooms, "rate_at_or_above": rate_hi, "rate_below": rate_lo,
+            "reserved_peak_mb": peak or None, "gpu_total_mb": total or None,
             "per_level": [{"level": lv["level"], "requests": lv.get("requests"), "oom_requests": lv.get("oom_requests") or 0}
                           for lv in levels]}
 

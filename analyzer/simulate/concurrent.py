@@ -247,6 +247,7 @@ def _capacity_plan(rng: Random, name: str) -> tuple[list[CReq], dict[str, str | 
     clients: list[tuple[float, int, str, int]] = []  # (next send, client, session, turn)
     order = 0
     t1 = 0.0
+    started_ms: set[int] = set()
     for step in range(levels):
         # a step starts once the last one's requests have drained: c clients, never more in flight
         t0 = max(step * step_s, max(running, default=0.0), t1)
@@ -270,6 +271,11 @@ def _capacity_plan(rng: Random, name: str) -> tuple[list[CReq], dict[str, str | 
                      queue=rng.expovariate(1 / 0.003), prefill=rng.uniform(0.12, 0.2) * k,
                      decode=tpot * (out - 1) / 1000, fmt=rng.uniform(0.001, 0.003), output_len=out,
                      input_len=rng.randint(40, 400), gpu_wait=rng.uniform(18, 30), util=min(99.0, 55 + 9 * c))
+            # handler starts at least 3 ms apart: the logs stamp milliseconds, and two starts in one
+            # stamp cannot be ordered by request_memory_deltas (a tie it reads as "started first")
+            while any(int(r.start * 1000) + d in started_ms for d in range(-3, 4)):
+                r.queue += 0.003
+            started_ms.add(int(r.start * 1000))
             r.transient_mb = per_req_mb
             if c >= oom_level and rng.random() < 0.5:
                 r.oom_beams = 1  # the first attempt fails to allocate, the retry succeeds
