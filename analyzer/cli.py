@@ -127,7 +127,7 @@ def analyze(
     master: MasterOpt = "local[*]",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
+    from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
         analyze_logs,
@@ -143,27 +143,15 @@ def analyze(
     )
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
-    if format is ReportFormat.json:
-        from analyzer.model.result_cache import json_text
+    from analyzer.render.report import render_report
 
-        _write_or_print(json_text(model) or report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_markdown
-
-        _write_or_print(render_markdown(model), out)
-    else:
-        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
-        # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
-
-        page = cached_html(model)
-        if page is None:
-            from analyzer.render.html import render_html
-
-            page = render_html(model, keep=True)
+    text = render_report(model, format.value)
+    if format is ReportFormat.html:
         target = out or Path("dslogs-report.html")
-        target.write_text(page, encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
         typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
 
