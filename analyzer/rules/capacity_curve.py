@@ -16,9 +16,10 @@ SETTING = "concurrency_limit (Gradio) / max_num_seqs (vLLM)"
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
-    """Least squares y = a + b x over ``points``: (a, b, r2); None under two distinct x."""
+    """Least squares y = a + b x over ``points``: (a, b, r2); None under three distinct x (a
+    line through two points always fits)."""
     n = len(points)
-    if n < 2 or len({x for x, _ in points}) < 2:
+    if len({x for x, _ in points}) < 3:
         return None
     mx = sum(x for x, _ in points) / n
     my = sum(y for _, y in points) / n
