@@ -3,8 +3,9 @@ levels. The curve they read is analyzer/rules/capacity_curve.py's, the report's 
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.capacity_curve import SETTING, _proc, group_levels, knee_of, time_beyond
-from analyzer.rules.registry import RuleOutcome, _fmt, _plural, finding, rule
+from analyzer.rules.registry import RuleOutcome, _plural, finding, rule
 
 
 @rule(
@@ -45,13 +46,13 @@ def rule_concurrency_cliff(m, ingest, t) -> RuleOutcome:
         worst = max(above, key=lambda lv: lv.get("tpot_p95_ms") or 0, default=None)
         detail = ""
         if worst is not None and worst.get("tokens_per_s") is not None:
-            detail = (f"; at {worst['level']} in flight {_fmt(worst['tokens_per_s'], 0)} tokens/s "
-                      f"(knee {_fmt(at_knee['tokens_per_s'], 0)}), TPOT p95 {_fmt(worst.get('tpot_p95_ms') or 0, 0)} ms "
-                      f"(knee {_fmt(at_knee.get('tpot_p95_ms') or 0, 0)} ms)")
+            detail = (f"; at {worst['level']} in flight {fmt.prose(worst['tokens_per_s'], 0)} tokens/s "
+                      f"(knee {fmt.prose(at_knee['tokens_per_s'], 0)}), TPOT p95 {fmt.prose(worst.get('tpot_p95_ms') or 0, 0)} ms "
+                      f"(knee {fmt.prose(at_knee.get('tpot_p95_ms') or 0, 0)} ms)")
         findings.append(finding(
             "concurrency_cliff", scope="host", value=round(100 * share, 1), threshold=100 * th["time_share"], unit="%",
             message=(f"{_proc(host, pid)} runs beyond its throughput knee ({knee} requests in flight) "
-                     f"{_fmt(100 * share, 0)} % of its busy time{detail}"),
+                     f"{fmt.prose(100 * share, 0)} % of its busy time{detail}"),
             section="capacity", chart="capacity_throughput",
             details={"knee": knee, "time_beyond_s": round(beyond, 1), "busy_s": round(total, 1),
                      "levels": [{k: lv.get(k) for k in ("level", "requests", "time_s", "tokens_per_s", "tpot_p95_ms")}
@@ -124,8 +125,8 @@ def rule_oom_at_concurrency(m, ingest, t) -> RuleOutcome:
         findings.append(finding(
             "oom_at_concurrency", scope="host", value=cl["ooms"], threshold=th["min_ooms"], unit="OOMs",
             message=(f"{_proc(host, pid)}: {_plural(cl['ooms'], 'request')} hit an OOM, "
-                     f"clustered at {cl['from_level']}+ requests in flight ({_fmt(100 * cl['rate_at_or_above'], 1)} % "
-                     f"of requests there, {_fmt(100 * cl['rate_below'], 1)} % below)"),
+                     f"clustered at {cl['from_level']}+ requests in flight ({fmt.prose(100 * cl['rate_at_or_above'], 1)} % "
+                     f"of requests there, {fmt.prose(100 * cl['rate_below'], 1)} % below)"),
             section="capacity", chart="capacity_memory", details=cl, hosts=[host],
         ))
     if not findings:
