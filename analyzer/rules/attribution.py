@@ -389,6 +389,19 @@ def largest_rise(sessions) -> float | None:
     return max((v["rise_mb"] for v in sessions.values()), default=None)
 
 
+def _beyond_load(p: dict, th: dict) -> bool:
+    """Leak or load (000 §1.3): is a process's reserved growth more than its requests in flight
+    explain? At the in-flight levels seen in both halves of its run, the later half reserved more
+    than the earlier half did at that level or any higher one (steady_rise_mb, memory_per_process);
+    with no level in both halves (a ramp), growth under a higher peak of requests in flight is
+    load. Without in-flight counts: not known, so the growth counts."""
+    steady = p.get("steady_rise_mb")
+    if steady is not None:
+        return steady > th["rise_mb"] / 2
+    first, second = p.get("inflight_max_first"), p.get("inflight_max_second")
+    return first is None or second is None or second <= first
+
+
 def memory_leak_verdicts(m: dict, t: dict) -> dict:
     """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
     the checklist's reserved_band row so that they agree on every session.
@@ -492,11 +505,14 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         # peak of load is the allocator caching, a leak goes on
         mid = p.get("reserved_mid_mb")
         growing = mid is not None and min(mid - p["reserved_settled_mb"], p["reserved_last_mb"] - mid) > th["rise_mb"] / 2
+        if growing and not _beyond_load(p, th):
+            continue  # memory that follows requests in flight: capacity (capacity_per_level), not a leak
         if growing and rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
             processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
                               "inflight_max": p.get("inflight_max"),
                               "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),
                               "settled_rise_mb": rise, "unexplained_mb": rest,
+                              "steady_rise_mb": p.get("steady_rise_mb"),
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
     return {"sessions": sessions, "processes": processes}
