@@ -157,6 +157,41 @@ def analyze(
         raise typer.Exit(1)
 
 
+@app.command()
+def capacity(
+    logs: LogsArg,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-capacity.html).")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
+) -> None:
+    """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
+    from analyzer.model.report import capacity_logs
+
+    model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
+                 use_cache=not no_cache, engine=engine.value, master=master)
+    if format is ReportFormat.json:
+        from analyzer.model.report import report_to_json
+
+        _write_or_print(report_to_json(model), out)
+    elif format is ReportFormat.md:
+        from analyzer.render.markdown import render_capacity_markdown
+
+        _write_or_print(render_capacity_markdown(model), out)
+    else:
+        from analyzer.render.html import render_capacity_html
+
+        target = out or Path("dslogs-capacity.html")
+        target.write_text(render_capacity_html(model), encoding="utf-8")
+        typer.echo(str(target))
+
+
 @report_app.command("weekly")
 def report_weekly(
     logs: LogsArg,

@@ -605,6 +605,47 @@ def _shares_text(rows: list[dict]) -> str:
     return ", ".join(f"{fmt.compact(r['value'])}: {r['share'] * 100:.0f} %" for r in rows[:3]) or "—"
 
 
+def compare_capacity(before: dict, after: dict) -> list[dict]:
+    """The capacity curves of both sides, host by host (a restart changes the pid: the process
+    with the most requests stands for its host), level by level: throughput, TPOT p95 and peak
+    reserved memory, with each side's knee and recommended limit."""
+
+    def by_host(model: dict) -> dict:
+        out: dict = {}
+        for c in model.get("capacity") or []:
+            if not isinstance(c, dict):
+                continue
+            host = c.get("host")
+            if host not in out or (c.get("requests") or 0) > (out[host].get("requests") or 0):
+                out[host] = c
+        return out
+
+    b, a = by_host(before), by_host(after)
+    if len(b) == 1 and len(a) == 1 and set(b) != set(a):
+        # one service on each side under another host name (a move, a new box): compare them
+        (hb, cb), (ha, ca) = next(iter(b.items())), next(iter(a.items()))
+        pairs = [(f"{hb or 'unnamed host'} → {ha or 'unnamed host'}", cb, ca)]
+    else:
+        pairs = [(host, b.get(host) or {}, a.get(host) or {}) for host in sorted(set(b) | set(a), key=lambda h: h or "")]
+    rows = []
+    for host, cb, ca in pairs:
+        sides = {"before": cb, "after": ca}
+        levels = sorted({lv.get("level") for c in sides.values() for lv in c.get("levels") or []
+                         if isinstance(lv, dict) and isinstance(lv.get("level"), int)})
+        curve = []
+        for level in levels:
+            row = {"level": level}
+            for side, c in sides.items():
+                lv = next((x for x in c.get("levels") or [] if isinstance(x, dict) and x.get("level") == level), {})
+                row[side] = {k: lv.get(k) for k in ("requests", "tokens_per_s", "tpot_p95_ms", "reserved_peak_mb")}
+                row[side]["sparse"] = bool(lv.get("sparse"))
+            curve.append(row)
+        rows.append({"host": host, "levels": curve,
+                     **{f"{side}_{k}": (c.get(k) if k != "limit" else (c.get("recommendation") or {}).get("limit"))
+                        for side, c in sides.items() for k in ("knee", "limit", "mb_per_request")}})
+    return rows
+
+
 def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict:
     """The diff model of two sides."""
     from analyzer import __version__
@@ -663,6 +704,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
         "rates": rates,
         "mix": mix,
         "memory": compare_memory(before.model, after.model),
+        "capacity": compare_capacity(before.model, after.model),
         "errors": compare_errors(before.model, after.model),
         "findings": compare_findings(before.model, after.model),
         "regressions": regressions,

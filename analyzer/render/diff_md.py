@@ -81,6 +81,18 @@ def render_markdown_diff(d: dict) -> str:
     out += ["", "## Memory", "", "| | before | after | change |", "|---|---:|---:|---:|"]
     for r in d["memory"]:
         out.append(f"| {r['label']} | {fmt.with_unit(r['before'], r['unit'])} | {fmt.with_unit(r['after'], r['unit'])} | {fmt.with_unit(r['change'])} |")
+    for c in d.get("capacity") or []:
+        out += ["", f"## Capacity: {md_text(c['host'] or 'unnamed host')}", "",
+                f"knee {fmt.with_unit(c.get('before_knee'))} → {fmt.with_unit(c.get('after_knee'))}; recommended limit "
+                f"{fmt.with_unit(c.get('before_limit'))} → {fmt.with_unit(c.get('after_limit'))}; MiB per request in flight "
+                f"{fmt.with_unit(c.get('before_mb_per_request'))} → {fmt.with_unit(c.get('after_mb_per_request'))}", "",
+                "| in flight | requests | tokens/s | TPOT p95 (ms) | peak reserved (MiB) |", "|---:|---:|---:|---:|---:|"]
+        for r in c["levels"]:
+            b, a = r["before"], r["after"]
+            out.append(f"| {r['level']} | {fmt.with_unit(b['requests'])} → {fmt.with_unit(a['requests'])} | "
+                       f"{fmt.with_unit(b['tokens_per_s'])} → {fmt.with_unit(a['tokens_per_s'])} | "
+                       f"{fmt.with_unit(b['tpot_p95_ms'])} → {fmt.with_unit(a['tpot_p95_ms'])} | "
+                       f"{fmt.with_unit(b['reserved_peak_mb'])} → {fmt.with_unit(a['reserved_peak_mb'])} |")
     if d["errors"]:
         out += ["", "## Errors", "", "| error type | before | after | sample message |", "|---|---:|---:|---|"]
         for e in d["errors"][:12]:

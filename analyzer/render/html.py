@@ -48,6 +48,7 @@ SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
+    ("capacity", "Capacity"),
     ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
@@ -467,6 +468,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "thresholds": _flat_thresholds(model.get("thresholds")),
         "drilldowns": drill,
         "errors": model.get("errors") or [],
+        "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],
@@ -498,6 +500,17 @@ def render_html(model: dict, *, fallback_svg: bool = True, keep: bool = False) -
         return render_page("report.html", ctx, with_charts=with_charts)
     page_cache.keep(model, parts, bundle)
     return page_cache.fill(parts, model.get("generated_at") or "", bundle)
+
+
+def render_capacity_html(model: dict, fallback_svg: bool = True) -> str:
+    """``dslogs capacity --format html``: the capacity section alone, with its charts."""
+    by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
+    specs = {k: v for k, v in specs.items() if k.startswith("capacity")}
+    ctx = {"model": model, "generated_at": model.get("generated_at") or "", "version": model.get("dslogs_version") or "",
+           "window": model.get("window") or {}, "capacity": model.get("capacity") or [],
+           "findings": model.get("findings") or [], "charts": {"capacity": by_section.get("capacity", [])},
+           "specs": specs, "time_zone": charts_mod.time_axis(model).label}
+    return render_page("capacity.html", ctx, with_charts=bool(specs))
 
 
 def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | None = None) -> str:

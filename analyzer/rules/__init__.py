@@ -26,7 +26,7 @@ from analyzer.rules.registry import (
 
 # One module per area; importing one registers its rules. Rules are evaluated, and findings and
 # the model's rule rows listed, in registration order: this order.
-AREAS = ("memory", "decode", "params", "latency", "hosts", "collector")
+AREAS = ("memory", "decode", "params", "latency", "hosts", "collector", "capacity")
 for _area in AREAS:
     import_module(f"{__name__}.{_area}")
 

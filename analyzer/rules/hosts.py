@@ -145,7 +145,7 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
             for r in m.get("rss_per_process", []) if (r.get("samples") or 0) >= th["min_samples"]]
-    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb")
+    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb", min_requests=th["min_samples"])
     if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
     leaking = {sid: (rate, n) for sid, (rate, n) in rates.items()

@@ -685,6 +685,65 @@ def log_volume_chart(series: dict, ctx: ChartContext) -> Chart | None:
                  timeline=True, notes=_notes(("log volume", step)))
 
 
+def _capacity_rows(series: dict) -> list[dict]:
+    rows = [r for r in series.get("capacity") or [] if r.get("level") is not None][:400]
+    for r in rows:
+        r["process"] = f"{r.get('host') or 'unnamed host'}/{r.get('pid')}" if r.get("pid") is not None \
+            else (r.get("host") or "unnamed host")
+    return rows
+
+
+@chart("capacity_throughput", section="capacity", series=("capacity",))
+def capacity_throughput_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = _capacity_rows(series)
+    if not rows:
+        return None
+    x = alt.X("level:Q", title="requests in flight", axis=alt.Axis(tickMinStep=1))
+    tips = ["process:N", "level:Q", "requests:Q", alt.Tooltip("tokens_per_s:Q", format=",.0f"),
+            alt.Tooltip("tpot_p95_ms:Q", format=",.0f"), alt.Tooltip("service_ttft_p95_ms:Q", format=",.0f"),
+            alt.Tooltip("queue_p95_ms:Q", format=",.0f")]
+    tput = alt.Chart(_data([r for r in rows if r.get("tokens_per_s") is not None])).mark_line(point=True).encode(
+        x=x, y=alt.Y("tokens_per_s:Q", title="output tokens/s (all requests)"),
+        color=alt.Color("process:N", title="process"), tooltip=tips,
+    ).properties(width=HALF_WIDTH - 40, height=200, title="Throughput")
+    lat_rows = [{**r, "metric": m, "ms": r[k]} for r in rows
+                for m, k in (("TPOT p95", "tpot_p95_ms"), ("TTFT p95 (no queue)", "service_ttft_p95_ms"),
+                             ("queue p95", "queue_p95_ms")) if r.get(k) is not None and r[k] > 0]
+    lat = alt.Chart(_data(lat_rows)).mark_line(point=True).encode(
+        x=x, y=alt.Y("ms:Q", title="ms (log)", scale=alt.Scale(type="log")),
+        color=alt.Color("metric:N", title="latency"), strokeDash=alt.StrokeDash("process:N", title="process"),
+        tooltip=["process:N", "metric:N", "level:Q", alt.Tooltip("ms:Q", format=",.1f")],
+    ).properties(width=HALF_WIDTH - 40, height=200, title="Latency")
+    spec = alt.hconcat(tput, lat).to_dict()
+    spec["title"] = alt.TitleParams(text="Throughput and latency against requests in flight",
+                                    subtitle="where throughput stops rising is the knee (000 §1.3)")
+    spec["config"] = CONFIG
+    spec["resolve"] = {"scale": {"color": "independent"}}
+    return Chart("capacity_throughput", "capacity", "Throughput and latency against requests in flight", spec)
+
+
+@chart("capacity_memory", section="capacity", series=("capacity",))
+def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in _capacity_rows(series) if r.get("reserved_peak_mb") is not None]
+    if not rows:
+        return None
+    x = alt.X("level:Q", title="requests in flight", axis=alt.Axis(tickMinStep=1))
+    mem = alt.Chart(_data(rows)).mark_line(point=True).encode(
+        x=x, y=alt.Y("reserved_peak_mb:Q", title="peak reserved (MiB)"),
+        color=alt.Color("process:N", title="process"),
+        tooltip=["process:N", "level:Q", "requests:Q", alt.Tooltip("reserved_peak_mb:Q", format=",.0f"),
+                 alt.Tooltip("allocated_peak_mb:Q", format=",.0f"), "oom_requests:Q"],
+    )
+    totals = [{"gpu_total_mb": t} for t in sorted({r["gpu_total_mb"] for r in rows if r.get("gpu_total_mb")})]
+    chart = mem
+    if totals:
+        chart = mem + alt.Chart(_data(totals)).mark_rule(color="#b42318", strokeDash=[4, 3]).encode(
+            y="gpu_total_mb:Q", tooltip=[alt.Tooltip("gpu_total_mb:Q", title="GPU total (MiB)", format=",.0f")])
+    chart = chart.properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("capacity_memory", "capacity", "Memory against requests in flight",
+                 _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
+
+
 def build_charts(model: dict) -> list[Chart]:
     """All charts the model has data for, in report order (CHARTS)."""
     model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them
