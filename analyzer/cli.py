@@ -208,7 +208,8 @@ def report_weekly(
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
-    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
+    from analyzer.model.weekly import build_weekly, weeks_with_data
+    from analyzer.render.weekly import render_weekly
 
     if week is not None and not week.strip():
         weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
