@@ -5,24 +5,13 @@ picked."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.engines.registry import engine
 from analyzer.ingest import logs
 
 
 @engine("duckdb")
-def open_duckdb(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    cache: Path | None = None,
-    use_cache: bool = True,
-    materialize: bool = True,
-    **_spark_options,
-) -> DuckDBSource:
-    """The logs under ``paths`` opened by ``ingest.open_logs``, as a MetricSource."""
-    return DuckDBSource.of(logs.open_logs(list(paths), since=since, until=until, tz=tz, cache=cache,
-                                     use_cache=use_cache, materialize=materialize))  # fmt: skip
+def open_duckdb(paths: list[str], master: str | None = None, **options) -> DuckDBSource:
+    """The logs under ``paths`` opened by ``ingest.open_logs`` (``since``, ``until``, ``tz``,
+    ``cache``, ``use_cache``, ``materialize``), as a MetricSource; ``master`` is Spark's."""
+    return DuckDBSource.of(logs.open_logs(list(paths), **options))

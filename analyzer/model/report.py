@@ -1,6 +1,6 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``analyze_logs`` opens the logs once on an engine (``open_source``: DuckDB's ``open_logs`` or
+``analyze_logs`` opens the logs once on an engine (``engines.registry.open_engine``: DuckDB's ``open_logs`` or
 Spark's ``open_spark``, both a ``metrics.MetricSource``), and ``build_report`` runs every metric
 query through that contract (``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and
 builds the model the renderers (html, md, json) and the weekly report read. One path for every
@@ -18,7 +18,6 @@ from analyzer import __version__
 from analyzer.core.errors import UsageError
 from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import as_source
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
@@ -54,8 +53,8 @@ def analyze_logs(
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
     lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         materialize=not lazy)  # fmt: skip
+    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                         master=master, materialize=not lazy)  # fmt: skip
     try:
         db = getattr(source, "db", None)
         if db is None:
@@ -87,7 +86,8 @@ def capacity_logs(
 ) -> dict:
     """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                         master=master)  # fmt: skip
     try:
         return build_capacity(source, thresholds)
     finally:
@@ -126,22 +126,6 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
         "series": {"capacity": [{k: r.get(k) for k in columns} for r in metrics["capacity_per_level"]]},
         "thresholds": thresholds,
     })
-
-
-def open_source(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    cache: Path | None = None,
-    use_cache: bool = True,
-    engine: str = "duckdb",
-    master: str = "local[*]",
-    materialize: bool = True,
-) -> MetricSource:
-    """The logs opened on ``engine``, found by name in ``engines.registry``."""
-    return open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                       master=master, materialize=materialize)  # fmt: skip
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -585,6 +569,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
+    "SCHEMA", "analyze_logs", "build_report", "build_report_from_metrics",
     "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
 ]
