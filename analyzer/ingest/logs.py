@@ -264,6 +264,16 @@ def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryRe
     return QueryResult(columns=columns, rows=rows, types=types)
 
 
+def data_extent(
+    paths: list[str], tz: str | None = None, cache: Path | None = None, use_cache: bool = True
+) -> dict:
+    """What the logs hold with no window: files, events and the first and last event's time
+    (aware datetimes, or None); used to say why a window came out empty."""
+    with open_logs(paths, tz=tz, cache=cache, use_cache=use_cache, materialize=False) as db:
+        events, first, last = db.con.execute("SELECT count(*), min(ts), max(ts) FROM events").fetchall()[0]
+        return {"files": db.ingest.get("files", 0), "events": int(events), "first": first, "last": last}
+
+
 # The timeline of one session, one row per request (dslogs session --format table).
 _TIMELINE_COLUMNS = (
     "turn_index", "request_id", "start_ts", "status", "input_len", "output_len", "tokenize_ms",
@@ -284,4 +294,4 @@ def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryRe
     return run_query(db, sql, [session_id])
 
 
-__all__ = ["LogDB", "open_logs", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]
+__all__ = ["LogDB", "open_logs", "data_extent", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]

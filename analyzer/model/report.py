@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from analyzer import __version__
@@ -56,8 +56,13 @@ def analyze_logs(
                          materialize=not lazy)  # fmt: skip
     try:
         db = getattr(source, "db", None)
-        if db is None:
-            return build_report(source, thresholds)
+        empty = (since is not None or until is not None) and not (source.ingest or {}).get("events")
+        if db is None or empty:
+            # an empty window is not kept in the result cache: its note reads the files outside it
+            model = build_report(source, thresholds)
+            if empty and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
+                model["notes"].insert(0, note)
+            return model
         from analyzer.model import result_cache
 
         key = result_cache.result_key(db, thresholds)
@@ -70,6 +75,29 @@ def analyze_logs(
         return model
     finally:
         source.close()
+
+
+def empty_window_note(paths, since, until, tz, cache=None, use_cache=True) -> dict | None:
+    """The note for a window that holds no events while the files hold some: how many files,
+    the data's first and last event, and a --since (or --until) that would include them."""
+    from analyzer.core.time import parse_window
+    from analyzer.ingest.logs import data_extent
+
+    lo, hi = parse_window(since, until, tz)
+    extent = data_extent(list(paths), tz=tz, cache=cache, use_cache=use_cache)
+    first, last = extent["first"], extent["last"]
+    if not extent["events"] or first is None or last is None:
+        return None
+    if hi is not None and first >= hi:
+        hint = f"--until {(last.date() + timedelta(days=1)).isoformat()}"
+    else:
+        hint = f"--since {last.date().isoformat()}"
+    fmt = "%Y-%m-%d %H:%M:%S %z"
+    return {
+        "id": "empty_window",
+        "message": f"no events in the window, but the {extent['files']:,} log file(s) hold {extent['events']:,} "
+                   f"events from {first.strftime(fmt)} to {last.strftime(fmt)} (newest); {hint} would include them",
+    }
 
 
 def open_source(
@@ -492,5 +520,5 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 __all__ = [
     "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
-    "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
+    "build_checklist", "build_notes", "empty_window_note", "report_to_json", "load_report_json", "has_findings_at",
 ]
