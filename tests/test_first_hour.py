@@ -34,3 +34,26 @@ def test_empty_window_before_the_data_suggests_until():
                                    "--format", "md", "--no-cache"])  # fmt: skip
     assert "--until 2026-11-25 would include them" in res.stderr
     assert "> **Note:** no events in the window" in res.stdout
+
+
+def _analyze_json(*args: str) -> dict:
+    res = CliRunner().invoke(app, ["analyze", *args, "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_sample_healthy_passes_every_checklist_item_and_fires_nothing():
+    model = _analyze_json(HEALTHY)
+    assert {c["id"]: c["status"] for c in model["checklist"]} == {c["id"]: "PASS" for c in model["checklist"]}
+    assert model["findings"] == []
+
+
+def test_make_demo_diagnoses_one_service():
+    import re
+    from pathlib import Path
+
+    make = Path("Makefile").read_text()
+    folder = re.search(r"^DEMO_LOGS \?= (\S+)$", make, re.M).group(1)
+    assert "$(DEMO_LOGS) --out dslogs-report.html" in make
+    model = _analyze_json(folder)
+    assert len(model["hosts"]) == 1 and 1 <= len(model["findings"]) <= 2

@@ -127,6 +127,8 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     "checklist": {
         "short_input_tokens": (200, "ours: a 'simple question' like 1+1等于几 (003 §5.2)"),
         "short_e2e_ms": (1200.0, "003 §5.2: end-to-end < 1.2 s"),
+        "short_answer_tokens": (16, "ours: the short answer 003 §5.2's 1.2 s budget holds; a longer "
+                                    "reply counts its first this many tokens"),
         "reserved_band_mb": (200.0, "003 §5.3: reserved_mb within ±200 MB"),
     },
     "report": {
