@@ -139,7 +139,7 @@ def analyze(
         master=master,
     )
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: warning: {note['message']}", err=True)
+        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
     if format is ReportFormat.json:
         from analyzer.model.result_cache import json_text
 

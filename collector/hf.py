@@ -451,7 +451,9 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
                     device, kwargs, tokenizer, think_id, log_text, embeds_only, span, owned):
     wall = (t_end - t0) * 1000.0
     cpu = (c_end - c0) * 1000.0
-    gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 else 0.0  # article 003 §4.2
+    # article 003 §4.2: the share of generate's wall time the CPU spent waiting on the GPU. On a
+    # CPU device it has no meaning (torch's threads make CPU time exceed wall time): not logged.
+    gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 and getattr(device, "type", None) != "cpu" else None
     seq = _sequences(out)
     output_len = reasoning_len = None
     finish = None
@@ -485,7 +487,7 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
     kv_len = _cache_len(cache)
     decode = {
         "output_len": output_len, "reasoning_len": reasoning_len, "cpu_time_ms": _r(cpu),
-        "gpu_wait_pct": round(gpu_wait, 1), "params": params, "input_len": prompt_len,
+        "gpu_wait_pct": round(gpu_wait, 1) if gpu_wait is not None else None, "params": params, "input_len": prompt_len,
         "kv_seq_len": kv_len,
     }
     sampler = tracer._samplers

@@ -57,3 +57,39 @@ def test_make_demo_diagnoses_one_service():
     assert "$(DEMO_LOGS) --out dslogs-report.html" in make
     model = _analyze_json(folder)
     assert len(model["hosts"]) == 1 and 1 <= len(model["findings"]) <= 2
+
+
+def test_cpu_only_host_is_said_and_gpu_parts_do_not_apply(tmp_path):
+    res = CliRunner().invoke(app, ["analyze", "sample_logs/cpu_only", "--format", "json", "--no-cache"])
+    assert "dslogs: note: no GPU: the model ran on the CPU" in res.stderr
+    model = json.loads(res.stdout)
+    assert model["no_gpu"] is True and model["cpu_hosts"] == ["cpu-only-gpu-01"]
+    assert model["notes"][0]["id"] == "no_gpu"
+    items = {c["id"]: c for c in model["checklist"]}
+    for cid in ("reserved_band", "gpu_util_peak"):
+        assert items[cid]["status"] == "N/A" and items[cid]["note"] == "not applicable (no GPU)"
+    assert all(s["gpu_wait_pct_p50"] is None for s in model["sessions"])
+    from analyzer.render.html import render_html
+
+    page = render_html(model)
+    assert "Not applicable (no GPU)" in page and "gpu wait p50" not in page
+    # a GPU host keeps its GPU section and checks
+    gpu = _analyze_json(HEALTHY)
+    assert gpu["no_gpu"] is False and gpu["cpu_hosts"] == []
+    assert "gpu wait p50" in render_html(gpu)
+
+
+def test_gpu_wait_is_not_computed_on_a_cpu_device(tmp_path):
+    """Logs that carry a negative gpu_wait_pct from a multi-threaded CPU host: the requests view
+    leaves it out (it has no meaning there)."""
+    lines = [
+        {"v": 1, "ts": "2026-11-23T10:00:00+00:00", "session_id": "s", "request_id": "r", "stage": "decode",
+         "duration_ms": 900.0, "output_len": 20, "cpu_time_ms": 3500.0, "gpu_wait_pct": -288.9, "device": "cpu"},
+        {"v": 1, "ts": "2026-11-23T10:00:01+00:00", "session_id": "s", "request_id": "r", "stage": "request",
+         "duration_ms": 1000.0, "status": "ok", "device": "cpu"},
+    ]
+    (tmp_path / "ds15b_20261123.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = CliRunner().invoke(app, ["query", str(tmp_path), "select gpu_wait_pct, cpu_time_ms from requests",
+                                   "--format", "json", "--no-cache"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == [{"gpu_wait_pct": None, "cpu_time_ms": 3500.0}]

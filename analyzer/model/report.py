@@ -25,10 +25,12 @@ from analyzer.metrics.results import release_tables
 from analyzer.rules import RULE_IDS, evaluate_rules
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
+from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
-PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
+PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
+# checklist items that judge the GPU: "not applicable (no GPU)" when no host has one
+GPU_CHECKS = ("reserved_band", "gpu_util_peak")
 REQUIRED_KEYS = ("schema", "window", "ingest", "stages", "requests", "sessions", "findings")
 
 
@@ -156,6 +158,13 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         if f["scope"] == "session":
             for sid in f["session_ids"]:
                 by_session.setdefault(sid, []).append(f["rule"])
+    cpu_hosts = cpu_only_hosts(metrics)
+    host_names = {r.get("host") for r in metrics.get("hosts_summary", [])}
+    no_gpu = bool(host_names) and host_names <= cpu_hosts
+    checklist = build_checklist(metrics, thresholds, leak)
+    if no_gpu:
+        checklist = [{**c, "status": NOT_APPLICABLE, "value": None, "note": "not applicable (no GPU)"}
+                     if c["id"] in GPU_CHECKS else c for c in checklist]  # fmt: skip
     model = {
         "schema": SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -171,7 +180,11 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             {k: r.get(k) for k in ("host", "events", "sessions", "requests", "first_ts", "last_ts")}
             for r in metrics.get("hosts_summary", [])
         ],
-        "checklist": build_checklist(metrics, thresholds, leak),
+        # hosts whose requests ran on a CPU device with nothing GPU-ish seen (rules.cpu_only_hosts);
+        # no_gpu: all of them, so GPU tables, charts and checks do not apply
+        "cpu_hosts": sorted(h or "" for h in cpu_hosts),
+        "no_gpu": no_gpu,
+        "checklist": checklist,
         "stages": [
             {k: r.get(k) for k in ("stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")}
             for r in metrics.get("stage_percentiles", [])
@@ -180,7 +193,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "sessions": _sessions_block(metrics, by_session, findings, thresholds),
         "sessions_total": len(metrics.get("session_summary", [])),
         "findings": findings,
-        "notes": build_notes(metrics, thresholds),
+        "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu),
         "rules": rule_status,
         "errors": [
             {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
@@ -356,9 +369,19 @@ def group_session_details(rows: list[dict]) -> dict[str, list[dict]]:
 # -- notes: what the reader must know to trust the numbers ----------------------------------------
 
 
-def build_notes(metrics: dict, t: dict) -> list[dict]:
-    """Warnings about the input itself (issue 12 item 5, issue 11 item 4), also printed on stderr."""
+def build_notes(metrics: dict, t: dict, cpu_hosts: set | None = None, no_gpu: bool = False) -> list[dict]:
+    """What the reader must know about the input itself, also printed on stderr."""
     notes = []
+    if cpu_hosts:
+        names = ", ".join(sorted(h or "(no host field)" for h in cpu_hosts)[:5])
+        notes.append({
+            "id": "no_gpu",
+            "level": "note",
+            "message": (f"no GPU: the model ran on the CPU (device cpu) on {names}; GPU checks, tables and charts "
+                        "are not applicable" if no_gpu else
+                        f"no GPU on {len(cpu_hosts)} host(s) ({names}; device cpu): GPU rules and checks judge "
+                        "the other hosts only"),
+        })
     fut = _one(metrics, "future_events")
     if (fut.get("future_events") or 0) > 0:
         notes.append({
