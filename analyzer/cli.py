@@ -280,7 +280,7 @@ def query(
 
 @app.command()
 def session(
-    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID (put -- before an id that starts with -).")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOGS... SESSION_ID", help="Log directories, files or globs, then the SESSION_ID or a unique prefix of it, e.g. 653f6e4a (put -- before an id that starts with -).")],
     format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -288,13 +288,14 @@ def session(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Show one session: its timeline, or its events as JSONL."""
-    from analyzer.ingest.logs import session_events
+    """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
+    from analyzer.ingest.logs import resolve_session, session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
+    session_id = _run(resolve_session, db, session_id)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible

@@ -93,3 +93,29 @@ def test_gpu_wait_is_not_computed_on_a_cpu_device(tmp_path):
                                    "--format", "json", "--no-cache"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout) == [{"gpu_wait_pct": None, "cpu_time_ms": 3500.0}]
+
+
+def test_session_prefix_lookup_and_memory_columns():
+    runner = CliRunner()
+    # the short form the report shows ("653f6e4a-…") finds the session
+    for given in ("653f6e4a", "653f6e4a-…"):
+        res = runner.invoke(app, ["session", "sample_logs/memory_leak", given, "--no-cache"])
+        assert res.exit_code == 0, res.output
+        header = res.stdout.splitlines()[0].split()
+        assert {"reserved_mb", "allocated_mb", "inflight"} <= set(header)
+    from analyzer.ingest.logs import open_logs, resolve_session, session_events
+
+    with open_logs(["sample_logs/memory_leak"], use_cache=False, materialize=False) as db:
+        rows = session_events(db, resolve_session(db, "653f6e4a")).dicts()
+    assert (rows[0]["reserved_mb"], rows[0]["allocated_mb"]) == (4225.0, 3486.6)  # that request's snapshot
+    res = runner.invoke(app, ["session", "sample_logs/memory_leak", "653f6e4a", "--format", "jsonl", "--no-cache"])
+    assert {json.loads(ln)["session_id"] for ln in res.stdout.splitlines()} == {"653f6e4a-bcce-4162-8a16-f6998657429f"}
+    # an ambiguous prefix lists the candidates, exit 2, no traceback
+    res = runner.invoke(app, ["session", "sample_logs/memory_leak", "6", "--no-cache"])
+    assert res.exit_code == 2
+    assert "matches several sessions: 62dbb18c-aa4b-4254-bcf1-d1c1ddae4e0f, 653f6e4a-" in res.stderr
+    assert "Traceback" not in res.output
+    res = runner.invoke(app, ["session", "sample_logs/memory_leak", "zzz", "--no-cache"])
+    assert res.exit_code == 2 and "no events for session 'zzz'" in res.stderr
+    # the usage line names the session id
+    assert "LOGS... SESSION_ID" in runner.invoke(app, ["session", "--help"]).stdout

@@ -36,6 +36,7 @@ import duckdb
 from analyzer.core.errors import UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
+from analyzer.core.textsafe import visible
 from analyzer.core.time import iso, parse_window, zone_name
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest import catalogue, storage, viewdefs
@@ -278,20 +279,50 @@ def data_extent(
 _TIMELINE_COLUMNS = (
     "turn_index", "request_id", "start_ts", "status", "input_len", "output_len", "tokenize_ms",
     "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "format_ms", "ttft_ms", "tpot_ms",
-    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "error_type",
+    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "inflight", "error_type",
 )  # fmt: skip
+CANDIDATES_SHOWN = 10  # session ids listed for an ambiguous prefix
+
+
+def resolve_session(db: LogDB, given: str) -> str:
+    """The session id ``given`` names: itself when a session has it, else the one session whose id
+    starts with it (the report shows ids cut to 8 characters and "…"). UsageError listing the
+    candidates when several match; ``given`` unchanged when none does."""
+    if db.con.execute("SELECT 1 FROM events WHERE session_id = ? LIMIT 1", [given]).fetchall():
+        return given
+    prefix = given.rstrip("…").rstrip(".")
+    if not prefix:
+        return given
+    found = [r[0] for r in db.con.execute(
+        "SELECT DISTINCT session_id FROM events WHERE starts_with(session_id, ?) ORDER BY 1 LIMIT ?",
+        [prefix, CANDIDATES_SHOWN + 1]).fetchall()]  # fmt: skip
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        shown = ", ".join(visible(f) for f in found[:CANDIDATES_SHOWN])
+        more = " and more" if len(found) > CANDIDATES_SHOWN else ""
+        raise UsageError(f"session prefix {visible(repr(prefix))} matches several sessions: {shown}{more}; "
+                         "give more of the id")
+    return given
 
 
 def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
     """One session: its request timeline (``timeline``) or all its events in ts order."""
     if timeline:
+        # GPU memory after each request: the request event's own reading (collector), else the
+        # request's last gpu_memory snapshot (article 003's log_gpu_memory after each reply)
+        cols = ", ".join(f"r.{c}" for c in _TIMELINE_COLUMNS if c != "error_type")
         sql = (
-            f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
-            "ORDER BY turn_index"
+            "WITH mem AS (SELECT request_id, arg_max(reserved_mb, ts) AS reserved_mb, "
+            "arg_max(allocated_mb, ts) AS allocated_mb FROM events "
+            "WHERE session_id = ? AND stage = 'gpu_memory' AND request_id IS NOT NULL GROUP BY request_id) "
+            f"SELECT {cols}, coalesce(r.reserved_mb_after, mem.reserved_mb) AS reserved_mb, "
+            "coalesce(r.allocated_mb_after, mem.allocated_mb) AS allocated_mb, r.error_type "
+            "FROM requests AS r LEFT JOIN mem USING (request_id) WHERE r.session_id = ? ORDER BY r.turn_index"
         )
-    else:
-        sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
+        return run_query(db, sql, [session_id, session_id])
+    sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
     return run_query(db, sql, [session_id])
 
 
-__all__ = ["LogDB", "open_logs", "data_extent", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]
+__all__ = ["LogDB", "open_logs", "data_extent", "resolve_session", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]
