@@ -119,3 +119,48 @@ def test_session_prefix_lookup_and_memory_columns():
     assert res.exit_code == 2 and "no events for session 'zzz'" in res.stderr
     # the usage line names the session id
     assert "LOGS... SESSION_ID" in runner.invoke(app, ["session", "--help"]).stdout
+
+
+def test_memory_findings_carry_the_requests_that_kept_memory():
+    model = _analyze_json("sample_logs/concurrent_leak")
+    (leak,) = [f for f in model["findings"] if f["rule"] == "memory_leak" and f["scope"] == "session"]
+    ev = leak["evidence"]
+    assert ev["doc"] == "docs/rules.md#attribution-by-request"
+    assert {e["session_id"] for e in ev["requests"]} == set(leak["session_ids"])
+    for e in ev["requests"]:
+        assert e["basis"].startswith("allocated before/after")
+        rows = model["session_details"][e["session_id"]]
+        by_id = {r["request_id"]: r for r in rows}
+        for r in e["requests"]:
+            src = by_id[r["request_id"]]
+            assert r["kept_mb"] == round(src["allocated_mb_after"] - src["allocated_mb_before"], 1)
+            assert r["inflight"] == src["inflight"] >= 1
+    from analyzer.render.html import render_html
+
+    page = render_html(model)
+    assert page.count('class="kept-chart"') == len(ev["requests"]) and "Attribution by request" in page
+
+
+def test_oom_fix_names_only_the_causes_present():
+    from analyzer.core.thresholds import defaults
+    from analyzer.rules.evidence import fix_for, request_factors
+
+    t = defaults()
+    greedy_second_turn = [{"num_beams": 1, "input_len": 80, "turn_index": 2, "max_new_tokens": 1024,
+                           "status": "error", "error_type": "OutOfMemoryError"}]  # fmt: skip
+    factors = request_factors(greedy_second_turn, t)
+    assert [f["present"] for f in factors] == [False, False, False, False]
+    fix = fix_for("oom", factors, "")
+    assert "num_beams=1" not in fix and "8 turns" not in fix and "bound max_new_tokens" not in fix
+    assert "what else held GPU memory" in fix
+    beams = request_factors([{"num_beams": 1, "failed_num_beams": 5, "input_len": 80, "turn_index": 12,
+                              "max_new_tokens": 4096}], t)  # fmt: skip
+    assert [f["present"] for f in beams] == [True, False, True, True]
+    fix = fix_for("oom", beams, "")
+    assert "num_beams=1" in fix and "8 turns" in fix and "max_new_tokens" in fix and "input length" not in fix
+    # on real logs: the OOM card lists each factor and its fix follows them
+    model = _analyze_json("sample_logs/oom")
+    (oom,) = [f for f in model["findings"] if f["rule"] == "oom"]
+    present = {f["factor"] for f in oom["evidence"]["factors"] if f["present"]}
+    assert ("num_beams=1" in oom["fix"]) == ("beam search" in present)
+    assert ("input length" in oom["fix"]) == ("long input" in present)

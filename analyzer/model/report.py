@@ -22,7 +22,7 @@ from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import DuckDBSource, as_source
 from analyzer.metrics.registry import METRIC_QUERIES, query_series
 from analyzer.metrics.results import release_tables
-from analyzer.rules import RULE_IDS, evaluate_rules
+from analyzer.rules import RULE_IDS, evaluate_rules, evidence
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK, cpu_only_hosts
@@ -141,6 +141,10 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     del metrics
     ids = detail_session_ids(model, thresholds)
     model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+    # each finding's sessions with the evidence that pinned it (memory kept per request; the
+    # causes present in the affected requests, and a fix naming only those)
+    evidence.attach(model["findings"], model["session_details"], thresholds)
+    model = clean(model)
     return model
 
 
@@ -335,7 +339,7 @@ REPORT_INPUTS: tuple[str, ...] = (
     "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
     "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
-    "oom_per_session", "kv_cache_per_session",
+    "oom_per_session", "kv_cache_per_session", "host_devices",
 )  # fmt: skip
 
 

@@ -354,6 +354,9 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
     return tables
 
 
+MAX_EVIDENCE_SESSIONS = 6  # sessions whose kept-memory requests a finding card shows
+
+
 def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
@@ -377,6 +380,12 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
             if isinstance(details, dict) else [],
             "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
+            "kept": [dict(e, anchor=links.get(e.get("session_id")),
+                          peak=max([abs(r.get("kept_mb") or 0) for r in e.get("requests") or []] + [1]))
+                     for e in (evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS]],
+            "more_kept": max(0, len(evidence.get("requests") or []) - MAX_EVIDENCE_SESSIONS),
+            "factors": evidence.get("factors") or [],
+            "doc": evidence.get("doc"),
         })
     return out
 

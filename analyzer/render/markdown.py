@@ -117,6 +117,17 @@ def render_markdown(model: dict) -> str:
                 f"threshold {_num(f.get('threshold'))} {_text(unit_for(f.get('threshold'), f.get('unit')))}"
                 f" (source {_text(f.get('source'))})"
             )
+            ev = f.get("evidence") or {}
+            if ev.get("factors"):
+                out.append("  - causes in the affected requests: " + "; ".join(
+                    f"{_text(x.get('factor'))} {'**present**' if x.get('present') else 'absent'} ({_text(x.get('seen'))})"
+                    for x in ev["factors"]))
+            for e in (ev.get("requests") or [])[:3]:
+                kept = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB "
+                                 f"({_num(r.get('inflight'))} in flight)" for r in e.get("requests") or [])
+                out.append(f"  - kept by {_esc(e.get('session_id'))} ({_text(e.get('basis'))}): {kept}")
+            if ev.get("doc"):
+                out.append(f"  - how sessions are told apart: {_text(ev['doc'])}")
             out.append(f"  - fix: {_text(f.get('fix'))}")
         out.append("")
 
