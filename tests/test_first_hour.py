@@ -164,3 +164,43 @@ def test_oom_fix_names_only_the_causes_present():
     present = {f["factor"] for f in oom["evidence"]["factors"] if f["present"]}
     assert ("num_beams=1" in oom["fix"]) == ("beam search" in present)
     assert ("input length" in oom["fix"]) == ("long input" in present)
+
+
+def _first_seconds(tmp_path, seconds: int):
+    """The first ``seconds`` of sample_logs/concurrent_leak as a log folder of its own."""
+    import gzip
+    from datetime import datetime, timedelta
+    from pathlib import Path
+
+    (src,) = Path("sample_logs/concurrent_leak").glob("*/*.jsonl.gz")
+    lines = gzip.open(src, "rt").read().splitlines()
+    t0 = datetime.fromisoformat(json.loads(lines[0])["ts"])
+    keep = [ln for ln in lines if datetime.fromisoformat(json.loads(ln)["ts"]) < t0 + timedelta(seconds=seconds)]
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h1" / src.name[:-3]).write_text("\n".join(keep) + "\n")
+    return tmp_path
+
+
+def test_time_fits_the_data(tmp_path):
+    logs = _first_seconds(tmp_path, 90)
+    model = _analyze_json(str(logs), "--since", "2026-11-23", "--tz", "UTC")
+    # a minute and a half of data is bucketed by the second, not one column of a minute
+    assert model["series_bucket"] == "second"
+    buckets = {r["bucket"] for r in model["series"]["stage_latency_by_hour"]}
+    assert len(buckets) >= 3 and any(not b.endswith(":00.000+00:00") for b in buckets)
+    from analyzer.render.html import fmt_ts_short, render_html
+
+    page = render_html(model)
+    # the data's own first and last event next to the requested window
+    assert "Data: first event 2026-11-23 22:00:00 UTC" in page and "Requested window: 2026-11-23 00:00:00 UTC → now" in page
+    assert "(1 min " in page
+    assert fmt_ts_short("2026-11-23T22:07:21.557+00:00") == "11-23 22:07:21"
+    # a week keeps hourly buckets, with the date on hour labels
+    from analyzer.metrics.registry import bucket_for_span
+    from analyzer.render.charts.specs import TIME_LABELS_DAYS, TimeAxis, _time_axis_def
+
+    assert bucket_for_span("2026-11-23T00:00:00+00:00", "2026-11-30T00:00:00+00:00") == "hour"
+    assert bucket_for_span("2026-11-23T00:00:00+00:00", "2026-11-23T00:09:00+00:00") == "second"
+    week = TimeAxis(domain=[0, 7 * 86_400_000])
+    assert _time_axis_def(week)["format"] == TIME_LABELS_DAYS and "%b %d" in TIME_LABELS_DAYS["hours"]
+    assert "%b" not in _time_axis_def(TimeAxis(domain=[0, 3_600_000]))["format"]["hours"]

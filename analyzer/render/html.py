@@ -29,6 +29,7 @@ from jinja2 import (
 from markupsafe import Markup
 
 from analyzer.core.resources import templates_dir
+from analyzer.core.time import human_duration
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
 from analyzer.render.charts import specs as charts_mod
@@ -107,9 +108,10 @@ def fmt_ts(value) -> str:
 
 
 def fmt_ts_short(value) -> str:
-    """`MM-DD HH:MM` for dense tables; the full stamp goes in a title attribute."""
+    """`MM-DD HH:MM:SS` for dense tables (turns seconds apart stay apart); the full stamp goes in a
+    title attribute."""
     full = fmt_ts(value)
-    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
+    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d:\d\d)", full)
     return f"{m.group(1)} {m.group(2)}" if m else full
 
 
@@ -488,8 +490,16 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     for i, f in enumerate(findings, start=1):
         if f["section"]:
             section_findings.setdefault(f["section"], []).append({"index": i, "rule": f["rule"], "severity": f["severity"]})
+    window = model.get("window") or {}
+    data_span = None
+    if window.get("first_event") and window.get("last_event"):
+        try:
+            data_span = human_duration((charts_mod.parse_ts(window["last_event"]) - charts_mod.parse_ts(window["first_event"])).total_seconds())
+        except ValueError:
+            data_span = None
     return {
         "model": model,
+        "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
         "generated_at": model.get("generated_at") or "",

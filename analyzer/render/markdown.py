@@ -7,7 +7,10 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from analyzer.core import textsafe
+from analyzer.core.time import human_duration
 from analyzer.rules.registry import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A": "not applicable (no GPU)"}
@@ -61,8 +64,15 @@ def render_markdown(model: dict) -> str:
     ing = model.get("ingest") or {}
     req = model.get("requests") or {}
     out = ["# dslogs diagnosis report", ""]
+    span = ""
+    if w.get("first_event") and w.get("last_event"):
+        try:
+            seconds = (datetime.fromisoformat(w["last_event"]) - datetime.fromisoformat(w["first_event"])).total_seconds()
+            span = f", {human_duration(seconds)} of data"
+        except (TypeError, ValueError):
+            span = ""
     out.append(
-        f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}"
+        f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}{span}"
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
         f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
         f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "

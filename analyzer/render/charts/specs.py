@@ -24,7 +24,7 @@ MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
 MAX_ROWS_PER_CHART = 2400  # buckets × lines: more lines mean coarser buckets
-NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
+NICE_STEPS_S = [1, 5, 10, 15, 30, 60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
 
 BRUSH = "brush"
 TIME_RANGE = "time_range"
@@ -72,6 +72,8 @@ def _step_label(seconds: int) -> str:
         return "1 day" if days == 1 else f"{days} days"
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
+    if seconds % 60:
+        return f"{seconds} s"
     return f"{seconds // 60} min"
 
 
@@ -166,7 +168,7 @@ class TimeAxis:
         return int((parse_ts(text).timestamp() + self.offset_s) * 1000)
 
 
-BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
+BUCKET_STEP_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
 def time_axis(model: dict) -> TimeAxis:
@@ -232,12 +234,19 @@ TIME_LABELS = {"year": "%Y", "quarter": "%b %Y", "month": "%b %Y", "week": "%b %
 MS_LABELS = ",~r"
 
 
-def _time_axis_def() -> alt.Axis:
-    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True, format=TIME_LABELS)
+# Over more than a day an hour label alone ("18:00 / 06:00") does not say which day: hours and
+# minutes carry the date too.
+TIME_LABELS_DAYS = {**TIME_LABELS, "hours": "%b %d %H:%M", "minutes": "%b %d %H:%M"}
+
+
+def _time_axis_def(tx: TimeAxis | None = None) -> alt.Axis:
+    days = tx is not None and tx.domain is not None and tx.domain[1] - tx.domain[0] > 86_400_000
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True,
+                    format=TIME_LABELS_DAYS if days else TIME_LABELS)
 
 
 def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
-    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def())
+    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def(tx))
 
 
 def _time_tip(field_name: str, title: str = "bucket", seconds: bool = False) -> alt.Tooltip:
@@ -399,7 +408,7 @@ def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
     bucket = _step_label(tx.step_s) if not step else step
     base = alt.Chart(_data(rows, "bucket", tx)).encode(
-        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def()),
+        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx)),
         y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
