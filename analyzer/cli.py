@@ -76,6 +76,7 @@ CacheOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
 MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on the terminal (it is drawn on stderr, only when stderr is a terminal).")]
 
 
 def _fail(message: str) -> None:
@@ -122,8 +123,17 @@ def analyze(
     fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding at this level or above exists.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
+    from analyzer.core import progress
+
+    with progress.run("analyze", quiet):
+        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master)
+
+
+def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master) -> None:
+    from analyzer.core import progress
     from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
 
     model = _run(
@@ -138,6 +148,7 @@ def analyze(
         engine=engine.value,
         master=master,
     )
+    progress.phase("rendering")
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
     if format is ReportFormat.json:
@@ -178,12 +189,15 @@ def report_weekly(
     previous: Annotated[Path | None, typer.Option("--previous", help="Last week's report model (analyze --format json) instead of analysing that week again.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings."""
+    from analyzer.core import progress
     from analyzer.render.weekly import build_weekly, render_weekly
 
-    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                 engine=engine.value, master=master, previous=previous)  # fmt: skip
+    with progress.run("report weekly", quiet):
+        model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     engine=engine.value, master=master, previous=previous)  # fmt: skip
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
@@ -207,8 +221,10 @@ def diff(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    from analyzer.core import progress
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
     from analyzer.render.diff_md import render_diff
 
@@ -219,8 +235,11 @@ def diff(
     else:
         _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
-    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
-    text = _run(render_diff, model, format.value)
+    with progress.run("diff", quiet):
+        model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     limit=limit)  # fmt: skip
+        progress.phase("rendering")
+        text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
         target = out or Path("dslogs-diff.html")
         target.write_text(text, encoding="utf-8")
@@ -346,6 +365,7 @@ def simulate(
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
     change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
     change_at: Annotated[str | None, typer.Option("--change-at", help="When the change happens (local ISO time; default mid-run).")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
     from analyzer.simulate import SCENARIOS
@@ -371,19 +391,23 @@ def simulate(
         typer.echo(f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
                    f"(truth: {outdir / 'truth.json'})")
         return
-    summary = _run(
-        run_simulation,
-        outdir,
-        scenarios=scenario or ["healthy"],
-        days=days,
-        seed=seed,
-        fmt=format.value,
-        events=events,
-        hosts=hosts,
-        start=start,
-        change=change,
-        change_at=change_at,
-    )
+    from analyzer.core import progress
+
+    with progress.run("simulate", quiet):
+        progress.phase("writing logs")
+        summary = _run(
+            run_simulation,
+            outdir,
+            scenarios=scenario or ["healthy"],
+            days=days,
+            seed=seed,
+            fmt=format.value,
+            events=events,
+            hosts=hosts,
+            start=start,
+            change=change,
+            change_at=change_at,
+        )
     typer.echo(
         f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
         f"(truth: {outdir / 'truth.json'})"
@@ -395,11 +419,15 @@ def compact(
     logs: LogsArg,
     out: Annotated[Path, typer.Option("--out", help="Parquet dataset folder (date=YYYY-MM-DD/host=H/).")],
     tz: TzOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
+    from analyzer.core import progress
     from analyzer.ingest.compact import compact_logs
 
-    summary = _run(compact_logs, logs, out, tz=tz)
+    with progress.run("compact", quiet):
+        progress.phase("compacting")
+        summary = _run(compact_logs, logs, out, tz=tz)
     typer.echo(f"{summary['new_files']} new files, {summary['events']} events -> {out}")
 
 

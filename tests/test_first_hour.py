@@ -204,3 +204,62 @@ def test_time_fits_the_data(tmp_path):
     week = TimeAxis(domain=[0, 7 * 86_400_000])
     assert _time_axis_def(week)["format"] == TIME_LABELS_DAYS and "%b %d" in TIME_LABELS_DAYS["hours"]
     assert "%b" not in _time_axis_def(TimeAxis(domain=[0, 3_600_000]))["format"]["hours"]
+
+
+def _run_with_pty_stderr(args: list[str], env_extra: dict | None = None) -> tuple[bytes, bytes]:
+    """(stdout, what the terminal on stderr received) of ``python -m analyzer ARGS``."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "DSLOGS_PROGRESS_DELAY": "0",
+           **(env_extra or {})}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdout=subprocess.PIPE, stderr=slave,
+                            stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain():  # the terminal must be read while the command runs, or its writes block
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    import threading
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out = proc.stdout.read()
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    os.close(master)
+    seen = b"".join(chunks)
+    assert proc.returncode == 0, seen[-2000:]
+    return out, seen
+
+
+def test_progress_on_a_terminal_only(tmp_path):
+    args = ["analyze", "sample_logs/mixed", "--no-cache", "--format", "json"]
+    out, seen = _run_with_pty_stderr(args)
+    text = seen.decode("utf-8", "replace")
+    assert "dslogs analyze:" in text and "computing" in text and "rendering" in text
+    assert "file" in text  # files and bytes read
+    json.loads(out)  # stdout holds the report alone
+    assert b"\x1b" not in out
+    # --quiet: nothing drawn
+    out, seen = _run_with_pty_stderr([*args, "--quiet"])
+    assert b"dslogs analyze:" not in seen
+    json.loads(out)
+    # stderr not a terminal: nothing drawn
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, timeout=120,
+                          env={**__import__("os").environ, "DSLOGS_PROGRESS_DELAY": "0"})  # fmt: skip
+    assert proc.returncode == 0 and b"dslogs analyze:" not in proc.stderr

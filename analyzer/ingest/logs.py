@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.core import progress
 from analyzer.core.errors import UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
@@ -80,20 +80,6 @@ class LogDB:
 
 
 # -- open_logs -----------------------------------------------------------------------------------
-
-
-def _progress(total_bytes: int, files: int):
-    """A rich progress bar on stderr for long reads on a terminal; a no-op otherwise."""
-    if files < 8 or total_bytes < (64 << 20) or not sys.stderr.isatty():
-        return contextlib.nullcontext(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("reading logs"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
-    )  # fmt: skip
-    return bar
 
 
 def open_logs(
@@ -171,11 +157,10 @@ def _load(
 
     reading = to_read + plan.tails
     total = sum(f.size for f in reading)
-    with _progress(total, len(reading)) as bar:
-        task = bar.add_task("read", total=total) if bar is not None else None
-        reader.read(
-            reading, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None
-        )
+    # dslogs draws its own progress, on stderr only, when a command shows it (core.progress)
+    progress.reading(total, len(reading))
+    reader.read(reading, on_progress=progress.advance if progress.active() else None)
+    progress.phase("indexing")
     db.read_bytes, db.tail_files = total, len(plan.tails)
     if in_step:
         viewdefs.touch_derived(con, store, [f.file_id for f in reading])

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from analyzer import __version__
+from analyzer.core import progress
 from analyzer.core.errors import UsageError
 from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
@@ -115,6 +116,7 @@ def open_source(
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
+        progress.phase("reading and computing on Spark")
         try:
             from analyzer.engines.spark.driver import open_spark
         except ImportError as exc:
@@ -133,6 +135,7 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     then the drill-down rows of the sessions the model shows."""
     thresholds = thresholds or defaults()
     source = as_source(source)
+    progress.phase("computing")
     metrics = compute_metrics(source, thresholds)
     model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
     # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
