@@ -446,6 +446,48 @@ def schema(
     sys.stdout.write(schema_text())
 
 
+@app.command("cache")
+def cache_cmd(
+    clear: Annotated[bool, typer.Option("--clear", help="Delete every cache in the cache folder.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Delete the caches whose log folder no longer exists (and, with --unused-days, those not used for N days).")] = False,
+    unused_days: Annotated[float | None, typer.Option("--unused-days", min=0, help="With --prune: also delete caches no run has used for this many days.")] = None,
+) -> None:
+    """List the caches (one per log folder, in $XDG_CACHE_HOME/dslogs or ~/.cache/dslogs) with their sizes and log folders; --clear or --prune them."""
+    import time
+
+    from analyzer.core.textsafe import visible
+    from analyzer.ingest.cache import cache_home, list_caches, prune_caches, remove_cache
+
+    if unused_days is not None and not prune:
+        _fail("--unused-days goes with --prune")
+    home = cache_home()
+    if clear:
+        caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
+        freed = sum(remove_cache(Path(c["path"])) for c in caches)
+        typer.echo(f"removed {len(caches)} cache(s) from {home}, {freed / 1e6:,.1f} MB freed")
+        return
+    if prune:
+        removed = prune_caches(unused_days, time.time(), home)
+        for c in removed:
+            typer.echo(f"removed {visible(c['path'])} ({c['freed'] / 1e6:,.1f} MB): {c['why']}")
+        typer.echo(f"pruned {len(removed)} cache(s), {sum(c['freed'] for c in removed) / 1e6:,.1f} MB freed")
+        return
+    caches = list_caches(home)
+    if not caches:
+        typer.echo(f"no caches in {home}")
+        return
+    now = time.time()
+    typer.echo(f"{len(caches)} cache(s) in {home}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
+    for c in caches:
+        age = (now - c["last_used"]) / 86400
+        folder = visible(c["folder"]) if c["folder"] else "—"
+        if c["folder"] and not c["folder_exists"]:
+            folder += " (gone)"
+        state = "" if c["state"] == "ok" else f"  [{c['state']}]"
+        typer.echo(f"  {c['bytes'] / 1e6:8,.1f} MB  used {age:5.1f} d ago  {c['files'] or 0:5} files  {folder}  "
+                   f"{visible(Path(c['path']).name)}{state}")
+
+
 def main() -> None:
     app()
 

@@ -263,3 +263,42 @@ def test_progress_on_a_terminal_only(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, timeout=120,
                           env={**__import__("os").environ, "DSLOGS_PROGRESS_DELAY": "0"})  # fmt: skip
     assert proc.returncode == 0 and b"dslogs analyze:" not in proc.stderr
+
+
+def test_cache_command_lists_prunes_and_clears(tmp_path, monkeypatch):
+    import os
+    import shutil
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    runner = CliRunner()
+    assert "no caches in" in runner.invoke(app, ["cache"]).stdout
+    logs = {}
+    for name in ("kept", "gone", "old"):
+        logs[name] = tmp_path / name
+        shutil.copytree("sample_logs/healthy", logs[name])
+        assert runner.invoke(app, ["analyze", str(logs[name]), "--format", "json"]).exit_code == 0
+    listing = runner.invoke(app, ["cache"]).stdout
+    assert listing.startswith("3 cache(s) in " + str(tmp_path / "xdg" / "dslogs"))
+    for name in logs:
+        assert str(logs[name] / "healthy-gpu-01") in listing
+    shutil.rmtree(logs["gone"])
+    assert "(gone)" in runner.invoke(app, ["cache"]).stdout
+    (old,) = [p for p in (tmp_path / "xdg" / "dslogs").glob("*.duckdb")
+              if _cache_folder(p) == str(logs["old"] / "healthy-gpu-01")]  # fmt: skip
+    os.utime(old, (time.time() - 40 * 86400,) * 2)
+    res = runner.invoke(app, ["cache", "--prune"])
+    assert "pruned 1 cache(s)" in res.stdout and "its log folder no longer exists" in res.stdout
+    res = runner.invoke(app, ["cache", "--prune", "--unused-days", "30"])
+    assert "pruned 1 cache(s)" in res.stdout and "unused for over 30 days" in res.stdout and not old.exists()
+    # a run marks its cache used: the kept one survives
+    assert runner.invoke(app, ["cache"]).stdout.startswith("1 cache(s)")
+    assert runner.invoke(app, ["cache", "--unused-days", "3"]).exit_code == 2
+    res = runner.invoke(app, ["cache", "--clear"])
+    assert res.stdout.startswith("removed 1 cache(s)") and not list((tmp_path / "xdg" / "dslogs").glob("*.duckdb"))
+
+
+def _cache_folder(path) -> str | None:
+    from analyzer.ingest.cache import cache_info
+
+    return cache_info(path)["folder"]

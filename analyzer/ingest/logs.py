@@ -141,6 +141,8 @@ def _load(
             cache_path = None
     readonly = mode == "ro"
     db.cache_path = cache_path
+    if cache_path is not None:
+        cache_mod.mark_used(cache_path)
     con.execute("SET preserve_insertion_order = true")
     if not readonly:
         storage.create_store(con, store)
