@@ -27,6 +27,8 @@ exceptions of ``generate`` itself propagate unchanged.
 
 from __future__ import annotations
 
+import itertools
+import os
 import queue
 import sys
 import threading
@@ -292,9 +294,19 @@ def _span_for(tracer, session_id, request_id):
     return span, True
 
 
+def new_request_id() -> str:
+    """A request id for a call that names none: the process, then a clock that never repeats."""
+    return f"{os.getpid():x}-{time.time_ns():x}-{next(_request_counter):x}"
+
+
+_request_counter = itertools.count(1)
+
+
 def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
                     think_end_token_id=None, oom_fallback=False, log_text=False, _fallback=None,
                     _span=None, **kwargs):
+    if request_id is None:
+        request_id = new_request_id()  # its events must group into one request
     ids = {"session_id": session_id, "request_id": request_id}
     extra = {"fallback": _fallback} if _fallback else {}
     probe = None
@@ -607,6 +619,8 @@ def stream_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
     if beams > 1:
         raise ValueError(f"stream_generate: beam search (num_beams={beams}) cannot stream: transformers "
                          "refuses a streamer with beams. Use num_beams=1, or tracer.generate() without streaming.")
+    if request_id is None:
+        request_id = new_request_id()
     return _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id,
                    oom_fallback, log_text, timeout_s, kwargs)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
@@ -302,3 +303,55 @@ def _cache_folder(path) -> str | None:
     from analyzer.ingest.cache import cache_info
 
     return cache_info(path)["folder"]
+
+
+def test_requests_are_counted_from_traces_without_an_input_stage(tmp_path):
+    from pathlib import Path
+
+    from analyzer.ingest.logs import open_logs, run_query
+
+    def count(folder):
+        with open_logs([str(folder)], tz="UTC", use_cache=False, materialize=False) as db:
+            return run_query(db, "SELECT count(*), count(output_len) FROM requests").rows[0]
+
+    # article 003's own logger, its input lines removed (003 §3.2's traces start at tokenize)
+    lines = Path("sample_logs/seed_format/ds15b_20261123.jsonl").read_text().splitlines()
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "ds15b_20261123.jsonl").write_text(
+        "\n".join(ln for ln in lines if '"stage": "input"' not in ln) + "\n")
+    assert count(tmp_path / "legacy") == count("sample_logs/seed_format") == (270, 270)
+    # the collector's drop-in log_event, used as the article uses its logger
+    import collector.tracer as tracer_mod
+    from collector import Tracer, log_event
+
+    t = Tracer(log_dir=str(tmp_path / "dropin"))
+    saved, tracer_mod._default = tracer_mod._default, t
+    try:
+        for sid in ("a1b2c3", "d4e5f6"):
+            for with_input in (False, True, False):
+                if with_input:
+                    log_event("input", session_id=sid, input_len=42)
+                log_event("tokenize", 12.3, session_id=sid, input_len=42)
+                log_event("inference", 4820.7, session_id=sid, output_len=156)
+                log_event("format", -1, session_id=sid)
+    finally:
+        tracer_mod._default = saved
+        t.close()
+    assert count(tmp_path / "dropin") == (6, 6)
+
+
+def test_try_collector_example_runs_without_weights(tmp_path):
+    """examples/try_collector.py as docs/collector.md shows it: a tiny random Qwen2, traced, then
+    analysed; the beam-search session it runs is the one the report names."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    proc = subprocess.run([sys.executable, "examples/try_collector.py", str(tmp_path / "logs")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"wrote the trace to {tmp_path / 'logs'}" in proc.stdout
+    assert "9 requests (0 errors) in 3 sessions on 1 host" in proc.stdout
+    assert "- **beam_search** (session): generate runs beam search (num_beams = 2) in 1 session — sessions " \
+           "00000000-0000-0000-0000-000000000003" in proc.stdout
