@@ -13,6 +13,33 @@ from typing import Annotated
 
 import typer
 
+
+def _plain_types() -> None:
+    """Help without typer's type tags (``<bool>``, ``<str>``, ``<list[str]>``): a flag shows none,
+    a value its kind as click writes it (TEXT, PATH, INTEGER), a choice its choices."""
+    import typer.core
+
+    for cls in (typer.core.TyperOption, typer.core.TyperArgument):
+        tagged = cls.display_type
+        if getattr(tagged, "_dslogs_plain", False):
+            continue
+
+        def display_type(self, ctx, _tagged=tagged):
+            label = _tagged(self, ctx)
+            label = label[1:-1] if label.startswith("<") and label.endswith(">") else label
+            if label.startswith("list[") and label.endswith("]"):
+                label = label[5:-1]
+            if label == "bool":
+                return ""
+            return {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH",
+                    "directory": "DIR"}.get(label, label)  # fmt: skip
+
+        display_type._dslogs_plain = True
+        cls.display_type = display_type
+
+
+_plain_types()
+
 app = typer.Typer(
     name="dslogs",
     help="Offline log analytics and diagnosis for small self-hosted LLM services.",
@@ -158,7 +185,14 @@ def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, f
     elif format is ReportFormat.md:
         from analyzer.render.markdown import render_markdown
 
-        _write_or_print(render_markdown(model), out)
+        text = render_markdown(model)
+        if out is None and sys.stdout.isatty():
+            # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made
+            # safe: control characters were replaced when the model was rendered)
+            import html
+
+            text = html.unescape(text)
+        _write_or_print(text, out)
     else:
         # A warm run writes the page kept with the model (no jinja2 or chart code imported);
         # else the page is rendered, and kept with the model when it came from the cache.

@@ -355,3 +355,47 @@ def test_try_collector_example_runs_without_weights(tmp_path):
     assert "9 requests (0 errors) in 3 sessions on 1 host" in proc.stdout
     assert "- **beam_search** (session): generate runs beam search (num_beams = 2) in 1 session — sessions " \
            "00000000-0000-0000-0000-000000000003" in proc.stdout
+
+
+def test_help_has_no_type_tags_and_markdown_on_a_terminal_has_no_entities():
+    res = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "120"})
+    assert res.exit_code == 0
+    for tag in ("<bool>", "<str>", "<list[str]>", "<path>"):
+        assert tag not in res.stdout
+    assert "html|json|md" in res.stdout and "--no-cache" in res.stdout
+    out, _ = _run_with_pty_stdout(["analyze", HEALTHY, "--format", "md", "--no-cache"])
+    assert "&lt;" not in out and "tokenize p50 < 100 ms" in out
+    # to a file or a pipe it stays Markdown (entities keep `<` literal when rendered)
+    res = CliRunner().invoke(app, ["analyze", HEALTHY, "--format", "md", "--no-cache"])
+    assert "tokenize p50 &lt; 100 ms" in res.stdout
+
+
+def _run_with_pty_stdout(args: list[str]) -> tuple[str, int]:
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdout=slave, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "TERM": "xterm"})  # fmt: skip
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    rc = proc.wait(timeout=120)
+    reader.join(timeout=10)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n"), rc
