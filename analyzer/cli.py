@@ -113,12 +113,15 @@ def _fail(message: str) -> None:
 
 def _run(fn, *args, **kwargs):
     """Call a library function; input errors become exit 2 with their one-line reason."""
-    from analyzer.core.errors import DslogsError
+    from analyzer.core.errors import DslogsError, Interrupted
 
     try:
         return fn(*args, **kwargs)
     except DslogsError as exc:
         _fail(str(exc))
+    except Interrupted as exc:
+        typer.echo(f"dslogs: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 def _open(logs, since, until, tz, cache, no_cache, materialize=True):
@@ -161,7 +164,7 @@ def analyze(
 
 def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master) -> None:
     from analyzer.core import progress
-    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
+    from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
         analyze_logs,
@@ -178,34 +181,21 @@ def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, f
     progress.phase("rendering")
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
-    if format is ReportFormat.json:
-        from analyzer.model.result_cache import json_text
+    from analyzer.render.report import render_report
 
-        _write_or_print(json_text(model) or report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_markdown
+    text = render_report(model, format.value)
+    if format is ReportFormat.md and out is None and sys.stdout.isatty():
+        # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made safe:
+        # control characters were replaced when the model was rendered)
+        import html
 
-        text = render_markdown(model)
-        if out is None and sys.stdout.isatty():
-            # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made
-            # safe: control characters were replaced when the model was rendered)
-            import html
-
-            text = html.unescape(text)
-        _write_or_print(text, out)
-    else:
-        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
-        # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
-
-        page = cached_html(model)
-        if page is None:
-            from analyzer.render.html import render_html
-
-            page = render_html(model, keep=True)
+        text = html.unescape(text)
+    if format is ReportFormat.html:
         target = out or Path("dslogs-report.html")
-        target.write_text(page, encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
         typer.echo(str(target))
+    else:
+        _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
 
@@ -225,10 +215,15 @@ def report_weekly(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
 ) -> None:
-    """This week against the previous one: regressions, new and resolved findings."""
+    """This week against the previous one: regressions, new and resolved findings. `--week ""`
+    lists the weeks that hold events."""
     from analyzer.core import progress
-    from analyzer.render.weekly import build_weekly, render_weekly
+    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
+    if week is not None and not week.strip():
+        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        typer.echo("\n".join(weeks) if weeks else "no week holds events")
+        return
     with progress.run("report weekly", quiet):
         model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                      engine=engine.value, master=master, previous=previous)  # fmt: skip
@@ -321,13 +316,15 @@ def query(
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
+        # Ctrl-C or SIGTERM: one line, exit 130 / 143 (the cache is only read)
         import duckdb
 
-        from analyzer.ingest.sandbox import check_statement, run_user_query
+        from analyzer.ingest.sandbox import check_statement, run_user_query, stop_on_signals
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
-        db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
-        result = _run(run_user_query, db, sql, allow_files)
+        with stop_on_signals() as stop:
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            result = _run(run_user_query, db, sql, allow_files, stop)
     _print_result(result, format.value, csv_guard=not raw_csv)
 
 

@@ -114,7 +114,7 @@ def test_session_prefix_lookup_and_memory_columns():
     # an ambiguous prefix lists the candidates, exit 2, no traceback
     res = runner.invoke(app, ["session", "sample_logs/memory_leak", "6", "--no-cache"])
     assert res.exit_code == 2
-    assert "matches several sessions: 62dbb18c-aa4b-4254-bcf1-d1c1ddae4e0f, 653f6e4a-" in res.stderr
+    assert "is ambiguous: 62dbb18c-aa4b-4254-bcf1-d1c1ddae4e0f, 653f6e4a-" in res.stderr
     assert "Traceback" not in res.output
     res = runner.invoke(app, ["session", "sample_logs/memory_leak", "zzz", "--no-cache"])
     assert res.exit_code == 2 and "no events for session 'zzz'" in res.stderr

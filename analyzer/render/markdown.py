@@ -13,7 +13,8 @@ from analyzer.core import textsafe
 from analyzer.core.time import human_duration
 from analyzer.rules.registry import SEVERITIES, unit_for
 
-_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A": "not applicable (no GPU)"}
+_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
+                "N/A": "not applicable (no GPU)"}
 
 
 def _text(text) -> str:
