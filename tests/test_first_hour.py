@@ -399,3 +399,47 @@ def _run_with_pty_stdout(args: list[str]) -> tuple[str, int]:
     reader.join(timeout=10)
     os.close(master)
     return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n"), rc
+
+
+def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
+    """A finding naming many sessions shows a few links and a folded, copyable list of them all;
+    the page fits 1280 px in headless Chromium."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from analyzer.render.html import render_html
+
+    model = _analyze_json("sample_logs/concurrent_leak")
+    ids = [f"{i:08x}-0000-4000-8000-000000000000" for i in range(41)]
+    model["findings"][0]["session_ids"] = ids
+    page = render_html(model)
+    (box,) = re.findall(r'<details class="all-ids">.*?</details>', page, re.S)
+    assert "all 41 session ids, to copy" in box
+    assert re.search(r"<textarea readonly[^>]*>(.*?)</textarea>", box, re.S).group(1).split() == ids
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("chromium is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from browser_helpers import open_offline
+
+    target = tmp_path / "report.html"
+    target.write_text(page, encoding="utf-8")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            loaded = open_offline(browser, target)
+            summary = loaded.page.locator("details.all-ids summary").first
+            assert not loaded.page.locator("details.all-ids textarea").first.is_visible()
+            summary.click()
+            assert loaded.page.locator("details.all-ids textarea").first.is_visible()
+            # the page does not scroll sideways at 1280 px: wide tables scroll inside their box
+            assert loaded.page.evaluate("document.documentElement.scrollWidth") <= 1280
+            loaded.page.locator("details.all-ids").first.locator("xpath=ancestor::article").screenshot(
+                path=str(tmp_path / "ids.png"))
+            assert loaded.errors == []
+        finally:
+            browser.close()

@@ -377,6 +377,7 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "hosts": f.get("hosts") or [],
             "sessions": [{"id": s, "anchor": links.get(s)} for s in sids[:MAX_FINDING_SESSIONS]],
             "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
+            "all_ids": sids, "ids_in_model": len(sids) < (f.get("session_count") or len(sids)),
             "section": section if section in SECTION_IDS else None,
             "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
             "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
