@@ -443,3 +443,18 @@ def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
             assert loaded.errors == []
         finally:
             browser.close()
+
+
+def test_words_the_report_uses_are_defined():
+    from analyzer.render.glossary import GLOSSARY
+    from analyzer.render.html import render_html
+    from analyzer.render.markdown import render_markdown
+
+    for word in ("TTFT", "TPOT", "TTFA", "reasoning share", "goodput", "gpu_wait", "kept", "in flight", "rise"):
+        assert GLOSSARY.get(word), word
+    model = _analyze_json(HEALTHY)
+    page = render_html(model)
+    assert 'id="sec-glossary"' in page and "time to first answer token" in page
+    assert f'title="{GLOSSARY["goodput"]}"' in page
+    md = render_markdown(model)
+    assert "## Glossary" in md and "- **goodput**: the share of requests" in md

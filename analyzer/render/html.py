@@ -48,7 +48,7 @@ SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
-    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
+    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"), ("glossary", "Glossary"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
@@ -498,8 +498,11 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
             data_span = human_duration((charts_mod.parse_ts(window["last_event"]) - charts_mod.parse_ts(window["first_event"])).total_seconds())
         except ValueError:
             data_span = None
+    from analyzer.render.glossary import GLOSSARY
+
     return {
         "model": model,
+        "glossary": GLOSSARY,
         "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),

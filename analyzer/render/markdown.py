@@ -211,4 +211,7 @@ def render_markdown(model: dict) -> str:
         rows = [[_esc(e.get("error_type")), _num(e.get("count")), _num(e.get("sessions")), _text(e.get("first_ts")),
                  _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
         out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
+    from analyzer.render.glossary import GLOSSARY
+
+    out += ["## Glossary", ""] + [f"- **{_text(w)}**: {_text(m)}" for w, m in GLOSSARY.items()] + [""]
     return "\n".join(out).rstrip() + "\n"
