@@ -134,8 +134,9 @@ def render_markdown(model: dict) -> str:
                     f"{_text(x.get('factor'))} {'**present**' if x.get('present') else 'absent'} ({_text(x.get('seen'))})"
                     for x in ev["factors"]))
             for e in (ev.get("requests") or [])[:3]:
-                kept = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB "
-                                 f"({_num(r.get('inflight'))} in flight)" for r in e.get("requests") or [])
+                kept = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB"
+                                 + (f" ({_num(r['inflight'])} in flight)" if r.get("inflight") is not None else "")
+                                 for r in e.get("requests") or [])
                 out.append(f"  - kept by {_esc(e.get('session_id'))} ({_text(e.get('basis'))}): {kept}")
             if ev.get("doc"):
                 out.append(f"  - how sessions are told apart: {_text(ev['doc'])}")
