@@ -562,14 +562,17 @@ def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
 
 
 def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx: TimeAxis | None = None) -> list[dict]:
-    """Rows of the kept sessions with `minute` = minutes since the session's first point, thinned."""
+    """Rows of the kept sessions, thinned, with `turn` = the point's number in its session (1, 2,
+    ...: sessions of fast turns and of slow ones side by side, none a near-vertical line) and
+    `minute` = minutes since the session's first point (in the tooltip)."""
     tx = tx or TimeAxis()
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
+        number = {id(r): i for i, r in enumerate(pts, start=1)}
         t0 = parse_ts(pts[0]["ts"])
-        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
-                 **{f: r.get(f) for f in fields}} for r in thin(pts)]
+        out += [{"turn": number[id(r)], "minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2),
+                 "ts": tx.ms(r["ts"]), "session_id": sid, **{f: r.get(f) for f in fields}} for r in thin(pts)]
     return out
 
 
@@ -606,14 +609,14 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
     out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
-        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("mb:Q", title="GPU memory (MiB)", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
                                   scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
                                   legend=None),  # named in the subtitle
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
-                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
+                 "turn:Q", alt.Tooltip("minute:Q", title="minutes since its first sample", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
     )
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
@@ -633,7 +636,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
     out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
     chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
-        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
