@@ -481,3 +481,28 @@ def test_readme_tour_is_real_output():
         assert line in readme.splitlines(), folder
     assert "seed 2026" in readme and "--change prompt_shift --seed 3" in readme
     assert "dslogs analyze sample_logs/concurrent_leak --out dslogs-report.html" in readme
+
+
+def test_every_citation_is_explained_and_documented():
+    """Each section a rule or checklist item cites has a one-line meaning (the report's tooltip)
+    and a section of docs/sources.md; no user-facing threshold cites a document that does not ship."""
+    import re
+    from pathlib import Path
+
+    from analyzer.core.thresholds import _SPEC
+    from analyzer.render.glossary import SOURCES
+    from analyzer.render.html import _CITATION, cite
+    from analyzer.rules.registry import RULE_SPECS
+
+    cited = [s.source for s in RULE_SPECS.values()] + [c["source"] for c in _analyze_json(HEALTHY)["checklist"]]
+    docs = Path("docs/sources.md").read_text(encoding="utf-8")
+    for source in cited:
+        article = None
+        for m in _CITATION.finditer(source):
+            article = m.group(1) or article
+            key = f"{article} §{m.group(2)}"
+            assert key in SOURCES, (source, key)
+            assert f'<a id="{article}-{m.group(2).replace(".", "-")}"></a>' in docs, key
+        assert "<abbr" in cite(source) or not _CITATION.search(source)
+    whys = [why for table in _SPEC.values() for _value, why in table.values()]
+    assert whys and not [w for w in whys if re.search(r"DESIGN\.md|TEAM\.md", str(w))]

@@ -115,6 +115,30 @@ def fmt_ts_short(value) -> str:
     return f"{m.group(1)} {m.group(2)}" if m else full
 
 
+_CITATION = re.compile(r"(?:(000|003) )?§(\d+(?:\.\d+)?)( table)?")
+
+
+def cite(source) -> Markup:
+    """A source like "000 §5 table; 003 §4.1, §5.3" with each section it cites explained in a
+    tooltip (glossary.SOURCES; docs/sources.md has the long form)."""
+    from markupsafe import escape
+
+    from analyzer.render.glossary import SOURCES
+
+    text = "" if source is None else str(source)
+    out, last, article = [], 0, None
+    for m in _CITATION.finditer(text):
+        article = m.group(1) or article
+        key = f"{article} §{m.group(2)}{m.group(3) or ''}" if article else None
+        out.append(str(escape(text[last:m.start()])))
+        meaning = SOURCES.get(key) or SOURCES.get(f"{article} §{m.group(2)}") if key else None
+        span = str(escape(m.group(0)))
+        out.append(f'<abbr class="cite" title="{escape(meaning)}">{span}</abbr>' if meaning else span)
+        last = m.end()
+    out.append(str(escape(text[last:])))
+    return Markup("".join(out))
+
+
 def fmt_bytes(value) -> str:
     if value is None:
         return "—"
@@ -219,7 +243,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
