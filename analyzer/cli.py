@@ -100,11 +100,22 @@ def _open(logs, since, until, tz, cache, no_cache, materialize=True):
                 materialize=materialize)
 
 
+def _check_out(out: Path | None) -> None:
+    """An --out that cannot be written fails before the logs are read, not after."""
+    if out is not None:
+        from analyzer.core.outfile import check_out
+
+        _run(check_out, out)
+
+
 def _write_or_print(text: str, out: Path | None) -> None:
+    """stdout, or the one output writer (atomic; an unwritable path is exit 2 naming it)."""
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        out.write_text(text, encoding="utf-8")
+        from analyzer.core.outfile import write_out
+
+        _run(write_out, out, text)
         typer.echo(str(out))
 
 
@@ -124,6 +135,7 @@ def analyze(
     master: MasterOpt = "local[*]",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
     from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
 
     model = _run(
@@ -158,9 +170,7 @@ def analyze(
             from analyzer.render.html import render_html
 
             page = render_html(model, keep=True)
-        target = out or Path("dslogs-report.html")
-        target.write_text(page, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(page, out or Path("dslogs-report.html"))
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
 
@@ -180,6 +190,7 @@ def report_weekly(
     master: MasterOpt = "local[*]",
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings."""
+    _check_out(out)
     from analyzer.render.weekly import build_weekly, render_weekly
 
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
@@ -188,9 +199,7 @@ def report_weekly(
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
-        target = out or Path(f"dslogs-weekly-{model['week']}.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
     else:
         _write_or_print(text, out)
 
@@ -209,6 +218,7 @@ def diff(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
     from analyzer.render.diff_md import render_diff
 
@@ -222,9 +232,7 @@ def diff(
     model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
     text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
-        target = out or Path("dslogs-diff.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path("dslogs-diff.html"))
     else:
         _write_or_print(text, out)
     if fail_on_regression is not None and has_regression(model):
@@ -259,8 +267,10 @@ def query(
     master: MasterOpt = "local[*]",
     allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
+    _check_out(out)
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
@@ -275,6 +285,17 @@ def query(
         _run(check_statement, duckdb.connect(), sql, allow_files)
         db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
         result = _run(run_user_query, db, sql, allow_files)
+    if out is not None:
+        from analyzer.core.outfile import open_out
+        from analyzer.core.results import write_result
+
+        def _write() -> None:
+            with open_out(out) as fh:
+                write_result(result, format.value, fh, csv_guard=not raw_csv)
+
+        _run(_write)
+        typer.echo(str(out))
+        return
     _print_result(result, format.value, csv_guard=not raw_csv)
 
 
@@ -326,10 +347,12 @@ def render(
     from analyzer.model.report import load_report_json
     from analyzer.render.html import render_html
 
-    model = _run(load_report_json, report_json)
     target = out or report_json.with_suffix(".html")
-    target.write_text(render_html(model), encoding="utf-8")
-    typer.echo(str(target))
+    _check_out(target)
+    if target.resolve() == report_json.resolve():
+        _fail(f"--out {target}: is the report being read; give another file")
+    model = _run(load_report_json, report_json)
+    _write_or_print(render_html(model), target)
 
 
 @app.command()
