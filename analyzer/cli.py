@@ -62,6 +62,26 @@ class TraceFormat(StrEnum):
     legacy = "legacy"
 
 
+def number(help: str, option: str, integer: bool = False, minimum: float | None = None,
+           maximum: float | None = None):
+    """A typer option whose value goes through the one numeric parser
+    (``analyzer.core.numbers.parse_number``): a bad value is one line naming the option and
+    exit 2, like every other input error, not click's boxed usage text."""
+
+    def parse(value):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value  # a default
+        from analyzer.core.errors import UsageError
+        from analyzer.core.numbers import parse_number
+
+        try:
+            return parse_number(value, option, integer, minimum, maximum)
+        except UsageError as exc:
+            _fail(str(exc))
+
+    return typer.Option(option, help=help, parser=parse, metavar="INTEGER" if integer else "NUMBER")
+
+
 LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Window start: 30m, 12h, 1d, 7d, 2w or an ISO date.")
@@ -211,7 +231,7 @@ def diff(
     after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
     format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
-    fail_on_regression: Annotated[float | None, typer.Option("--fail-on-regression", help="Exit 1 on a significant regression above PCT %.")] = None,
+    fail_on_regression: Annotated[float | None, number("Exit 1 on a significant regression above PCT %.", "--fail-on-regression", minimum=0, maximum=1e6)] = None,
     tz: TzOpt = None,
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
@@ -359,11 +379,11 @@ def render(
 def simulate(
     outdir: Annotated[Path | None, typer.Argument(help="Folder to write simulated logs and truth.json into.")] = None,
     scenario: Annotated[list[str] | None, typer.Option("--scenario", help="Fault scenario (repeatable); default: healthy.")] = None,
-    days: Annotated[int, typer.Option("--days", min=1, help="Days of traffic.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same arguments give the same bytes).")] = 0,
+    days: Annotated[int, number("Days of traffic.", "--days", integer=True, minimum=1, maximum=3660)] = 1,
+    seed: Annotated[int, number("Random seed (same arguments give the same bytes).", "--seed", integer=True, minimum=0, maximum=2**63 - 1)] = 0,
     format: Annotated[TraceFormat, typer.Option("--format", help="v1 (dslogs collector) or legacy (article 003 logger).")] = TraceFormat.v1,
-    events: Annotated[int | None, typer.Option("--events", min=1, help="Target number of events (scales traffic).")] = None,
-    hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
+    events: Annotated[int | None, number("Target number of events (scales traffic).", "--events", integer=True, minimum=1, maximum=10**10)] = None,
+    hosts: Annotated[int, number("Number of GPU hosts.", "--hosts", integer=True, minimum=1, maximum=1000)] = 1,
     start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
     change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
