@@ -105,12 +105,15 @@ def _fail(message: str) -> None:
 
 def _run(fn, *args, **kwargs):
     """Call a library function; input errors become exit 2 with their one-line reason."""
-    from analyzer.core.errors import DslogsError
+    from analyzer.core.errors import DslogsError, Interrupted
 
     try:
         return fn(*args, **kwargs)
     except DslogsError as exc:
         _fail(str(exc))
+    except Interrupted as exc:
+        typer.echo(f"dslogs: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 def _open(logs, since, until, tz, cache, no_cache, materialize=True):
@@ -156,7 +159,7 @@ def analyze(
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
-    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
+    from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
         analyze_logs,
@@ -172,25 +175,13 @@ def analyze(
     )
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
-    if format is ReportFormat.json:
-        from analyzer.model.result_cache import json_text
+    from analyzer.render.report import render_report
 
-        _write_or_print(json_text(model) or report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_markdown
-
-        _write_or_print(render_markdown(model), out)
+    text = render_report(model, format.value)
+    if format is ReportFormat.html:
+        _write_or_print(text, out or Path("dslogs-report.html"))
     else:
-        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
-        # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
-
-        page = cached_html(model)
-        if page is None:
-            from analyzer.render.html import render_html
-
-            page = render_html(model, keep=True)
-        _write_or_print(page, out or Path("dslogs-report.html"))
+        _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
 
@@ -209,10 +200,15 @@ def report_weekly(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
 ) -> None:
-    """This week against the previous one: regressions, new and resolved findings."""
+    """This week against the previous one: regressions, new and resolved findings. `--week ""`
+    lists the weeks that hold events."""
     _check_out(out)
-    from analyzer.render.weekly import build_weekly, render_weekly
+    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
+    if week is not None and not week.strip():
+        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        typer.echo("\n".join(weeks) if weeks else "no week holds events")
+        return
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
                  engine=engine.value, master=master, previous=previous)  # fmt: skip
     for note in model.get("notes") or []:
@@ -298,13 +294,15 @@ def query(
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
+        # Ctrl-C or SIGTERM: one line, exit 130 / 143 (the cache is only read)
         import duckdb
 
-        from analyzer.ingest.sandbox import check_statement, run_user_query
+        from analyzer.ingest.sandbox import check_statement, run_user_query, stop_on_signals
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
-        db = _open(logs, since, until, tz, cache, no_cache, materialize=False)
-        result = _run(run_user_query, db, sql, allow_files)
+        with stop_on_signals() as stop:
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            result = _run(run_user_query, db, sql, allow_files, stop)
     if out is not None:
         from analyzer.core.outfile import open_out
         from analyzer.core.results import write_result

@@ -17,6 +17,7 @@ import gzip
 import os
 import re
 import shutil
+import time
 
 try:  # POSIX only
     import fcntl
@@ -264,6 +265,52 @@ def gzip_file(path: str) -> bool:
     except OSError:
         _unlink_quiet(tmp)
         raise
+
+
+# A gzip in progress rewrites its .tmp continuously; one left alone this long whose process is
+# gone (SIGTERM or a kill during a rotation) is stale. The age guard keeps a folder shared
+# with another host, whose pids mean nothing here, from losing a gzip that is under way.
+STALE_TMP_S = 30.0
+
+
+def _pid_gone(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate the process there
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: another user's process
+        return False
+    return False
+
+
+def remove_stale_tmp(log_dir: str, prefix: str) -> int:
+    """Remove ``<prefix>_YYYYMMDD[.N].jsonl.gz.<pid>.tmp`` files of processes that no longer
+    exist (untouched for ``STALE_TMP_S``). Returns how many; never raises."""
+    pat = re.compile(re.escape(prefix) + r"_\d{8}(?:\.\d+)?\.jsonl\.gz\.(\d+)\.tmp$")
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return 0
+    removed = 0
+    me = os.getpid()
+    for name in names:
+        m = pat.match(name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        if pid == me or not _pid_gone(pid):
+            continue
+        path = os.path.join(log_dir, name)
+        try:
+            if time.time() - os.stat(path).st_mtime < STALE_TMP_S:
+                continue
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def _unlink_quiet(path: str) -> None:

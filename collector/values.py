@@ -60,13 +60,25 @@ def _int(i: int):
         return None
 
 
+def placeholder(o) -> str:
+    """What is written for a value that cannot be read: ``<TypeName>``, or ``<unreadable>``
+    when even its type's name cannot be (a metaclass whose attribute access raises)."""
+    try:
+        name = type(o).__name__  # type(), unlike o.__class__, never runs the object's own code
+        if name.__class__ is str:
+            return f"<{cut_str(name, 100)}>"
+    except Exception:
+        pass
+    return "<unreadable>"
+
+
 def _str_of(o, limit: int) -> str:
     try:
         s = str(o)
         if s.__class__ is not str:
             s = str.__str__(s)
     except Exception:
-        return f"<{type(o).__name__}>"
+        return placeholder(o)
     return cut_str(s, limit)
 
 
@@ -83,15 +95,20 @@ def _shaped(o, shape, limits, budget):
                     return safe(v, limits, budget, 1)
         out = {"shape": [int(d) for d in dims[:32]]}
         dtype = getattr(o, "dtype", None)
-        out["dtype"] = _str_of(dtype, 64) if dtype is not None else type(o).__name__
+        out["dtype"] = _str_of(dtype, 64) if dtype is not None else placeholder(o)[1:-1]
         return out
     except Exception:
-        return f"<{type(o).__name__}>"
+        return placeholder(o)
 
 
 def safe(o, limits=NORMAL, budget=None, depth: int = 0):
-    """``o`` as a value ``json`` encodes without error, within ``limits``. Never raises."""
-    c = o.__class__
+    """``o`` as a value ``json`` encodes without error, within ``limits``. Never raises: a
+    value whose attribute access raises (``__getattribute__``, a ``__class__`` property) is
+    its placeholder."""
+    try:
+        c = o.__class__
+    except Exception:
+        return placeholder(o)
     if c is str:
         return o if len(o) <= limits[0] else o[: limits[0]] + ELLIPSIS
     if c is float:
@@ -151,7 +168,7 @@ def safe(o, limits=NORMAL, budget=None, depth: int = 0):
             return _num(o)
         return _str_of(o, limits[0])
     except Exception:  # a container changed size under us, a hostile __len__ ...
-        return f"<{type(o).__name__}>"
+        return placeholder(o)
 
 
 def rename_reserved(fields: dict) -> dict:
@@ -181,10 +198,14 @@ def safe_fields(fields: dict, limits=NORMAL) -> dict:
 
 def safe_duration(dur):
     """(duration_ms to write or None, a value to keep as ``duration_ms_`` or a sentinel)."""
-    c = dur.__class__
-    if c is int or c is float:
-        return safe(dur), _NOTHING
-    if isinstance(dur, bool) or isinstance(dur, (str, bytes, dict, list, tuple)):
+    try:
+        c = dur.__class__
+        if c is int or c is float:
+            return safe(dur), _NOTHING
+        plain = isinstance(dur, bool) or isinstance(dur, (str, bytes, dict, list, tuple))
+    except Exception:  # kept as duration_ms_, where safe() writes its placeholder
+        return None, dur
+    if plain:
         return None, dur
     v = safe(dur)
     if v is None or v.__class__ in (int, float):

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 
-from collector.files import LogFiles, gzip_file
+from collector.files import LogFiles, gzip_file, remove_stale_tmp
 from collector.schema import SCHEMA_VERSION
 from collector.values import (
     HARD,
@@ -209,6 +209,7 @@ class Writer:
             self._health()  # a start heartbeat: this process began writing here
         except Exception:
             pass
+        self._sweep_tmp()
         while True:
             self._wake.wait(self.poll_s)
             self._wake.clear()
@@ -411,8 +412,17 @@ class Writer:
             self._report(f"writing logs to {files.dir!r} works again", once=False)
         self._collect_closed()
 
+    def _sweep_tmp(self) -> None:
+        """Stale gzip temporaries of dead processes (collector/files.remove_stale_tmp): at the
+        start, and at each rotation for those too fresh to judge at the start."""
+        n = remove_stale_tmp(self.files.dir, self.files.prefix)
+        if n:
+            self._report(f"removed {n} unfinished gzip file(s) of processes that no longer exist "
+                         f"from {self.files.dir!r}", key="stale_tmp")
+
     def _collect_closed(self) -> None:
         if self.files.closed_files:
+            self._sweep_tmp()
             if self.gzip_closed:
                 self._gzip_jobs.extend(self.files.closed_files)
                 self._kick_gzip()

@@ -12,6 +12,7 @@ import pytest
 from fixtures.report_models import fixture_model
 
 from analyzer.render import html as rh
+from analyzer.render import page_cache
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts import svg as svgchart
 from analyzer.render.charts import vl
@@ -175,7 +176,7 @@ def test_svg_log_histogram_bars_resolve_sub_second_bins():
 
 
 def test_shipped_bundle_matches_the_installed_vl_convert():
-    shipped = rh.templates_dir() / rh.BUNDLE_DIR / rh.bundle_file_name()
+    shipped = rh.templates_dir() / page_cache.BUNDLE_DIR / page_cache.bundle_file_name()
     if not shipped.is_file():
         pytest.skip(f"no shipped bundle for this vl-convert ({shipped.name}): it is built into the user cache")
     assert shipped.read_text(encoding="utf-8") == rh.build_vega_bundle()

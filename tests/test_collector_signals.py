@@ -7,6 +7,7 @@ accepted seq on stdout; the test signals it mid-run. Every seq it accepted must 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -139,3 +140,37 @@ def test_ignored_signal_stays_ignored(tmp_path):
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_stale_gzip_temporaries_of_dead_processes_are_removed_at_start(tmp_path):
+    """A SIGTERM or kill during a rotation's gzip can leave ``<file>.gz.<pid>.tmp``: a new
+    writer removes those whose process is gone (and untouched for STALE_TMP_S), and nothing
+    else."""
+    from collector import Tracer
+    from collector.files import STALE_TMP_S
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = time.time() - STALE_TMP_S - 5
+    names = {
+        "stale": f"ds15b_20261201.jsonl.gz.{dead.pid}.tmp",
+        "stale_rotated": f"ds15b_20261201.2.jsonl.gz.{dead.pid}.tmp",
+        "alive": f"ds15b_20261201.1.jsonl.gz.{os.getppid()}.tmp",  # a live process's gzip
+        "fresh": f"ds15b_20261202.jsonl.gz.{dead.pid}.tmp",  # maybe another host's, under way
+        "other_prefix": f"other_20261201.jsonl.gz.{dead.pid}.tmp",
+        "log": "ds15b_20261201.jsonl",
+    }
+    for key, name in names.items():
+        p = tmp_path / name
+        p.write_bytes(b"\x1f\x8b partial")
+        if key != "fresh":
+            os.utime(p, (old, old))
+    stderr = io.StringIO()
+    t = Tracer(tmp_path, handle_signals=False, _stderr=stderr)
+    t.event("decode", 1.0, session_id="s")
+    t.close()
+    left = {p.name for p in tmp_path.iterdir()}
+    assert names["stale"] not in left and names["stale_rotated"] not in left
+    for key in ("alive", "fresh", "other_prefix", "log"):
+        assert names[key] in left, key
+    assert "removed 2 unfinished gzip file(s)" in stderr.getvalue(), stderr.getvalue()

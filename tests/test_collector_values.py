@@ -249,3 +249,48 @@ def test_property_call_times_summary():
         pytest.skip("property test did not run")
     cut = sorted(_CALL_MS)[int(len(_CALL_MS) * 0.99)]
     assert statistics.median(_CALL_MS) < 0.2 and cut < 5.0, (statistics.median(_CALL_MS), cut)
+
+
+class _RaisingGetattribute:
+    def __getattribute__(self, name):
+        raise RuntimeError(f"no {name} for you")
+
+
+class _RaisingClass:
+    @property
+    def __class__(self):
+        raise ValueError("no class")
+
+
+class _Meta(type):
+    def __getattribute__(cls, name):
+        raise RuntimeError("no type name either")
+
+
+class _Unnameable(metaclass=_Meta):
+    def __getattribute__(self, name):
+        raise RuntimeError("nothing")
+
+
+def test_values_whose_attribute_access_raises_are_written_as_placeholders(tmp_path):
+    """The event is written, the unreadable value as <TypeName> (or <unreadable> when even the
+    type's name raises), its other fields as they are; nothing is counted as dropped."""
+    t = Tracer(tmp_path, handle_signals=False)
+    t.event("decode", 5.0, session_id="s", a=_RaisingGetattribute(), b=_RaisingClass(), c=_Unnameable(),
+            nested={"x": [_RaisingGetattribute(), 1]}, output_len=3)
+    t.event("decode", _RaisingGetattribute(), session_id="s2")  # as the duration too
+    t.event("decode", _Unnameable(), session_id="s3")
+    t.close()
+    lines = read_lines(tmp_path)
+    ev = data_events(lines)
+    assert [e["session_id"] for e in ev] == ["s", "s2", "s3"]
+    for e in ev:
+        validate(e)
+    e = ev[0]
+    assert (e["a"], e["b"], e["c"]) == ("<_RaisingGetattribute>", "<_RaisingClass>", "<unreadable>")
+    assert e["nested"] == {"x": ["<_RaisingGetattribute>", 1]}
+    assert e["duration_ms"] == 5.0 and e["output_len"] == 3
+    assert "duration_ms" not in ev[1] and ev[1]["duration_ms_"] == "<_RaisingGetattribute>"
+    assert ev[2]["duration_ms_"] == "<unreadable>"
+    health = [x for x in lines if x.get("stage") == "collector"]
+    assert health and all(x.get("dropped", 0) == 0 for x in health), health

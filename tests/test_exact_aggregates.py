@@ -20,6 +20,8 @@ from analyzer.engines.compute import all_query_names
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics.registry import bucket_for_span, parameters, query_params
 from analyzer.metrics.results import run_metric
+from analyzer.model import report
+from analyzer.rules import memory as memory_rules
 
 # More events than three of DuckDB's row groups (122,880 rows), so that every scan is split
 # between threads; faults that give the slopes something to fit.
@@ -173,9 +175,7 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
     costs 0.1-0.2 s at 1.57 M events), and the model is the one of each computing its own."""
     from pathlib import Path
 
-    from analyzer import rules
     from analyzer.engines.compute import compute_metrics
-    from analyzer.model import report
 
     db = open_logs(
         [str(Path(__file__).resolve().parents[1] / "sample_logs" / logs)], use_cache=False
@@ -184,14 +184,14 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
         metrics = compute_metrics(db)
         t = defaults()
         calls = []
-        real = rules.memory_leak_verdicts
+        real = memory_rules.memory_leak_verdicts
 
         def counted(m, th):
             calls.append(1)
             return real(m, th)
 
         with monkeypatch.context() as mp:
-            mp.setattr(rules, "memory_leak_verdicts", counted)
+            mp.setattr(memory_rules, "memory_leak_verdicts", counted)
             mp.setattr(report, "memory_leak_verdicts", counted)
             once = report.build_report_from_metrics(metrics, db.ingest, db.window, t)
         assert len(calls) == 1

@@ -118,11 +118,11 @@ def _python_bytes(folder: Path, lazy_rows: int) -> tuple[int, int, int]:
         try:
             tables = compute.compute_metrics(source)
             for name in list(tables):  # only the per-session tables' share is measured
-                if not compute._row_per_session(name):
+                if not results.row_per_session(name):
                     del tables[name]
             gc.collect()
             held = tracemalloc.get_traced_memory()[0]
-            kept = [t for n, t in tables.items() if compute._row_per_session(n)]
+            kept = [t for n, t in tables.items() if results.row_per_session(n)]
             tracemalloc.reset_peak()
             for t in kept:
                 for _row in t:

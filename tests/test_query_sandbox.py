@@ -122,3 +122,67 @@ def test_refused_before_the_logs_are_read(tmp_path):
     # A write is refused even when the logs do not exist: nothing is opened first.
     r = CliRunner().invoke(app, ["query", str(tmp_path / "none"), "DELETE FROM events", "--no-cache"])
     one_line_error(r, "read-only")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "EXPLAIN ANALYZE CREATE TABLE x AS SELECT 1",
+        "EXPLAIN ANALYZE CREATE MACRO m(a) AS a + 1",
+        "EXPLAIN ANALYZE INSERT INTO temp.main.t SELECT 1",
+        "EXPLAIN ANALYZE DELETE FROM dslogs_cache.events",
+        "/* c */ explain -- c\n analyse CREATE TEMP TABLE y AS SELECT 1",
+        "EXPLAIN (ANALYZE, FORMAT json) CREATE TABLE x AS SELECT 1",
+        "EXPLAIN ANALYZE COPY (SELECT 1) TO '{out}'",
+    ],
+)
+def test_explain_of_a_refused_statement_is_refused(tmp_path, logs, sql):
+    cache = tmp_path / "c.duckdb"
+    n = count(logs, cache)
+    sql = sql.format(cache=cache, out=tmp_path / "out.csv")
+    one_line_error(q(logs, cache, sql), "read-only")
+    assert count(logs, cache) == n
+    assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("sql", ["EXPLAIN SELECT count(*) FROM events", "EXPLAIN ANALYZE SELECT * FROM requests",
+                                 "explain analyze WITH a AS (SELECT 1) SELECT * FROM a"])
+def test_explain_of_a_query_still_runs(tmp_path, logs, sql):
+    r = q(logs, tmp_path / "c.duckdb", sql)
+    assert r.exit_code == 0, r.output
+    assert "physical_plan" in r.output or "explain_value" in r.output, r.output
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_ends_a_long_query_with_one_line_and_the_cache_intact(tmp_path, logs, sig, code):
+    """A real `dslogs query` process and a real signal while DuckDB runs a query that would take
+    hours: one line on stderr, exit 128 + the signal, and the cache answers the next query."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cache = tmp_path / "c.duckdb"
+    n = count(logs, cache)  # the cache is built before: the signal lands in the query
+    slow = "SELECT sum(hash(e.ts, i)) FROM events e, range(100000000000) t(i)"
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "query", str(logs), slow, "--cache", str(cache)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The handlers are installed before the cache is opened: wait for the open file (a fixed
+    # sleep loses the race on a loaded machine), then give the statement a moment to start.
+    import psutil
+
+    child, deadline = psutil.Process(proc.pid), time.monotonic() + 60
+    while not any(f.path == str(cache) for f in child.open_files()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()
+    t0 = time.perf_counter()
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=30)
+    assert time.perf_counter() - t0 < 10
+    assert proc.returncode == code, (proc.returncode, err)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and sig in lines[0] and "Traceback" not in err, err
+    assert out == ""
+    assert count(logs, cache) == n

@@ -25,7 +25,7 @@ from analyzer.model.report import REPORT_INPUTS, SERIES, build_report_from_metri
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
-from analyzer.rules import RULE_IDS, RULES, evaluate_rules
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
 from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
 
@@ -136,8 +136,13 @@ def test_every_finding_on_the_sample_logs_points_at_a_registered_chart_and_secti
     assert fired == set(RULE_IDS), f"rules that fire on no sample folder: {set(RULE_IDS) - fired}"
 
 
+def rules_source() -> str:
+    """Every rule module's source, in one text."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "analyzer" / "rules").glob("*.py")))
+
+
 def test_every_section_and_chart_literal_in_the_rules_is_registered():
-    assert literal_problems((REPO / "analyzer" / "rules.py").read_text(encoding="utf-8")) == []
+    assert literal_problems(rules_source()) == []
 
 
 def test_a_typo_in_a_chart_or_section_id_is_caught(sample_metrics):
@@ -155,7 +160,7 @@ def test_a_typo_in_a_chart_or_section_id_is_caught(sample_metrics):
         [section_typo]
     )
     assert "not among its declared charts" in evidence_problems([other_rules_chart])[0]
-    source = (REPO / "analyzer" / "rules.py").read_text(encoding="utf-8")
+    source = rules_source()
     typo = source.replace('chart="gpu_timeline"', 'chart="gpu_timelne"', 1)
     assert typo != source
     assert [p.split(": ", 1)[1] for p in literal_problems(typo)] == [
@@ -213,11 +218,11 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
 
     kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",)}
     with pytest.raises(ValueError, match="registered twice"):
-        rules.rule("oom", **kw)(fn)
+        registry.rule("oom", **kw)(fn)
     with pytest.raises(ValueError, match="no threshold table"):
-        rules.rule("no_such_rule", **kw)(fn)
+        registry.rule("no_such_rule", **kw)(fn)
     with pytest.raises(ValueError, match="severity"):
-        rules.rule("no_such_rule", **{**kw, "severity": "fatal"})(fn)
+        registry.rule("no_such_rule", **{**kw, "severity": "fatal"})(fn)
     with pytest.raises(ValueError, match="registered twice"):
         charts.chart("gpu_timeline", section="gpu", series=())(fn)
     assert "no_such_rule" not in RULE_SPECS

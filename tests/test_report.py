@@ -267,7 +267,7 @@ def test_spark_engine_missing_is_a_usage_error(monkeypatch):
     real_import = builtins.__import__
 
     def no_spark(name, *args, **kwargs):
-        if name == "analyzer.spark_engine":
+        if name == "analyzer.engines.spark.driver":
             raise ImportError("No module named 'pyspark'")
         return real_import(name, *args, **kwargs)
 

@@ -13,6 +13,7 @@ import pytest
 from analyzer import rules
 from analyzer.core.thresholds import defaults
 from analyzer.model import report
+from analyzer.rules import registry
 from analyzer.rules.attribution import (
     SessionVerdicts,
     _overlap,
@@ -536,7 +537,7 @@ def _session_tables(seed: int) -> dict:
 def test_session_rules_scanned_together_say_what_each_says_alone(seed):
     m, t = _session_tables(seed), _thresholds(seed)
     gpu_m = rules.without_cpu_hosts(m)
-    for rid in rules.SESSION_SCANS:
+    for rid in registry.SESSION_SCANS:
         spec = rules.RULE_SPECS[rid]
         view = gpu_m if spec.gpu else m
         alone = spec.fn(view, None, t)
@@ -546,10 +547,10 @@ def test_session_rules_scanned_together_say_what_each_says_alone(seed):
     # and evaluate_rules, which scans them together, as the rules one by one
     findings, statuses = rules.evaluate_rules(m, {}, t)
     one_by_one = []
-    for rid in rules.SESSION_SCANS:
+    for rid in registry.SESSION_SCANS:
         spec = rules.RULE_SPECS[rid]
         one_by_one += spec.fn(gpu_m if spec.gpu else m, None, t).findings
-    assert _same_floats([f for f in findings if f["rule"] in rules.SESSION_SCANS],
+    assert _same_floats([f for f in findings if f["rule"] in registry.SESSION_SCANS],
                         sorted(one_by_one, key=lambda f: (rules.SEVERITY_RANK[f["severity"]],
                                                           rules.RULE_IDS.index(f["rule"]))))  # fmt: skip
 

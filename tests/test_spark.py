@@ -190,13 +190,15 @@ def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch)
     """The URL path (s3a://, hdfs://: Hadoop's FileSystem), exercised on file: URLs: JSONL found
     recursively and a compacted dataset below the same folder, read like the local paths."""
     from analyzer.engines.spark import driver as se
+    from analyzer.engines.spark import sources as spark_sources
     from analyzer.ingest.logs import open_logs
 
     logs, parquet = fleet
     root = tmp_path / "bucket"
     shutil.copytree(logs, root / "raw")
     shutil.copytree(parquet, root / "compacted" / "fleet-a")
-    monkeypatch.setattr(se, "is_url", lambda p: p.startswith("file:"))
+    for module in (se, spark_sources):
+        monkeypatch.setattr(module, "is_url", lambda p: p.startswith("file:"))
     sources = se.resolve_sources(spark, [f"file:{root}"])
     assert len(sources.jsonl) == len([p for p in logs.rglob("*.jsonl*")])
     assert [d.root.rstrip("/").rsplit("/", 2)[-2:] for d in sources.datasets] == [["compacted", "fleet-a"]]
@@ -218,6 +220,7 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     from analyzer.core.thresholds import defaults
     from analyzer.engines.compute import compute_metrics
     from analyzer.engines.spark import driver as se
+    from analyzer.engines.spark import sources as spark_sources
     from analyzer.ingest.logs import open_logs, run_query
 
     lines = (REPO / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl").read_text().splitlines(keepends=True)
@@ -236,7 +239,8 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     local = se.open_spark([str(tmp_path)], master=MASTER)
     assert len(local.groups) == 1, "both files start with a host-less line: one group"
     assert_same(want, compute_metrics(local, t), "metric tables (legacy, local files)")
-    monkeypatch.setattr(se, "is_url", lambda p: p.startswith("file:"))
+    for module in (se, spark_sources):
+        monkeypatch.setattr(module, "is_url", lambda p: p.startswith("file:"))
     urls = se.open_spark([f"file:{tmp_path}"], master=MASTER)
     assert len(urls.groups) == 2, "read as URLs, the folders are two guessed hosts"
     assert_same(want, compute_metrics(urls, t), "metric tables (legacy, URLs, regrouped)")

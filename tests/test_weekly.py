@@ -66,6 +66,9 @@ def _two_weeks():
                              "hosts": [], "value": 1200, "threshold": 1000, "unit": "ms",
                              "message": "ttft p50 1200 ms", "fix": "…"})
     prev["requests"]["errors"] = 0
+    # each model stands for a whole week (a day-long side would get no verdicts: too_partial)
+    this["window"].update(first_event="2026-11-30T00:03:00+00:00", last_event="2026-12-06T23:59:00+00:00")
+    prev["window"].update(first_event="2026-11-23T00:03:00+00:00", last_event="2026-11-29T23:59:00+00:00")
     return this, prev
 
 

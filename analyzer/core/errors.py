@@ -11,3 +11,19 @@ class InputError(DslogsError):
 
 class UsageError(DslogsError):
     """Bad option value (window, thresholds file, report JSON, ...)."""
+
+
+class Interrupted(BaseException):
+    """Ended by a signal (Ctrl-C's SIGINT, SIGTERM): one line, exit 128 + the signal's number.
+    A BaseException, as KeyboardInterrupt is, so no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int, what: str = "the command"):
+        import signal
+
+        self.signum = int(signum)
+        self.exit_code = 128 + self.signum
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        super().__init__(f"{what} was stopped by {name}; nothing was written")

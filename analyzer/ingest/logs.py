@@ -33,14 +33,15 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import InputError, UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
+from analyzer.core.textsafe import visible
 from analyzer.core.time import iso, parse_window, zone_name
 from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import catalogue, storage, viewdefs
+from analyzer.ingest import catalogue, formats, storage, viewdefs
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-from analyzer.ingest.discovery import Discovery, discover
+from analyzer.ingest.discovery import Discovery, discover, printable
 from analyzer.ingest.reader import Reader, load_datasets
 from analyzer.ingest.validate import LINE_RULES
 
@@ -62,6 +63,7 @@ class LogDB:
     cache_path: Path | None = None
     read_bytes: int = 0  # bytes read from the logs by this run (a grown file's tail only)
     tail_files: int = 0  # grown files of which only the new bytes were read
+    file_rows: int = 0  # events the run's files hold, in any window
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def close(self) -> None:
@@ -103,11 +105,17 @@ def open_logs(
     cache: Path | None = None,
     use_cache: bool = True,
     materialize: bool = True,
+    session_attr: str | None = None,
 ) -> LogDB:
     """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
 
     ``materialize`` computes requests and sessions once into temporary tables (many queries, as
-    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``)."""
+    in ``analyze``); False keeps them as views (one query, as in ``dslogs query``).
+    ``session_attr``: the span attribute that names the session in OTLP traces (else
+    ``gen_ai.conversation.id``); the cache is not used with it (it changes the events).
+
+    InputError (exit 2) when no file yields a single event: one line per file saying what it
+    looks like (``analyzer.ingest.formats.describe``)."""
     started = time.perf_counter()
     zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
@@ -115,7 +123,10 @@ def open_logs(
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
+    # change the setting at all (its bar is then off anyway).
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
@@ -128,7 +139,9 @@ def open_logs(
         con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir
     )
     try:
-        _load(db, found, zone, lo, hi, cache, use_cache, materialize, Path(workdir.name))
+        _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
+              Path(workdir.name), session_attr)  # fmt: skip
+        _no_events(db, found)
     except BaseException:
         db.close()
         raise
@@ -136,8 +149,21 @@ def open_logs(
     return db
 
 
+def _no_events(db: LogDB, found: Discovery) -> None:
+    """InputError naming each file when files were read and none holds an event (in any
+    window): a README renamed .jsonl, OTLP metrics, a CSV. Empty files alone are not that."""
+    if found.datasets or db.file_rows or not any(f.size > 0 for f in found.files):
+        return
+    lines = []
+    for f in found.files:
+        what = "an empty file" if f.size == 0 else formats.describe_file(f.path)
+        lines.append(f"{printable(f.display)}: no events: it looks like {what}")
+    raise InputError("no file yields an event\n" + "\n".join(lines))
+
+
 def _load(
-    db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path
+    db: LogDB, found: Discovery, zone: str, lo, hi, cache, use_cache, materialize, workdir: Path,
+    session_attr: str | None = None,
 ) -> None:
     con = db.con
     store = "memory"
@@ -157,7 +183,7 @@ def _load(
     con.execute("SET preserve_insertion_order = true")
     if not readonly:
         storage.create_store(con, store)
-    reader = Reader(con, store, zone, workdir)
+    reader = Reader(con, store, zone, workdir, session_attr)
 
     # The cache's derived tables, when they hold every cached file now, are kept in step with
     # this run's changes (viewdefs.update_derived) rather than rebuilt.
@@ -204,6 +230,7 @@ def _load(
         con, store, run, lo, hi, materialize, derived, with_dataset=dataset is not None
     )
     db.files = [f.display for f in run] + (dataset or {}).get("sources", [])
+    db.file_rows = sum(int(r[1] or 0) for r in records)
     bad_lines = sum(r[3] for r in records) + (dataset or {}).get("bad_lines", 0)
     samples: list[dict] = list((dataset or {}).get("bad_line_samples", []))
     order = {fid: i for i, fid in enumerate(ids)}
@@ -213,11 +240,9 @@ def _load(
             display = next(f.display for f in run if f.file_id == r[0])
             skipped.append({"file": display, "reason": r[5]})
     unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
-    v1, legacy = db.con.execute(
-        "SELECT count(*) FILTER (WHERE source_format = 'v1'), count(*) FILTER (WHERE source_format = 'legacy') FROM events"
-    ).fetchall()[0]
-    events = v1 + legacy
-    formats = {k: v for k, v in (("v1", v1), ("legacy", legacy)) if v}
+    formats = {k: int(n) for k, n in db.con.execute(
+        "SELECT source_format, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() if n}  # fmt: skip
+    events = sum(formats.values())
     db.ingest = {
         "files": len(run) + (dataset or {}).get("files", 0),
         "events": int(events),
@@ -248,16 +273,29 @@ def _sql_error(exc: Exception) -> str:
     return text[:500]
 
 
-def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
-    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+def execute(db: LogDB, sql: str, params: list | dict | None = None) -> duckdb.DuckDBPyConnection:
+    """Run one SQL statement over the views and return its cursor (to fetch as rows, Arrow or a
+    DataFrame); a DuckDB error becomes a one-line UsageError."""
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     try:
-        cur = db.con.execute(sql, params) if params is not None else db.con.execute(sql)
-        if cur.description is None:
-            return QueryResult(columns=[], rows=[])
-        columns = [d[0] for d in cur.description]
-        types = [str(d[1]) for d in cur.description]
+        return db.con.execute(sql, params) if params is not None else db.con.execute(sql)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+
+
+def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
+    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+    return fetch_result(execute(db, sql, params))
+
+
+def fetch_result(cur: duckdb.DuckDBPyConnection) -> QueryResult:
+    """The rows of an executed statement (``execute``) as a QueryResult."""
+    if cur.description is None:
+        return QueryResult(columns=[], rows=[])
+    columns = [d[0] for d in cur.description]
+    types = [str(d[1]) for d in cur.description]
+    try:
         rows = cur.fetchall()
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {_sql_error(exc)}") from None
@@ -274,14 +312,31 @@ _TIMELINE_COLUMNS = (
 
 def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
     """One session: its request timeline (``timeline``) or all its events in ts order."""
+    return run_query(db, session_sql(timeline), [session_id])
+
+
+def resolve_session(db: LogDB, id_or_prefix: str) -> str:
+    """The session id that ``id_or_prefix`` names: itself when a session has that id, else the
+    one session whose id starts with it; UsageError naming the candidates when several do."""
+    found = [r[0] for r in run_query(
+        db, "SELECT DISTINCT session_id FROM events WHERE starts_with(session_id, ?) "
+        "ORDER BY session_id LIMIT 11", [id_or_prefix]).rows]  # fmt: skip
+    if id_or_prefix in found or not found:
+        return id_or_prefix
+    if len(found) == 1:
+        return found[0]
+    shown = ", ".join(visible(s) for s in found[:10]) + (", ..." if len(found) > 10 else "")
+    raise UsageError(f"session prefix {visible(repr(id_or_prefix))} is ambiguous: {shown}")
+
+
+def session_sql(timeline: bool = True) -> str:
+    """The query behind ``session_events``, with one parameter: the session id."""
     if timeline:
-        sql = (
+        return (
             f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
             "ORDER BY turn_index"
         )
-    else:
-        sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
-    return run_query(db, sql, [session_id])
+    return "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
 
 
-__all__ = ["LogDB", "open_logs", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]
+__all__ = ["LogDB", "open_logs", "execute", "fetch_result", "run_query", "session_events", "session_sql", "resolve_session", "EVENT_COLUMNS", "LINE_RULES"]

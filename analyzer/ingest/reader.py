@@ -17,8 +17,15 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.ingest import formats
 from analyzer.ingest.catalogue import FileStats
-from analyzer.ingest.columns import EVENT_COLUMNS, columns_struct, event_type, sql_literal
+from analyzer.ingest.columns import (
+    EVENT_COLUMNS,
+    RAW_COLUMNS,
+    columns_struct,
+    event_type,
+    sql_literal,
+)
 from analyzer.ingest.validate import (
     MAX_LINE_BYTES,
     Line,
@@ -71,6 +78,25 @@ def read_sql(store: str) -> str:
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
 
+# The columns otlp_traces.sql gives (the rest of RAW_COLUMNS are NULL for OTLP spans).
+_OTLP_GIVES = {
+    "v", "ts", "timestamp", "stage", "session_id", "request_id", "host", "pid", "duration_ms",
+    "input_len", "output_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
+    "failed_stage", "params", "source", "inflight",
+}  # fmt: skip
+
+
+def otlp_read_sql(store: str) -> str:
+    """INSERT of the events of the OTLP/JSON trace file $file into store.events (file $file_id).
+    Spans carry no line of their own: line_bytes is NULL (no log-volume figure)."""
+    sql = formats.otlp_sql().replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
+    raw = formats.raw_select(sql, RAW_COLUMNS, _OTLP_GIVES)
+    raw = (
+        f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
+    )
+    return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
+
+
 def _groups(files: list[FileStats]) -> list[list[FileStats]]:
     """Consecutive files per read statement: a file of GROUP_BYTES or more (decompressed, as
     estimated) alone, smaller ones together up to GROUP_BYTES."""
@@ -93,11 +119,12 @@ _OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserExcep
 class Reader:
     """Reads files into ``store.events`` and records what it found per file."""
 
-    def __init__(self, con, store: str, tz: str, workdir: Path):
+    def __init__(self, con, store: str, tz: str, workdir: Path, session_attr: str | None = None):
         self.con = con
         self.store = store
         self.tz = tz
         self.workdir = workdir
+        self.session_attr = session_attr or ""
         self._local = threading.local()
 
     # One statement for many files; raises when DuckDB rejects one of them (nothing is kept).
@@ -227,7 +254,20 @@ class Reader:
         return {fid: n for fid, n in rows}
 
     def read(self, files: list[FileStats], on_progress=None) -> None:
-        """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones."""
+        """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
+        Files of another format family than JSON lines (``analyzer.ingest.formats``) are read
+        by their own statement."""
+        otlp = []
+        for f in files:
+            if f.size > 0:
+                fmt = formats.sniff_file(f.path)
+                if fmt is not None and fmt.family == "otlp_traces":
+                    otlp.append(f)
+        for f in otlp:
+            self._read_otlp(f)
+            if on_progress:
+                on_progress(f.size)
+        files = [f for f in files if f not in otlp]
         batches: list[list[FileStats]] = []
         current: list[FileStats] = []
         weight = 0
@@ -278,6 +318,56 @@ class Reader:
                 self._read_slow(f)
             if on_progress:
                 on_progress(sum(f.size for f in batch))
+
+    # -- OTLP/JSON traces ---------------------------------------------------------------------
+
+    def _insert_otlp(self, path: str, file_id: int) -> None:
+        self.con.execute(
+            otlp_read_sql(self.store),
+            {"file": path, "file_id": file_id, "tz": self.tz, "session_attr": self.session_attr},
+        )
+
+    def _read_otlp(self, f: FileStats) -> None:
+        """One OTLP/JSON trace file in one statement (DuckDB streams its lines, megabytes each);
+        when DuckDB rejects it, its lines are judged one at a time (one line in memory) and the
+        good ones read, the others counted as bad lines."""
+        try:
+            self._insert_otlp(str(f.path), f.file_id)
+            return
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            pass
+        clean = self.workdir / f"otlp-{f.file_id}.jsonl"
+        pending: list[tuple[int, str]] = []
+        kept = 0
+        with open(clean, "wb") as out:
+            for chunk in raw_chunks(f, pending):
+                for no, raw in chunk:
+                    if not raw.strip():
+                        continue
+                    try:
+                        value = json.loads(raw)
+                    except (ValueError, UnicodeDecodeError) as exc:
+                        pending.append((no, f"malformed JSON ({short(str(exc))})"))
+                        continue
+                    if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
+                        pending.append((no, "not an OTLP trace request (no resourceSpans list)"))
+                        continue
+                    out.write(clean_bytes(raw))
+                    kept += 1
+        try:
+            if kept:
+                try:
+                    self._insert_otlp(str(clean), f.file_id)
+                except _OUR_BUGS:
+                    raise
+                except duckdb.Error as exc:
+                    f.unreadable = f"OTLP traces DuckDB cannot read ({one_line(exc)[:160]})"
+        finally:
+            clean.unlink(missing_ok=True)
+            for line, reason in sorted(pending):
+                add_bad(f, line, reason)
 
     # -- the slow path: one damaged file, line by line --------------------------------------
 

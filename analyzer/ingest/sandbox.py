@@ -3,7 +3,8 @@
 What the user's SQL can reach, in two layers:
 
 1. The statement: exactly one, and a query (``SELECT``, ``WITH``, ``FROM``, ``DESCRIBE``,
-   ``SHOW``, ``SUMMARIZE``, ``EXPLAIN``). Writes, ``ATTACH``/``DETACH``, ``SET``, ``PRAGMA``,
+   ``SHOW``, ``SUMMARIZE``, ``EXPLAIN`` of one of these: ``EXPLAIN ANALYZE`` runs its statement,
+   so what it explains passes the same gate). Writes, ``ATTACH``/``DETACH``, ``SET``, ``PRAGMA``,
    ``CALL``, ``INSTALL``/``LOAD`` and several statements are refused with one line before DuckDB
    runs anything. ``--allow-files`` adds ``COPY`` (to export a result).
 2. The connection, after the logs are loaded: ``enable_external_access=false`` (no file, URL
@@ -23,12 +24,25 @@ with discovery.)
 
 from __future__ import annotations
 
+import contextlib
+import re
+import signal
+import threading
+
 import duckdb
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import Interrupted, UsageError
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_TYPES = {"COPY"}
+# whitespace and comments, as DuckDB's parser skips them
+_GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+# EXPLAIN [ANALYZE | ANALYSE] [(option, ...)] in front of the statement it explains
+_EXPLAIN_PREFIX = re.compile(
+    _GAP + r"EXPLAIN\b" + _GAP + r"(?:ANALY[SZ]E\b" + _GAP + r")?"
+    + r"""(?:\((?:[^()'"]|'[^']*'|"[^"]*")*\)""" + _GAP + r")?",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _type_name(statement) -> str:
@@ -47,6 +61,9 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
     if len(statements) > 1:
         raise UsageError(f"one SQL statement per query, got {len(statements)}: run them one at a time")
     kind = _type_name(statements[0])
+    if kind == "EXPLAIN":
+        _check_explained(con, statements[0].query, allow_files)
+        return
     allowed = _QUERY_TYPES | (_FILE_TYPES if allow_files else set())
     if kind not in allowed:
         hint = "; --allow-files permits COPY" if kind in _FILE_TYPES else ""
@@ -56,8 +73,27 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
         )
 
 
+def _check_explained(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool) -> None:
+    """EXPLAIN ANALYZE executes the statement it explains (``EXPLAIN ANALYZE CREATE TABLE``
+    creates the table): the explained statement must pass the gate on its own. What cannot be
+    split off and read as one statement is refused."""
+    m = _EXPLAIN_PREFIX.match(sql)
+    inner = sql[m.end():] if m else ""
+    try:
+        statements = con.extract_statements(inner) if inner.strip() else []
+    except duckdb.Error:
+        statements = []
+    if len(statements) != 1:
+        raise UsageError("dslogs query is read-only: EXPLAIN is allowed only in front of one SELECT "
+                         "over events, requests, sessions")
+    check_statement(con, inner, allow_files)
+
+
 def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None:
-    """Switch the connection to the sandbox (see the module docstring); cannot be undone."""
+    """Switch the connection to the sandbox (see the module docstring); cannot be undone, and a
+    connection already locked stays as it is (a notebook runs many queries on one)."""
+    if con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+        return
     if not allow_files:
         spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
         if spill:
@@ -71,12 +107,69 @@ def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None
     con.execute("SET lock_configuration = true")
 
 
-def run_user_query(db, sql: str, allow_files: bool = False):
-    """One user statement over the opened logs, in the sandbox. Returns a QueryResult."""
-    from analyzer.ingest.logs import run_query
+class SignalStop:
+    """SIGINT/SIGTERM handler for a query: while reading the logs it raises ``Interrupted`` at
+    once; once ``con`` is set it asks DuckDB to stop the running statement (``interrupt()``),
+    and ``run_user_query`` turns the interrupted statement into ``Interrupted``. Nothing is
+    written by a query, and the cache is attached read-only, so it stays as it was."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def __call__(self, signum, frame) -> None:
+        self.signum = signum
+        if self.con is None:
+            raise Interrupted(signum, "the query")
+        self.con.interrupt()
+
+    def raise_if_stopped(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum, "the query")
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """A ``SignalStop`` installed for SIGINT and SIGTERM for the block (main thread only: Python
+    runs signal handlers there), the previous handlers back after it."""
+    stop = SignalStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def user_cursor(db, sql: str, allow_files: bool = False, params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox: its DuckDB cursor (``dslogs
+    query`` fetches rows from it, the Python API a DataFrame)."""
+    from analyzer.ingest.logs import execute
 
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     check_statement(db.con, sql, allow_files)
     lock_down(db.con, allow_files)
-    return run_query(db, sql)
+    return execute(db, sql, params)
+
+
+def run_user_query(db, sql: str, allow_files: bool = False, stop: SignalStop | None = None,
+                   params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox. Returns a QueryResult; with
+    ``stop``, a signal ends the statement as ``Interrupted``."""
+    from analyzer.ingest.logs import fetch_result
+
+    if stop is None:
+        return fetch_result(user_cursor(db, sql, allow_files, params))
+    stop.raise_if_stopped()
+    stop.con = db.con
+    try:
+        result = fetch_result(user_cursor(db, sql, allow_files, params))
+    except UsageError:  # DuckDB's "Interrupted!" arrives as an SQL error
+        stop.raise_if_stopped()
+        raise
+    stop.raise_if_stopped()
+    return result

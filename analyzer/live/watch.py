@@ -1,54 +1,73 @@
 """`dslogs watch`: a live terminal view over log files being written (docs/watch.md).
 
-``LogTail`` reads only appended bytes: one offset per file, a partial last line kept until its
-newline arrives. It follows rotation (a new ``.N.jsonl`` file is read from its start) and the
-gzip of a file it follows: the collector renames ``X.jsonl.gz`` into place and then removes
-``X.jsonl``; once the plain file is gone, the ``.gz`` is decompressed and only the bytes past
-the offset already read are used (nothing counted twice, nothing lost). A ``.gz`` whose plain
-file is still there (``gzip -k``) is a copy and is never read.
+``LogTail`` reads only appended bytes of every file ``analyzer.ingest.discovery`` finds: one
+offset per file, a partial last line kept until its newline arrives. A file is known by its
+identity (device, inode) and its first bytes: one replaced, truncated, or truncated and regrown
+past the old offset between two polls is read again from its start. It follows rotation (a new
+``.N.jsonl`` or ``.jsonl.N`` file is read from its start) and the gzip of a file it follows: the
+collector renames ``X.jsonl.gz`` into place and then removes ``X.jsonl``; once the plain file is
+gone, the ``.gz`` is decompressed and only the bytes past the offset already read are used
+(nothing counted twice, nothing lost). A ``.gz`` whose plain file is still there (``gzip -k``)
+is a copy and is never read; a ``.gz`` that ends early is being written and is read again at
+the next poll, until it is complete or has not changed for ``GZ_SETTLE_S``.
 
-At start the window is filled from what the files already hold (files touched within the
-window, at most ``BACKFILL_BYTES`` from the end of each). ``Window`` keeps the parsed events of
-the last ``--window`` and computes a frame: requests/s, in flight, errors, TTFT/TPOT/e2e
-percentiles, GPU utilisation and memory, reserved memory per process, and the rules firing now
-(the analyzer's own rules run on the window's lines every ``RULES_EVERY_S``).
+``Window`` keeps the window's events in an in-memory DuckDB read by ingest's own ``Reader`` (the
+line judge ``analyze`` uses: a line analyze counts as bad is counted unreadable here) and
+computes each frame with analyze's own definitions: the events/requests/sessions views, the
+metric queries and the rules (``analyzer.model.report.build_report`` over the window). What only
+a live view shows (in flight, the latest GPU sample and memory per process) is SQL over the
+same events view.
 """
 
 from __future__ import annotations
 
-import glob
-import gzip
-import json
-import math
+import contextlib
 import os
 import re
+import sys
 import tempfile
 import time
 import zlib
-from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
-from analyzer.ingest.discovery import name_sort_key
+from analyzer.core.errors import DslogsError, UsageError
+from analyzer.ingest.discovery import discover, name_sort_key, printable
+from analyzer.ingest.validate import MAX_LINE_BYTES
 
 BACKFILL_BYTES = 32 << 20
-MAX_WINDOW_LINES = 300_000
-RULES_EVERY_S = 10.0
+MAX_WINDOW_EVENTS = 2_000_000  # beyond it the oldest events leave the window early (memory)
 GONE_GRACE_S = 300.0
+GZ_SETTLE_S = 30.0  # a .gz that ends early and has not changed this long is read as it is
+HEAD_BYTES = 256  # a file's first bytes, its identity beside (dev, inode): they hold the first ts
+RULES_EVERY_S = 10.0  # the rules need every metric table: a frame of them costs several latency frames
 INFLIGHT_STALE_S = 600.0  # a request started this long ago without an end is abandoned
-START_STAGES = {"input", "tokenize", "queue", "prefill", "decode", "inference"}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+START_STAGES = ("input", "tokenize", "queue", "prefill", "decode", "inference")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(text: str, option: str) -> float:
-    """`2s`, `500ms`, `15m`, `1h` (a bare number is seconds) -> seconds."""
+    """`2s`, `500ms`, `15m`, `1h`, `7d` (a bare number is seconds) -> seconds."""
     m = _DURATION.match(str(text))
-    if not m or float(m.group(1)) <= 0:
-        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m or 1h")
+    if not m or not 0 < float(m.group(1)) < 1e9:
+        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m, 1h or 7d")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def human_age(seconds: float | None) -> str:
+    """An age a reader takes in at a glance: "12 s", "4 min 10 s", "3 h 12 min", "10 d 3 h"."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
 # -- tailing ------------------------------------------------------------------------------------
@@ -57,39 +76,52 @@ def parse_duration(text: str, option: str) -> float:
 @dataclass
 class FileState:
     path: str
-    ino: int
+    ident: tuple[int, int]  # (st_dev, st_ino)
     offset: int = 0  # bytes of the plain file consumed (complete lines and the pending tail)
     pending: bytes = b""  # a last line without its newline yet
+    head: bytes = b""  # the file's first bytes as read (up to HEAD_BYTES)
+    oversized: bool = False  # the pending line passed MAX_LINE_BYTES: its rest is skipped
+    seen: tuple = ()  # (size, mtime_ns) at the last poll: the head is read again only on a change
+
+
+def _is_gz(path: str) -> bool:
+    return path.endswith(".gz")
 
 
 @dataclass
 class LogTail:
-    """Appended lines of the log files under ``paths`` (directories recursive, files, globs)."""
+    """Appended lines of the log files under ``paths`` (directories recursive, files, globs),
+    found by ``analyzer.ingest.discovery`` as ``analyze`` finds them."""
 
     paths: list[str]
     states: dict[str, FileState] = field(default_factory=dict)
     done_gz: set[str] = field(default_factory=set)
+    # A .gz that ended early: (size, mtime_ns, since when unchanged); read again at each poll.
+    growing_gz: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     # Followed files that disappeared: their .gz may show up a moment later (the listing that
     # saw the plain file go can predate the rename of its .gz); kept GONE_GRACE_S seconds.
     gone: dict[str, tuple[FileState, float]] = field(default_factory=dict)
     bytes_read: int = 0
-    bad_lines: int = 0
+    bad_lines: int = 0  # lines over MAX_LINE_BYTES, never held
+    warned: set[str] = field(default_factory=set)
+    warn: object = None  # callable(str): one line per unreadable path (default: stderr)
+
+    def _warn(self, path: str, why: str) -> None:
+        if path in self.warned:
+            return
+        self.warned.add(path)
+        line = f"dslogs watch: {printable(path)}: {why}; following the other files"
+        (self.warn or (lambda m: print(m, file=sys.stderr)))(line)
 
     def discover(self) -> tuple[list[str], list[str]]:
-        plain, gz = set(), set()
-        for raw in self.paths:
-            p = Path(raw)
-            if p.is_dir():
-                found = [str(f) for f in p.rglob("*.jsonl*")]
-            elif p.exists():
-                found = [str(p)]
-            else:
-                found = glob.glob(raw, recursive=True)
-            for f in found:
-                if f.endswith(".jsonl"):
-                    plain.add(f)
-                elif f.endswith(".jsonl.gz"):
-                    gz.add(f)
+        try:
+            found = discover(list(self.paths))
+        except DslogsError:
+            return [], []  # nothing there yet (an empty folder): keep polling
+        for display, why in found.unreadable:
+            self._warn(display, why)
+        plain = [f.display for f in found.files if not f.compressed]
+        gz = [f.display for f in found.files if f.compressed]
         # write order (day, then rotation index): the window then receives lines nearly in time order
         return sorted(plain, key=name_sort_key), sorted(gz, key=name_sort_key)
 
@@ -98,28 +130,44 @@ class LogTail:
         window's backfill); other files are followed from their current end."""
         plain, gz = self.discover()
         lines: list[bytes] = []
+        self.partial_backfill = False
         for path in plain:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            st = self._stat(path)
+            if st is None:
                 continue
-            state = FileState(path, st.st_ino, st.st_size)
+            state = FileState(path, (st.st_dev, st.st_ino), st.st_size, head=self._head(path, st.st_size))
             self.states[path] = state
             if since_epoch is not None and st.st_mtime >= since_epoch:
                 state.offset = max(0, st.st_size - BACKFILL_BYTES)
+                self.partial_backfill |= state.offset > 0
                 lines += self._read_plain(state, skip_partial=state.offset > 0)
         for path in gz:
-            self.done_gz.add(path)
-            plain_twin = path[:-3]
-            if plain_twin in self.states:
+            if path[:-3] in self.states:
+                self.done_gz.add(path)
                 continue  # a copy of a file being followed (gzip -k)
-            try:
-                recent = since_epoch is not None and os.stat(path).st_mtime >= since_epoch
-            except FileNotFoundError:
+            st = self._stat(path)
+            if st is None:
                 continue
-            if recent:
-                lines += self._read_gz(path, 0, b"")
+            if since_epoch is not None and st.st_mtime >= since_epoch:
+                lines += self._take_gz(path, 0, b"", st)
+            else:
+                self.done_gz.add(path)
         return lines
+
+    def _stat(self, path: str):
+        try:
+            return os.stat(path)
+        except OSError as exc:
+            if not isinstance(exc, FileNotFoundError):
+                self._warn(path, f"cannot read ({exc.strerror or exc})")
+            return None
+
+    def _head(self, path: str, upto: int) -> bytes:
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(min(upto, HEAD_BYTES))
+        except OSError:
+            return b""
 
     def poll(self) -> list[bytes]:
         """Complete lines appended since the last poll, over every followed file."""
@@ -127,16 +175,18 @@ class LogTail:
         lines: list[bytes] = []
         present = set(plain)
         for path in plain:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            st = self._stat(path)
+            if st is None:
                 present.discard(path)
                 continue
             state = self.states.get(path)
-            if state is None or state.ino != st.st_ino or st.st_size < state.offset:
-                # new (rotation), replaced or truncated: read it from its start
-                state = FileState(path, st.st_ino, 0)
+            changed = state is not None and state.seen != (st.st_size, st.st_mtime_ns)
+            if (state is None or state.ident != (st.st_dev, st.st_ino) or st.st_size < state.offset
+                    or (changed and state.head and self._head(path, len(state.head)) != state.head)):  # fmt: skip
+                # new (rotation), replaced, truncated, or truncated and regrown: from its start
+                state = FileState(path, (st.st_dev, st.st_ino), 0)
                 self.states[path] = state
+            state.seen = (st.st_size, st.st_mtime_ns)
             if st.st_size > state.offset:
                 lines += self._read_plain(state)
         for path in gz:
@@ -145,14 +195,17 @@ class LogTail:
             twin = path[:-3]
             if twin in present:
                 continue  # still being gzipped, or a `gzip -k` copy: the plain file is the source
-            state = self.states.pop(twin, None)
+            st = self._stat(path)
+            if st is None:
+                continue
+            state = self.states.get(twin)
             if state is None and twin in self.gone:
-                state = self.gone.pop(twin)[0]
-            self.done_gz.add(path)
-            if state is None:
-                lines += self._read_gz(path, 0, b"")  # closed and gzipped before we saw it
-            else:
-                lines += self._read_gz(path, state.offset, state.pending)
+                state = self.gone[twin][0]
+            got = self._take_gz(path, state.offset if state else 0, state.pending if state else b"", st)
+            if path in self.done_gz:
+                self.states.pop(twin, None)
+                self.gone.pop(twin, None)
+            lines += got
         now = time.monotonic()
         for path in list(self.states):
             if path not in present and not os.path.exists(path):
@@ -169,6 +222,11 @@ class LogTail:
                 data = fh.read()
         except FileNotFoundError:
             return []
+        except OSError as exc:  # a folder named x.jsonl.1, no permission, an I/O error
+            self._warn(state.path, f"cannot read ({exc.strerror or exc})")
+            return []
+        if state.offset < HEAD_BYTES and len(state.head) < HEAD_BYTES:
+            state.head = (state.head + data)[:HEAD_BYTES] if state.offset == len(state.head) else state.head
         state.offset += len(data)
         self.bytes_read += len(data)
         if skip_partial:
@@ -176,209 +234,283 @@ class LogTail:
             data = data[cut + 1 :] if cut >= 0 else b""
         return self._split(state, data)
 
-    def _read_gz(self, path: str, skip: int, pending: bytes) -> list[bytes]:
-        try:
-            with gzip.open(path, "rb") as fh:
-                remaining = skip
-                while remaining > 0:
-                    chunk = fh.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        break
-                    remaining -= len(chunk)
-                data = fh.read()
-        except (OSError, EOFError, zlib.error):
-            return []
+    def _take_gz(self, path: str, skip: int, pending: bytes, st) -> list[bytes]:
+        """The lines of a .gz past ``skip`` decompressed bytes, once it is complete; an
+        incomplete one is tried again at later polls (it is still being written)."""
+        data, complete = self._read_gz(path, skip)
+        if not complete:
+            size, mtime, since = self.growing_gz.get(path, (-1, -1, time.monotonic()))
+            if (size, mtime) != (st.st_size, st.st_mtime_ns):
+                since = time.monotonic()
+            self.growing_gz[path] = (st.st_size, st.st_mtime_ns, since)
+            if time.monotonic() - since < GZ_SETTLE_S:
+                return []
+            # unchanged for GZ_SETTLE_S: damaged for good; its lines before the damage count,
+            # as analyze keeps them
+        self.growing_gz.pop(path, None)
+        self.done_gz.add(path)
         self.bytes_read += len(data)
-        state = FileState(path, 0, 0, pending)
+        state = FileState(path, (0, 0), 0, pending)
         lines = self._split(state, data)
-        if state.pending.strip():
+        if state.pending.strip() and not state.oversized:
             lines.append(state.pending)  # a closed file's last line may lack its newline
         return lines
 
     @staticmethod
-    def _split(state: FileState, data: bytes) -> list[bytes]:
+    def _read_gz(path: str, skip: int) -> tuple[bytes, bool]:
+        """The decompressed bytes past ``skip`` and whether the gzip stream is complete; an
+        incomplete one gives what it holds up to its end (zlib keeps it, gzip.open does not)."""
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return b"", False
+        out: list[bytes] = []
+        complete = False
+        try:
+            while data:  # members one after the other (`cat a.gz b.gz` is one gzip file)
+                member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                out.append(member.decompress(data))
+                complete = member.eof
+                if not complete:
+                    break
+                data = member.unused_data
+        except zlib.error:
+            complete = False
+        return b"".join(out)[skip:], complete
+
+    def _split(self, state: FileState, data: bytes) -> list[bytes]:
         if not data:
             return []
         data = state.pending + data
         parts = data.split(b"\n")
         state.pending = parts.pop()
-        return [p for p in parts if p.strip()]
+        if state.oversized and parts:
+            parts.pop(0)  # the rest of the oversized line
+            state.oversized = False
+        if len(state.pending) > MAX_LINE_BYTES:
+            # a line over 16 MiB is damage (validate.LINE_RULES rule 2): counted, never held
+            if not state.oversized:
+                self.bad_lines += 1
+            state.pending, state.oversized = b"", True
+        out = []
+        for p in parts:
+            if len(p) > MAX_LINE_BYTES:
+                self.bad_lines += 1
+            elif p.strip():
+                out.append(p)
+        return out
 
 
 # -- the window ---------------------------------------------------------------------------------
 
-
-def _epoch(event: dict, zone=None) -> float | None:
-    ts = event.get("ts") or event.get("timestamp")
-    if not isinstance(ts, str):
-        return None
-    try:
-        stamp = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        # legacy naive time: --tz, else this machine's zone (as the analyzer reads it)
-        stamp = stamp.replace(tzinfo=zone) if zone is not None else stamp.astimezone()
-    return stamp.timestamp()
+STORE = "memory"  # the in-memory database's own name in DuckDB: the store of ingest.storage
 
 
-def _num(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) and v >= 0 else None
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-@dataclass
 class Window:
-    """Events of the last ``seconds``; ``frame(now)`` summarises them."""
+    """The events of the last ``seconds`` in an in-memory DuckDB; ``frame(now)`` summarises
+    them with analyze's own views, metric queries and rules."""
 
-    seconds: float
-    events: deque = field(default_factory=deque)  # (epoch, event dict, raw line)
-    open_requests: dict = field(default_factory=dict)  # request key -> first seen epoch
-    finished: dict = field(default_factory=dict)  # request key -> end epoch (an end read before its start)
-    total_requests: int = 0
-    total_errors: int = 0
-    bad_lines: int = 0
-    newest: float | None = None
-    zone: object = None  # ZoneInfo for naive (legacy) timestamps
+    def __init__(self, seconds: float, tz: str | None = None, thresholds: dict | None = None):
+        import duckdb
+
+        from analyzer.core.resources import memory_limit
+        from analyzer.core.thresholds import defaults
+        from analyzer.core.time import zone_name
+        from analyzer.ingest import storage
+        from analyzer.ingest.columns import sql_literal
+        from analyzer.ingest.reader import Reader
+
+        self.seconds = seconds
+        self.tz = tz
+        self.zone = zone_name(tz)
+        self.thresholds = thresholds or defaults()
+        self._tmp = tempfile.TemporaryDirectory(prefix="dslogs-watch-")
+        self.con = duckdb.connect()
+        for setting in ("enable_progress_bar = false", f"TimeZone = {sql_literal(self.zone)}",
+                        f"temp_directory = {sql_literal(self._tmp.name)}",
+                        f"memory_limit = {sql_literal(memory_limit())}", "preserve_insertion_order = true"):  # fmt: skip
+            self.con.execute(f"SET {setting}")
+        storage.create_store(self.con, STORE)
+        self.reader = Reader(self.con, STORE, self.zone, Path(self._tmp.name))
+        self.batches: dict = {}  # file_id -> FileStats of a batch of lines still holding events
+        self.next_id = 1
+        self.total_requests = 0
+        self.total_errors = 0
+        self.bad_lines = 0
+        self.newest: float | None = None
+        # Since when the window's events are all there: None means the whole window (the
+        # backfill read every file touched within it); later, when it read only their ends.
+        self.complete_from: float | None = None
+        self.last_cost_s = 0.0
+        self.findings: list[dict] | None = None  # the rules firing at the last evaluation
+        self.rules_cost_s = 0.0
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.con.close()
+        self._tmp.cleanup()
 
     def add(self, lines: list[bytes]) -> None:
-        for raw in lines:
-            try:
-                event = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                self.bad_lines += 1
-                continue
-            if not isinstance(event, dict):
-                self.bad_lines += 1
-                continue
-            t = _epoch(event, self.zone)
-            if t is None:
-                self.bad_lines += 1
-                continue
-            stage = event.get("stage")
-            key = (event.get("host"), event.get("pid"), event.get("session_id"), event.get("request_id"))
-            if stage in START_STAGES and event.get("request_id") is not None:
-                if key not in self.finished:
-                    self.open_requests.setdefault(key, t)
-            elif stage == "request":
-                self.open_requests.pop(key, None)
-                self.finished[key] = t
-                self.total_requests += 1
-            if stage == "error":
-                self.total_errors += 1
-            self.events.append((t, event, raw))
-            self.newest = t if self.newest is None else max(self.newest, t)
-        while len(self.events) > MAX_WINDOW_LINES:
-            self.events.popleft()
+        """Read ``lines`` (complete lines, no newline) through ingest's reader: the line judge
+        of analyze, bad lines counted, the events normalised by events.sql."""
+        from analyzer.ingest import catalogue, storage
+        from analyzer.ingest.catalogue import FileStats
+
+        if not lines:
+            return
+        fid = self.next_id
+        self.next_id += 1
+        path = Path(self._tmp.name) / f"batch-{fid}.jsonl"
+        with open(path, "wb") as out:
+            for raw in lines:
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        st = path.stat()
+        f = FileStats(fid, str(path), "watch", st.st_size, st.st_mtime_ns, None)
+        try:
+            self.reader.read([f])
+            legacy = catalogue.record(self.con, STORE, [f], self.zone, self.next_id, readonly=False)
+            storage.number_legacy_requests(self.con, STORE, legacy)
+        finally:
+            path.unlink(missing_ok=True)
+        self.bad_lines += f.bad_lines
+        if not f.rows:
+            return
+        self.batches[fid] = f
+        requests, errors, newest = self.con.execute(
+            f"SELECT count(*) FILTER (WHERE stage = 'request'), count(*) FILTER (WHERE stage = 'error'), "
+            f"epoch(max(ts)) FROM {STORE}.events WHERE file_id = ?", [fid]).fetchone()  # fmt: skip
+        self.total_requests += requests
+        self.total_errors += errors
+        if newest is not None:
+            self.newest = newest if self.newest is None else max(self.newest, newest)
 
     def trim(self, now: float) -> None:
-        cutoff = now - self.seconds
-        # events arrive per file in time order; across files nearly so: trim from the left
-        while self.events and self.events[0][0] < cutoff:
-            self.events.popleft()
-        for table in (self.open_requests, self.finished):
-            for k, t in list(table.items()):
-                if t < now - INFLIGHT_STALE_S:
-                    del table[k]
+        """Events older than the window leave the store (and so do batches left empty)."""
+        self.con.execute(f"DELETE FROM {STORE}.events WHERE ts < to_timestamp(?)", [now - self.seconds])
+        held = self.con.execute(f"SELECT count(*) FROM {STORE}.events").fetchone()[0]
+        if held > MAX_WINDOW_EVENTS:
+            cut = self.con.execute(f"SELECT ts FROM {STORE}.events ORDER BY ts DESC LIMIT 1 OFFSET ?",
+                                   [MAX_WINDOW_EVENTS]).fetchone()[0]  # fmt: skip
+            self.con.execute(f"DELETE FROM {STORE}.events WHERE ts <= ?", [cut])
+            self.complete_from = max(self.complete_from or 0.0, cut.timestamp())
+        alive = {r[0] for r in self.con.execute(f"SELECT DISTINCT file_id FROM {STORE}.events").fetchall()}
+        gone = [fid for fid in self.batches if fid not in alive]
+        for fid in gone:
+            del self.batches[fid]
+        if gone:
+            self.con.execute(f"DELETE FROM {STORE}.files WHERE list_contains(?, file_id)", [gone])
 
-    def frame(self, now: float) -> dict:
+    # The metric tables of the report's requests block (model.report._requests_block): cheap
+    # enough for every frame; the rules need every table and run every RULES_EVERY_S.
+    LATENCY_TABLES = ("goodput", "request_latency_percentiles", "prefill_decode_ratio", "reasoning_share")
+
+    def frame(self, now: float, rules: bool = True) -> dict:
+        """The window at ``now``; with ``rules`` the findings are evaluated again (else the last
+        ones are shown: None until the first evaluation)."""
+        from analyzer.engines.compute import compute_metrics
+        from analyzer.engines.duckdb import DuckDBSource
+        from analyzer.ingest.viewdefs import define_views, view_sql
+        from analyzer.metrics.registry import bucket_for_span, parameters
+        from analyzer.metrics.results import release_tables
+        from analyzer.model.report import _requests_block, build_report_from_metrics
+
+        started = time.perf_counter()
         self.trim(now)
-        ttft, tpot, e2e = [], [], []
-        requests = errors = last_min = 0
-        gpus: dict = {}
-        procs: dict = {}
-        hosts = set()
-        cutoff = now - self.seconds
-        for t, e, _ in self.events:
-            if t < cutoff:
-                continue  # an older line behind a newer one from another file
-            stage = e.get("stage")
-            hosts.add(e.get("host"))
-            if stage == "request":
-                requests += 1
-                last_min += t >= now - 60
-                if (v := _num(e.get("ttft_ms"))) is not None:
-                    ttft.append(v)
-                if (v := _num(e.get("duration_ms"))) is not None:
-                    e2e.append(v)
-                reserved = _num(e.get("reserved_mb_after"))
-                if reserved is not None:
-                    procs[(e.get("host"), e.get("pid"))] = (t, reserved, _num(e.get("allocated_mb_after")))
-            elif stage == "decode":
-                d, n = _num(e.get("duration_ms")), e.get("output_len")
-                if d is not None and isinstance(n, int) and n > 1:
-                    tpot.append(d / (n - 1))
-            elif stage == "inference" and "v" not in e:
-                d, n = _num(e.get("duration_ms")), e.get("output_len")
-                if d is not None and isinstance(n, int) and n > 0:
-                    tpot.append(d / n)  # legacy: an upper bound
-            elif stage == "error":
-                errors += 1
-            elif stage == "gpu_sample":
-                gpus[(e.get("host"), e.get("gpu_index"))] = (t, e)
-            elif stage == "gpu_memory":
-                reserved = _num(e.get("reserved_mb"))
-                if reserved is not None:
-                    procs[(e.get("host"), e.get("pid"))] = (t, reserved, _num(e.get("allocated_mb")))
-        oldest = min((t for t, _, _ in self.events if t >= cutoff), default=None)
-        span = min(self.seconds, max(1.0, now - oldest)) if oldest is not None else self.seconds
+        lo = datetime.fromtimestamp(now - self.seconds, UTC)
+        # materialised when every metric reads them; else views (sessions is not needed)
+        for name, kind in self.con.execute(
+                "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name IN ('requests', 'sessions') "
+                "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary "
+                "AND view_name IN ('requests', 'sessions')").fetchall():  # fmt: skip
+            self.con.execute(f"DROP {kind} {name}")
+        define_views(self.con, STORE, list(self.batches.values()), lo, None, materialize=rules, derived=None)
+        if not rules:  # the latency tables read requests several times: computed once
+            self.con.execute("DROP VIEW requests")
+            self.con.execute(f"CREATE TEMP TABLE requests AS {view_sql('requests')}")
+        events = self.con.execute("SELECT count(*) FROM events").fetchone()[0]
+        ingest = {"files": len(self.batches), "events": int(events), "bad_lines": 0}
+        window = {"since": lo.isoformat(), "until": None}
+        source = DuckDBSource(self.con, ingest, window)
+        if rules:
+            metrics = compute_metrics(source, self.thresholds)
+            model = build_report_from_metrics(metrics, ingest, window, self.thresholds)
+            release_tables(metrics)
+            self.rules_cost_s = time.perf_counter() - started
+            req = model["requests"]
+            self.findings = [{"rule": f.get("rule"), "severity": f.get("severity"), "message": f.get("message"),
+                              "sessions": f.get("session_count") or len(f.get("session_ids") or [])}
+                             for f in model.get("findings") or [] if f.get("rule") != "bad_lines"]  # fmt: skip
+        else:
+            params = parameters(self.thresholds, bucket_for_span(*source.time_bounds()))
+            req = _requests_block(source.run(self.LATENCY_TABLES, params), self.thresholds)
+        live = self._live(now)
+        count, errors = int(req.get("count") or 0), int(req.get("errors") or 0)
+        # The rate over the time the window covers: all of it once the window is full of what
+        # the files hold, else from the first moment it holds every event of.
+        covered_from = max(now - self.seconds, self.complete_from or 0.0)
+        covered = max(1.0, now - covered_from)
+        self.last_cost_s = time.perf_counter() - started
         return {
             "now": now,
             "window_s": self.seconds,
-            "events": len(self.events),
-            "hosts": sorted(h for h in hosts if h),
-            "requests": requests,
-            "requests_per_s": round(requests / span, 3) if oldest is not None else 0.0,
-            "requests_per_s_1m": round(last_min / 60.0, 3),
-            "inflight": len(self.open_requests),
+            "covered_s": round(covered, 1),
+            "events": int(events),
+            "hosts": live["hosts"],
+            "requests": count,
+            "requests_per_s": round(count / covered, 3),
+            "requests_per_s_1m": round(live["last_minute"] / min(60.0, covered), 3),
+            "inflight": live["inflight"],
             "errors": errors,
-            "error_rate": round(errors / requests, 4) if requests else None,
-            "ttft_ms": {"p50": _pct(ttft, 0.5), "p95": _pct(ttft, 0.95), "count": len(ttft)},
-            "tpot_ms": {"p50": _pct(tpot, 0.5), "p95": _pct(tpot, 0.95), "count": len(tpot)},
-            "e2e_ms": {"p50": _pct(e2e, 0.5), "p95": _pct(e2e, 0.95), "count": len(e2e)},
-            "gpus": [{"host": h, "gpu_index": i, "age_s": round(now - t, 1), "util_pct": _num(e.get("gpu_util_pct")),
-                      "mem_used_mb": _num(e.get("gpu_mem_used_mb")), "mem_total_mb": _num(e.get("gpu_mem_total_mb"))}
-                     for (h, i), (t, e) in sorted(gpus.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))],  # fmt: skip
-            "processes": [{"host": h, "pid": p, "age_s": round(now - t, 1), "reserved_mb": r, "allocated_mb": a}
-                          for (h, p), (t, r, a) in sorted(procs.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))],  # fmt: skip
+            "error_rate": round(errors / count, 4) if count else None,
+            "ttft_ms": _lat(req.get("ttft_ms")),
+            "tpot_ms": _lat(req.get("tpot_ms")),
+            "e2e_ms": _lat(req.get("e2e_ms")),
+            "gpus": live["gpus"],
+            "processes": live["processes"],
+            "findings": self.findings,
             "newest_event_age_s": round(now - self.newest, 1) if self.newest is not None else None,
             "total_requests": self.total_requests,
             "total_errors": self.total_errors,
             "bad_lines": self.bad_lines,
+            "cost_s": round(self.last_cost_s, 3),
         }
 
-    def raw_lines(self) -> list[bytes]:
-        return [raw for _, _, raw in self.events]
+    def _live(self, now: float) -> dict:
+        """What only a live view shows, over the same events view: requests ended in the last
+        minute, requests in flight, the latest GPU sample per GPU and memory per process."""
+        con = self.con
+        hosts = [r[0] for r in con.execute("SELECT DISTINCT host FROM events WHERE host IS NOT NULL ORDER BY 1").fetchall()]
+        last_minute = con.execute("SELECT count(*) FROM requests WHERE end_ts >= to_timestamp(?)",
+                                  [now - 60]).fetchone()[0]  # fmt: skip
+        starts = ", ".join(f"'{s}'" for s in START_STAGES)
+        inflight = con.execute(
+            f"""SELECT count(*) FROM (
+                    SELECT 1 FROM events WHERE request_id IS NOT NULL GROUP BY host, pid, session_id, request_id
+                    HAVING bool_or(stage IN ({starts})) AND NOT bool_or(stage = 'request')
+                       AND max(ts) >= to_timestamp(?))""", [now - INFLIGHT_STALE_S]).fetchone()[0]  # fmt: skip
+        gpus = [{"host": h, "gpu_index": i, "age_s": round(now - t, 1), "util_pct": u, "mem_used_mb": used,
+                 "mem_total_mb": total}
+                for h, i, t, u, used, total in con.execute(
+                    """SELECT host, gpu_index, epoch(max(ts)), arg_max(gpu_util_pct, ts), arg_max(gpu_mem_used_mb, ts),
+                              arg_max(gpu_mem_total_mb, ts)
+                       FROM events WHERE stage = 'gpu_sample' GROUP BY ALL ORDER BY host, gpu_index""").fetchall()]  # fmt: skip
+        processes = [{"host": h, "pid": p, "age_s": round(now - t, 1), "reserved_mb": r, "allocated_mb": a}
+                     for h, p, t, r, a in con.execute(
+                         """SELECT host, pid, epoch(max(ts)),
+                                   arg_max(CASE WHEN stage = 'request' THEN reserved_mb_after ELSE reserved_mb END, ts),
+                                   arg_max(CASE WHEN stage = 'request' THEN allocated_mb_after ELSE allocated_mb END, ts)
+                            FROM events
+                            WHERE (stage = 'request' AND reserved_mb_after IS NOT NULL)
+                               OR (stage = 'gpu_memory' AND reserved_mb IS NOT NULL)
+                            GROUP BY ALL ORDER BY host, pid""").fetchall()]  # fmt: skip
+        return {"hosts": hosts, "last_minute": last_minute, "inflight": inflight, "gpus": gpus,
+                "processes": processes}  # fmt: skip
 
 
-def rules_now(lines: list[bytes], tz: str | None = None) -> list[dict]:
-    """The analyzer's rules over the window's lines (a small temporary JSONL, never the logs)."""
-    from analyzer.core.errors import DslogsError
-    from analyzer.model.report import analyze_logs
-
-    if not lines:
-        return []
-    with tempfile.TemporaryDirectory(prefix="dslogs-watch-") as tmp:
-        path = Path(tmp) / "window.jsonl"
-        path.write_bytes(b"\n".join(lines) + b"\n")
-        try:
-            model = analyze_logs([str(path)], tz=tz, use_cache=False)
-        except DslogsError:
-            return []
-    return [{"rule": f.get("rule"), "severity": f.get("severity"), "message": f.get("message"),
-             "sessions": f.get("session_count") or len(f.get("session_ids") or [])}
-            for f in model.get("findings") or [] if f.get("rule") != "bad_lines"]  # fmt: skip
+def _lat(row: dict | None) -> dict:
+    row = row or {}
+    return {"p50": row.get("p50"), "p95": row.get("p95"), "count": row.get("count") or 0}
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -390,7 +522,7 @@ def _ms(v) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
-def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
+def render_frame(frame: dict, paths: list[str]):
     """A rich renderable of one frame (log strings shown as plain text, never markup)."""
     from rich.console import Group
     from rich.table import Table
@@ -400,7 +532,9 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
     window_m = frame["window_s"] / 60
     head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""), f"  ·  {stamp}  ·  window {window_m:g} min")
     age = frame["newest_event_age_s"]
-    head.append(f"  ·  newest event {age:g} s ago" if age is not None else "  ·  no events yet")
+    head.append(f"  ·  newest event {human_age(age)} ago" if age is not None else "  ·  no events yet")
+    if frame["covered_s"] < frame["window_s"]:
+        head.append(f"  ·  the window holds the last {human_age(frame['covered_s'])} (a partial start)")
 
     top = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for col in ("req/s (1 min)", "req/s (window)", "requests", "in flight", "errors", "error rate", "hosts"):
@@ -417,20 +551,21 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
         lat.add_row(label, _ms(p["p50"]), _ms(p["p95"]), str(p["count"]))
 
     gpu = Table(title="GPU (latest sample)", title_justify="left", box=None, header_style="bold", pad_edge=False)
-    for col in ("host", "gpu", "util %", "memory used", "age s"):
+    for col in ("host", "gpu", "util %", "memory used", "age"):
         gpu.add_column(col, justify="left" if col == "host" else "right")
     for g in frame["gpus"]:
         mem = "—" if g["mem_used_mb"] is None else f"{g['mem_used_mb']:,.0f} / {g['mem_total_mb'] or 0:,.0f} MiB"
-        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), _ms(g["util_pct"]), mem, f"{g['age_s']:g}")
+        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), _ms(g["util_pct"]), mem, human_age(g["age_s"]))
     if not frame["gpus"]:
         gpu.add_row("no gpu_sample events in the window", "", "", "", "")
 
     proc = Table(title="reserved GPU memory per process", title_justify="left", box=None,
                  header_style="bold", pad_edge=False)  # fmt: skip
-    for col in ("host", "pid", "reserved MiB", "allocated MiB", "age s"):
+    for col in ("host", "pid", "reserved MiB", "allocated MiB", "age"):
         proc.add_column(col, justify="left" if col == "host" else "right")
     for p in frame["processes"]:
-        proc.add_row(Text(str(p["host"])), str(p["pid"]), _ms(p["reserved_mb"]), _ms(p["allocated_mb"]), f"{p['age_s']:g}")
+        proc.add_row(Text(str(p["host"])), str(p["pid"]), _ms(p["reserved_mb"]), _ms(p["allocated_mb"]),
+                     human_age(p["age_s"]))  # fmt: skip
     if not frame["processes"]:
         proc.add_row("no memory readings in the window", "", "", "", "")
 
@@ -438,6 +573,7 @@ def render_frame(frame: dict, rules: list[dict] | None, paths: list[str]):
                        header_style="bold", pad_edge=False)  # fmt: skip
     for col in ("severity", "rule", "sessions", "message"):
         rule_table.add_column(col, justify="right" if col == "sessions" else "left", overflow="fold")
+    rules = frame["findings"]
     if rules is None:
         rule_table.add_row("", "(evaluating…)", "", "")
     elif not rules:
@@ -460,37 +596,51 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
     from rich.console import Console
     from rich.live import Live
 
+    from analyzer.core.time import zone_name
+
     interval_s = parse_duration(interval, "--interval")
     window_s = parse_duration(window, "--window")
+    zone_name(tz)  # an unknown --tz is a usage error before anything is read
     for raw in paths:
-        if not Path(raw).exists() and not glob.glob(raw, recursive=True):
-            raise UsageError(f"{raw}: no such file or directory")
+        if not os.path.lexists(os.path.expanduser(raw)) and not glob_matches(raw):
+            raise UsageError(f"{printable(raw)}: no such file or directory")
     console = console or Console()
     tail = LogTail(list(paths))
-    from analyzer.render.weekly import resolve_tz
-
-    win = Window(window_s, zone=resolve_tz(tz) if tz else None)
-    now = time.time()
-    win.add(tail.start(now - window_s))
-    if once:
-        frame = win.frame(time.time())
-        console.print(render_frame(frame, rules_now(win.raw_lines(), tz), paths))
-        return 0
-    rules: list[dict] | None = None
-    last_rules = 0.0
-    frames = 0
+    win = Window(window_s, tz=tz)
     try:
-        with Live(render_frame(win.frame(time.time()), rules, paths), console=console,
-                  refresh_per_second=4, screen=False, transient=False) as live:  # fmt: skip
-            while max_frames is None or frames < max_frames:
-                win.add(tail.poll())
-                now = time.time()
-                if now - last_rules >= max(RULES_EVERY_S, interval_s):
-                    rules = rules_now(win.raw_lines(), tz)
-                    last_rules = time.time()
-                live.update(render_frame(win.frame(now), rules, paths))
-                frames += 1
-                time.sleep(interval_s)
-    except KeyboardInterrupt:
-        console.print("dslogs watch: stopped")
-    return 0
+        now = time.time()
+        win.add(tail.start(now - window_s))
+        if tail.partial_backfill:
+            win.complete_from = now
+        win.bad_lines += tail.bad_lines
+        if once:
+            console.print(render_frame(win.frame(time.time()), paths))
+            return 0
+        frames = 0
+        try:
+            last_rules = time.time()
+            with Live(render_frame(win.frame(last_rules), paths), console=console,
+                      refresh_per_second=4, screen=False, transient=False) as live:  # fmt: skip
+                while max_frames is None or frames < max_frames:
+                    before = tail.bad_lines
+                    win.add(tail.poll())
+                    win.bad_lines += tail.bad_lines - before
+                    now = time.time()
+                    # rules at most a quarter of the time: a large window's rules frame takes seconds
+                    rules = now - last_rules >= max(RULES_EVERY_S, interval_s, 4 * win.rules_cost_s)
+                    live.update(render_frame(win.frame(now, rules=rules), paths))
+                    last_rules = now if rules else last_rules
+                    frames += 1
+                    # a frame that costs more than the interval paces the loop (stays responsive)
+                    time.sleep(max(interval_s - win.last_cost_s, 0.05))
+        except KeyboardInterrupt:
+            console.print("dslogs watch: stopped")
+        return 0
+    finally:
+        win.close()
+
+
+def glob_matches(raw: str) -> bool:
+    import glob
+
+    return bool(glob.glob(os.path.expanduser(raw), recursive=True))

@@ -121,6 +121,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     # events); the verdicts skip CPU-only hosts themselves, so the rule's GPU view gives the same
     leak = memory_leak_verdicts(metrics, thresholds)
     findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak)
+    _rules_unavailable(rule_status, (ingest or {}).get("formats"))
     span = _one(metrics, "time_span")
     params = _one(metrics, "_params")
     by_session: dict[str, list[str]] = {}
@@ -143,7 +144,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             {k: r.get(k) for k in ("host", "events", "sessions", "requests", "first_ts", "last_ts")}
             for r in metrics.get("hosts_summary", [])
         ],
-        "checklist": build_checklist(metrics, thresholds, leak),
+        "checklist": build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats")),
         "stages": [
             {k: r.get(k) for k in ("stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")}
             for r in metrics.get("stage_percentiles", [])
@@ -372,7 +373,43 @@ def _gt(v, th):
     return v > th
 
 
-def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[dict]:
+# The input each checklist item needs (analyzer.ingest.formats.NOT_CARRIED names them).
+_CHECK_NEEDS = {"tokenize_p50": "tokenize", "format_p50": "format", "reserved_band": "gpu_memory",
+                "gpu_util_peak": "gpu_util", "kv_cache_size": "kv_cache", "prefill_p50": "prefill",
+                "long_prefill_p50": "prefill"}  # fmt: skip
+
+
+# The source input a rule needs, for the rules a source format may not carry.
+_RULE_NEEDS = {"memory_leak": "gpu_memory", "ghost_memory": "gpu_memory", "gpu_wait": "gpu_util",
+               "cpu_bound": "gpu_util", "kv_cache_bloat": "kv_cache", "slow_tokenize": "tokenize",
+               "slow_format": "format", "low_gpu_util": "gpu_util", "gpu_starved": "gpu_util",
+               "memory_thrash": "gpu_util", "queue_wait": "queue"}  # fmt: skip
+
+
+def _rules_unavailable(rule_status: list[dict], formats: dict | None) -> None:
+    """A rule without data whose input the run's source formats do not carry says so."""
+    from analyzer.ingest.formats import unavailable
+
+    for r in rule_status:
+        needs = _RULE_NEEDS.get(r.get("rule"))
+        if r.get("status") == "no_data" and needs and unavailable(formats, needs):
+            r["reason"] = "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
+
+
+def _mark_unavailable(items: list[dict], formats: dict | None) -> list[dict]:
+    """An item with no value whose input no source format of the run carries reads "not
+    available for this source" (never NO DATA, PASS or FAIL)."""
+    from analyzer.ingest.formats import NOT_AVAILABLE, unavailable
+
+    for item in items:
+        needs = _CHECK_NEEDS.get(item["id"])
+        if item["value"] is None and needs and unavailable(formats, needs):
+            item["status"] = NOT_AVAILABLE
+            item["note"] = "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
+    return items
+
+
+def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: dict | None = None) -> list[dict]:
     stages = {r["stage"]: r for r in metrics.get("stage_percentiles", [])}
     lat = {r["metric"]: r for r in metrics.get("request_latency_percentiles", [])}
     classes = {r["input_class"]: r for r in metrics.get("prefill_by_input_class", [])}
@@ -411,7 +448,7 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[di
         f"median reasoning share {reasoning:.0%}: R1-style <think> output alone often exceeds this"
         if reasoning else None
     )
-    return [
+    return _mark_unavailable([
         _check("tokenize_p50", f"tokenize p50 < {t['slow_tokenize']['p50_ms']:g} ms", p50(stages.get("tokenize")),
                t["slow_tokenize"]["p50_ms"], "ms", "003 §5.2", _lt),
         _check("prefill_p50", f"prefill p50 < {t['slow_prefill']['p50_ms']:g} ms (input < {long_tokens} tokens)",
@@ -437,7 +474,7 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None) -> list[di
                p50(classes.get("long")), t["slow_prefill"]["long_p50_ms"], "ms", "003 §5.4", _lt),
         _check("kv_cache_size", f"kv_cache_size_mb < {t['kv_cache_bloat']['kv_cache_size_mb'] / 1024:g} GiB",
                kv_size, t["kv_cache_bloat"]["kv_cache_size_mb"], "MiB", "003 §5.4", _lt),
-    ]
+    ], formats)
 
 
 # -- JSON ----------------------------------------------------------------------------------------

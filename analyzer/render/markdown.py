@@ -10,7 +10,7 @@ from __future__ import annotations
 from analyzer.core import textsafe
 from analyzer.rules.registry import SEVERITIES, unit_for
 
-_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA"}
+_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)"}
 
 
 def _text(text) -> str:

@@ -11,7 +11,6 @@ local midnight on Mondays in `--tz` (default: this machine's zone), like legacy 
 
 from __future__ import annotations
 
-import glob
 import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -19,12 +18,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analyzer.core.errors import DslogsError, UsageError
 from analyzer.core.textsafe import visible
+from analyzer.core.thresholds import WEEK_MIN_COVERAGE
 from analyzer.render.diff_md import fmt_change_pct, fmt_value, md_finding_changes, md_text
 
 REGRESSION_PCT = 20.0
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
-NAME_DATE_RE = re.compile(r"_(\d{8})(?:\.\d+)?\.jsonl")
-LOG_GLOBS = ("*.jsonl", "*.jsonl.*")
 
 # metric key in the model's `requests`, label, unit, True when a rise is bad
 REQUEST_METRICS = [
@@ -91,39 +89,44 @@ def resolve_tz(tz: str | None):
         raise UsageError(f"--tz {tz!r}: unknown time zone") from None
 
 
-def _log_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            for pattern in LOG_GLOBS:
-                files += [f for f in p.rglob(pattern) if f.is_file()]
-        elif p.is_file():
-            files.append(p)
-        else:
-            files += [Path(f) for f in glob.glob(raw, recursive=True) if Path(f).is_file()]
-    return files
-
-
 def newest_log_day(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> date:
-    """The newest day in the logs: from file-name dates when every file has one (cheap, no
-    reading), else the newest event timestamp (compacted datasets, URLs, unnamed files)."""
-    files = _log_files(paths)
-    days = []
-    for f in files:
-        m = NAME_DATE_RE.search(f.name)
-        if m:
-            days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
-    if files and len(days) == len(files):
-        return max(days)
+    """The newest day in the logs: from the days discovery reads in file names when every file
+    has one (cheap, no reading), else the newest event's day (datasets, unnamed files)."""
+    from analyzer.ingest.discovery import discover
+
+    files = discover(list(paths)).files
+    if files and all(f.day is not None for f in files):
+        return max(f.day for f in files)
+    days = event_days(paths, tz, engine, master)
+    if not days:
+        raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
+    return days[-1]
+
+
+def event_days(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]",
+               cache: Path | None = None, use_cache: bool = True) -> list[date]:
+    """The days (in ``tz``) that hold events, from the data: with DuckDB every day (SQL over the
+    events), with Spark the days between the first and the last event."""
+    if engine == "duckdb":
+        from analyzer.ingest.logs import open_logs
+
+        # open_logs sets the session's TimeZone to tz: a TIMESTAMPTZ cast to DATE is tz's day
+        with open_logs(list(paths), tz=tz, cache=cache, use_cache=use_cache, materialize=False) as db:
+            return [r[0] for r in db.con.execute(
+                "SELECT DISTINCT CAST(ts AS DATE) AS d FROM events WHERE ts IS NOT NULL ORDER BY d").fetchall()]  # fmt: skip
     from analyzer.model.report import analyze_logs
 
-    model = analyze_logs(paths, tz=tz, engine=engine, master=master)
-    last = (model.get("window") or {}).get("last_event")
-    if not last:
-        raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
-    stamp = datetime.fromisoformat(str(last).replace("Z", "+00:00"))
-    return stamp.astimezone(resolve_tz(tz)).date() if stamp.tzinfo else stamp.date()
+    window = analyze_logs(paths, tz=tz, engine=engine, master=master).get("window") or {}
+    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    if first is None or last is None:
+        return []
+    zone = resolve_tz(tz)
+    d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
+    days = []
+    while d <= end:
+        days.append(d)
+        d += timedelta(days=1)
+    return days
 
 
 # -- comparing two report models ---------------------------------------------------------
@@ -144,28 +147,59 @@ def _verdict(pct: float | None, rise_is_bad: bool = True, limit: float = REGRESS
 
 
 def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> dict:
+    """One side's facts. Session counts are the SQL ones: ``sessions_total`` (a row per session
+    of the week) and each finding's ``session_count``, never the lengths of the capped id lists."""
     ingest = model.get("ingest") or {}
     requests = model.get("requests") or {}
     sessions = model.get("sessions") or []
     window = model.get("window") or {}
-    affected = {s for f in model.get("findings") or [] for s in f.get("session_ids") or []}
-    affected |= {s.get("session_id") for s in sessions if s.get("findings")}
+    findings = model.get("findings") or []
+    listed = {s for f in findings for s in f.get("session_ids") or []}
+    listed |= {s.get("session_id") for s in sessions if s.get("findings")}
+    counts = [int(f.get("session_count") or len(f.get("session_ids") or [])) for f in findings]
+    # The union of the findings' sessions is exact while no finding's list was cut; past that it
+    # is at least the largest finding's count (and is said to be a lower bound).
+    capped = any(c > len(f.get("session_ids") or []) for c, f in zip(counts, findings, strict=True))
+    affected = max([len(listed), *counts])
+    total = model.get("sessions_total")
     count = requests.get("count")
     errors = requests.get("errors")
+    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    week_hours = (end - start).total_seconds() / 3600
+    hours = None
+    if first is not None and last is not None:
+        hours = round(max(0.0, (min(last, end) - max(first, start)).total_seconds()) / 3600, 1)
     return {
         "week": label, "since": start.isoformat(), "until": end.isoformat(),
         "first_day": start.date().isoformat(), "last_day": (end - timedelta(days=1)).date().isoformat(),
         "first_event": window.get("first_event"), "last_event": window.get("last_event"),
+        "hours": hours, "week_hours": round(week_hours, 1),
         "has_data": bool(ingest.get("events")),
         "files": ingest.get("files", 0), "events": ingest.get("events", 0), "bad_lines": ingest.get("bad_lines", 0),
         "hosts": [h.get("host") for h in model.get("hosts") or []],
         "requests": count or 0, "errors": errors or 0,
         "error_rate": round(errors / count, 4) if count and errors is not None else None,
         "goodput": requests.get("goodput"),
-        "sessions": len(sessions), "sessions_affected": len(affected),
-        "findings": {sev: sum(1 for f in model.get("findings") or [] if f.get("severity") == sev)
+        "sessions": int(total) if total is not None else len(sessions),
+        "sessions_affected": affected, "sessions_affected_at_least": capped,
+        "findings": {sev: sum(1 for f in findings if f.get("severity") == sev)
                      for sev in ("critical", "warning", "info")},
-    }
+    }  # fmt: skip
+
+
+def too_partial(side: dict) -> str | None:
+    """Why ``side`` cannot carry a regression verdict (a part of its week, or too few requests),
+    or None."""
+    from analyzer.model.diff import MIN_COUNT
+
+    if not side["has_data"]:
+        return None  # an empty side: every finding is new, and the notes say so
+    if side["hours"] is not None and side["hours"] < WEEK_MIN_COVERAGE * side["week_hours"]:
+        return (f"{side['week']} covers {side['hours']:g} h of its {side['week_hours']:g} h "
+                f"(under {WEEK_MIN_COVERAGE:.0%})")  # fmt: skip
+    if side["requests"] < MIN_COUNT:
+        return f"{side['week']} holds {side['requests']} requests (under {MIN_COUNT})"
+    return None
 
 
 def _weekly_rows(rows: list[dict], kind: str) -> list[dict]:
@@ -215,6 +249,20 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
         traffic.append({"key": key, "label": label, "this": this_sum[key], "previous": prev_sum[key],
                         "change_pct": pct,
                         "verdict": "n/a" if rise_is_bad is None else _verdict(pct, rise_is_bad, limit)})
+    notes = []
+    partial = [why for why in (too_partial(prev_sum), too_partial(this_sum)) if why]
+    if partial:
+        # "too few", as diff says: no side that holds a part of its week is called a regression
+        for row in traffic:
+            if row["verdict"] not in ("n/a",) and row["change_pct"] is not None:
+                row["verdict"] = "too few"
+        for row in stages + metrics:
+            for q in ("p50", "p95"):
+                if row[f"{q}_verdict"] in ("regression", "improved", "steady"):
+                    row[f"{q}_verdict"] = "too few"
+            row["regression"] = False
+        notes.append("; ".join(partial) + ": no regression verdicts, changes shown as they are.")
+    summary = [line for line in d["summary"] if not (partial and line.startswith("REGRESSION"))]
     return {
         "schema": "dslogs.weekly/1",
         "generated_at": this.get("generated_at") or datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -230,43 +278,17 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
         "request_metrics": metrics,
         "regressions": sum(r["regression"] for r in stages) + sum(r["regression"] for r in metrics),
         "findings": d["findings"],
-        "summary": d["summary"],
+        "summary": summary,
         "memory": d["memory"],
-        "notes": [],
+        "notes": notes,
         "errors": {"this": this.get("errors") or [], "previous": prev.get("errors") or []},
     }
 
 
-def log_days(paths: list[str]) -> list[date] | None:
-    """Days named in the log files (`ds15b_YYYYMMDD…`); None when some file has no date in its name."""
-    files = _log_files(paths)
-    days = []
-    for f in files:
-        m = NAME_DATE_RE.search(f.name)
-        if not m:
-            return None
-        days.append(datetime.strptime(m.group(1), "%Y%m%d").date())
-    return days
-
-
-def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> list[str]:
-    """ISO weeks that hold logs: from file-name days, else the weeks the events span."""
-    days = log_days(paths)
-    if days is None:
-        from analyzer.model.report import analyze_logs
-
-        window = analyze_logs(paths, tz=tz, engine=engine, master=master).get("window") or {}
-        first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
-        if first is None or last is None:
-            return []
-        zone = resolve_tz(tz)
-        d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
-        days = []
-        while d <= end:
-            days.append(d)
-            d += timedelta(days=7)
-        days.append(end)
-    return sorted({week_label(*d.isocalendar()[:2]) for d in days})
+def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]",
+                    cache: Path | None = None, use_cache: bool = True) -> list[str]:
+    """ISO weeks (in ``tz``) that hold events, from the data itself."""
+    return sorted({week_label(*d.isocalendar()[:2]) for d in event_days(paths, tz, engine, master, cache, use_cache)})
 
 
 def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
@@ -297,7 +319,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
     this = analyze(*week_bounds(*target, zone))
     so_far = None
     if not (this.get("ingest") or {}).get("events"):
-        have = weeks_with_data(paths, tz, engine, master)
+        have = weeks_with_data(paths, tz, engine, master, cache, use_cache)
         own = tuple(last_day.isocalendar()[:2]) if last_day else None
         if own and own != target and week_label(*own) in have:
             notes.append(f"{week_label(*target)}, the last full week, has no logs; showing {week_label(*own)} so far "
@@ -316,7 +338,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
         except DslogsError:
             prev = {}  # nothing logged the week before: every finding is new
     model = compare_models(this, prev, target, zone)
-    model["notes"] = notes
+    model["notes"] = notes + model["notes"]
     if so_far is not None:
         model["this"]["so_far"] = so_far.isoformat()
     return model
@@ -356,9 +378,13 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
 def render_markdown_weekly(model: dict) -> str:
     t, p = model["this"], model["previous"]
     lim = model.get("regression_threshold_pct", REGRESSION_PCT)
+    def covers(side: dict) -> str:
+        hours = side.get("hours")
+        return "" if hours is None else f", events over {hours:g} h of {side.get('week_hours', 168):g} h"
+
     out = [f"# dslogs weekly report {model['week']}", "",
-           f"{model['week']} ({t['first_day']} – {t['last_day']}) against {model['previous_week']} "
-           f"({p['first_day']} – {p['last_day']}), time zone {model['tz']}. "
+           f"{model['week']} ({t['first_day']} – {t['last_day']}{covers(t)}) against {model['previous_week']} "
+           f"({p['first_day']} – {p['last_day']}{covers(p)}), time zone {model['tz']}. "
            f"Regression: a rise of more than {lim:g} %.", ""]
     for note in model.get("notes") or []:
         out += [f"> {md_text(note)}", ""]

@@ -153,6 +153,38 @@ def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
 
 
 @rule(
+    "queue_wait",
+    severity="warning",
+    source="000 §4.1",
+    fix=(
+        "Requests wait before the model runs: arrivals outpace the server (000 §4.1, requests "
+        "backing up). Add capacity (more workers or replicas; vLLM: a larger max_num_seqs if "
+        "the KV cache allows), or limit concurrency at the front so waits stay bounded."
+    ),
+    inputs=("stage_percentiles",),
+    sections=("latency",),
+    charts=("stage_latency_by_hour",),
+)
+def rule_queue_wait(m, ingest, t) -> RuleOutcome:
+    """The queue stage's p95 (the tail: an overload lasts part of the time), where a source
+    measures it (the collector's queue stage, vLLM's time_in_queue)."""
+    row = _metric_row(m, "stage_percentiles", "queue", key="stage")
+    th = t["queue_wait"]["p95_ms"]
+    if not row or not row.get("count") or row.get("p95_ms") is None:
+        return RuleOutcome("queue_wait", "no_data", "no queue timing")
+    p95 = row["p95_ms"]
+    if p95 <= th:
+        return RuleOutcome("queue_wait", "pass", f"p95 {_fmt(p95)} ms ≤ {_fmt(th)} ms over {row['count']}")
+    f = finding(
+        "queue_wait", scope="global", value=p95, threshold=th, unit="ms",
+        message=f"queue wait p95 is {_fmt(p95)} ms (> {_fmt(th)} ms) over "
+                f"{_plural(row['count'], 'request')}: the server is overloaded part of the time",
+        section="latency", chart="stage_latency_by_hour", details=dict(row),
+    )  # fmt: skip
+    return RuleOutcome("queue_wait", "fired", f"p95 {_fmt(p95)} ms", [f])
+
+
+@rule(
     "slow_format",
     severity="warning",
     source="000 §4.2",

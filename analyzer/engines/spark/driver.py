@@ -30,6 +30,7 @@ environment through ``spark.archives``, or an image); locally they use this inte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -368,7 +369,9 @@ def _driver_connection(zone: str):
     import duckdb
 
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    # inside Jupyter without ipywidgets DuckDB refuses the setting (its bar is off there anyway)
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     con.execute(f"SET TimeZone = '{zone}'")
     return con
 

@@ -22,7 +22,10 @@ import threading
 import time
 import uuid
 
-import gradio as gr
+try:
+    import gradio as gr
+except ImportError:  # the handlers also run without a server: bench/gpu_e2e.py on a box without gradio
+    gr = None
 
 from tests.e2e.apps.faults import ACTIVATION_MB, Plan
 from tests.e2e.apps.tiny_r1 import parse_thinking_chain
@@ -33,8 +36,12 @@ SAMPLING = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}  # article 003
 class ChatApp:
     """The handlers and the state they keep (per process, like any module-level state)."""
 
-    def __init__(self, tracer, model, tokenizer, gpu, plan: Plan):
+    def __init__(self, tracer, model, tokenizer, gpu, plan: Plan, activation_mb: float = ACTIVATION_MB,
+                 empty_cache: bool = True):
         self.tracer, self.model, self.tokenizer, self.gpu, self.plan = tracer, model, tokenizer, gpu, plan
+        # what each request holds on the GPU while it runs; empty_cache=False is the app that
+        # never applies article 003 §4.1's fix (ghost memory: reserved stays at the peak)
+        self.activation_mb, self.empty_cache = activation_mb, empty_cache
         self.kept_outputs: dict[str, list] = {}  # the GPU leak: outputs kept per session
         self.host_leak: list[bytes] = []  # the host leak: a cache that is never trimmed
         # the app's own timing of each generate call: request_id -> (session_id, ms)
@@ -54,7 +61,8 @@ class ChatApp:
             self.gpu.keep(fault.gpu_leak_mb)
         else:  # article 003 §4.1's fix
             del outputs
-            self.gpu.empty_cache()
+            if self.empty_cache:
+                self.gpu.empty_cache()
         if fault.host_leak_mb:  # a per-request cache nobody trims
             with self._lock:
                 self.host_leak.append(b"\x01" * (fault.host_leak_mb * 1024 * 1024))
@@ -65,7 +73,7 @@ class ChatApp:
         t, tok = self.tracer, self.tokenizer
         with t.request(session_id=sid, request_id=rid):
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
-            with self.gpu.activations(ACTIVATION_MB):
+            with self.gpu.activations(self.activation_mb):
                 t0 = time.perf_counter()
                 try:
                     outputs = t.generate(self.model, enc, session_id=sid, request_id=rid, tokenizer=tok,
@@ -85,7 +93,7 @@ class ChatApp:
         with t.request(session_id=sid, request_id=rid):
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             text = ""
-            with self.gpu.activations(ACTIVATION_MB):
+            with self.gpu.activations(self.activation_mb):
                 t0 = time.perf_counter()
                 try:
                     for piece in t.stream_generate(self.model, enc, session_id=sid, request_id=rid,

@@ -10,7 +10,9 @@ EOS comes after ``OUTPUT_TOKENS`` tokens, ``max_new_tokens=4096`` costs no more 
 
 ``TinyR1(oom_at_batch=4)`` stands in for a small GPU: a decode step with 4 or more rows
 (``num_beams=4`` or more) raises ``torch.cuda.OutOfMemoryError`` from inside ``generate``, as
-article 003 §3.2's beam search did on a T4. CPU builds of torch have that exception class.
+article 003 §3.2's beam search did on a T4. CPU builds of torch have that exception class. On
+CUDA the step asks the real allocator for ``OOM_ASK_GIB`` per row instead, so the OOM is torch's
+own (a per-process memory fraction makes it cheap).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ANSWER_WORDS = 5
 # <think> + thoughts + </think> + answer + <eos>
 OUTPUT_TOKENS = 1 + THINK_WORDS + 1 + ANSWER_WORDS + 1
 REASONING_LEN = 1 + THINK_WORDS + 1  # generated tokens up to and including </think>
+OOM_ASK_GIB = 16  # per beam row, asked of a real GPU's allocator by a step that should OOM
 
 
 def r1_token(position: int) -> int:
@@ -65,6 +68,11 @@ class TinyR1(transformers.Qwen2ForCausalLM):
     def forward(self, input_ids=None, *args, **kwargs):
         rows = input_ids.shape[0] if input_ids is not None else 0
         if self.oom_at_batch and rows >= self.oom_at_batch and input_ids.shape[1] == 1:
+            if input_ids.is_cuda:
+                # a real GPU: ask the caching allocator for what the beams' step would need at a
+                # real model's size; under a per-process memory fraction it raises the real
+                # OutOfMemoryError (bench/gpu_e2e.py), and the simulated one below never runs
+                torch.empty(rows * OOM_ASK_GIB * 1024**3, dtype=torch.uint8, device=input_ids.device)
             raise torch.cuda.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 14.75 GiB total capacity; "
                 f"13.10 GiB already allocated) [simulated: {rows} beams on a small GPU]"

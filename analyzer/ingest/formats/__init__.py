@@ -1,0 +1,202 @@
+"""Source formats: the registry of what dslogs reads (DESIGN.md §2 "Source formats").
+
+A format is an entry of ``FORMATS``: a name, a sniff (from the first bytes of a file, up to its
+first complete line) and a mapping to the events table. ``sniff_file`` names the format of a
+file; the reader (``analyzer.ingest.reader``) routes each file by it. Formats of one *family*
+share a read: ``v1`` and ``legacy`` lines may share a file and are told apart per line by
+analyzer/ingest/views/events.sql (``source_format``); OTLP traces are read by their own statement
+(``otlp_traces.sql``), whose profiles (vLLM, generic GenAI) are told apart per span.
+
+``describe`` says what a file that is in no known format looks like (OTLP metrics or logs, a
+JSON array, a dslogs report, CSV, Prometheus text, text), for the one line that names it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+SNIFF_BYTES = 64 << 10  # enough for the first line of any log; an OTLP line's first key
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str  # the ingest.formats key (source_format of its events)
+    family: str  # the read that maps it: "jsonl" (events.sql) or "otlp_traces"
+    writer: str  # what writes it (docs, `dslogs schema`)
+    sniff: Callable[[bytes, dict | None], bool]  # (first bytes, first line as JSON object)
+
+
+def _otlp(head: bytes, first: dict | None) -> bool:
+    return bool(_OTLP_KEY.match(head)) and b'"resourceSpans"' in head[:64]
+
+
+def _v1(head: bytes, first: dict | None) -> bool:
+    return first is not None and "v" in first and "stage" in first
+
+
+def _legacy(head: bytes, first: dict | None) -> bool:
+    return first is not None and "v" not in first and "stage" in first and "timestamp" in first
+
+
+_OTLP_KEY = re.compile(rb'^\s*\{\s*"resource(Spans|Metrics|Logs)"')
+
+# In sniff order. The per-span profiles of OTLP traces are names of their own in ingest.formats.
+FORMATS: tuple[Format, ...] = (
+    Format("otlp_traces", "otlp_traces",
+           "an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, openlit, OpenLLMetry)", _otlp),
+    Format("v1", "jsonl", "the dslogs collector (trace schema v1)", _v1),
+    Format("legacy", "jsonl", "article 003's logger (no `v`, a naive `timestamp`)", _legacy),
+)  # fmt: skip
+BY_NAME = {f.name: f for f in FORMATS}
+
+# source_format values of events and what they mean (ingest.formats keys).
+SOURCE_FORMATS = {
+    "v1": "dslogs collector, schema v1",
+    "legacy": "article 003's logger",
+    "otlp:vllm": "OTLP traces, vLLM llm_request spans",
+    "otlp:genai": "OTLP traces, OpenTelemetry GenAI spans",
+}
+OTLP_FORMATS = ("otlp:vllm", "otlp:genai")
+
+# What a source format does not carry, by the name of the input (checklist items and rules name
+# theirs). vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside
+# the engine; neither OTLP profile has post-processing, KV-cache size, GPU samples or reasoning
+# tokens. A check whose input no format of the run carries reads NOT_AVAILABLE.
+NOT_CARRIED: dict[str, frozenset[str]] = {
+    "otlp:vllm": frozenset({"tokenize", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"}),
+    "otlp:genai": frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util",
+                             "kv_cache", "reasoning"}),
+}  # fmt: skip
+NOT_AVAILABLE = "N/A (source)"
+
+
+def unavailable(formats: dict | None, needs: str) -> bool:
+    """True when the run read events and none of their formats carries ``needs``."""
+    names = [name for name, n in (formats or {}).items() if n]
+    return bool(names) and all(needs in NOT_CARRIED.get(name, ()) for name in names)
+
+
+def head_bytes(path: str | Path, limit: int = SNIFF_BYTES) -> bytes:
+    """The first ``limit`` bytes of a file, inflated when it is gzip; b"" when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(limit)
+            if raw[:2] != b"\x1f\x8b":
+                return raw
+            fh.seek(0)
+            d = zlib.decompressobj(31)
+            out = b""
+            while len(out) < limit and (chunk := fh.read(1 << 16)):
+                out += d.decompress(chunk, limit - len(out))
+                if d.eof:
+                    break
+            return out
+    except (OSError, zlib.error, EOFError, gzip.BadGzipFile):
+        return b""
+
+
+def _first_object(head: bytes) -> dict | None:
+    for line in head.split(b"\n")[:-1] if b"\n" in head else [head]:
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def sniff(head: bytes) -> Format | None:
+    first = _first_object(head)
+    for fmt in FORMATS:
+        if fmt.sniff(head, first):
+            return fmt
+    return None
+
+
+def sniff_file(path: str | Path) -> Format | None:
+    """The format of a file by its first bytes; None when it is in no known format."""
+    return sniff(head_bytes(path))
+
+
+_PROM = re.compile(rb"^(# (HELP|TYPE) [a-zA-Z_:][\w:]* |[a-zA-Z_:][\w:]*(\{[^}]*\})? [-+0-9.eEnNaIif]+)", re.M)
+
+
+def describe(head: bytes) -> str:
+    """What a file in no known format looks like, in a few words."""
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        return "an empty or blank file"
+    if m := _OTLP_KEY.match(text):
+        kind = m.group(1).decode()
+        if kind == "Spans":
+            return "OTLP/JSON traces"
+        return f"OTLP/JSON {kind.lower()} (dslogs reads OTLP traces, not {kind.lower()})"
+    if text[:1] == b"[":
+        return "a JSON array (dslogs reads one JSON object per line)"
+    if b"\x00" in text[:4096]:
+        return "binary data"
+    try:
+        sample = text.decode("utf-8")
+    except UnicodeDecodeError:
+        sample = text.decode("utf-8", "ignore")
+    first_line = sample.split("\n", 1)[0].strip()
+    if first_line.startswith("{"):
+        try:
+            obj = json.loads(first_line)
+        except ValueError:
+            obj = None
+            whole = None
+            try:
+                whole = json.loads(sample)
+            except ValueError:
+                pass
+            if isinstance(whole, dict):
+                obj = whole
+                if "schema" in obj and str(obj.get("schema", "")).startswith("dslogs."):
+                    return f"a dslogs report ({obj['schema']}), not a log: give it to `dslogs render` or `diff`"
+                return "one multi-line JSON object (dslogs reads one JSON object per line)"
+        if isinstance(obj, dict):
+            if str(obj.get("schema", "")).startswith("dslogs."):
+                return f"a dslogs report ({obj['schema']}), not a log: give it to `dslogs render` or `diff`"
+            keys = ", ".join(list(obj)[:5])
+            return f"JSON lines in no known format (keys: {keys}; no `stage`)"
+        return "JSON text that is not one object per line"
+    if _PROM.match(text):
+        return "Prometheus text metrics"
+    lines = [ln for ln in sample.split("\n")[:5] if ln.strip()]
+    if len(lines) >= 2 and all(ln.count(",") == lines[0].count(",") > 0 for ln in lines):
+        return "CSV"
+    if first_line.startswith("#") or first_line.startswith("=="):
+        return "text (Markdown or similar), not JSON lines"
+    return "text, not JSON lines"
+
+
+def describe_file(path: str | Path) -> str:
+    return describe(head_bytes(path))
+
+
+def accepted_names() -> str:
+    """The file names discovery accepts, for the "no log files found" line."""
+    return "*.jsonl, *.N.jsonl, *.jsonl.N, *.json (OTLP traces), each optionally .gz"
+
+
+def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
+    """A SELECT of every read column (``columns``: name -> DuckDB type) over ``sql``'s rows, NULL
+    of its type for those a mapping does not give."""
+    cols = ", ".join(
+        f'o."{name}"' if name in provided else f'NULL::{kind} AS "{name}"'
+        for name, kind in columns.items()
+    )
+    return f"SELECT {cols} FROM ({sql}) AS o"
+
+
+def otlp_sql() -> str:
+    return (Path(__file__).with_name("otlp_traces.sql")).read_text(encoding="utf-8")
