@@ -162,7 +162,7 @@ def diff_schema() -> dict:
             "dslogs_version": opt(STR),
             "regression_threshold_pct": NUM,
             "significance": BOOL,
-            "method": obj({}, extra=STR),
+            "method": obj({}, extra=SCALAR),
             "before": side,
             "after": side,
             "stages": arr(change),
