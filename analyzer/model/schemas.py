@@ -26,6 +26,8 @@ NUM = {"type": "number", "minimum": -LIMIT, "maximum": LIMIT}
 INT = {"type": "integer", "minimum": -LIMIT, "maximum": LIMIT}
 STR = {"type": "string"}
 BOOL = {"type": "boolean"}
+SHARE = {"type": "number", "minimum": 0, "maximum": 1}  # a fraction: rates and shares
+COUNT = {"type": "integer", "minimum": 0, "maximum": LIMIT}
 SCALAR = {"type": ["string", "number", "boolean", "null"], "minimum": -LIMIT, "maximum": LIMIT}
 
 
@@ -68,6 +70,18 @@ TS_ROW_STRINGS = ("host", "session_id", "request_id", "first_ts", "last_ts", "ts
                   "metric", "stage", "error_type", "status", "source_format")  # fmt: skip
 
 
+# Numeric columns of the series tables and the per-session request rows (the charts and the
+# drill-down compute with them).
+SERIES_NUMBERS = (
+    "allocated_mb", "bin_end", "bin_start", "bytes", "bytes_written", "count", "decode_ms", "dropped", "e2e_ms",
+    "events", "format_ms", "gpu_index", "gpu_util_pct", "gpu_wait_pct", "inference_ms", "input_len",
+    "input_len_bin", "input_len_p50", "kv_cache_size_mb", "kv_seq_len", "max_ms", "max_new_tokens",
+    "mem_used_mb_max", "num_beams", "output_len", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "prefill_max_ms",
+    "prefill_ms", "prefill_p50_ms", "prefill_p95_ms", "queue_ms", "queued", "reasoning_len", "reserved_mb",
+    "rss_mb", "tokenize_ms", "tpot_ms", "ttft_ms", "turn_index", "util_avg", "util_max", "written",
+)  # fmt: skip
+
+
 def report_schema() -> dict:
     """``dslogs.report/1``: what ``build_report`` returns and ``analyze --format json`` writes."""
     finding = obj(
@@ -87,12 +101,13 @@ def report_schema() -> dict:
     )  # fmt: skip
     requests = obj(
         {
-            **{k: opt(INT) for k in ("count", "ok", "errors", "reasoning_requests")},
+            **{k: opt(COUNT) for k in ("count", "ok", "errors", "reasoning_requests")},
             **{k: PCTS for k in ("ttft_ms", "tpot_ms", "e2e_ms", "tokens_per_s", "ttfa_ms")},
             "tpot_is_upper_bound": opt(BOOL),
             "slo": obj({"ttft_ms": opt(NUM), "tpot_ms": opt(NUM)}),
-            **{k: opt(NUM) for k in ("goodput", "prefill_decode_ratio_p50", "prefill_decode_ratio_p90",
-                                    "prefill_share_of_compute", "reasoning_share_p50", "reasoning_share_p90")},
+            **{k: opt(NUM) for k in ("prefill_decode_ratio_p50", "prefill_decode_ratio_p90")},
+            **{k: opt(SHARE) for k in ("goodput", "prefill_share_of_compute", "reasoning_share_p50",
+                                      "reasoning_share_p90")},
         }
     )  # fmt: skip
     ingest = obj(
@@ -104,7 +119,7 @@ def report_schema() -> dict:
         },
         required=("files", "events", "bad_lines"),
     )
-    table = arr(row(TS_ROW_STRINGS))
+    table = arr(row(TS_ROW_STRINGS, SERIES_NUMBERS))
     return {
         "$schema": DRAFT,
         "$id": "https://dslogs.dev/schemas/report-1.json",
@@ -174,7 +189,7 @@ def diff_schema() -> dict:
             "findings": obj({}, extra=arr({"type": "object"})),
             "regressions": arr(STR),
             "notes": arr(STR),
-            "series": obj({}, extra=obj({}, extra=arr(row(TS_ROW_STRINGS)))),
+            "series": obj({}, extra=obj({}, extra=arr(row(TS_ROW_STRINGS, SERIES_NUMBERS)))),
             "summary": arr(STR),
         },
     }

