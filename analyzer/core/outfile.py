@@ -99,8 +99,13 @@ def check_out(path: Path | str, option: str = "--out") -> None:
     if not folder.is_dir():
         code = errno.ENOTDIR if folder.exists() else errno.ENOENT
         raise _error(target, OSError(code, os.strerror(code)), option)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise _error(target, OSError(errno.EACCES, os.strerror(errno.EACCES)), option)
+    # A real probe rather than os.access: root passes access() on read-only mounts and /sys.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _error(target, exc, option) from None
+    os.close(fd)
+    _remove(probe)
 
 
 def write_out(path: Path | str, text: str, option: str = "--out") -> Path:
