@@ -1,6 +1,6 @@
 """dslogs command line: thin typer commands, each parses arguments and calls one library function.
 
-Exit codes (DESIGN.md §7): 0 ok, 1 findings at --fail-on, 2 usage or input error.
+Exit codes: 0 ok, 1 findings at --fail-on, 2 usage or input error.
 Library modules are imported inside commands so `dslogs --help` stays fast.
 """
 
@@ -236,7 +236,7 @@ def diff(
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
-    from analyzer.render.diff_md import render_diff
+    from analyzer.render.diff_html import render_diff
 
     if before is not None or after is not None:
         kwargs = {"logs": logs, "before_range": before, "after_range": after}
@@ -404,7 +404,7 @@ def simulate(
     from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 
     if any(name in CONCURRENT_SCENARIOS for name in scenario or []):
-        # issue 12: one process serving overlapping sessions; a run of its own (40 min, one host)
+        # one process serving overlapping sessions; a run of its own (40 min, one host)
         if len(scenario) != 1:
             _fail(f"--scenario {', '.join(scenario)}: a concurrent scenario ({', '.join(CONCURRENT_SCENARIOS)}) runs alone")
         summary = _run(simulate_concurrent, outdir, scenario[0], seed=seed)

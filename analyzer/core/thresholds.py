@@ -87,7 +87,7 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "tpot_p50_ms": (130.0, "003 §5.2: decode_time/token < 130 ms"),
     },
     "slow_ttft": {
-        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), DESIGN.md §5 SLO"),
+        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), ours: the goodput SLO"),
     },
     "queue_wait": {
         "p95_ms": (1000.0, "000 §4.1 (requests backing up); the TTFT SLO of 1 s spent waiting alone"),
@@ -113,7 +113,7 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     },
     "rss_growth": {
         "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
-        "min_r2": (0.8, "DESIGN.md §6: a steady one-way rise (R² ≥ 0.8)"),
+        "min_r2": (0.8, "ours: a steady one-way rise (R² ≥ 0.8)"),
         "min_samples": (3, "ours: a trend needs at least three samples"),
         "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
                                       "leaks subtracted (tokenizer/Python buffers come and go)"),
@@ -131,8 +131,8 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "lines": (0, "ours: any skipped line is reported (info)"),
     },
     "slo": {
-        "ttft_ms": (1000.0, "DESIGN.md §5 goodput SLO"),
-        "tpot_ms": (130.0, "DESIGN.md §5 goodput SLO; 003 §5.2"),
+        "ttft_ms": (1000.0, "ours: the goodput SLO"),
+        "tpot_ms": (130.0, "ours: the goodput SLO; 003 §5.2"),
     },
     "checklist": {
         "short_input_tokens": (200, "ours: a 'simple question' like 1+1等于几 (003 §5.2)"),

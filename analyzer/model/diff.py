@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
 
 SCHEMA = "dslogs.diff/1"
@@ -568,22 +569,22 @@ def explain(rows: list[dict], mix: dict, limit: float) -> list[str]:
     """One sentence per notable change: regressions, and slowdowns the mix explains."""
     lines = []
     shifted = [r for r in mix.get("rows") or [] if r.get("shifted")]
-    mix_words = ", ".join(f"{r['label']} p50 {_signed(r['change_pct'])} (p95 {_signed(r.get('p95_change_pct'))})" for r in shifted)
+    mix_words = ", ".join(f"{r['label']} p50 {fmt.signed_pct(r['change_pct'])} (p95 {fmt.signed_pct(r.get('p95_change_pct'))})" for r in shifted)
     changed_params = [f"{k} {_shares_text(v['before'])} → {_shares_text(v['after'])}"
                       for k, v in (mix.get("params") or {}).items() if v.get("changed")]
     for r in rows:
         for q, _ in QUANTILES:
             c = r.get(q) or {}
             if c.get("verdict") == "regression":
-                extra = (f"; with the same mix it would be {_signed(c['mix_pct'])}, the service itself {_signed(c['service_pct'])}"
+                extra = (f"; with the same mix it would be {fmt.signed_pct(c['mix_pct'])}, the service itself {fmt.signed_pct(c['service_pct'])}"
                          if c.get("service_pct") is not None else "; not tested for significance (saved report)"
                          if c.get("significant") is None else "")  # fmt: skip
-                lines.append(f"REGRESSION {r['label']} {q} {_fmt(c['before'])} → {_fmt(c['after'])} {r['unit']} "
-                             f"({_signed(c['change_pct'])}){extra}.")
+                lines.append(f"REGRESSION {r['label']} {q} {fmt.compact(c['before'])} → {fmt.compact(c['after'])} {r['unit']} "
+                             f"({fmt.signed_pct(c['change_pct'])}){extra}.")
             elif c.get("verdict") == "mix":
-                lines.append(f"MIX {r['label']} {q} {_fmt(c['before'])} → {_fmt(c['after'])} {r['unit']} "
-                             f"({_signed(c['change_pct'])}) is explained by the request mix: with before's service and "
-                             f"after's mix it would be {_signed(c['mix_pct'])}; same requests {_signed(c['service_pct'])}"
+                lines.append(f"MIX {r['label']} {q} {fmt.compact(c['before'])} → {fmt.compact(c['after'])} {r['unit']} "
+                             f"({fmt.signed_pct(c['change_pct'])}) is explained by the request mix: with before's service and "
+                             f"after's mix it would be {fmt.signed_pct(c['mix_pct'])}; same requests {fmt.signed_pct(c['service_pct'])}"
                              + (f" ({mix_words})" if mix_words else "") + ".")
     for p in changed_params:
         lines.append(f"PARAMS {p}.")
@@ -593,20 +594,7 @@ def explain(rows: list[dict], mix: dict, limit: float) -> list[str]:
 
 
 def _shares_text(rows: list[dict]) -> str:
-    return ", ".join(f"{_fmt(r['value'])}: {r['share'] * 100:.0f} %" for r in rows[:3]) or "—"
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "—"
-    v = float(v)
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
-
-
-def _signed(p) -> str:
-    return "—" if p is None else f"{p:+.1f} %"
+    return ", ".join(f"{fmt.compact(r['value'])}: {r['share'] * 100:.0f} %" for r in rows[:3]) or "—"
 
 
 def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict:

@@ -330,7 +330,7 @@ def group_session_details(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def build_notes(metrics: dict, t: dict) -> list[dict]:
-    """Warnings about the input itself (issue 12 item 5, issue 11 item 4), also printed on stderr."""
+    """Warnings about the input itself, also printed on stderr: a reader must know what the numbers stand on."""
     notes = []
     fut = _one(metrics, "future_events")
     if (fut.get("future_events") or 0) > 0:

@@ -28,6 +28,7 @@ from jinja2 import (
 )
 from markupsafe import Markup
 
+from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
@@ -62,34 +63,6 @@ TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "
 # -- formatting filters ---------------------------------------------------------------------
 
 
-def fmt_num(value, digits: int = 1) -> str:
-    """Readable number: thousands separators, fewer decimals for big values, — for missing."""
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != value:  # NaN should not reach here; show it as missing
-            return "—"
-        if value.is_integer() and abs(value) >= 1 and digits <= 1:
-            return f"{int(value):,}"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if abs(value) < 10 and digits < 2:
-            digits = 2  # small values (R², ratios, MiB/min) need the second decimal
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def fmt_pct(value) -> str:
-    """A 0..1 share as a percentage."""
-    if value is None:
-        return "—"
-    return f"{float(value) * 100:.1f} %"
-
-
 def fmt_ts(value) -> str:
     """ISO timestamp → `YYYY-MM-DD HH:MM:SS` with the offset (UTC spelled out)."""
     if not value:
@@ -111,17 +84,6 @@ def fmt_ts_short(value) -> str:
     full = fmt_ts(value)
     m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
     return f"{m.group(1)} {m.group(2)}" if m else full
-
-
-def fmt_bytes(value) -> str:
-    if value is None:
-        return "—"
-    v = float(value)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(v) < 1000 or unit == "TB":
-            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
-        v /= 1000
-    return f"{v:,.1f} TB"
 
 
 def anchor(session_id) -> str:
@@ -217,7 +179,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 

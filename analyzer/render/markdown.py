@@ -7,6 +7,7 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.core import textsafe
 from analyzer.rules.registry import SEVERITIES, unit_for
 
@@ -31,15 +32,10 @@ def _esc(text) -> str:
 
 
 def _num(value, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 100):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return _esc(value)
+    if isinstance(value, (str, bool)):
+        return _esc(value)
+    # Whole from 100 only: a Markdown table keeps "2.0" beside "2.5" in a column.
+    return fmt.number(value, digits, whole_from=100)
 
 
 def _count(n, word: str) -> str:

@@ -113,7 +113,7 @@ class _Group:
     """The sessions of one process that memory_leak judges by reserved_mb snapshots: the first and
     last times of each (in table order; None or "" when untimed), and the verdicts of the flagged
     ones with their places among them. Only a flagged session keeps a verdict: the others are two
-    times each, what counting the sessions active at once needs (issue 16 item 4)."""
+    times each, what counting the sessions active at once needs."""
 
     __slots__ = ("firsts", "lasts", "flagged", "at")
 
@@ -220,7 +220,7 @@ class _Overlaps(_GroupOverlaps):
 class _Verdict:
     """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
     ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
-    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory (issue 16 item 4)."""
+    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory."""
 
     __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
                  "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
@@ -252,7 +252,7 @@ class SessionVerdicts:
     only the flagged ones (and those a process-scoped finding took over, ``process_scoped``) keep
     a ``_Verdict``, which ``values()``, ``[sid]`` and ``get`` read; ``max_rise`` is the largest
     movement of any session (the checklist's reserved_band value). A healthy session is a count
-    and a running maximum, not an object: 436 k sessions at 20 M events (issue 16 item 4)."""
+    and a running maximum, not an object: there are hundreds of thousands of sessions in big logs."""
 
     __slots__ = ("kept", "checked", "max_rise")
 
@@ -307,7 +307,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     th = t["memory_leak"]
     min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
     cpu = cpu_only_hosts(m)
-    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large)
     deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = attribute_deltas(deltas, "gpu_delta_mb")
     sessions = SessionVerdicts()
@@ -327,7 +327,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
             if v is not None:
                 v.update(host=r.get("host"), pid=r.get("pid"))
     by_delta = list(kept.values())
-    # read once as a stream (the table may hold 400 k+ sessions, issue 16 item 4); a session judged
+    # read once as a stream (the table may hold hundreds of thousands of sessions); a session judged
     # by its snapshots keeps its two times in its process's group, a verdict only when flagged
     by_proc: dict[tuple, _Group] = {}
     for r in m.get("memory_per_session", []):

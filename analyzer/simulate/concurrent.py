@@ -1,11 +1,11 @@
-"""Concurrent-serving scenarios (issue 12): one process serves overlapping sessions.
+"""Concurrent-serving scenarios: one process serves overlapping sessions.
 
 The main simulator (``traffic.py``) keeps memory per session, as if a process served one session
 at a time. Real services run several handlers in one process (Gradio's default concurrency), and
 torch reports GPU memory per process: an innocent request that overlaps a leaky one sees the
 other's allocation. This module replays that: requests of many sessions overlap in one process,
 the process's allocated / reserved GPU memory and its RSS are tracked event by event, and each
-request event carries what the collector contract (TEAM.md) gives it: ``device``, ``inflight``,
+request event carries what the collector gives it (collector/request.py): ``device``, ``inflight``,
 ``*_mb_before`` / ``*_mb_after``, ``attempts``, and the process's completion sequence
 (``done_before`` / ``done_seq``, as collector/request.py counts it); error events carry ``params`` and ``device``.
 
@@ -35,7 +35,7 @@ WEIGHTS_MB = 3390.0
 CHUNK_MB = 512.0  # the caching allocator grows reserved in segments: a high-water step
 SAMPLE_EVERY_S = 5
 RSS_BASE_MB = 1250.0
-SLOTS = 4  # handlers running at once (a Gradio concurrency limit of 4, as in issue 12)
+SLOTS = 4  # handlers running at once (a Gradio concurrency limit of 4)
 
 
 @dataclass(frozen=True)
