@@ -22,7 +22,7 @@ from analyzer.core.numbers import parse_number
 from analyzer.model.diff import Side, diff_sides
 from analyzer.model.load import check_model
 from analyzer.model.report import analyze_logs
-from analyzer.render.diff_md import render_diff
+from analyzer.render.diff_html import render_diff
 from analyzer.render.html import render_html
 from analyzer.render.markdown import render_markdown
 from tests.ingest_lines import v1_request, write_lines
