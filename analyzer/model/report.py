@@ -22,6 +22,7 @@ from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import DuckDBSource, as_source
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
+from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from analyzer.rules import RULE_IDS, RULES, evaluate_rules
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.capacity_curve import capacity_curves
@@ -30,7 +31,6 @@ from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
 
 SCHEMA = "dslogs.report/1"
 PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
-REQUIRED_KEYS = ("schema", "window", "ingest", "stages", "requests", "sessions", "findings")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -560,29 +560,6 @@ def clean(obj):
 def report_to_json(model: dict) -> str:
     """The model as JSON text: insertion order kept (stable across runs), no NaN."""
     return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-
-
-def load_report_json(path: Path | str) -> dict:
-    """A report saved with ``analyze --format json``; UsageError if it is not one."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read report: {exc}") from None
-    try:
-        model = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(model, dict):
-        raise UsageError(f"{path}: not a dslogs report (top level is not an object)")
-    if model.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: not a dslogs report (schema {model.get('schema')!r}, expected {SCHEMA!r})")
-    missing = [k for k in REQUIRED_KEYS if k not in model]
-    if missing:
-        raise UsageError(f"{path}: report is missing key(s) {', '.join(missing)}")
-    return model
 
 
 def has_findings_at(model: dict, level: str) -> bool:

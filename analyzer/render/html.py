@@ -528,5 +528,6 @@ def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | 
 
 
 def write_html(model: dict, path: Path) -> Path:
-    path.write_text(render_html(model), encoding="utf-8")
-    return path
+    from analyzer.core.outfile import write_out
+
+    return write_out(path, render_html(model))
