@@ -119,7 +119,7 @@ def open_logs(
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
     con.execute(f"SET temp_directory = {sql_literal(workdir.name)}")
-    # Bounded memory (DESIGN §8: weeks of logs on a small box): beyond it DuckDB spills to disk.
+    # Bounded memory (weeks of logs on a small box): beyond it DuckDB spills to disk.
     con.execute(f"SET memory_limit = {sql_literal(memory_limit())}")
     db = LogDB(
         con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir

@@ -1,4 +1,4 @@
-"""Ad hoc SQL (``dslogs query``) runs read-only by default (DESIGN.md §7, §10).
+"""Ad hoc SQL (``dslogs query``) runs read-only by default: a query must never change the logs or the cache.
 
 What the user's SQL can reach, in two layers:
 

@@ -12,7 +12,7 @@ that names sessions
 
 from __future__ import annotations
 
-from analyzer.rules.registry import _fmt
+from analyzer.core import format as fmt
 
 ATTRIBUTION_DOC = "docs/rules.md#attribution-by-request"
 EVIDENCE_REQUESTS = 8  # requests shown per session in a memory finding's evidence
@@ -81,13 +81,13 @@ def request_factors(rows: list[dict], t: dict) -> list[dict]:
     high_mnt = t["high_max_tokens"]["max_new_tokens"]
     return [
         {"factor": "beam search", "present": bool(beams and beams > t["beam_search"]["num_beams"]),
-         "seen": f"num_beams up to {_fmt(beams)}" if beams else "num_beams not logged"},
+         "seen": f"num_beams up to {fmt.prose(beams)}" if beams else "num_beams not logged"},
         {"factor": "long input", "present": bool(inputs and inputs >= long_input),
-         "seen": f"input up to {_fmt(inputs)} tokens (long: ≥ {_fmt(long_input)})" if inputs else "input_len not logged"},
+         "seen": f"input up to {fmt.prose(inputs)} tokens (long: ≥ {fmt.prose(long_input)})" if inputs else "input_len not logged"},
         {"factor": "long history", "present": bool(turns and turns > HISTORY_TURNS),
-         "seen": f"turn {_fmt(turns)} at most (long: after turn {HISTORY_TURNS})" if turns else "turns not known"},
+         "seen": f"turn {fmt.prose(turns)} at most (long: after turn {HISTORY_TURNS})" if turns else "turns not known"},
         {"factor": "large max_new_tokens", "present": bool(mnt and mnt >= high_mnt),
-         "seen": f"max_new_tokens up to {_fmt(mnt)} (large: ≥ {_fmt(high_mnt)})" if mnt else "max_new_tokens not logged"},
+         "seen": f"max_new_tokens up to {fmt.prose(mnt)} (large: ≥ {fmt.prose(high_mnt)})" if mnt else "max_new_tokens not logged"},
     ]  # fmt: skip
 
 

@@ -1,5 +1,5 @@
--- Legacy request ids (DESIGN.md §4): article 003's logger writes no request_id, so a request
--- starts at each input event of a session (tokenize in a session with none) and runs to the next one: <session_id>#<n>, n = the
+-- Legacy request ids: article 003's logger writes no request_id, so a request starts at each
+-- input event of a session (tokenize in a session with none) and runs to the next one: <session_id>#<n>, n = the
 -- 1-based index of the session's input events in (ts, file read order, file position) order, across
 -- every file read (a session may cross midnight or a rotation). Lines before a session's first
 -- input get NULL. Runs over the legacy rows of the sessions in $sessions (a list) only.
