@@ -38,6 +38,7 @@ SOURCES: dict[str, str] = {
     "003 §5.4": "article 003 checklist, long context (1200 tokens): prefill < 2.5 s, KV cache < 8 GB",
     "000 §1.1": "article 000: reserved − allocated is cached 'ghost' memory that leads to OOM",
     "000 §1.2": "article 000: low CPU is not 'no bottleneck' (GIL, JSON, log flushing)",
+    "000 §1.3": "article 000: one fast request is not concurrency; past what GPU memory holds, throughput collapses",
     "000 §2.1": "article 000: GPU < 20 % with memory near full = starved; > 80 % with ±2 GB/s swings = thrash",
     "000 §2.2": "article 000: read utilisation through NVML",
     "000 §3.2": "article 000: log writes above 2 MB/s eat the disk's IOPS",
