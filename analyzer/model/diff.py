@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
@@ -84,25 +83,18 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
     return since, until
 
 
-def is_report_file(spec: str) -> bool:
-    p = Path(spec)
-    if not (p.is_file() and p.suffix == ".json"):
-        return False
-    with p.open("rb") as fh:
-        head = fh.read(256)
-    return b'"schema"' in head and b"dslogs.report/" in head
-
-
 def load_side(paths: list[str], label: str, since: str | None = None, until: str | None = None,
               tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True) -> Side:
     """A saved report model (one .json path) or logs read and analysed with their request values."""
     from analyzer.core.thresholds import load_thresholds
-    from analyzer.model.report import build_report, load_report_json
+    from analyzer.model.load import saved_report
+    from analyzer.model.report import build_report
 
-    if len(paths) == 1 and is_report_file(paths[0]):
+    saved = saved_report(paths[0]) if len(paths) == 1 else None
+    if saved is not None:
         if since or until:
             raise UsageError(f"{paths[0]}: a saved report cannot be split by time; give logs for --before/--after")
-        return Side(label, load_report_json(paths[0]), "report", paths=list(paths))
+        return Side(label, saved, "report", paths=list(paths))
     from analyzer.ingest.logs import open_logs
 
     thresholds = load_thresholds(thresholds_file)

@@ -16,6 +16,7 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.textsafe import visible
 from analyzer.core.thresholds import WEEK_MIN_COVERAGE
 from analyzer.core.time import parse_iso
 from analyzer.core.time import zone as tz_zone
@@ -325,19 +326,14 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
     """A saved report model standing for the week [start, end): it must be a dslogs report whose
     events all lie in that week (a model of another week would make every number a false
     regression)."""
-    import json
+    from analyzer.model.load import check_model, parse_json
 
-    from analyzer.model.report import SCHEMA
-
-    try:
-        model = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--previous {path}: cannot read ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--previous {path}: not JSON ({exc})") from None
-    if not isinstance(model, dict) or model.get("schema") != SCHEMA:
-        raise UsageError(f"--previous {path}: not a dslogs report model (schema {SCHEMA}); "
+    label = f"--previous {visible(str(path))}"
+    model = parse_json(path, label)
+    if not isinstance(model, dict) or "schema" not in model:
+        raise UsageError(f"{label}: not a dslogs report model; "
                          "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
+    check_model(model, "report", label)
     window = model.get("window") or {}
     first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
     if first is not None and last is not None and (first < start or last >= end):

@@ -364,9 +364,11 @@ def open_spark(
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
     ``ingest.open_logs``; they are read at the first use (see ``SparkSource``). The DuckDB
     engine's options (``cache``, ``use_cache``, ``materialize``) have no meaning here."""
+    from analyzer.core import progress
     from analyzer.core.time import iso, parse_window, zone_name
     from analyzer.ingest.dataset import dataset_ingest
 
+    progress.phase("reading and computing on Spark")
     zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
     if isinstance(paths, str):
