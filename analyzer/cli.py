@@ -76,6 +76,10 @@ CacheOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
 MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
+SessionAttrOpt = Annotated[
+    str | None,
+    typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
+]
 
 
 def _fail(message: str) -> None:
@@ -96,11 +100,11 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(exc.exit_code) from None
 
 
-def _open(logs, since, until, tz, cache, no_cache, materialize=True):
+def _open(logs, since, until, tz, cache, no_cache, materialize=True, session_attr=None):
     from analyzer.ingest.logs import open_logs
 
     return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
-                materialize=materialize)
+                materialize=materialize, session_attr=session_attr)
 
 
 def _write_or_print(text: str, out: Path | None) -> None:
@@ -125,6 +129,7 @@ def analyze(
     fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding at this level or above exists.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
@@ -140,6 +145,7 @@ def analyze(
         use_cache=not no_cache,
         engine=engine.value,
         master=master,
+        session_attr=session_attr,
     )
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
@@ -181,6 +187,7 @@ def report_weekly(
     previous: Annotated[Path | None, typer.Option("--previous", help="Last week's report model (analyze --format json) instead of analysing that week again.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
@@ -191,7 +198,7 @@ def report_weekly(
         typer.echo("\n".join(weeks) if weeks else "no week holds events")
         return
     model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                 engine=engine.value, master=master, previous=previous)  # fmt: skip
+                 engine=engine.value, master=master, previous=previous, session_attr=session_attr)  # fmt: skip
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
@@ -215,6 +222,7 @@ def diff(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
@@ -227,7 +235,8 @@ def diff(
     else:
         _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
-    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
+    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit,
+                 session_attr=session_attr)  # fmt: skip
     text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
         target = out or Path("dslogs-diff.html")
@@ -267,12 +276,14 @@ def query(
     master: MasterOpt = "local[*]",
     allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
-        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
+        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master,
+                      session_attr=session_attr)  # fmt: skip
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
@@ -283,7 +294,7 @@ def query(
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
-            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
             result = _run(run_user_query, db, sql, allow_files, stop)
     _print_result(result, format.value, csv_guard=not raw_csv)
 
@@ -297,6 +308,7 @@ def session(
     tz: TzOpt = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Show one session: its timeline, or its events as JSONL."""
     from analyzer.ingest.logs import session_events
@@ -304,7 +316,7 @@ def session(
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
-    db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
+    db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible

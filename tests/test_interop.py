@@ -188,3 +188,27 @@ def test_sniff_registry():
     assert formats.sniff(b"hello\n") is None
     gz = gzip.compress(b'{"resourceSpans":[]}\n')
     assert formats.sniff(gz) is None  # sniff takes inflated bytes: head_bytes inflates
+
+
+def test_session_attr_on_every_command_that_opens_logs(tmp_path):
+    rec = Recorder({"service.name": "chat", "host.name": "cpu-1"})
+    for i, chat in enumerate(["c-9", "c-9", "c-7"]):
+        genai_call(rec, 1_796_000_000.0 + 3 * i, 1.0, attrs={"gen_ai.system": "hf", "app.chat_id": chat})
+    rec.write(tmp_path / "t.json")
+    named = ("--session-attr", "app.chat_id")
+    plain = json.loads(_cli("analyze", str(tmp_path), "--format", "json", "--no-cache").stdout)
+    assert plain["sessions"] == []
+    res = _cli("analyze", str(tmp_path), "--format", "json", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    by_id = {s["session_id"]: s["requests"] for s in json.loads(res.stdout)["sessions"]}
+    assert by_id == {"c-9": 2, "c-7": 1}
+    res = _cli("session", str(tmp_path), "c-9", "--format", "jsonl", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    assert {json.loads(line)["session_id"] for line in res.stdout.splitlines()} == {"c-9"}
+    res = _cli("query", str(tmp_path), "SELECT count(DISTINCT session_id) FROM requests", "--format", "csv",
+               "--no-cache", *named)  # fmt: skip
+    assert res.stdout.strip().splitlines()[-1] == "2"
+    res = _cli("diff", str(tmp_path), str(tmp_path), "--format", "json", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    for command in (["analyze"], ["report", "weekly"], ["diff"], ["query"], ["session"]):
+        assert "--session-attr" in _cli(*command, "--help").stdout, command

@@ -45,15 +45,17 @@ def analyze_logs(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> dict:
-    """Read the logs once and return the report model."""
+    """Read the logs once and return the report model. ``session_attr``: the OTLP span attribute
+    that names the session (``open_logs``)."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
     lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
     source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         materialize=not lazy)  # fmt: skip
+                         materialize=not lazy, session_attr=session_attr)  # fmt: skip
     try:
         db = getattr(source, "db", None)
         if db is None:
@@ -82,6 +84,7 @@ def open_source(
     engine: str = "duckdb",
     master: str = "local[*]",
     materialize: bool = True,
+    session_attr: str | None = None,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
@@ -89,13 +92,13 @@ def open_source(
             from analyzer.engines.spark.driver import open_spark
         except ImportError as exc:
             raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        return open_spark(list(paths), since, until, tz, master)
+        return open_spark(list(paths), since, until, tz, master, session_attr=session_attr)
     if engine != "duckdb":
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest.logs import open_logs
 
     return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                                     materialize=materialize))
+                                     materialize=materialize, session_attr=session_attr))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:

@@ -381,9 +381,11 @@ def open_spark(
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> SparkSource:
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
-    ``ingest.open_logs``; they are read at the first use (see ``SparkSource``)."""
+    ``ingest.open_logs`` (``session_attr`` as there); they are read at the first use (see
+    ``SparkSource``)."""
     from analyzer.core.time import iso, parse_window, zone_name
     from analyzer.ingest.dataset import dataset_ingest
 
@@ -422,7 +424,7 @@ def open_spark(
                                    spark_path=_escape_glob(path) if remote else None,
                                    host=item.get("host"), size=int(item.get("bytes") or 0)))  # fmt: skip
     partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
-    task = _Task(zone, since, until, tz, iso(lo), iso(hi))
+    task = _Task(zone, since, until, tz, iso(lo), iso(hi), session_attr)
     return SparkSource(spark, files, task, ingest, {"since": iso(lo), "until": iso(hi)}, max(1, partitions))
 
 
@@ -467,11 +469,12 @@ def spark_query(
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
+    session_attr: str | None = None,
 ):
     """``dslogs query --engine spark``: Spark SQL over the views events, requests, sessions."""
     from analyzer.core.results import QueryResult
 
-    source = open_spark(logs, since, until, tz, master)
+    source = open_spark(logs, since, until, tz, master, session_attr=session_attr)
     try:
         spark_views(source)
         try:

@@ -83,19 +83,15 @@ WITH lines AS (
     FROM f
     WHERE start_us IS NOT NULL AND end_us IS NOT NULL
 ), marks AS (
-    SELECT host, pid, start_us AS t, 1 AS d, request_id, start_us FROM g
-    UNION ALL
-    SELECT host, pid, end_us, -1, NULL, NULL FROM g
-), flight AS (
-    -- ends before arrivals at the same instant: a request that ended as another arrived is gone
-    SELECT request_id, start_us,
-           sum(d) OVER (PARTITION BY host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
-    FROM marks
+    SELECT *, unnest([start_us, end_us]) AS t, unnest([1, -1]) AS d FROM g
 ), w AS (
     -- requests in flight at each arrival on the same host and process, itself included (the
-    -- collector's `inflight`), derived from overlapping spans
-    SELECT g.*, flight.inflight
-    FROM g LEFT JOIN flight ON flight.request_id = g.request_id AND flight.start_us = g.start_us
+    -- collector's `inflight`), derived from overlapping spans; ends before arrivals at the same
+    -- instant: a request that ended as another arrived is gone
+    SELECT * EXCLUDE (t, d) FROM (
+        SELECT *, sum(d) OVER (PARTITION BY host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
+        FROM marks)
+    WHERE d = 1
 ), ev AS (
     SELECT w.*, unnest(['input', 'queue', 'prefill', 'decode', 'request', 'error']) AS stage FROM w
 )
