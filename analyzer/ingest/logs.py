@@ -121,6 +121,7 @@ def open_logs(
     if isinstance(paths, (str, os.PathLike)):
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
+    snapshots = _take_snapshots(found)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
     if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
@@ -137,12 +138,46 @@ def open_logs(
     try:
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
-        _no_events(db, found)
+        if snapshots:
+            _read_snapshots(db, snapshots, lo, hi)
+        else:
+            _no_events(db, found)
     except BaseException:
         db.close()
         raise
     db.ingest["seconds"] = round(time.perf_counter() - started, 3)
     return db
+
+
+def _take_snapshots(found: Discovery) -> list:
+    """Prometheus snapshots out of ``found.files`` (they hold no events): *.prom files, and files
+    named on the command line, not as JSON lines, whose first bytes are a server's metrics."""
+    from analyzer.ingest.discovery import is_log_name, is_prom_name
+
+    taken = []
+    for f in found.files:
+        name = Path(f.display).name
+        if is_prom_name(name) or (not is_log_name(name) and f.size > 0
+                                  and getattr(formats.sniff_file(f.path), "family", None) == "prometheus"):  # fmt: skip
+            taken.append(f)
+    if taken:
+        found.files = [f for f in found.files if f not in taken]
+    return taken
+
+
+def _read_snapshots(db: LogDB, files: list, lo, hi) -> None:
+    """The server metrics of Prometheus snapshots (``analyzer.ingest.prometheus``), kept in
+    ``db.ingest["server_metrics"]`` for the report; snapshots outside --since/--until are left
+    out (a snapshot is one instant)."""
+    from analyzer.ingest.prometheus import read_servers
+
+    servers, bad = read_servers([(f.path, f.display) for f in files], lo, hi)
+    db.ingest["files"] = int(db.ingest.get("files") or 0) + len(files)
+    db.ingest["server_metrics"] = servers
+    if bad:
+        db.ingest["bad_lines"] = int(db.ingest.get("bad_lines") or 0) + len(bad)
+        samples = db.ingest.setdefault("bad_line_samples", [])
+        samples.extend({"file": display, "line": no, "reason": reason} for display, no, reason in bad[:5])
 
 
 def _no_events(db: LogDB, found: Discovery) -> None:

@@ -156,7 +156,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "sessions": _sessions_block(metrics, by_session, findings, thresholds),
         "sessions_total": len(metrics.get("session_summary", [])),
         "findings": findings,
-        "notes": build_notes(metrics, thresholds),
+        "notes": build_notes(metrics, thresholds) + source_notes(ingest),
         "rules": rule_status,
         "errors": [
             {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
@@ -171,6 +171,8 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "session_details": group_session_details(metrics.get("session_requests", [])),
         "thresholds": thresholds,
     }
+    if (ingest or {}).get("server_metrics"):
+        model["server_metrics"] = list(ingest["server_metrics"])
     return clean(model)
 
 
@@ -192,6 +194,9 @@ def _ingest_block(ingest: dict | None) -> dict:
         "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
         "formats": dict(ingest.pop("formats", {}) or {}),
     }
+    servers = ingest.pop("server_metrics", None)
+    if servers:
+        out["snapshots"] = sum(int(s.get("snapshots") or 0) for s in servers)
     out.update(ingest)  # anything else ingest reports (bytes, cache state, ...)
     return out
 
@@ -353,6 +358,22 @@ def build_notes(metrics: dict, t: dict) -> list[dict]:
                        "per-session rules see them as one session or none; pass session_id to log_event "
                        "(Streamlit: st.session_state[\"session_id\"])",
         })
+    return notes
+
+
+def source_notes(ingest: dict | None) -> list[dict]:
+    """What the sources themselves tell the reader: token counts an instrumentor estimated."""
+    from analyzer.ingest.formats import ESTIMATED_TOKENS
+
+    notes = []
+    for name, why in ESTIMATED_TOKENS.items():
+        n = int(((ingest or {}).get("formats") or {}).get(name) or 0)
+        if n:
+            notes.append({
+                "id": "estimated_tokens",
+                "message": f"token counts of the {name} events ({n:,}) are estimates: {why}; "
+                           "tokens/s and token-length figures from them are approximate",
+            })  # fmt: skip
     return notes
 
 
