@@ -305,3 +305,16 @@ def read_servers(files: list[tuple[Path, str]], lo: datetime | None = None,
             row["note"] = "one snapshot: no window (rates and percentiles need two or more)"
         out.append(row)
     return out, bad
+
+
+def gauge_rows(servers: list[dict]) -> list[dict]:
+    """The charted gauges (QUEUE_GAUGES) of ``read_servers``' servers as rows: ts, server,
+    gauge (waiting, running, kv_cache_usage), metric, value."""
+    which = {name: gauge for gauge, names in QUEUE_GAUGES.items() for name in names}
+    rows = []
+    for server in servers:
+        for g in server.get("gauges") or []:
+            if g["metric"] in which and not g.get("labels"):
+                rows += [{"ts": ts, "server": server["server"], "gauge": which[g["metric"]], "metric": g["metric"],
+                          "value": v} for ts, v in g["points"]]  # fmt: skip
+    return rows

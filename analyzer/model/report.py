@@ -172,7 +172,10 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "thresholds": thresholds,
     }
     if (ingest or {}).get("server_metrics"):
+        from analyzer.ingest.prometheus import gauge_rows
+
         model["server_metrics"] = list(ingest["server_metrics"])
+        model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
     return clean(model)
 
 

@@ -47,7 +47,7 @@ SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
-    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
+    ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
@@ -506,6 +506,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "drilldowns": drill,
         "errors": model.get("errors") or [],
         "collector": series.get("collector") or [],
+        "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],
         "rules_no_data": [r for r in rules if r.get("status") == "no_data"],
