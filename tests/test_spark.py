@@ -273,10 +273,18 @@ def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
             "gen_ai.usage.output_tokens": 40 + k}, error=ValueError("bad") if k % 9 == 8 else None)  # fmt: skip
     (tmp_path / "app").mkdir()
     rec.write(tmp_path / "app" / "traces.json.gz", per_line=7)
+    from prom_helpers import VllmServer  # Prometheus snapshots of gpu-a, read on the driver
+
+    server = VllmServer()
+    for k in range(3):
+        for _ in range(20):
+            server.finish(0.2 + k / 10, 2.0 + k, 0.05, 100, 200)
+        server.scrape(tmp_path / "gpu-a", 1_796_000_000 + 60 * k)
     duck = analyze_logs([str(tmp_path)], use_cache=False, session_attr="app.chat_id")
     spk = analyze_logs([str(tmp_path)], engine="spark", master=MASTER, session_attr="app.chat_id")
     assert duck["ingest"]["formats"] == {"otlp:genai": duck["ingest"]["formats"]["otlp:genai"],
                                          "otlp:vllm": duck["ingest"]["formats"]["otlp:vllm"]}  # fmt: skip
     assert duck["requests"]["count"] == 330 and len(duck["sessions"]) == 5
+    assert duck["ingest"]["snapshots"] == 3 and spk["server_metrics"] == duck["server_metrics"]
     assert "queue_wait" in {f["rule"] for f in duck["findings"]}
     assert_same(comparable_model(duck), comparable_model(spk), "report models (OTLP fleet)", ROUNDED)

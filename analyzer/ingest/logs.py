@@ -139,7 +139,7 @@ def open_logs(
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
         if snapshots:
-            _read_snapshots(db, snapshots, lo, hi)
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
         else:
             _no_events(db, found)
     except BaseException:
@@ -149,34 +149,37 @@ def open_logs(
     return db
 
 
-def _take_snapshots(found: Discovery) -> list:
-    """Prometheus snapshots out of ``found.files`` (they hold no events): *.prom files, and files
-    named on the command line, not as JSON lines, whose first bytes are a server's metrics."""
+def is_snapshot(path: Path, display: str, size: int) -> bool:
+    """A Prometheus snapshot (no events): a *.prom file, or a file not named as JSON lines whose
+    first bytes are a server's metrics (a file named on the command line)."""
     from analyzer.ingest.discovery import is_log_name, is_prom_name
 
-    taken = []
-    for f in found.files:
-        name = Path(f.display).name
-        if is_prom_name(name) or (not is_log_name(name) and f.size > 0
-                                  and getattr(formats.sniff_file(f.path), "family", None) == "prometheus"):  # fmt: skip
-            taken.append(f)
+    name = Path(display).name
+    if is_prom_name(name):
+        return True
+    return not is_log_name(name) and size > 0 and getattr(formats.sniff_file(path), "family", None) == "prometheus"
+
+
+def _take_snapshots(found: Discovery) -> list:
+    """Prometheus snapshots out of ``found.files``."""
+    taken = [f for f in found.files if is_snapshot(f.path, f.display, f.size)]
     if taken:
         found.files = [f for f in found.files if f not in taken]
     return taken
 
 
-def _read_snapshots(db: LogDB, files: list, lo, hi) -> None:
-    """The server metrics of Prometheus snapshots (``analyzer.ingest.prometheus``), kept in
-    ``db.ingest["server_metrics"]`` for the report; snapshots outside --since/--until are left
-    out (a snapshot is one instant)."""
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+    """The server metrics of Prometheus snapshots ``(path, display)`` (analyzer.ingest.prometheus)
+    into ``ingest["server_metrics"]`` for the report, their files and bad lines counted;
+    snapshots outside --since/--until are left out (a snapshot is one instant)."""
     from analyzer.ingest.prometheus import read_servers
 
-    servers, bad = read_servers([(f.path, f.display) for f in files], lo, hi)
-    db.ingest["files"] = int(db.ingest.get("files") or 0) + len(files)
-    db.ingest["server_metrics"] = servers
+    servers, bad = read_servers(files, lo, hi)
+    ingest["files"] = int(ingest.get("files") or 0) + len(files)
+    ingest["server_metrics"] = servers
     if bad:
-        db.ingest["bad_lines"] = int(db.ingest.get("bad_lines") or 0) + len(bad)
-        samples = db.ingest.setdefault("bad_line_samples", [])
+        ingest["bad_lines"] = int(ingest.get("bad_lines") or 0) + len(bad)
+        samples = ingest.setdefault("bad_line_samples", [])
         samples.extend({"file": display, "line": no, "reason": reason} for display, no, reason in bad[:5])
 
 

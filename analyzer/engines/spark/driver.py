@@ -403,8 +403,14 @@ def open_spark(
     ingest["files"] += len(empty)
     ingest["skipped_files"] += len(empty)
     files: list[GroupFile] = []
+    # Prometheus snapshots hold no events: read here, on the driver, as open_logs reads them
+    from analyzer.ingest.logs import is_snapshot, read_snapshots
+
+    snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
+    if snapshots:
+        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi)
     for i, f in enumerate(sources.jsonl):
-        if f.size == 0:
+        if f.size == 0 or f in snapshots:
             continue
         local = None if is_url(f.display) else str(Path(f.display).resolve())
         files.append(GroupFile(i, f.display, "jsonl", local=local, uri=None if local else f.uri,
