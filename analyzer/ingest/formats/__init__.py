@@ -212,5 +212,13 @@ def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
     return f"SELECT {cols} FROM ({sql}) AS o"
 
 
+# The value of attribute ``name`` in an OTLP key/value list (the last one when a key repeats);
+# otlp_traces.sql reads attributes through it. Created on the connection before the read.
+OTLP_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
+    'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
+)
+
+
 def otlp_sql() -> str:
     return (Path(__file__).with_name("otlp_traces.sql")).read_text(encoding="utf-8")
