@@ -18,6 +18,7 @@ import json
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,11 +59,26 @@ def main(which: str, out: Path) -> int:
     def call(start: int, new_tokens: int) -> None:
         pipe(prompt_text(start), max_new_tokens=new_tokens, do_sample=False)
 
-    threads = [threading.Thread(target=call, args=(5 + i, 96 if i == 0 else 8)) for i in range(4)]
+    # four calls at once: they start together and each forward step takes a little while, so
+    # all four are in flight together even on a loaded machine
+    start = threading.Barrier(4)
+    forward = model.forward
+
+    def slow_forward(*args, **kwargs):
+        time.sleep(0.03)
+        return forward(*args, **kwargs)
+
+    def together(first: int, new_tokens: int) -> None:
+        start.wait()
+        call(first, new_tokens)
+
+    model.forward = slow_forward
+    threads = [threading.Thread(target=together, args=(5 + i, 96 if i == 0 else 8)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    del model.forward  # back to the class's forward
     calls += len(threads)
     errors = {}
     for exc in (ValueError("logits contain NaN at step 2"),
