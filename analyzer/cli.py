@@ -1,6 +1,6 @@
 """dslogs command line: thin typer commands, each parses arguments and calls one library function.
 
-Exit codes (DESIGN.md §7): 0 ok, 1 findings at --fail-on, 2 usage or input error.
+Exit codes: 0 ok, 1 findings at --fail-on, 2 usage or input error.
 Library modules are imported inside commands so `dslogs --help` stays fast.
 """
 
@@ -62,6 +62,26 @@ class TraceFormat(StrEnum):
     legacy = "legacy"
 
 
+def number(help: str, option: str, integer: bool = False, minimum: float | None = None,
+           maximum: float | None = None):
+    """A typer option whose value goes through the one numeric parser
+    (``analyzer.core.numbers.parse_number``): a bad value is one line naming the option and
+    exit 2, like every other input error, not click's boxed usage text."""
+
+    def parse(value):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value  # a default
+        from analyzer.core.errors import UsageError
+        from analyzer.core.numbers import parse_number
+
+        try:
+            return parse_number(value, option, integer, minimum, maximum)
+        except UsageError as exc:
+            _fail(str(exc))
+
+    return typer.Option(option, help=help, parser=parse, metavar="INTEGER" if integer else "NUMBER")
+
+
 LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Window start: 30m, 12h, 1d, 7d, 2w or an ISO date.")
@@ -107,11 +127,22 @@ def _open(logs, since, until, tz, cache, no_cache, materialize=True, session_att
                 materialize=materialize, session_attr=session_attr)
 
 
+def _check_out(out: Path | None) -> None:
+    """An --out that cannot be written fails before the logs are read, not after."""
+    if out is not None:
+        from analyzer.core.outfile import check_out
+
+        _run(check_out, out)
+
+
 def _write_or_print(text: str, out: Path | None) -> None:
+    """stdout, or the one output writer (atomic; an unwritable path is exit 2 naming it)."""
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        out.write_text(text, encoding="utf-8")
+        from analyzer.core.outfile import write_out
+
+        _run(write_out, out, text)
         typer.echo(str(out))
 
 
@@ -132,7 +163,8 @@ def analyze(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    from analyzer.model.report import analyze_logs, has_findings_at, report_to_json
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
+    from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
         analyze_logs,
@@ -149,29 +181,51 @@ def analyze(
     )
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: warning: {note['message']}", err=True)
-    if format is ReportFormat.json:
-        from analyzer.model.result_cache import json_text
+    from analyzer.render.report import render_report
 
-        _write_or_print(json_text(model) or report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_markdown
-
-        _write_or_print(render_markdown(model), out)
+    text = render_report(model, format.value)
+    if format is ReportFormat.html:
+        _write_or_print(text, out or Path("dslogs-report.html"))
     else:
-        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
-        # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
-
-        page = cached_html(model)
-        if page is None:
-            from analyzer.render.html import render_html
-
-            page = render_html(model, keep=True)
-        target = out or Path("dslogs-report.html")
-        target.write_text(page, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
         raise typer.Exit(1)
+
+
+@app.command()
+def capacity(
+    logs: LogsArg,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-capacity.html).")] = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
+    session_attr: SessionAttrOpt = None,
+) -> None:
+    """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
+    from analyzer.model.report import capacity_logs
+
+    model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
+                 use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
+    if format is ReportFormat.json:
+        from analyzer.model.report import report_to_json
+
+        _write_or_print(report_to_json(model), out)
+    elif format is ReportFormat.md:
+        from analyzer.render.markdown import render_capacity_markdown
+
+        _write_or_print(render_capacity_markdown(model), out)
+    else:
+        from analyzer.render.html import render_capacity_html
+
+        target = out or Path("dslogs-capacity.html")
+        target.write_text(render_capacity_html(model), encoding="utf-8")
+        typer.echo(str(target))
 
 
 @report_app.command("weekly")
@@ -191,6 +245,7 @@ def report_weekly(
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
+    _check_out(out)
     from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
     if week is not None and not week.strip():
@@ -203,9 +258,7 @@ def report_weekly(
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
-        target = out or Path(f"dslogs-weekly-{model['week']}.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
     else:
         _write_or_print(text, out)
 
@@ -217,7 +270,7 @@ def diff(
     after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
     format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
-    fail_on_regression: Annotated[float | None, typer.Option("--fail-on-regression", help="Exit 1 on a significant regression above PCT %.")] = None,
+    fail_on_regression: Annotated[float | None, number("Exit 1 on a significant regression above PCT %.", "--fail-on-regression", minimum=0, maximum=1e6)] = None,
     tz: TzOpt = None,
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
@@ -225,8 +278,9 @@ def diff(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
-    from analyzer.render.diff_md import render_diff
+    from analyzer.render.diff_html import render_diff
 
     if before is not None or after is not None:
         kwargs = {"logs": logs, "before_range": before, "after_range": after}
@@ -239,9 +293,7 @@ def diff(
                  session_attr=session_attr)  # fmt: skip
     text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
-        target = out or Path("dslogs-diff.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path("dslogs-diff.html"))
     else:
         _write_or_print(text, out)
     if fail_on_regression is not None and has_regression(model):
@@ -276,9 +328,11 @@ def query(
     master: MasterOpt = "local[*]",
     allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
+    _check_out(out)
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
@@ -296,6 +350,17 @@ def query(
         with stop_on_signals() as stop:
             db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
             result = _run(run_user_query, db, sql, allow_files, stop)
+    if out is not None:
+        from analyzer.core.outfile import open_out
+        from analyzer.core.results import write_result
+
+        def _write() -> None:
+            with open_out(out) as fh:
+                write_result(result, format.value, fh, csv_guard=not raw_csv)
+
+        _run(_write)
+        typer.echo(str(out))
+        return
     _print_result(result, format.value, csv_guard=not raw_csv)
 
 
@@ -348,21 +413,23 @@ def render(
     from analyzer.model.report import load_report_json
     from analyzer.render.html import render_html
 
-    model = _run(load_report_json, report_json)
     target = out or report_json.with_suffix(".html")
-    target.write_text(render_html(model), encoding="utf-8")
-    typer.echo(str(target))
+    _check_out(target)
+    if target.resolve() == report_json.resolve():
+        _fail(f"--out {target}: is the report being read; give another file")
+    model = _run(load_report_json, report_json)
+    _write_or_print(render_html(model), target)
 
 
 @app.command()
 def simulate(
     outdir: Annotated[Path | None, typer.Argument(help="Folder to write simulated logs and truth.json into.")] = None,
     scenario: Annotated[list[str] | None, typer.Option("--scenario", help="Fault scenario (repeatable); default: healthy.")] = None,
-    days: Annotated[int, typer.Option("--days", min=1, help="Days of traffic.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same arguments give the same bytes).")] = 0,
+    days: Annotated[int, number("Days of traffic.", "--days", integer=True, minimum=1, maximum=3660)] = 1,
+    seed: Annotated[int, number("Random seed (same arguments give the same bytes).", "--seed", integer=True, minimum=0, maximum=2**63 - 1)] = 0,
     format: Annotated[TraceFormat, typer.Option("--format", help="v1 (dslogs collector) or legacy (article 003 logger).")] = TraceFormat.v1,
-    events: Annotated[int | None, typer.Option("--events", min=1, help="Target number of events (scales traffic).")] = None,
-    hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
+    events: Annotated[int | None, number("Target number of events (scales traffic).", "--events", integer=True, minimum=1, maximum=10**10)] = None,
+    hosts: Annotated[int, number("Number of GPU hosts.", "--hosts", integer=True, minimum=1, maximum=1000)] = 1,
     start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
     change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
@@ -385,7 +452,7 @@ def simulate(
     from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 
     if any(name in CONCURRENT_SCENARIOS for name in scenario or []):
-        # issue 12: one process serving overlapping sessions; a run of its own (40 min, one host)
+        # one process serving overlapping sessions; a run of its own (40 min, one host)
         if len(scenario) != 1:
             _fail(f"--scenario {', '.join(scenario)}: a concurrent scenario ({', '.join(CONCURRENT_SCENARIOS)}) runs alone")
         summary = _run(simulate_concurrent, outdir, scenario[0], seed=seed)

@@ -1,4 +1,4 @@
-"""Log files shared by several processes: ``<prefix>_YYYYMMDD[.N].jsonl`` (DESIGN.md §3).
+"""Log files shared by several processes: ``<prefix>_YYYYMMDD[.N].jsonl``, one name pattern, so every reader finds them.
 
 Every process appends whole-line batches with ``O_APPEND``. Which file is current and when it
 rotates is decided under an exclusive ``flock`` on ``<log_dir>/.<prefix>.lock``, re-checked each

@@ -19,7 +19,7 @@ the turn has one ``request`` line with ``attempts`` 2 and the failed attempt's t
 
 ``stream_generate`` runs ``traced_generate`` on its own thread with a TextIteratorStreamer;
 whatever happens there, the producer ends the stream, and generate's exception is handed to
-the consuming thread and raised there (DESIGN.md §10: a streamer nobody ends hangs the handler).
+the consuming thread and raised there (a streamer nobody ends hangs the handler).
 
 Nothing here may raise into the host app: instrumentation sits in ``try`` blocks and the
 exceptions of ``generate`` itself propagate unchanged.
@@ -569,7 +569,7 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
         n = _seq_len(x) if hasattr(x, "shape") else (len(x[0]) if x and isinstance(x[0], list) else len(x or []))
         tracer.event("tokenize", ms, input_len=n, **ids)
         if span is not None:
-            span.offset_ms += ms  # tokenize counts in ttft and duration (DESIGN.md §5)
+            span.offset_ms += ms  # tokenize counts in ttft and duration (what the user waits for starts at the request)
     except Exception:
         pass
     return enc

@@ -8,7 +8,7 @@ it, and the span writes the ``request`` event at its exit. Without one, ``tokeni
 At the span's two edges (and only there: never per token) it reads the process's RSS and
 torch's per-process GPU memory (``memory_reserved`` / ``memory_allocated`` of the model's CUDA
 device, or the tracer's ``memory_probe``), and at the start the number of requests in flight in
-this process. torch reports memory per process, not per session (DESIGN.md §10): with
+this process. torch reports memory per process, not per session: with
 concurrent sessions the analyzer attributes growth through these before/after deltas.
 
 Spans are found by ``request_id`` in a dict on the tracer, not through a context variable:

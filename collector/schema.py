@@ -2,7 +2,7 @@
 
 Standard library only: the collector imports this inside the user's inference process, the
 analyzer and the simulator import it too, and ``dslogs schema`` prints the JSON Schema built
-from it (DESIGN.md §3). ``collector/trace_schema_v1.json`` is the shipped copy; a test checks it
+from it. ``collector/trace_schema_v1.json`` is the shipped copy; a test checks it
 equals :func:`json_schema`.
 """
 
@@ -116,7 +116,7 @@ FIELDS: dict[str, Field] = {
     "written": Field(_NONNEG_INT),
     "dropped": Field(_NONNEG_INT),
     "bytes_written": Field(_NONNEG_INT),
-    # per-request attribution (issue 12)
+    # per-request attribution: which session kept the memory
     "device": Field(_STR, "the device the model ran on (`cuda:0`, `cpu`, `mps`)"),
     "inflight": Field({"type": ["integer", "null"], "minimum": 1},
                       "requests in flight in the process when it started (itself included)"),

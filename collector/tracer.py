@@ -64,7 +64,7 @@ class Span:
 
 
 class Tracer:
-    """Writes trace schema v1 lines (DESIGN.md §3) to ``<log_dir>/<prefix>_YYYYMMDD[.N].jsonl``.
+    """Writes trace schema v1 lines (trace_schema_v1.json) to ``<log_dir>/<prefix>_YYYYMMDD[.N].jsonl``.
 
     Several processes may share ``log_dir``. ``samplers`` turns on background samplers:
     ``True`` for all, or any of ``"gpu"`` (NVML ``gpu_sample``), ``"torch"`` (``gpu_memory``),

@@ -8,8 +8,80 @@
 -- when many requests end in the same millisecond. Otherwise (older logs, the simulator's legacy
 -- scenarios) by timestamps, and ends in the same millisecond count as ended during: the collector
 -- reads "after" last thing, so another request's leak from that instant is most likely in it.
+-- With the sequence, also each request's step: what the process kept between the previous
+-- completion's "after" reading (done_seq - 1) and this one's. Kept, not held: the process's
+-- memory at a reading is what it kept so far plus what requests in flight hold, so what it kept
+-- up to a reading is at most the lowest reading from then on (every "before" and "after" reading
+-- of the process, in sequence order: a "before" follows completion done_before). The step is
+-- that lower envelope's rise, never negative; working memory that is later released leaves it
+-- flat, however large and whenever in its request it was allocated. A request keeps its leak
+-- before its own "after" reading, so the leak is in its own step unless another request's
+-- "after" reading came between the two, within a few ms (a few GIL switches on a busy box):
+-- adjacent completions less than 25 ms apart share a step group, whose steps add up to the leaks
+-- of all its requests. NULL steps (the deltas above are used): a process with a gap in its
+-- sequence before a request (that request's group), or two requests with one done_seq (a reused
+-- pid: the whole process).
 -- Units: MiB.
-WITH r AS (
+WITH counted AS (
+    SELECT *, count(*) OVER (PARTITION BY host, pid, done_seq) AS same_seq
+    FROM requests
+    WHERE done_seq IS NOT NULL AND done_before IS NOT NULL
+), seq AS (
+    SELECT request_id, session_id, host, pid, done_seq, done_before, end_ts,
+           lag(done_seq) OVER w AS prev_seq, lag(end_ts) OVER w AS prev_end,
+           max(same_seq) OVER (PARTITION BY host, pid) AS dup,
+           rss_mb_after - lag(rss_mb_after) OVER w AS rss_step,
+           coalesce(allocated_mb_after - lag(allocated_mb_after) OVER w,
+                    reserved_mb_after - lag(reserved_mb_after) OVER w) AS gpu_step
+    FROM counted
+    WINDOW w AS (PARTITION BY host, pid ORDER BY done_seq, end_ts)
+), bounds AS (
+    -- what the process can have kept over the window: its last "after" reading minus its lowest
+    -- reading (every reading is what it kept so far plus what requests in flight held, >= 0)
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey,
+           arg_max(rss_mb_after, done_seq) - least(min(rss_mb_before), min(rss_mb_after)) AS rss_kept_bound_mb,
+           arg_max(coalesce(allocated_mb_after, reserved_mb_after), done_seq)
+               - least(min(coalesce(allocated_mb_before, reserved_mb_before)),
+                       min(coalesce(allocated_mb_after, reserved_mb_after))) AS gpu_kept_bound_mb
+    FROM counted
+    GROUP BY ALL
+), started AS (
+    -- requests whose "before" reading came between completion at_seq - 1 and at_seq
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, done_before + 1 AS at_seq, count(*) AS n
+    FROM counted
+    GROUP BY ALL
+), steps AS (
+    SELECT *, prev_seq = done_seq - 1 AND dup = 1 AND end_ts >= prev_end - INTERVAL 1 SECOND AS chained
+    FROM seq
+), grouped AS (
+    SELECT *,
+           -- runs of completions each < 25 ms after the one before, cut into pairs: on a busy
+           -- service every completion may follow the last that closely, and one group per run
+           -- would tell nobody's steps apart
+           (run * 1000000 + (row_number() OVER (PARTITION BY host, pid, run ORDER BY done_seq, end_ts) - 1) // 2)
+               AS step_group
+    FROM (
+        SELECT *,
+               sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND THEN 0 ELSE 1 END)
+                   OVER (PARTITION BY host, pid ORDER BY done_seq, end_ts ROWS UNBOUNDED PRECEDING) AS run
+        FROM steps
+    )
+), judged AS (
+    -- a group's steps are used only when every request in it has one and a session (the leak
+    -- of a request the rules cannot see would land on its neighbours)
+    SELECT j.session_id, j.request_id, j.step_group,
+           CASE WHEN bool_and(j.chained AND j.rss_step IS NOT NULL AND j.session_id IS NOT NULL) OVER g
+                THEN j.rss_step END AS rss_step_mb,
+           CASE WHEN bool_and(j.chained AND j.gpu_step IS NOT NULL AND j.session_id IS NOT NULL) OVER g
+                THEN j.gpu_step END AS gpu_step_mb,
+           -- working memory in the step, were it held from a request's "before" reading to its
+           -- "after": + each request that started in the step, - this one if it started earlier
+           coalesce(st.n, 0) - CASE WHEN j.done_before < j.done_seq - 1 THEN 1 ELSE 0 END AS step_transient_coef
+    FROM grouped AS j
+    LEFT JOIN started AS st
+           ON st.hkey = coalesce(j.host, '') AND st.pkey = coalesce(j.pid, -1) AND st.at_seq = j.done_seq
+    WINDOW g AS (PARTITION BY j.host, j.pid, j.step_group)
+), r AS (
     SELECT
         session_id, request_id, host, pid, end_ts,
         -- the handler's start, where "before" was read: e2e includes the queue wait (contract)
@@ -70,7 +142,10 @@ WITH r AS (
 )
 SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
-    agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef
+    agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
+    g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
+LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id
+LEFT JOIN bounds AS b ON b.hkey = coalesce(r.host, '') AND b.pkey = coalesce(r.pid, -1)
 ORDER BY r.host, r.pid, r.start_ts, r.session_id, r.request_id

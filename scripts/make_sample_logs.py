@@ -133,6 +133,10 @@ def _expect(truth: dict) -> str:
             "cpu_only": "no finding; GPU rules report no data (device cpu)",
             "oom_fallback": "`beam_search` too: \"OOM with num_beams=5, then greedy fallback\"",
             "seed_turns": "turns 0.25 s and 10 min apart alike; the reserved_band checklist row agrees",
+            "concurrency_cliff": "the capacity section's knee, OOM level and concurrency_limit as in truth.json "
+                                 "(details.capacity); no `memory_leak`: reserved follows the requests in flight",
+            "oom_at_concurrency": "OOMs only at the top in-flight level; the limit stays at the knee",
+            "capacity_small": "no finding; the capacity section has too little traffic for a recommendation",
         }[name]
         parts.append(extra)
     return "<br>".join(parts) or "nothing: every rule passes"

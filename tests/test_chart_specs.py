@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from fixtures.report_models import fixture_model
 
+from analyzer.core import format as fmt
 from analyzer.render import html as rh
 from analyzer.render import page_cache
 from analyzer.render.charts import specs as charts
@@ -116,10 +117,10 @@ def test_latency_histogram_is_log_binned_on_a_log_axis(built):
 
 
 def test_svg_number_and_time_labels():
-    assert svgchart.fmt_number(0.2) == "0.2"
-    assert svgchart.fmt_number(0.05) == "0.05"
-    assert svgchart.fmt_number(2500) == "2,500"
-    assert svgchart.fmt_number(12.5) == "12.5"
+    assert fmt.axis(0.2) == "0.2"
+    assert fmt.axis(0.05) == "0.05"
+    assert fmt.axis(2500) == "2,500"
+    assert fmt.axis(12.5) == "12.5"
     ms = datetime(2026, 11, 23, 14, 52, tzinfo=UTC).timestamp() * 1000
     assert svgchart.fmt_time(ms, 3_600_000) == "14:52"
     assert svgchart.fmt_time(datetime(2026, 11, 24, tzinfo=UTC).timestamp() * 1000, 3_600_000) == "Nov 24"
@@ -222,3 +223,53 @@ def test_latency_hist_bins_resolve_sub_second_and_sub_millisecond_values():
     sub_second = [r for r in rows if r["bin_end"] <= 1000]
     assert len(sub_second) >= 5
     assert rows[0]["bin_start"] == pytest.approx(p["hist_min_ms"])  # 0 ms joins the first bin
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze", "sample_logs/healthy"],
+    ["diff", "sample_logs/healthy", "sample_logs/memory_leak"],
+    ["report", "weekly", "{weeks}", "--week", "2026-W49", "--tz", "UTC"],
+], ids=["analyze", "diff", "weekly"])
+def test_cli_html_path_imports_no_altair(args, tmp_path):
+    """Every command's HTML page (charts included) is drawn from plain Vega-Lite dicts."""
+    import os
+    import subprocess
+    import sys
+
+    from analyzer.simulate import simulate
+
+    repo = rh.templates_dir().parent
+    if "{weeks}" in args:  # two weeks, so the weekly page has a chart to draw
+        for week, start in (("w48", "2026-11-23"), ("w49", "2026-11-30")):
+            simulate(tmp_path / "weeks" / week, scenarios=["healthy"], days=2, seed=1, fmt="v1", events=12000, hosts=1, start=start)
+        args = [str(tmp_path / "weeks") if a == "{weeks}" else a for a in args]
+    seen, out = tmp_path / "modules.json", tmp_path / "page.html"
+    code = ("import atexit, json, runpy, sys; "
+            f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(sorted(sys.modules)))); "
+            f"sys.argv = ['dslogs', *{args!r}, '--format', 'html', '--no-cache', '--out', {str(out)!r}]; "
+            "runpy.run_module('analyzer', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": str(repo), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(repo), env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in out.read_text(encoding="utf-8")  # the page did draw its charts
+    assert [m for m in json.loads(seen.read_text()) if m.split(".")[0] in ("altair", "pandas")] == []
+
+
+def test_diff_and_weekly_charts_are_registered_and_valid_vega_lite():
+    from altair.utils.schemapi import validate_jsonschema
+    from altair.vegalite.v6.schema import core
+
+    from analyzer.model.diff import diff_sides, load_side
+
+    pages = {spec.page for spec in charts.CHARTS.values()}
+    assert {"report", "diff", "weekly"} <= pages
+    d = diff_sides(load_side(["sample_logs/healthy"], "before"), load_side(["sample_logs/memory_leak"], "after"))
+    week = {"week": "2026-W48", "previous_week": "2026-W47",
+            "stages": [{"stage": "prefill", "p95_ms": 120.0, "p95_ms_prev": 100.0, "p95_verdict": "regression"},
+                       {"stage": "decode\x07", "p95_ms": 900.0, "p95_ms_prev": 1000.0, "p95_verdict": "steady"}]}
+    made = charts.page_charts("diff", d) + charts.page_charts("weekly", week)
+    assert [c.id for c in made] == ["diff_p95", "diff_latency_hist", "diff_prefill_vs_input", "weekly_p95"]
+    schema = core.load_schema()
+    for c in made:
+        validate_jsonschema(c.spec, schema)
+    assert "\x07" not in json.dumps(made[-1].spec)  # log text made visible before vl-convert sees it

@@ -24,7 +24,7 @@ from analyzer.model.diff import (
     quantile_ci,
     weighted_quantile,
 )
-from analyzer.render.diff_md import render_diff
+from analyzer.render.diff_html import render_diff
 
 BEFORE, AFTER = "2026-11-23..2026-11-24", "2026-11-24.."
 

@@ -10,7 +10,7 @@ import pytest
 from browser_helpers import open_offline
 
 from analyzer.model.diff import build_diff
-from analyzer.render.diff_md import render_diff
+from analyzer.render.diff_html import render_diff
 
 pytestmark = pytest.mark.browser
 

@@ -210,7 +210,7 @@ def test_session_attr_on_every_command_that_opens_logs(tmp_path):
     assert res.stdout.strip().splitlines()[-1] == "2"
     res = _cli("diff", str(tmp_path), str(tmp_path), "--format", "json", "--no-cache", *named)
     assert res.returncode == 0, res.stderr
-    for command in (["analyze"], ["report", "weekly"], ["diff"], ["query"], ["session"]):
+    for command in (["analyze"], ["capacity"], ["report", "weekly"], ["diff"], ["query"], ["session"]):
         assert "--session-attr" in _cli(*command, "--help").stdout, command
 
 

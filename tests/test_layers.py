@@ -4,6 +4,7 @@ any path. Every module has a layer: a new module fails here until it is placed (
 and to the module map in docs/architecture.md).
 
     collector <- core <- ingest <- metrics <- engines <- rules <- model <- render <- live <- cli
+                                                                                   dslogs (Python API)
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("render", ("analyzer.render", "analyzer.render.*")),
     # commands: the loop that re-runs the analysis (watch), the CLI
     ("live", ("analyzer.live", "analyzer.live.*")),
-    ("cli", ("analyzer.cli", "analyzer.__main__")),
+    # The two front ends, side by side over the same library functions: the command line and
+    # the Python API (dslogs/). Neither imports the other (test below): the CLI never loads
+    # pandas or altair, and the API never parses arguments or exits.
+    ("cli", ("analyzer.cli", "analyzer.__main__", "dslogs", "dslogs.*")),
 ]
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for package in ("analyzer", "collector"):
+    for package in ("analyzer", "collector", "dslogs"):
         for path in (REPO / package).rglob("*.py"):
             parts = path.relative_to(REPO).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -116,6 +120,14 @@ def test_no_import_cycles():
         if node not in state:
             visit(node)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_cli_and_python_api_do_not_import_each_other():
+    graph = imports(_modules())
+    crossing = [f"{a} imports {b}" for a, bs in sorted(graph.items()) for b in sorted(bs)
+                if (a.startswith("analyzer.") and b.split(".")[0] == "dslogs")
+                or (a.split(".")[0] == "dslogs" and b in ("analyzer.cli", "analyzer.__main__"))]
+    assert not crossing, "the CLI and the Python API are siblings:\n" + "\n".join(crossing)
 
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):

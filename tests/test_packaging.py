@@ -104,6 +104,25 @@ def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
     assert list((tmp_path / "out").rglob("*.jsonl*"))
 
 
+def test_installed_python_api_imports_outside_checkout(wheel, installed_env, tmp_path):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"dslogs/__init__.py", "dslogs/py.typed"} <= names
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    # pandas and altair only with the notebook extra
+    assert "Requires-Dist: pandas>=2.0; extra == 'notebook'" in meta
+    assert not any(line.startswith("Requires-Dist: pandas") and "extra" not in line for line in meta.splitlines())
+    r = subprocess.run(
+        [str(installed_env / "bin" / "python"), "-c",
+         f"import dslogs; r = dslogs.open({str(REPO / 'sample_logs' / 'healthy')!r}, use_cache=False).report(); "
+         "print(dslogs.__file__); print(r.requests.count)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+    )
+    assert r.returncode == 0, r.stderr
+    where, count = r.stdout.split()
+    assert str(REPO) not in where and int(count) > 0
+
+
 # -- dslogs-collector: the collector alone, for inference environments ----------------------
 
 COLLECTOR_SCRIPT = """

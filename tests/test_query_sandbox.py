@@ -167,7 +167,15 @@ def test_a_signal_ends_a_long_query_with_one_line_and_the_cache_intact(tmp_path,
     slow = "SELECT sum(hash(e.ts, i)) FROM events e, range(100000000000) t(i)"
     proc = subprocess.Popen([sys.executable, "-m", "analyzer", "query", str(logs), slow, "--cache", str(cache)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)  # imports, the cache opened, the statement running
+    # The handlers are installed before the cache is opened: wait for the open file (a fixed
+    # sleep loses the race on a loaded machine), then give the statement a moment to start.
+    import psutil
+
+    child, deadline = psutil.Process(proc.pid), time.monotonic() + 60
+    while not any(f.path == str(cache) for f in child.open_files()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
     assert proc.poll() is None, proc.communicate()
     t0 = time.perf_counter()
     proc.send_signal(getattr(signal, sig))

@@ -132,9 +132,9 @@ def test_json_round_trip_is_stable_and_has_no_nan(model, tmp_path):
     [
         (None, "no such file"),
         ("{not json", ":1: not valid JSON"),
-        ("[1, 2]", "top level is not an object"),
-        ('{"schema": "other/1"}', "not a dslogs report"),
-        ('{"schema": "dslogs.report/1", "window": {}}', "missing key"),
+        ("[1, 2]", "$: expected object, got array"),
+        ('{"schema": "other/1"}', '$.schema: expected "dslogs.report/1", got "other/1"'),
+        ('{"schema": "dslogs.report/1", "window": {}}', '$: missing field "ingest"'),
     ],
 )
 def test_load_report_json_errors(tmp_path, content, needle):

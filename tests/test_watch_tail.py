@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
+from analyzer.core.format import duration as human_age
 from analyzer.live import watch as watch_mod
-from analyzer.live.watch import LogTail, human_age
+from analyzer.live.watch import LogTail
 
 
 def _line(i: int, tag: str = "a") -> bytes:

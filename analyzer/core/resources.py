@@ -45,5 +45,5 @@ def load_query(name: str) -> str:
 
 def memory_limit() -> str:
     """DuckDB's memory_limit for every connection dslogs opens (``DSLOGS_MEMORY_LIMIT``, default
-    1GB): beyond it DuckDB spills to its temp directory (DESIGN §8: weeks of logs on a small box)."""
+    1GB): beyond it DuckDB spills to its temp directory (weeks of logs on a small box)."""
     return os.environ.get("DSLOGS_MEMORY_LIMIT", "1GB")

@@ -3,7 +3,7 @@
 Logs are written by other programs and may carry anything a JSON string can: terminal escapes
 (ESC, OSC 52 clipboard writes, screen clears), bidirectional overrides that reorder what a
 reader sees, characters XML forbids (vl-convert aborts the whole process on them while drawing
-an SVG, DESIGN.md §10), Markdown syntax, spreadsheet formulas. One place decides how each
+an SVG), Markdown syntax, spreadsheet formulas. One place decides how each
 medium gets them:
 
 - ``visible(text)``: every control character, bidi control and non-character becomes a visible
@@ -109,10 +109,10 @@ def _chartable_time(text) -> bool:
     event in year 1 or 9999 would leave what datetime holds; DuckDB prints BC years too)."""
     if not isinstance(text, str):
         return True
-    from datetime import datetime
+    from analyzer.core.time import parse_iso
 
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_iso(text)
     except ValueError:
         return False
     return 2 <= value.year <= 9998

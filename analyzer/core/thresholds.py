@@ -87,7 +87,7 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
         "tpot_p50_ms": (130.0, "003 §5.2: decode_time/token < 130 ms"),
     },
     "slow_ttft": {
-        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), DESIGN.md §5 SLO"),
+        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize), ours: the goodput SLO"),
     },
     "queue_wait": {
         "p95_ms": (1000.0, "000 §4.1 (requests backing up); the TTFT SLO of 1 s spent waiting alone"),
@@ -113,7 +113,7 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     },
     "rss_growth": {
         "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
-        "min_r2": (0.8, "DESIGN.md §6: a steady one-way rise (R² ≥ 0.8)"),
+        "min_r2": (0.8, "ours: a steady one-way rise (R² ≥ 0.8)"),
         "min_samples": (3, "ours: a trend needs at least three samples"),
         "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
                                       "leaks subtracted (tokenizer/Python buffers come and go)"),
@@ -130,9 +130,25 @@ _SPEC: dict[str, dict[str, tuple[object, str]]] = {
     "bad_lines": {
         "lines": (0, "ours: any skipped line is reported (info)"),
     },
+    "concurrency_cliff": {
+        "time_share": (0.1, "ours: the service spends more than a tenth of its busy time beyond its knee (000 §1.3)"),
+        "knee_share": (0.05, "ours: throughput within 5 % of its best has stopped rising (000 §1.3)"),
+        "min_level_requests": (20, "ours: a level with fewer requests is marked sparse and left out of the knee"),
+        "min_levels": (3, "ours: a knee needs a level below it, itself and one above"),
+        "min_requests": (200, "ours: traffic before a concurrency setting is recommended"),
+        "oom_share": (0.95, "ours: reserved memory past 95 % of the GPU's total makes an OOM likely (000 §1.3)"),
+        "min_mb_per_request": (8.0, "ours: a smaller fitted slope is noise, not memory per request"),
+    },
+    "oom_at_concurrency": {
+        "min_ooms": (2, "ours: OOMs at more than one request, so a level can be told"),
+        "top_share": (0.8, "ours: most OOMs at the highest in-flight levels (000 §1.3: past what the GPU holds)"),
+        "memory_share": (0.7, "ours: where memory is measured, the levels the OOMs cluster at hold 70 %+ of the "
+                              "GPU's total: OOMs from what requests ask (beams, long outputs) at a busy moment are not "
+                              "the concurrency's"),
+    },
     "slo": {
-        "ttft_ms": (1000.0, "DESIGN.md §5 goodput SLO"),
-        "tpot_ms": (130.0, "DESIGN.md §5 goodput SLO; 003 §5.2"),
+        "ttft_ms": (1000.0, "ours: the goodput SLO"),
+        "tpot_ms": (130.0, "ours: the goodput SLO; 003 §5.2"),
     },
     "checklist": {
         "short_input_tokens": (200, "ours: a 'simple question' like 1+1等于几 (003 §5.2)"),

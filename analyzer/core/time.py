@@ -1,4 +1,4 @@
-"""``--since`` / ``--until`` values (DESIGN.md §7): ``30m``, ``12h``, ``1d``, ``7d``, ``2w`` before
+"""``--since`` / ``--until`` values: ``30m``, ``12h``, ``1d``, ``7d``, ``2w`` before
 now, or an ISO date / datetime.
 
 A bare date means midnight at the start of that day in ``tz`` (as journalctl reads it), so
@@ -21,9 +21,27 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 FORMS = "30m, 12h, 1d, 7d, 2w, an ISO date (2026-11-23) or datetime (2026-11-23T10:00[+08:00])"
 
 
+def parse_iso(text: str) -> datetime:
+    """A logged or stored ISO-8601 timestamp (``Z`` for UTC, offset optional): aware when it
+    carries an offset, naive when not; ValueError when it is not one."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def wall_clock(text: str, option: str, expected: str) -> datetime:
+    """A local wall-clock time given as an option (``--start``): ISO without an offset, naive;
+    UsageError naming the option and ``expected`` (the form it takes) otherwise."""
+    try:
+        value = parse_iso(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected {expected}") from None
+    if value.tzinfo is not None:
+        raise UsageError(f"{option} {text!r}: give local wall-clock time without an offset")
+    return value
+
+
 def zone(tz: str | None) -> tzinfo:
-    """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None."""
-    if tz is None:
+    """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None or empty."""
+    if not tz:
         return local_zone_info()
     try:
         return ZoneInfo(tz)
@@ -84,7 +102,7 @@ def parse_when(text: str, now: datetime | None = None, tz: str | None = None) ->
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw):
             return _in_range(datetime.combine(date.fromisoformat(raw), time(0), where), text)
-        value = datetime.fromisoformat(raw.replace(" ", "T", 1) if " " in raw else raw)
+        value = parse_iso(raw)
     except ValueError:
         raise UsageError(f"{text!r}: not a time; expected {FORMS}") from None
     if value.tzinfo is None:

@@ -19,7 +19,7 @@ def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[di
     params = parameters(thresholds, bucket_for_span(first, last))
     skipped = {n for n, col in _NEEDS_COLUMN.items() if col not in event_columns}
     # the tables of a row per session or request last: the aggregate queries before them (quantile
-    # states over every event) then run while Python holds none of them (issue 16 item 4)
+    # states over every event) then run while Python holds none of them (memory bounded)
     tables = src.run(sorted((n for n in METRIC_QUERIES if n not in skipped), key=row_per_session), params)
     metrics: dict[str, list[dict]] = {"time_span": tables["time_span"]}
     metrics["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]

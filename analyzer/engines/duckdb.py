@@ -156,7 +156,7 @@ class DuckDBSource:
             pass  # the connection is closed: the in-memory table went with it
 
     def release_memory(self, held: int = 0) -> None:
-        """Make DuckDB drop the cached blocks of the logs (issue 16 item 4: peak RSS bounded).
+        """Make DuckDB drop the cached blocks of the logs, so peak RSS stays bounded.
 
         Its buffer pool keeps blocks read up to memory_limit; once a large metric table is in
         Python, that and the cache together would exceed the budget. Lowering the limit for an

@@ -31,7 +31,7 @@ import zlib
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
-SCHEMA_VERSION = 7  # 5: request fields of issue 12 (device, inflight, memory before/after); 6: done_before, done_seq; 7: fallback
+SCHEMA_VERSION = 7  # 5: per-request device, inflight, memory before/after; 6: done_before, done_seq; 7: fallback
 FINGERPRINT_BYTES = 64 << 10
 
 

@@ -19,7 +19,7 @@ their local logs after shipping). Files are staged inside DIR and moved into pla
 manifest is replaced atomically, so a crash leaves at worst unreferenced files, which the next
 run removes; readers list files from the manifest only.
 
-Legacy request ids (``<session_id>#<n>``, DESIGN.md §4) count a session's ``input`` events
+Legacy request ids (``<session_id>#<n>``) count a session's ``input`` events
 across all its files: the manifest keeps each legacy source's per-session input counts, and a
 later source's numbers are shifted by the counts of the sources before it (name order), so a
 session spanning a day boundary or a rotation gets the ids a single read of all files gives.

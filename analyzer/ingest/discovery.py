@@ -1,4 +1,4 @@
-"""Which files LOGS names (DESIGN.md §7): directories searched recursively, files, globs.
+"""Which files LOGS names: directories searched recursively, files, globs.
 
 Log files are ``*.jsonl``, ``*.N.jsonl`` (our rotation), ``*.jsonl.N`` (logrotate) and any of them
 gzipped (``.gz``); in a folder also ``*.json`` / ``*.json.gz`` files that hold OTLP/JSON traces (an

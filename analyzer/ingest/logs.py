@@ -36,6 +36,7 @@ import duckdb
 from analyzer.core.errors import InputError, UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
+from analyzer.core.textsafe import visible
 from analyzer.core.time import iso, parse_window, zone_name
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest import catalogue, formats, storage, viewdefs
@@ -123,14 +124,17 @@ def open_logs(
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     snapshots = _take_snapshots(found)
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # dslogs draws its own, on stderr only
+    # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
+    # change the setting at all (its bar is then off anyway).
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
     con.execute(f"SET temp_directory = {sql_literal(workdir.name)}")
-    # Bounded memory (DESIGN §8: weeks of logs on a small box): beyond it DuckDB spills to disk.
+    # Bounded memory (weeks of logs on a small box): beyond it DuckDB spills to disk.
     con.execute(f"SET memory_limit = {sql_literal(memory_limit())}")
     db = LogDB(
         con=con, ingest={}, window={"since": iso(lo), "until": iso(hi)}, tz=zone, _tmp=workdir
@@ -307,16 +311,29 @@ def _sql_error(exc: Exception) -> str:
     return text[:500]
 
 
-def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
-    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+def execute(db: LogDB, sql: str, params: list | dict | None = None) -> duckdb.DuckDBPyConnection:
+    """Run one SQL statement over the views and return its cursor (to fetch as rows, Arrow or a
+    DataFrame); a DuckDB error becomes a one-line UsageError."""
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     try:
-        cur = db.con.execute(sql, params) if params is not None else db.con.execute(sql)
-        if cur.description is None:
-            return QueryResult(columns=[], rows=[])
-        columns = [d[0] for d in cur.description]
-        types = [str(d[1]) for d in cur.description]
+        return db.con.execute(sql, params) if params is not None else db.con.execute(sql)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+
+
+def run_query(db: LogDB, sql: str, params: list | dict | None = None) -> QueryResult:
+    """Run one SQL statement over the views; a DuckDB error becomes a one-line UsageError."""
+    return fetch_result(execute(db, sql, params))
+
+
+def fetch_result(cur: duckdb.DuckDBPyConnection) -> QueryResult:
+    """The rows of an executed statement (``execute``) as a QueryResult."""
+    if cur.description is None:
+        return QueryResult(columns=[], rows=[])
+    columns = [d[0] for d in cur.description]
+    types = [str(d[1]) for d in cur.description]
+    try:
         rows = cur.fetchall()
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {_sql_error(exc)}") from None
@@ -333,14 +350,31 @@ _TIMELINE_COLUMNS = (
 
 def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
     """One session: its request timeline (``timeline``) or all its events in ts order."""
+    return run_query(db, session_sql(timeline), [session_id])
+
+
+def resolve_session(db: LogDB, id_or_prefix: str) -> str:
+    """The session id that ``id_or_prefix`` names: itself when a session has that id, else the
+    one session whose id starts with it; UsageError naming the candidates when several do."""
+    found = [r[0] for r in run_query(
+        db, "SELECT DISTINCT session_id FROM events WHERE starts_with(session_id, ?) "
+        "ORDER BY session_id LIMIT 11", [id_or_prefix]).rows]  # fmt: skip
+    if id_or_prefix in found or not found:
+        return id_or_prefix
+    if len(found) == 1:
+        return found[0]
+    shown = ", ".join(visible(s) for s in found[:10]) + (", ..." if len(found) > 10 else "")
+    raise UsageError(f"session prefix {visible(repr(id_or_prefix))} is ambiguous: {shown}")
+
+
+def session_sql(timeline: bool = True) -> str:
+    """The query behind ``session_events``, with one parameter: the session id."""
     if timeline:
-        sql = (
+        return (
             f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
             "ORDER BY turn_index"
         )
-    else:
-        sql = "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
-    return run_query(db, sql, [session_id])
+    return "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
 
 
-__all__ = ["LogDB", "open_logs", "run_query", "session_events", "EVENT_COLUMNS", "LINE_RULES"]
+__all__ = ["LogDB", "open_logs", "execute", "fetch_result", "run_query", "session_events", "session_sql", "resolve_session", "EVENT_COLUMNS", "LINE_RULES"]

@@ -1,4 +1,4 @@
-"""Ad hoc SQL (``dslogs query``) runs read-only by default (DESIGN.md §7, §10).
+"""Ad hoc SQL (``dslogs query``) runs read-only by default: a query must never change the logs or the cache.
 
 What the user's SQL can reach, in two layers:
 
@@ -90,7 +90,10 @@ def _check_explained(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, allow_files: bool = False) -> None:
-    """Switch the connection to the sandbox (see the module docstring); cannot be undone."""
+    """Switch the connection to the sandbox (see the module docstring); cannot be undone, and a
+    connection already locked stays as it is (a notebook runs many queries on one)."""
+    if con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+        return
     if not allow_files:
         spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
         if spill:
@@ -141,21 +144,30 @@ def stop_on_signals():
             signal.signal(s, h)
 
 
-def run_user_query(db, sql: str, allow_files: bool = False, stop: SignalStop | None = None):
-    """One user statement over the opened logs, in the sandbox. Returns a QueryResult; with
-    ``stop``, a signal ends the statement as ``Interrupted``."""
-    from analyzer.ingest.logs import run_query
+def user_cursor(db, sql: str, allow_files: bool = False, params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox: its DuckDB cursor (``dslogs
+    query`` fetches rows from it, the Python API a DataFrame)."""
+    from analyzer.ingest.logs import execute
 
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     check_statement(db.con, sql, allow_files)
     lock_down(db.con, allow_files)
+    return execute(db, sql, params)
+
+
+def run_user_query(db, sql: str, allow_files: bool = False, stop: SignalStop | None = None,
+                   params: list | dict | None = None):
+    """One user statement over the opened logs, in the sandbox. Returns a QueryResult; with
+    ``stop``, a signal ends the statement as ``Interrupted``."""
+    from analyzer.ingest.logs import fetch_result
+
     if stop is None:
-        return run_query(db, sql)
+        return fetch_result(user_cursor(db, sql, allow_files, params))
     stop.raise_if_stopped()
     stop.con = db.con
     try:
-        result = run_query(db, sql)
+        result = fetch_result(user_cursor(db, sql, allow_files, params))
     except UsageError:  # DuckDB's "Interrupted!" arrives as an SQL error
         stop.raise_if_stopped()
         raise

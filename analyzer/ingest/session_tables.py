@@ -1,4 +1,4 @@
-"""The per-session metric tables kept in the cache (issue 16 item 3): ``<query>_all``, the rows of
+"""The per-session metric tables kept in the cache: ``<query>_all``, the rows of
 a session-partitioned metric query over every cached file, beside requests_all/sessions_all.
 
 A window that takes its requests and sessions from the derived tables
@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+from collections.abc import Iterator
 from functools import cache
 
 from analyzer.core.resources import load_query
@@ -182,8 +183,21 @@ def metric_sql(con, db, names) -> dict[str, str]:
 
 
 def _build_missing(con, path, store: str, names, key: str | None) -> bool:
-    """Build ``names``' tables in the cache, reattached for writing for the moment (as
-    result_cache.store); False when it cannot be written now or its derived tables changed."""
+    """Build ``names``' tables in the cache, reattached for writing for the moment; False when it
+    cannot be written now or its derived tables changed."""
+    with writable_moment(con, path, store) as writable:
+        if not writable or key is None or stored_derived_key(con, store) != key:
+            return False  # held, or changed meanwhile by another process: this run's window is not of it
+        build(con, store, names, key)
+        con.execute(f"CHECKPOINT {store}")
+        return True
+
+
+@contextlib.contextmanager
+def writable_moment(con, path, store: str) -> Iterator[bool]:
+    """The cache file attached as ``store`` for writing for the moment of the with-block, which
+    gets False when another process holds it. Other dslogs processes read the cache while this one
+    runs, so it is attached read-only the rest of the time, and again after the block."""
     import duckdb
 
     quoted = sql_literal(path)
@@ -192,12 +206,9 @@ def _build_missing(con, path, store: str, names, key: str | None) -> bool:
         try:
             con.execute(f"ATTACH {quoted} AS {store}")
         except duckdb.Error:  # another process holds it
-            return False
-        if key is None or stored_derived_key(con, store) != key:
-            return False  # changed meanwhile by another process: this run's window is not of it
-        build(con, store, names, key)
-        con.execute(f"CHECKPOINT {store}")
-        return True
+            yield False
+            return
+        yield True
     finally:
         with contextlib.suppress(duckdb.Error):
             con.execute(f"DETACH {store}")

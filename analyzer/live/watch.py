@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
 from analyzer.ingest.discovery import discover, name_sort_key, printable
 from analyzer.ingest.validate import MAX_LINE_BYTES
@@ -54,20 +55,6 @@ def parse_duration(text: str, option: str) -> float:
     if not m or not 0 < float(m.group(1)) < 1e9:
         raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m, 1h or 7d")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
-
-
-def human_age(seconds: float | None) -> str:
-    """An age a reader takes in at a glance: "12 s", "4 min 10 s", "3 h 12 min", "10 d 3 h"."""
-    if seconds is None:
-        return "—"
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
 # -- tailing ------------------------------------------------------------------------------------
@@ -516,12 +503,6 @@ def _lat(row: dict | None) -> dict:
 # -- rendering ----------------------------------------------------------------------------------
 
 
-def _ms(v) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-
-
 def render_frame(frame: dict, paths: list[str]):
     """A rich renderable of one frame (log strings shown as plain text, never markup)."""
     from rich.console import Group
@@ -532,14 +513,14 @@ def render_frame(frame: dict, paths: list[str]):
     window_m = frame["window_s"] / 60
     head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""), f"  ·  {stamp}  ·  window {window_m:g} min")
     age = frame["newest_event_age_s"]
-    head.append(f"  ·  newest event {human_age(age)} ago" if age is not None else "  ·  no events yet")
+    head.append(f"  ·  newest event {fmt.duration(age)} ago" if age is not None else "  ·  no events yet")
     if frame["covered_s"] < frame["window_s"]:
-        head.append(f"  ·  the window holds the last {human_age(frame['covered_s'])} (a partial start)")
+        head.append(f"  ·  the window holds the last {fmt.duration(frame['covered_s'])} (a partial start)")
 
     top = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for col in ("req/s (1 min)", "req/s (window)", "requests", "in flight", "errors", "error rate", "hosts"):
         top.add_column(col, justify="right")
-    rate = "—" if frame["error_rate"] is None else f"{frame['error_rate'] * 100:.1f} %"
+    rate = fmt.share(frame["error_rate"])
     top.add_row(f"{frame['requests_per_s_1m']:.2f}", f"{frame['requests_per_s']:.2f}", str(frame["requests"]),
                 str(frame["inflight"]), str(frame["errors"]), rate, Text(", ".join(frame["hosts"]) or "—"))  # fmt: skip
 
@@ -548,14 +529,14 @@ def render_frame(frame: dict, paths: list[str]):
         lat.add_column(col, justify="right" if col else "left")
     for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "end-to-end")):
         p = frame[key]
-        lat.add_row(label, _ms(p["p50"]), _ms(p["p95"]), str(p["count"]))
+        lat.add_row(label, fmt.terminal(p["p50"]), fmt.terminal(p["p95"]), str(p["count"]))
 
     gpu = Table(title="GPU (latest sample)", title_justify="left", box=None, header_style="bold", pad_edge=False)
     for col in ("host", "gpu", "util %", "memory used", "age"):
         gpu.add_column(col, justify="left" if col == "host" else "right")
     for g in frame["gpus"]:
         mem = "—" if g["mem_used_mb"] is None else f"{g['mem_used_mb']:,.0f} / {g['mem_total_mb'] or 0:,.0f} MiB"
-        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), _ms(g["util_pct"]), mem, human_age(g["age_s"]))
+        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), fmt.terminal(g["util_pct"]), mem, fmt.duration(g["age_s"]))
     if not frame["gpus"]:
         gpu.add_row("no gpu_sample events in the window", "", "", "", "")
 
@@ -564,8 +545,8 @@ def render_frame(frame: dict, paths: list[str]):
     for col in ("host", "pid", "reserved MiB", "allocated MiB", "age"):
         proc.add_column(col, justify="left" if col == "host" else "right")
     for p in frame["processes"]:
-        proc.add_row(Text(str(p["host"])), str(p["pid"]), _ms(p["reserved_mb"]), _ms(p["allocated_mb"]),
-                     human_age(p["age_s"]))  # fmt: skip
+        proc.add_row(Text(str(p["host"])), str(p["pid"]), fmt.terminal(p["reserved_mb"]), fmt.terminal(p["allocated_mb"]),
+                     fmt.duration(p["age_s"]))  # fmt: skip
     if not frame["processes"]:
         proc.add_row("no memory readings in the window", "", "", "", "")
 

@@ -16,6 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from analyzer.core.resources import load_query, query_names
+from analyzer.core.time import parse_iso
 
 # Queries that need session ids picked by the rules (run after them, see report.py).
 DRILLDOWN_QUERIES: tuple[str, ...] = ("session_requests",)
@@ -68,7 +69,7 @@ def bucket_for_span(first: str | None, last: str | None) -> str:
     """date_trunc unit for the timelines: minute up to 3 h, hour up to 31 days, then day."""
     if not first or not last:
         return "hour"
-    span = datetime.fromisoformat(last) - datetime.fromisoformat(first)
+    span = parse_iso(last) - parse_iso(first)
     if span <= timedelta(hours=3):
         return "minute"
     if span <= timedelta(days=31):

@@ -302,9 +302,9 @@ def _arrow_rows(cursor, first: list[tuple], columns, types, converters, limit) -
 
 
 # A result of more rows than this (the per-session tables of 100 k+ sessions) is kept column by
-# column (rows.Rows): as row dicts 400 k sessions would hold 2+ GB (issue 16 item 4). Smaller ones
-# stay lists: a Rows builds its dicts each time it is read, ~35 µs a session more for the rules
-# (3 s at 92 k sessions), and below this lists fit the budget (5 M events, 92 k sessions: 1.0 GB).
+# column (rows.Rows): as row dicts, hundreds of thousands of sessions would hold gigabytes. Smaller
+# ones stay lists: a Rows builds its dicts each time it is read, which costs the rules time per
+# session, and below this size lists fit the memory budget.
 COMPACT_ROWS = 100_000
 # After a result of more rows than this, DuckDB's cached blocks are dropped (release_memory).
 RELEASE_ROWS = 5000
@@ -330,7 +330,8 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
         rows = cursor.fetchmany(ARROW_ROWS)
         if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
             return _arrow_rows(cursor, rows, columns, types, converters, limit)
-    # every row fetched before the next query: DuckDB 2.0 streams results (DESIGN.md §10); in
+    # every row fetched before the next query: DuckDB streams results and a pending
+    # stream is invalidated by the next query on the connection; in
     # chunks, so a large table never exists as one list of tuples
     rows += cursor.fetchmany(limit + 1 - len(rows))
     if len(rows) <= limit:
@@ -347,9 +348,9 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
 _FETCH_ROWS = 8192
 # The tables of a row per session or request (``row_per_session``) of more rows than this stay in
 # DuckDB and are read a chunk of CHUNK_ROWS rows at a time (rows.LazyRows): Python's memory for
-# them is a chunk per read in progress, not a row per session (issue 16 item 4; ~300 MB as
-# rows.Rows at 436 k sessions, and growing with them). Smaller ones are read whole into lists, as
-# before: read several times by the rules, a list is converted once (5 M events, 92 k sessions).
+# them is a chunk per read in progress, not a row per session (as rows.Rows they would grow with
+# the sessions). Smaller ones are read whole into lists: read several times by the rules, a list is
+# converted once.
 LAZY_ROWS = COMPACT_ROWS
 CHUNK_ROWS = _FETCH_ROWS
 # The database, attached to the run's connection, that holds those tables (DuckDBSource._keep_path:
@@ -357,9 +358,9 @@ CHUNK_ROWS = _FETCH_ROWS
 # the connection's temp schema: a table is read on a cursor of its own (con.cursor(), a second
 # connection to the same database), so two reads of tables can interleave.
 KEEP_DB = "_dslogs_rows"
-# In a file rather than in memory: at 20 M events (436 k sessions) the nine tables took 562 MB in
-# memory, and a file's blocks are compressed and dropped without being written out; about the same
-# CPU (metrics and model 62.0 s in a file, 57.4 in memory, 62.2 as rows.Rows on main).
+# In a file rather than in memory: at tens of millions of events the kept tables hold hundreds of
+# MB, and a file's blocks are compressed and dropped without being written out, for about the same
+# CPU (bench/ measures it).
 KEEP_ON_DISK = True
 
 

@@ -1,5 +1,5 @@
-"""Large metric tables kept column by column (issue 16 item 4: memory bounded whatever the size of
-the logs).
+"""Large metric tables kept column by column, so that memory stays bounded whatever the size of
+the logs.
 
 A per-session metric table has one row per session: 400 k+ sessions at 20 M events. As a list of
 dicts each row costs 0.5 to 1.5 kB (the dict's hash table, one float object per number), 2+ GB
@@ -241,8 +241,8 @@ class Rows(Sequence):
 class LazyRows(Sequence):
     """A metric table kept outside Python (a DuckDB table, metrics.DuckDBSource) and read a chunk
     at a time: ``chunks()`` yields lists of row dicts, in the table's order, each time the table
-    is iterated. Python holds one chunk per iteration in progress, never the table (issue 16
-    item 4: ~300 MB of ``Rows`` at 436 k sessions, more with the sessions). Like ``Rows`` a
+    is iterated. Python holds one chunk per iteration in progress, never the table (a ``Rows``
+    grows with the sessions). Like ``Rows`` a
     read-only sequence of row dicts (``len``, iteration, indexing, ``==``), so the rules and the
     report model read it unchanged; iterating it twice reads the table twice (a rule reads a
     table as a stream, keeping only its hits)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
+from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
 
 SCHEMA = "dslogs.diff/1"
@@ -83,26 +83,19 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
     return since, until
 
 
-def is_report_file(spec: str) -> bool:
-    p = Path(spec)
-    if not (p.is_file() and p.suffix == ".json"):
-        return False
-    with p.open("rb") as fh:
-        head = fh.read(256)
-    return b'"schema"' in head and b"dslogs.report/" in head
-
-
 def load_side(paths: list[str], label: str, since: str | None = None, until: str | None = None,
               tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True,
               session_attr: str | None = None) -> Side:
     """A saved report model (one .json path) or logs read and analysed with their request values."""
     from analyzer.core.thresholds import load_thresholds
-    from analyzer.model.report import build_report, load_report_json
+    from analyzer.model.load import saved_report
+    from analyzer.model.report import build_report
 
-    if len(paths) == 1 and is_report_file(paths[0]):
+    saved = saved_report(paths[0]) if len(paths) == 1 else None
+    if saved is not None:
         if since or until:
             raise UsageError(f"{paths[0]}: a saved report cannot be split by time; give logs for --before/--after")
-        return Side(label, load_report_json(paths[0]), "report", paths=list(paths))
+        return Side(label, saved, "report", paths=list(paths))
     from analyzer.ingest.logs import open_logs
 
     thresholds = load_thresholds(thresholds_file)
@@ -578,22 +571,22 @@ def explain(rows: list[dict], mix: dict, limit: float) -> list[str]:
     """One sentence per notable change: regressions, and slowdowns the mix explains."""
     lines = []
     shifted = [r for r in mix.get("rows") or [] if r.get("shifted")]
-    mix_words = ", ".join(f"{r['label']} p50 {_signed(r['change_pct'])} (p95 {_signed(r.get('p95_change_pct'))})" for r in shifted)
+    mix_words = ", ".join(f"{r['label']} p50 {fmt.signed_pct(r['change_pct'])} (p95 {fmt.signed_pct(r.get('p95_change_pct'))})" for r in shifted)
     changed_params = [f"{k} {_shares_text(v['before'])} → {_shares_text(v['after'])}"
                       for k, v in (mix.get("params") or {}).items() if v.get("changed")]
     for r in rows:
         for q, _ in QUANTILES:
             c = r.get(q) or {}
             if c.get("verdict") == "regression":
-                extra = (f"; with the same mix it would be {_signed(c['mix_pct'])}, the service itself {_signed(c['service_pct'])}"
+                extra = (f"; with the same mix it would be {fmt.signed_pct(c['mix_pct'])}, the service itself {fmt.signed_pct(c['service_pct'])}"
                          if c.get("service_pct") is not None else "; not tested for significance (saved report)"
                          if c.get("significant") is None else "")  # fmt: skip
-                lines.append(f"REGRESSION {r['label']} {q} {_fmt(c['before'])} → {_fmt(c['after'])} {r['unit']} "
-                             f"({_signed(c['change_pct'])}){extra}.")
+                lines.append(f"REGRESSION {r['label']} {q} {fmt.compact(c['before'])} → {fmt.compact(c['after'])} {r['unit']} "
+                             f"({fmt.signed_pct(c['change_pct'])}){extra}.")
             elif c.get("verdict") == "mix":
-                lines.append(f"MIX {r['label']} {q} {_fmt(c['before'])} → {_fmt(c['after'])} {r['unit']} "
-                             f"({_signed(c['change_pct'])}) is explained by the request mix: with before's service and "
-                             f"after's mix it would be {_signed(c['mix_pct'])}; same requests {_signed(c['service_pct'])}"
+                lines.append(f"MIX {r['label']} {q} {fmt.compact(c['before'])} → {fmt.compact(c['after'])} {r['unit']} "
+                             f"({fmt.signed_pct(c['change_pct'])}) is explained by the request mix: with before's service and "
+                             f"after's mix it would be {fmt.signed_pct(c['mix_pct'])}; same requests {fmt.signed_pct(c['service_pct'])}"
                              + (f" ({mix_words})" if mix_words else "") + ".")
     for p in changed_params:
         lines.append(f"PARAMS {p}.")
@@ -603,20 +596,48 @@ def explain(rows: list[dict], mix: dict, limit: float) -> list[str]:
 
 
 def _shares_text(rows: list[dict]) -> str:
-    return ", ".join(f"{_fmt(r['value'])}: {r['share'] * 100:.0f} %" for r in rows[:3]) or "—"
+    return ", ".join(f"{fmt.compact(r['value'])}: {r['share'] * 100:.0f} %" for r in rows[:3]) or "—"
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "—"
-    v = float(v)
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+def compare_capacity(before: dict, after: dict) -> list[dict]:
+    """The capacity curves of both sides, host by host (a restart changes the pid: the process
+    with the most requests stands for its host), level by level: throughput, TPOT p95 and peak
+    reserved memory, with each side's knee and recommended limit."""
 
+    def by_host(model: dict) -> dict:
+        out: dict = {}
+        for c in model.get("capacity") or []:
+            if not isinstance(c, dict):
+                continue
+            host = c.get("host")
+            if host not in out or (c.get("requests") or 0) > (out[host].get("requests") or 0):
+                out[host] = c
+        return out
 
-def _signed(p) -> str:
-    return "—" if p is None else f"{p:+.1f} %"
+    b, a = by_host(before), by_host(after)
+    if len(b) == 1 and len(a) == 1 and set(b) != set(a):
+        # one service on each side under another host name (a move, a new box): compare them
+        (hb, cb), (ha, ca) = next(iter(b.items())), next(iter(a.items()))
+        pairs = [(f"{hb or 'unnamed host'} → {ha or 'unnamed host'}", cb, ca)]
+    else:
+        pairs = [(host, b.get(host) or {}, a.get(host) or {}) for host in sorted(set(b) | set(a), key=lambda h: h or "")]
+    rows = []
+    for host, cb, ca in pairs:
+        sides = {"before": cb, "after": ca}
+        levels = sorted({lv.get("level") for c in sides.values() for lv in c.get("levels") or []
+                         if isinstance(lv, dict) and isinstance(lv.get("level"), int)})
+        curve = []
+        for level in levels:
+            row = {"level": level}
+            for side, c in sides.items():
+                lv = next((x for x in c.get("levels") or [] if isinstance(x, dict) and x.get("level") == level), {})
+                row[side] = {k: lv.get(k) for k in ("requests", "tokens_per_s", "tpot_p95_ms", "reserved_peak_mb")}
+                row[side]["sparse"] = bool(lv.get("sparse"))
+            curve.append(row)
+        rows.append({"host": host, "levels": curve,
+                     **{f"{side}_{k}": (c.get(k) if k != "limit" else (c.get("recommendation") or {}).get("limit"))
+                        for side, c in sides.items() for k in ("knee", "limit", "mb_per_request")}})
+    return rows
 
 
 def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict:
@@ -677,6 +698,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
         "rates": rates,
         "mix": mix,
         "memory": compare_memory(before.model, after.model),
+        "capacity": compare_capacity(before.model, after.model),
         "errors": compare_errors(before.model, after.model),
         "findings": compare_findings(before.model, after.model),
         "regressions": regressions,

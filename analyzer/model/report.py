@@ -20,16 +20,17 @@ from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import DuckDBSource, as_source
-from analyzer.metrics.registry import METRIC_QUERIES, query_series
+from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
-from analyzer.rules import RULE_IDS, evaluate_rules
+from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
+from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
 
 SCHEMA = "dslogs.report/1"
 PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
-REQUIRED_KEYS = ("schema", "window", "ingest", "stages", "requests", "sessions", "findings")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -72,6 +73,62 @@ def analyze_logs(
         return model
     finally:
         source.close()
+
+
+def capacity_logs(
+    paths: list[str],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    thresholds_file: Path | str | None = None,
+    cache: Path | None = None,
+    use_cache: bool = True,
+    engine: str = "duckdb",
+    master: str = "local[*]",
+    session_attr: str | None = None,
+) -> dict:
+    """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
+    thresholds = load_thresholds(thresholds_file)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         session_attr=session_attr)  # fmt: skip
+    try:
+        return build_capacity(source, thresholds)
+    finally:
+        source.close()
+
+
+CAPACITY_SCHEMA = "dslogs.capacity/1"
+CAPACITY_RULES = ("concurrency_cliff", "oom_at_concurrency")
+
+
+def build_capacity(source, thresholds: dict | None = None) -> dict:
+    """The capacity model of any engine's MetricSource: per process its in-flight levels, the knee,
+    the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
+    thresholds = thresholds or defaults()
+    source = as_source(source)
+    first, last = source.time_bounds()
+    params = parameters(thresholds, bucket_for_span(first, last))
+    metrics = source.run(["capacity_per_level", "time_span"], params)
+    findings, statuses = [], []
+    for rid in CAPACITY_RULES:
+        outcome = RULES[rid](metrics, source.ingest, thresholds)
+        findings += outcome.findings
+        statuses.append({"rule": rid, "status": "fired" if outcome.findings else outcome.status,
+                         "reason": outcome.reason})
+    span = _one(metrics, "time_span")
+    _, columns = SERIES["capacity"]
+    return clean({
+        "schema": CAPACITY_SCHEMA,
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "dslogs_version": __version__,
+        "window": {"since": (source.window or {}).get("since"), "until": (source.window or {}).get("until"),
+                   "first_event": span.get("first_event"), "last_event": span.get("last_event")},
+        "capacity": capacity_block(metrics, thresholds),
+        "findings": findings,
+        "rules": statuses,
+        "series": {"capacity": [{k: r.get(k) for k in columns} for r in metrics["capacity_per_level"]]},
+        "thresholds": thresholds,
+    })
 
 
 def open_source(
@@ -166,6 +223,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "slowest_sessions": list(metrics.get("slowest_sessions", [])),
         "gpus": list(metrics.get("gpu_per_host", [])),
         "processes": list(metrics.get("rss_per_process", [])),
+        "capacity": capacity_block(metrics, thresholds),
         "series_bucket": params.get("bucket", "hour"),
         "series": _series_block(metrics),
         "session_details": group_session_details(metrics.get("session_requests", [])),
@@ -180,6 +238,14 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
 
 
 # -- model parts -------------------------------------------------------------------------------
+
+
+def capacity_block(metrics: dict, thresholds: dict) -> list[dict]:
+    """Per process: its in-flight levels and the capacity model's verdicts (rules/capacity_curve)."""
+    keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "slo_unmet", "oom_level",
+            "mb_per_request",
+            "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
+    return [{k: c.get(k) for k in keep} for c in capacity_curves(metrics, thresholds)]
 
 
 def _one(metrics: dict, name: str) -> dict:
@@ -341,7 +407,7 @@ def group_session_details(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def build_notes(metrics: dict, t: dict) -> list[dict]:
-    """Warnings about the input itself (issue 12 item 5, issue 11 item 4), also printed on stderr."""
+    """Warnings about the input itself, also printed on stderr: a reader must know what the numbers stand on."""
     notes = []
     fut = _one(metrics, "future_events")
     if (fut.get("future_events") or 0) > 0:
@@ -458,6 +524,8 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
     band_fails = bool(band_sessions or leak["processes"])
     band_note = None
     if leak["processes"]:
+        # the row shows the growth that fails it: a process's, when no session's movement is outside
+        deviation = max([deviation or 0.0, *(p.get("settled_rise_mb") or p["rise_mb"] for p in leak["processes"])])
         band_note = (f"reserved memory grew in {len(leak['processes'])} process(es) serving sessions at the same "
                      "time; torch reports it per process, so it is not pinned on sessions (see memory_leak)")
     peaks = [r["util_peak_busy"] for r in metrics.get("gpu_util_while_busy", []) if r.get("util_peak_busy") is not None]
@@ -521,29 +589,6 @@ def clean(obj):
 def report_to_json(model: dict) -> str:
     """The model as JSON text: insertion order kept (stable across runs), no NaN."""
     return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-
-
-def load_report_json(path: Path | str) -> dict:
-    """A report saved with ``analyze --format json``; UsageError if it is not one."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read report: {exc}") from None
-    try:
-        model = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(model, dict):
-        raise UsageError(f"{path}: not a dslogs report (top level is not an object)")
-    if model.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: not a dslogs report (schema {model.get('schema')!r}, expected {SCHEMA!r})")
-    missing = [k for k in REQUIRED_KEYS if k not in model]
-    if missing:
-        raise UsageError(f"{path}: report is missing key(s) {', '.join(missing)}")
-    return model
 
 
 def has_findings_at(model: dict, level: str) -> bool:

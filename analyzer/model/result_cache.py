@@ -1,6 +1,6 @@
 """Reuse of a previous ``analyze``'s report model from the cache file (warm runs).
 
-A warm ``analyze`` over logs the cache already holds used to recompute every metric query, the
+Without it a warm ``analyze`` over logs the cache already holds would recompute every metric query, the
 rules and the model: several times a bare scan of the logs. The model is a pure function of
 
 - the events of this run: the run's cached files (ids, names as shown, sizes, mtimes; a file
@@ -28,7 +28,6 @@ to be computed: a hit never pays for them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import zlib
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from analyzer import __version__
 from analyzer.ingest.columns import sql_literal
+from analyzer.ingest.session_tables import writable_moment
 
 RESULTS_VERSION = 2  # 2: the payload is report_to_json text
 KEEP = 8  # models kept per cache file (a sliding window writes one per run; older ones go)
@@ -177,7 +177,6 @@ def store(db, key: str | None, model: dict, to_json) -> bool:
     global _last
     if key is None:
         return False
-    import duckdb
 
     payload = dict(model)
     payload["generated_at"] = None
@@ -187,13 +186,10 @@ def store(db, key: str | None, model: dict, to_json) -> bool:
     # run at 5 M events went into rendering it twice)
     _last = (model, _filled(text, model, lambda v: to_json(v).rstrip("\n")))
     blob = zlib.compress(text.encode("utf-8", "surrogateescape"), 1)
-    con, quoted = db.con, sql_literal(db.cache_path)
-    con.execute(f"DETACH {_ALIAS}")
-    try:
-        try:
-            con.execute(f"ATTACH {quoted} AS {_ALIAS}")
-        except duckdb.Error:  # another process holds it
+    with writable_moment(db.con, db.cache_path, _ALIAS) as writable:
+        if not writable:
             return False
+        con = db.con
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {_ALIAS}.results "
             "(key VARCHAR PRIMARY KEY, created TIMESTAMPTZ, payload BLOB)"
@@ -206,11 +202,6 @@ def store(db, key: str | None, model: dict, to_json) -> bool:
         con.execute(f"CHECKPOINT {_ALIAS}")
         _remember_pages(model, key, db.cache_path, {})
         return True
-    finally:
-        with contextlib.suppress(duckdb.Error):
-            con.execute(f"DETACH {_ALIAS}")
-        with contextlib.suppress(duckdb.Error):
-            con.execute(f"ATTACH {quoted} AS {_ALIAS} (READ_ONLY)")
 
 
 # -- pages rendered from a model (analyzer/render/page_cache.py keeps them here, by key and variant) --

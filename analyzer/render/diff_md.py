@@ -1,25 +1,12 @@
-"""Render a ``dslogs.diff/1`` model: Markdown (chat, issue, CI log) and one self-contained HTML page
-(``templates/diff.html`` on the report's ``base.html`` and partials, autoescaped, before and after
-charts overlaid)."""
+"""A ``dslogs.diff/1`` model as Markdown (chat, issue, CI log), and the Markdown helpers the weekly
+report shares; the HTML page is ``analyzer.render.diff_html``."""
 
 from __future__ import annotations
 
-from analyzer.core.errors import UsageError
-from analyzer.model.diff import QUANTILES, diff_to_json
+from analyzer.core import format as fmt
+from analyzer.model.diff import QUANTILES
 
 VERDICT_MARK = {"regression": " **▲ regression**", "mix": " (mix)", "improved": " ▼ improved", "too few": " (too few)"}
-
-
-def fmt_value(v, unit: str = "") -> str:
-    """A number as the report prints it, with its unit ("—" when missing)."""
-    from analyzer.render.html import fmt_num
-
-    s = fmt_num(v)
-    return f"{s} {unit}".rstrip() if s != "—" and unit else s
-
-
-def fmt_change_pct(p) -> str:
-    return "—" if p is None else f"{p:+.1f} %"
 
 
 def _ci(c: dict) -> str:
@@ -42,13 +29,13 @@ def _latency_table(rows: list[dict], significance: bool) -> list[str]:
         cells = []
         for q, _ in QUANTILES:
             c = r.get(q) or {}
-            cells.append(f"{fmt_value(c.get('before'))} → {fmt_value(c.get('after'))} ({fmt_change_pct(c.get('change_pct'))}{_ci(c)})"
+            cells.append(f"{fmt.with_unit(c.get('before'))} → {fmt.with_unit(c.get('after'))} ({fmt.signed_pct(c.get('change_pct'))}{_ci(c)})"
                          f"{VERDICT_MARK.get(c.get('verdict'), '')}")
         p95 = r.get("p95") or {}
-        same_mix = (f"p95 mix {fmt_change_pct(p95.get('mix_pct'))}, service {fmt_change_pct(p95.get('service_pct'))}"
+        same_mix = (f"p95 mix {fmt.signed_pct(p95.get('mix_pct'))}, service {fmt.signed_pct(p95.get('service_pct'))}"
                     if p95.get("service_pct") is not None else "—")
         label = f"**{r['label']}**" if r.get("verdict") == "regression" else r["label"]
-        out.append(f"| {label} ({r['unit']}) | {fmt_value(r.get('count_before'))} → {fmt_value(r.get('count_after'))} | "
+        out.append(f"| {label} ({r['unit']}) | {fmt.with_unit(r.get('count_before'))} → {fmt.with_unit(r.get('count_after'))} | "
                    + " | ".join(cells) + f" | {same_mix} |")
     return out
 
@@ -58,9 +45,9 @@ def render_markdown_diff(d: dict) -> str:
     lim = d["regression_threshold_pct"]
     out = ["# dslogs diff", "",
            f"**before**: {md_text(b['label'])} — {md_text(', '.join(b['paths']))} ({b['source']}; "
-           f"{fmt_value(b['requests'])} requests, {md_text(b['first_event'])} – {md_text(b['last_event'])})  ",
+           f"{fmt.with_unit(b['requests'])} requests, {md_text(b['first_event'])} – {md_text(b['last_event'])})  ",
            f"**after**: {md_text(a['label'])} — {md_text(', '.join(a['paths']))} ({a['source']}; "
-           f"{fmt_value(a['requests'])} requests, {md_text(a['first_event'])} – {md_text(a['last_event'])})", "",
+           f"{fmt.with_unit(a['requests'])} requests, {md_text(a['first_event'])} – {md_text(a['last_event'])})", "",
            f"A regression is a significant change worse than {lim:g} % that the request mix does not explain. "
            f"Regressions: **{len(d['regressions'])}**" + (f" ({md_text(', '.join(d['regressions']))})" if d["regressions"] else "") + "."]
     for note in d.get("notes") or []:
@@ -84,16 +71,28 @@ def render_markdown_diff(d: dict) -> str:
         out += ["| | p50 before → after | p95 before → after | rank test p | shifted |", "|---|---:|---:|---:|---|"]
         for r in mix["rows"]:
             p = (r.get("rank_test") or {}).get("p_value")
-            out.append(f"| {r['label']} | {fmt_value(r['before']['p50'])} → {fmt_value(r['after']['p50'])} ({fmt_change_pct(r['change_pct'])}) | "
-                       f"{fmt_value(r['before']['p95'])} → {fmt_value(r['after']['p95'])} ({fmt_change_pct(r.get('p95_change_pct'))}) | "
+            out.append(f"| {r['label']} | {fmt.with_unit(r['before']['p50'])} → {fmt.with_unit(r['after']['p50'])} ({fmt.signed_pct(r['change_pct'])}) | "
+                       f"{fmt.with_unit(r['before']['p95'])} → {fmt.with_unit(r['after']['p95'])} ({fmt.signed_pct(r.get('p95_change_pct'))}) | "
                        f"{'—' if p is None else f'{p:.3g}'} | {'yes' if r['shifted'] else 'no'} |")
         for name, v in mix["params"].items():
             def shares(rows):
-                return ", ".join(f"{fmt_value(x['value'])}: {x['share'] * 100:.1f} %" for x in rows) or "—"
+                return ", ".join(f"{fmt.with_unit(x['value'])}: {x['share'] * 100:.1f} %" for x in rows) or "—"
             out.append(f"\n{name}: before {shares(v['before'])}; after {shares(v['after'])}{' — **changed**' if v['changed'] else ''}")
     out += ["", "## Memory", "", "| | before | after | change |", "|---|---:|---:|---:|"]
     for r in d["memory"]:
-        out.append(f"| {r['label']} | {fmt_value(r['before'], r['unit'])} | {fmt_value(r['after'], r['unit'])} | {fmt_value(r['change'])} |")
+        out.append(f"| {r['label']} | {fmt.with_unit(r['before'], r['unit'])} | {fmt.with_unit(r['after'], r['unit'])} | {fmt.with_unit(r['change'])} |")
+    for c in d.get("capacity") or []:
+        out += ["", f"## Capacity: {md_text(c['host'] or 'unnamed host')}", "",
+                f"knee {fmt.with_unit(c.get('before_knee'))} → {fmt.with_unit(c.get('after_knee'))}; recommended limit "
+                f"{fmt.with_unit(c.get('before_limit'))} → {fmt.with_unit(c.get('after_limit'))}; MiB per request in flight "
+                f"{fmt.with_unit(c.get('before_mb_per_request'))} → {fmt.with_unit(c.get('after_mb_per_request'))}", "",
+                "| in flight | requests | tokens/s | TPOT p95 (ms) | peak reserved (MiB) |", "|---:|---:|---:|---:|---:|"]
+        for r in c["levels"]:
+            b, a = r["before"], r["after"]
+            out.append(f"| {r['level']} | {fmt.with_unit(b['requests'])} → {fmt.with_unit(a['requests'])} | "
+                       f"{fmt.with_unit(b['tokens_per_s'])} → {fmt.with_unit(a['tokens_per_s'])} | "
+                       f"{fmt.with_unit(b['tpot_p95_ms'])} → {fmt.with_unit(a['tpot_p95_ms'])} | "
+                       f"{fmt.with_unit(b['reserved_peak_mb'])} → {fmt.with_unit(a['reserved_peak_mb'])} |")
     if d["errors"]:
         out += ["", "## Errors", "", "| error type | before | after | sample message |", "|---|---:|---:|---|"]
         for e in d["errors"][:12]:
@@ -118,15 +117,3 @@ def md_finding_changes(findings: dict, with_fix: bool = False) -> list[str]:
             if with_fix and kind != "resolved" and f.get("fix"):
                 out.append(f"  - fix: {md_text(f['fix'])}")
     return out
-
-
-def render_diff(d: dict, fmt: str) -> str:
-    if fmt == "json":
-        return diff_to_json(d)
-    if fmt == "md":
-        return render_markdown_diff(d)
-    if fmt == "html":
-        from analyzer.render.diff_html import render_html_diff
-
-        return render_html_diff(d)
-    raise UsageError(f"--format {fmt!r}: expected html, json or md")

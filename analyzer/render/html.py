@@ -28,6 +28,7 @@ from jinja2 import (
 )
 from markupsafe import Markup
 
+from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
@@ -47,6 +48,7 @@ SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
+    ("capacity", "Capacity"),
     ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
@@ -60,34 +62,6 @@ TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "
 
 
 # -- formatting filters ---------------------------------------------------------------------
-
-
-def fmt_num(value, digits: int = 1) -> str:
-    """Readable number: thousands separators, fewer decimals for big values, — for missing."""
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != value:  # NaN should not reach here; show it as missing
-            return "—"
-        if value.is_integer() and abs(value) >= 1 and digits <= 1:
-            return f"{int(value):,}"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if abs(value) < 10 and digits < 2:
-            digits = 2  # small values (R², ratios, MiB/min) need the second decimal
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def fmt_pct(value) -> str:
-    """A 0..1 share as a percentage."""
-    if value is None:
-        return "—"
-    return f"{float(value) * 100:.1f} %"
 
 
 def fmt_ts(value) -> str:
@@ -111,17 +85,6 @@ def fmt_ts_short(value) -> str:
     full = fmt_ts(value)
     m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
     return f"{m.group(1)} {m.group(2)}" if m else full
-
-
-def fmt_bytes(value) -> str:
-    if value is None:
-        return "—"
-    v = float(value)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(v) < 1000 or unit == "TB":
-            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
-        v /= 1000
-    return f"{v:,.1f} TB"
 
 
 def anchor(session_id) -> str:
@@ -217,7 +180,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt_num, unit_for=unit_for, pct=fmt_pct, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt_bytes, anchor=anchor)
+    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -505,6 +468,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "thresholds": _flat_thresholds(model.get("thresholds")),
         "drilldowns": drill,
         "errors": model.get("errors") or [],
+        "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
         "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
@@ -539,6 +503,17 @@ def render_html(model: dict, *, fallback_svg: bool = True, keep: bool = False) -
     return page_cache.fill(parts, model.get("generated_at") or "", bundle)
 
 
+def render_capacity_html(model: dict, fallback_svg: bool = True) -> str:
+    """``dslogs capacity --format html``: the capacity section alone, with its charts."""
+    by_section, specs = prepare_charts(model, fallback_svg=fallback_svg)
+    specs = {k: v for k, v in specs.items() if k.startswith("capacity")}
+    ctx = {"model": model, "generated_at": model.get("generated_at") or "", "version": model.get("dslogs_version") or "",
+           "window": model.get("window") or {}, "capacity": model.get("capacity") or [],
+           "findings": model.get("findings") or [], "charts": {"capacity": by_section.get("capacity", [])},
+           "specs": specs, "time_zone": charts_mod.time_axis(model).label}
+    return render_page("capacity.html", ctx, with_charts=bool(specs))
+
+
 def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | None = None) -> str:
     """Render a page template with the shared assets (bundle, specs, page script, CSP);
     bundle_slot: written where the bundle goes (the CSP still hashes the bundle)."""
@@ -554,5 +529,6 @@ def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | 
 
 
 def write_html(model: dict, path: Path) -> Path:
-    path.write_text(render_html(model), encoding="utf-8")
-    return path
+    from analyzer.core.outfile import write_out
+
+    return write_out(path, render_html(model))

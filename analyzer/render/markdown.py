@@ -7,6 +7,7 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.core import textsafe
 from analyzer.rules.registry import SEVERITIES, unit_for
 
@@ -31,15 +32,10 @@ def _esc(text) -> str:
 
 
 def _num(value, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 100):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return _esc(value)
+    if isinstance(value, (str, bool)):
+        return _esc(value)
+    # Whole from 100 only: a Markdown table keeps "2.0" beside "2.5" in a column.
+    return fmt.number(value, digits, whole_from=100)
 
 
 def _count(n, word: str) -> str:
@@ -54,6 +50,48 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
+
+
+def capacity_markdown(capacity: list[dict]) -> list[str]:
+    """The capacity section (000 §1.3): per process, the recommendation and its levels."""
+    out = ["## Capacity (requests in flight, 000 §1.3)", ""]
+    if not capacity:
+        return out + ["No request with a start and an end: no in-flight levels.", ""]
+    for c in capacity:
+        name = _esc(c.get("host") or "unnamed host") + (f"/{c.get('pid')}" if c.get("pid") is not None else "")
+        out += [f"### {name}", ""]
+        rec = c.get("recommendation")
+        out += [f"**{_text(rec['text'])}**" if rec else f"No recommendation: {_text(c.get('needs') or 'no limit found')}.", ""]
+        seen = lambda v: _num(v) if v is not None else "not seen"  # noqa: E731
+        mem = (f"; {_num(c['mb_per_request'])} MiB reserved per request in flight (R² {_num(c.get('fit_r2'), 2)}), "
+               f"GPU total {_num(c.get('gpu_total_mb'))} MiB") if c.get("mb_per_request") is not None else ""
+        slo = "missed at every level" if c.get("slo_unmet") else (
+            f"crossed at {_num(c['slo_level'])}" if c.get("slo_level") is not None else "met at every level")
+        out += [f"knee {seen(c.get('knee'))}; SLO {slo}; OOM likely from "
+                f"{_num(c['oom_level']) if c.get('oom_level') is not None else 'no level seen'}{mem}.", ""]
+        rows = [[_num(lv.get("level")) + ("*" if lv.get("sparse") else ""), _num(lv.get("requests")),
+                 _num(lv.get("time_s")), _num(lv.get("ttft_p95_ms")), _num(lv.get("tpot_p50_ms")),
+                 _num(lv.get("tpot_p95_ms")), _num(lv.get("e2e_p95_ms")), _num(lv.get("queue_p95_ms")),
+                 _num(lv.get("tokens_per_s")), _num(lv.get("reserved_peak_mb")), _num(lv.get("gpu_util_pct")),
+                 _num(lv.get("oom_requests"))] for lv in c.get("levels") or []]
+        out += _table(["level", "requests", "time s", "TTFT p95", "TPOT p50", "TPOT p95", "e2e p95", "queue p95",
+                       "tokens/s", "peak reserved MiB", "GPU util %", "OOMs"], rows) + [""]
+        if any(lv.get("sparse") for lv in c.get("levels") or []):
+            out += ["\\* sparse level: too few requests to judge (left out of the knee and the SLO check).", ""]
+    return out
+
+
+def render_capacity_markdown(model: dict) -> str:
+    """``dslogs capacity --format md``."""
+    w = model.get("window") or {}
+    out = ["# dslogs capacity", "", f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}.", ""]
+    for f in model.get("findings") or []:
+        out += [f"- **{_text(f.get('rule'))}** ({_text(f.get('severity'))}): {_esc(f.get('message'))}",
+                f"  - fix: {_text(f.get('fix'))}"]
+    if model.get("findings"):
+        out.append("")
+    out += capacity_markdown(model.get("capacity") or [])
+    return "\n".join(out).rstrip() + "\n"
 
 
 def render_markdown(model: dict) -> str:
@@ -162,6 +200,8 @@ def render_markdown(model: dict) -> str:
     if req.get("tpot_is_upper_bound"):
         extra.append("TPOT from legacy logs is an upper bound (inference_ms / output_len)")
     out += ["; ".join(extra) + ".", ""]
+
+    out += capacity_markdown(model.get("capacity") or [])
 
     sessions = [s for s in model.get("sessions") or [] if s.get("findings")][:20]
     if sessions:

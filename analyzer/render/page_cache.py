@@ -2,7 +2,7 @@
 
 A warm ``analyze --format json`` prints the model text the cache holds (analyzer/model/result_cache.py);
 rendering the HTML page from that model again cost as much as the analysis (charts, templates,
-importing jinja2), so a warm HTML report took 1.6-1.8x the JSON one (issue 16 item 1).
+importing jinja2), so without it a warm HTML report would cost what a cold one does.
 
 The page is a pure function of the model, the templates (``templates/*``), the Vega bundle, the
 code (``analyzer/*.py``, already in the result key) and jinja2/markupsafe. Of the model the page

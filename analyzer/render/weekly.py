@@ -14,11 +14,14 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.textsafe import visible
 from analyzer.core.thresholds import WEEK_MIN_COVERAGE
-from analyzer.render.diff_md import fmt_change_pct, fmt_value, md_finding_changes, md_text
+from analyzer.core.time import parse_iso
+from analyzer.core.time import zone as tz_zone
+from analyzer.render.diff_md import md_finding_changes, md_text
 
 REGRESSION_PCT = 20.0
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
@@ -79,13 +82,6 @@ def default_week(last_day: date) -> tuple[int, int]:
     return previous_week(year, week)
 
 
-def resolve_tz(tz: str | None):
-    if not tz:
-        return datetime.now().astimezone().tzinfo
-    try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"--tz {tz!r}: unknown time zone") from None
 
 
 def newest_log_day(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> date:
@@ -119,7 +115,7 @@ def event_days(paths: list[str], tz: str | None, engine: str = "duckdb", master:
     first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
     if first is None or last is None:
         return []
-    zone = resolve_tz(tz)
+    zone = tz_zone(tz)
     d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
     days = []
     while d <= end:
@@ -303,7 +299,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
     newest day's own week so far is shown instead (fresh logs, started this week)."""
     from analyzer.model.report import analyze_logs
 
-    zone = resolve_tz(tz)
+    zone = tz_zone(tz)
     last_day = None if week else newest_log_day(paths, tz, engine, master)
     target = parse_week(week) if week else default_week(last_day)
     prev_start, prev_end = week_bounds(*previous_week(*target), zone)
@@ -346,7 +342,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
 
 def _stamp(text) -> datetime | None:
     try:
-        stamp = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        stamp = parse_iso(str(text))
     except ValueError:
         return None
     return stamp if stamp.tzinfo else None
@@ -356,19 +352,14 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
     """A saved report model standing for the week [start, end): it must be a dslogs report whose
     events all lie in that week (a model of another week would make every number a false
     regression)."""
-    import json
+    from analyzer.model.load import check_model, parse_json
 
-    from analyzer.model.report import SCHEMA
-
-    try:
-        model = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--previous {path}: cannot read ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--previous {path}: not JSON ({exc})") from None
-    if not isinstance(model, dict) or model.get("schema") != SCHEMA:
-        raise UsageError(f"--previous {path}: not a dslogs report model (schema {SCHEMA}); "
+    label = f"--previous {visible(str(path))}"
+    model = parse_json(path, label)
+    if not isinstance(model, dict) or "schema" not in model:
+        raise UsageError(f"{label}: not a dslogs report model; "
                          "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
+    check_model(model, "report", label)
     window = model.get("window") or {}
     first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
     if first is not None and last is not None and (first < start or last >= end):
@@ -400,16 +391,16 @@ def render_markdown_weekly(model: dict) -> str:
     out += ["## Traffic and errors", "", f"| | {model['week']} | {model['previous_week']} | change |", "|---|---:|---:|---:|"]
     for r in model["traffic"]:
         flag = " **regression**" if r["verdict"] == "regression" else ""
-        this_v = f"{r['this'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["this"] is not None else fmt_value(r["this"])
-        prev_v = f"{r['previous'] * 100:.1f} %" if r["key"] in ("error_rate", "goodput") and r["previous"] is not None else fmt_value(r["previous"])
-        out.append(f"| {r['label']} | {this_v} | {prev_v} | {fmt_change_pct(r['change_pct'])}{flag} |")
+        this_v = fmt.share(r["this"]) if r["key"] in ("error_rate", "goodput") else fmt.with_unit(r["this"])
+        prev_v = fmt.share(r["previous"]) if r["key"] in ("error_rate", "goodput") else fmt.with_unit(r["previous"])
+        out.append(f"| {r['label']} | {this_v} | {prev_v} | {fmt.signed_pct(r['change_pct'])}{flag} |")
     out += ["", f"## Stage latency ({model['regressions']} regressions)", "",
             "| stage | p50 ms | prev | change | p95 ms | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in model["stages"]:
         cells = []
         for q in ("p50", "p95"):
             mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
-            cells += [fmt_value(r[f"{q}_ms"]), fmt_value(r[f"{q}_ms_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
+            cells += [fmt.with_unit(r[f"{q}_ms"]), fmt.with_unit(r[f"{q}_ms_prev"]), fmt.signed_pct(r[f"{q}_change_pct"]) + mark]
         out.append(f"| {'**' + str(r['stage']) + '**' if r['regression'] else r['stage']} | " + " | ".join(cells) + " |")
     if model["request_metrics"]:
         out += ["", "## Requests", "", "| metric | p50 | prev | change | p95 | prev | change |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -417,43 +408,19 @@ def render_markdown_weekly(model: dict) -> str:
             cells = []
             for q in ("p50", "p95"):
                 mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
-                cells += [fmt_value(r[q]), fmt_value(r[f"{q}_prev"]), fmt_change_pct(r[f"{q}_change_pct"]) + mark]
+                cells += [fmt.with_unit(r[q]), fmt.with_unit(r[f"{q}_prev"]), fmt.signed_pct(r[f"{q}_change_pct"]) + mark]
             out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
     out += md_finding_changes(model["findings"], with_fix=True)
     return "\n".join(out) + "\n"
 
 
 def weekly_chart_svg(model: dict) -> str | None:
-    """Static dumbbell SVG of p95 per stage, last week → this week (no JavaScript needed)."""
-    import altair as alt
-
-    from analyzer.core.textsafe import visible
+    """Static SVG of the weekly page's chart (no JavaScript needed)."""
     from analyzer.render.charts import specs as charts
     from analyzer.render.html import chart_svg, stable_svg_ids
 
-    # stage names come from the logs: vl-convert aborts on control characters (textsafe)
-    rows = [{"stage": visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
-             "change": "regression" if r["p95_verdict"] == "regression" else
-                       "improved" if r["p95_verdict"] == "improved" else "steady"}
-            for r in model["stages"][:12]
-            if (r.get("p95_ms") or 0) > 0 and (r.get("p95_ms_prev") or 0) > 0]
-    if not rows:
-        return None
-    order = [r["stage"] for r in rows]
-    base = alt.Chart(alt.Data(values=rows)).encode(y=alt.Y("stage:N", title=None, sort=order))
-    x = alt.X("prev:Q", title="p95 ms (log scale)", scale=alt.Scale(type="log", nice=False, padding=12))
-    change_color = alt.Color("change:N", title="p95 change", scale=alt.Scale(
-        domain=["regression", "steady", "improved"], range=["#b42318", "#98a2b3", "#067647"]),
-        legend=alt.Legend(orient="top"))
-    chart = alt.layer(
-        base.mark_rule(strokeWidth=3, opacity=0.6).encode(x=x, x2="this:Q", color=change_color),
-        base.mark_point(filled=True, size=60, color="#98a2b3").encode(x=x),
-        base.mark_point(filled=True, size=80).encode(x=alt.X("this:Q"), color=change_color),
-    ).properties(width=620, height=alt.Step(24))
-    sub = f"grey dot {model['previous_week']}, coloured dot {model['week']}"
-    spec = chart.properties(title=alt.TitleParams(text="p95 per stage", subtitle=sub)).to_dict()
-    spec["config"] = charts.CONFIG
-    svg = chart_svg(spec)
+    made = charts.page_charts("weekly", model)
+    svg = chart_svg(made[0].spec) if made else None
     return stable_svg_ids(svg, "svg-weekly") if svg else None
 
 

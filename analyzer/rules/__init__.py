@@ -1,4 +1,4 @@
-"""Diagnosis rules (DESIGN.md §6): one function per rule id, over the metric tables only.
+"""Diagnosis rules: one function per rule id, over the metric tables only.
 
 Each rule function takes ``(metrics, ingest, thresholds)`` and returns a ``RuleOutcome``:
 ``status`` is ``fired``, ``pass`` or ``no_data`` (its inputs are missing, e.g. legacy logs have
@@ -26,16 +26,16 @@ from analyzer.rules.registry import (
 
 # One module per area; importing one registers its rules. Rules are evaluated, and findings and
 # the model's rule rows listed, in registration order: this order.
-AREAS = ("memory", "decode", "params", "latency", "hosts", "collector")
+AREAS = ("memory", "decode", "params", "latency", "hosts", "collector", "capacity")
 for _area in AREAS:
     import_module(f"{__name__}.{_area}")
 
-# Derived from the registrations above (@rule), in registration order = DESIGN.md §6 order.
+# Derived from the registrations above (@rule), in registration order (the order findings and docs/rules.md list them in).
 RULES: dict[str, Callable] = {rid: spec.fn for rid, spec in RULE_SPECS.items()}
 RULE_IDS: tuple[str, ...] = tuple(RULE_SPECS)
 # rule id -> (default severity, seed source, fix)
 RULE_INFO: dict[str, tuple[str, str, str]] = {rid: (s.severity, s.source, s.fix) for rid, s in RULE_SPECS.items()}
-# Rules that judge the GPU: hosts without one (cpu_only_hosts) get no verdict from them (issue 12).
+# Rules that judge the GPU: hosts without one (cpu_only_hosts) get no verdict from them.
 GPU_RULES: tuple[str, ...] = tuple(rid for rid, spec in RULE_SPECS.items() if spec.gpu)
 # The tables GPU rules read lose the rows of CPU-only hosts; host_devices, which says which hosts
 # those are, stays whole.

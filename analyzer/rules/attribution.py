@@ -13,7 +13,8 @@ from analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
 # -- memory ------------------------------------------------------------------------------------
 
 
-def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[str, tuple[float, int]]:
+def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
+                     min_requests: int = 1) -> dict[str, tuple[float, int]]:
     """session -> (memory its requests keep per request, requests) from per-request deltas.
 
     torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
@@ -35,19 +36,17 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
     coefs_of: list[list[int] | None] = []  # unknown -> its coefficient in each (None: all 1)
     deltas: list[float] = []  # equation -> the request's delta
     own: dict[str, int] = {}  # session -> its requests with a delta, in order of first request
-    for r in rows:
-        delta = r.get(key)
-        sid = r.get("session_id")
-        if delta is None or sid is None:
-            continue
+    step_key = key.replace("_delta_", "_step_")
+    groups: dict[tuple, list] = {}  # (host, pid, step group) -> [sum of steps, {session: requests}]
+    stepped: list[tuple] = []  # (session, its step group or None: judged by its delta) per request, in row order
+    any_step = False
+    bound_key = key.replace("_delta_", "_kept_bound_")
+    bounds: dict[tuple, float] = {}  # (host, pid) -> the most its process can have kept
+    proc_of: dict[str, tuple] = {}  # session judged by steps -> its process
+
+    def equation(value: float, coef: dict) -> None:
         k = len(deltas)
-        deltas.append(float(delta))
-        own[sid] = own.get(sid, 0) + 1
-        coef = {sid: 1}
-        for other in r.get("ended_during") or []:
-            coef[other] = coef.get(other, 0) + 1
-        if r.get("transient_coef"):
-            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        deltas.append(value)
         for u, c in coef.items():
             j = number.get(u)
             if j is None:
@@ -56,6 +55,39 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
                 coefs_of.append([])
             eqs_of[j].append(k)
             coefs_of[j].append(c)
+
+    for r in rows:
+        delta = r.get(key)
+        sid = r.get("session_id")
+        if delta is None or sid is None:
+            continue
+        own[sid] = own.get(sid, 0) + 1
+        step = r.get(step_key)
+        if step is not None:
+            g = groups.get((r.get("host"), r.get("pid"), r["step_group"]))
+            if g is None:
+                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}, 0, ("transient", r.get("host"), r.get("pid"))]
+            g[0] += float(step)
+            g[1][sid] = g[1].get(sid, 0) + 1
+            g[2] += r.get("step_transient_coef") or 0
+            stepped.append((sid, g))
+            any_step = True
+            proc = (r.get("host"), r.get("pid"))
+            proc_of[sid] = proc
+            if r.get(bound_key) is not None:
+                bounds[proc] = float(r[bound_key])
+            continue
+        coef = {sid: 1}
+        for other in r.get("ended_during") or []:
+            coef[other] = coef.get(other, 0) + 1
+        if r.get("transient_coef"):
+            coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        equation(float(delta), coef)
+        stepped.append((sid, None))
+    # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
+    # its requests, whatever the order their leaks and readings took within it.
+    for total, members, transient, unknown in groups.values():
+        equation(total, {**members, unknown: transient} if transient else members)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
     for j, cs in enumerate(coefs_of):
@@ -93,7 +125,74 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40) -> dict[s
                 moved = max(moved, abs(step))
         if moved < 0.01:
             break
-    return {sid: (rate[number[sid]], n) for sid, n in own.items()}
+    rates = {sid: rate[number[sid]] for sid in own}
+    if not any_step:
+        return {sid: (rates[sid], n) for sid, n in own.items()}
+    transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)}
+    kept = _per_request(rates, transient, stepped)
+    out = {}
+    for sid, n in own.items():
+        xs = kept[sid]
+        # from the first request that kept at least half the most one of them kept (a cache that
+        # fills from some turn on keeps that much per request from then on), when that leaves
+        # ``min_requests`` to judge by
+        top = max(xs)
+        first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
+        since = xs[first:] if n - first >= min_requests else xs
+        out[sid] = (sum(since) / len(since), len(since))
+    return _within_bounds(out, proc_of, bounds)
+
+
+def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
+                   bounds: dict[tuple, float]) -> dict[str, tuple[float, int]]:
+    """The sessions of a process cannot have kept more, together, than the process did (its last
+    reading minus its lowest): taken from the most kept down, a session keeps what is left of
+    that. Steps hold the working memory of requests that allocate after others' readings and
+    release before theirs (a large transient under concurrency moves a step by its whole size,
+    up for one request and down for another); the bound holds none of it once released."""
+    by_proc: dict[tuple, list[str]] = {}
+    for sid, proc in proc_of.items():
+        by_proc.setdefault(proc, []).append(sid)
+    for proc, sids in by_proc.items():
+        left = bounds.get(proc)
+        if left is None:
+            continue
+        for sid in sorted(sids, key=lambda s: (-out[s][0] * out[s][1], s)):
+            rate, n = out[sid]
+            if rate <= 0:
+                continue
+            kept = min(rate * n, max(left, 0.0))
+            left -= kept
+            out[sid] = (kept / n, n)
+    return out
+
+
+def _per_request(rates: dict[str, float], transient: dict[tuple, float], stepped: list[tuple],
+                 rounds: int = 5) -> dict[str, list[float]]:
+    """What each request kept, per session in row order: a group of one request kept its step
+    (less the working memory the fit puts in it); a group of several shares that among its
+    requests in proportion to their sessions' rates (equally when none is positive), the rates
+    then set again from the shares (``rates`` is updated); a request judged by its delta kept its
+    session's rate. A session that keeps memory only from some turn on keeps its real total: one
+    rate per session fitted by least squares lets the turns that kept nothing and the groups it
+    shares with another leaking session pull it down."""
+    kept: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        kept = {}
+        for sid, group in stepped:
+            if group is None:
+                kept.setdefault(sid, []).append(rates[sid])
+                continue
+            total, members, coef, unknown = group
+            weight = sum(max(rates[m], 0.0) * c for m, c in members.items())
+            share = max(rates[sid], 0.0) / weight if weight > 0 else 1.0 / sum(members.values())
+            kept.setdefault(sid, []).append((total - coef * transient.get(unknown, 0.0)) * share)
+        new = {sid: sum(xs) / len(xs) for sid, xs in kept.items()}
+        moved = max(abs(new[sid] - rates[sid]) for sid in new)
+        rates.update(new)
+        if moved < 0.01:
+            break
+    return kept
 
 
 def _process_key(r: dict) -> tuple:
@@ -113,7 +212,7 @@ class _Group:
     """The sessions of one process that memory_leak judges by reserved_mb snapshots: the first and
     last times of each (in table order; None or "" when untimed), and the verdicts of the flagged
     ones with their places among them. Only a flagged session keeps a verdict: the others are two
-    times each, what counting the sessions active at once needs (issue 16 item 4)."""
+    times each, what counting the sessions active at once needs."""
 
     __slots__ = ("firsts", "lasts", "flagged", "at")
 
@@ -220,7 +319,7 @@ class _Overlaps(_GroupOverlaps):
 class _Verdict:
     """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
     ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
-    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory (issue 16 item 4)."""
+    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory."""
 
     __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
                  "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
@@ -252,7 +351,7 @@ class SessionVerdicts:
     only the flagged ones (and those a process-scoped finding took over, ``process_scoped``) keep
     a ``_Verdict``, which ``values()``, ``[sid]`` and ``get`` read; ``max_rise`` is the largest
     movement of any session (the checklist's reserved_band value). A healthy session is a count
-    and a running maximum, not an object: 436 k sessions at 20 M events (issue 16 item 4)."""
+    and a running maximum, not an object: there are hundreds of thousands of sessions in big logs."""
 
     __slots__ = ("kept", "checked", "max_rise")
 
@@ -290,6 +389,19 @@ def largest_rise(sessions) -> float | None:
     return max((v["rise_mb"] for v in sessions.values()), default=None)
 
 
+def _beyond_load(p: dict, th: dict) -> bool:
+    """Leak or load (000 §1.3): is a process's reserved growth more than its requests in flight
+    explain? At the in-flight levels seen in both halves of its run, the later half reserved more
+    than the earlier half did at that level or any higher one (steady_rise_mb, memory_per_process);
+    with no level in both halves (a ramp), growth under a higher peak of requests in flight is
+    load. Without in-flight counts: not known, so the growth counts."""
+    steady = p.get("steady_rise_mb")
+    if steady is not None:
+        return steady > th["rise_mb"] / 2
+    first, second = p.get("inflight_max_first"), p.get("inflight_max_second")
+    return first is None or second is None or second <= first
+
+
 def memory_leak_verdicts(m: dict, t: dict) -> dict:
     """Per-session reserved/allocated movement and the memory_leak verdict, shared by the rule and
     the checklist's reserved_band row so that they agree on every session.
@@ -307,9 +419,9 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     th = t["memory_leak"]
     min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
     cpu = cpu_only_hosts(m)
-    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    # a view read twice at most, not a copy (one row per request: kept in DuckDB when large)
     deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
-    rates = attribute_deltas(deltas, "gpu_delta_mb")
+    rates = attribute_deltas(deltas, "gpu_delta_mb", min_requests=min_samples)
     sessions = SessionVerdicts()
     kept = sessions.kept
     for sid, (rate, n) in rates.items():
@@ -327,7 +439,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
             if v is not None:
                 v.update(host=r.get("host"), pid=r.get("pid"))
     by_delta = list(kept.values())
-    # read once as a stream (the table may hold 400 k+ sessions, issue 16 item 4); a session judged
+    # read once as a stream (the table may hold hundreds of thousands of sessions); a session judged
     # by its snapshots keeps its two times in its process's group, a verdict only when flagged
     by_proc: dict[tuple, _Group] = {}
     for r in m.get("memory_per_session", []):
@@ -393,11 +505,14 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         # peak of load is the allocator caching, a leak goes on
         mid = p.get("reserved_mid_mb")
         growing = mid is not None and min(mid - p["reserved_settled_mb"], p["reserved_last_mb"] - mid) > th["rise_mb"] / 2
+        if growing and not _beyond_load(p, th):
+            continue  # memory that follows requests in flight: capacity (capacity_per_level), not a leak
         if growing and rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
             processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
                               "inflight_max": p.get("inflight_max"),
                               "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),
                               "settled_rise_mb": rise, "unexplained_mb": rest,
+                              "steady_rise_mb": p.get("steady_rise_mb"),
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
     return {"sessions": sessions, "processes": processes}

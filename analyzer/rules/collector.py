@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from analyzer.rules.registry import RuleOutcome, _fmt, _host_findings, _plural, finding, rule
+from analyzer.core import format as fmt
+from analyzer.rules.registry import RuleOutcome, _host_findings, _plural, finding, rule
 
 
 @rule(
@@ -37,7 +38,7 @@ def rule_log_volume(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "log_volume", hit, value_key="peak_bytes_per_s", threshold=th, unit="bytes/s",
         message_of=lambda r: (
-            f"{r.get('host') or 'the unnamed host'} wrote {_fmt(r['peak_bytes_per_s'] / 1e6, 2)} MB/s of logs "
+            f"{r.get('host') or 'the unnamed host'} wrote {fmt.prose(r['peak_bytes_per_s'] / 1e6, 2)} MB/s of logs "
             f"at its peak ({when(r)})"
         ),
         section="collector", chart="log_volume",
@@ -67,7 +68,7 @@ def rule_collector_drops(m, ingest, t) -> RuleOutcome:
         return RuleOutcome("collector_drops", "pass", f"{_plural(len(rows), 'host')} checked")
     findings = _host_findings(
         "collector_drops", hit, value_key="dropped", threshold=th, unit="events",
-        message_of=lambda r: f"the collector on {r.get('host') or 'an unnamed host'} dropped {_fmt(r['dropped'])} events",
+        message_of=lambda r: f"the collector on {r.get('host') or 'an unnamed host'} dropped {fmt.prose(r['dropped'])} events",
         section="collector", chart=None, detail_keys=("dropped", "written", "queued", "processes"),
     )
     return RuleOutcome("collector_drops", "fired", _plural(len(hit), "host"), findings)

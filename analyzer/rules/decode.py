@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.registry import (
     MAX_DETAIL_ROWS,
     RuleOutcome,
-    _fmt,
     _plural,
     _scanned,
     _session_rule,
@@ -45,7 +45,7 @@ def rule_gpu_wait(m, ingest, t, scanned=None) -> RuleOutcome:
     return _session_rule(
         "gpu_wait", (), fires, lambda r: r["gpu_wait_pct_p50"], scanned=scanned,
         threshold=th, unit="%",
-        describe=lambda n, v: f"median gpu_wait_pct up to {_fmt(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
+        describe=lambda n, v: f"median gpu_wait_pct up to {fmt.prose(v)} % (CPU waiting on the GPU) in {_plural(n, 'session')}",
         section="gpu", chart="gpu_wait_hist",
         detail_keys=("gpu_wait_pct_p50", "gpu_wait_pct_p90", "count"),
         no_data_reason="no request measured gpu_wait_pct",
@@ -83,7 +83,7 @@ def rule_cpu_bound(m, ingest, t, scanned=None) -> RuleOutcome:
         "cpu_bound", (), fires, lambda r: r["tpot_p50_ms"], scanned=scanned,
         threshold=th["tpot_ms"], unit="ms/token",
         describe=lambda n, v: (
-            f"GPU under {_fmt(th['gpu_util_pct'])} % busy while decode takes up to {_fmt(v)} ms/token "
+            f"GPU under {fmt.prose(th['gpu_util_pct'])} % busy while decode takes up to {fmt.prose(v)} ms/token "
             f"in {_plural(n, 'session')}"
         ),
         section="gpu", chart="gpu_timeline",
@@ -155,12 +155,12 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     if by_kv:
         longest = max((r.get("kv_seq_len_max") or 0) for r in by_kv)
         largest = max((r.get("kv_cache_size_max_mb") or 0) for r in by_kv)
-        size = f", {_fmt(largest)} MiB" if largest > th["kv_cache_size_mb"] else ""
-        parts.append(f"KV cache past {_fmt(th['kv_seq_len'])} tokens or {_fmt(th['kv_cache_size_mb'])} MiB "
-                     f"(up to {_fmt(longest)} tokens{size}) in {_plural(len(by_kv), 'session')}")
+        size = f", {fmt.prose(largest)} MiB" if largest > th["kv_cache_size_mb"] else ""
+        parts.append(f"KV cache past {fmt.prose(th['kv_seq_len'])} tokens or {fmt.prose(th['kv_cache_size_mb'])} MiB "
+                     f"(up to {fmt.prose(longest)} tokens{size}) in {_plural(len(by_kv), 'session')}")
     if by_prefill:
         ratio = max(r["prefill_growth_ratio"] for r in by_prefill)
-        parts.append(f"prefill climbs with turns (last turn up to {_fmt(ratio)}× the first) in "
+        parts.append(f"prefill climbs with turns (last turn up to {fmt.prose(ratio)}× the first) in "
                      f"{_plural(len(by_prefill), 'session')} without kv_seq_len logged")
     # The card's value, chart and section follow the evidence: a logged KV length is drawn in
     # the KV growth chart; prefill growth alone shows only in the prefill-by-turn chart.

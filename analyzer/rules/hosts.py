@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.attribution import attribute_deltas
 from analyzer.rules.registry import (
     MAX_DETAIL_ROWS,
     RuleOutcome,
-    _fmt,
     _host_findings,
     _plural,
     finding,
@@ -50,7 +50,7 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "low_gpu_util", hit, value_key="util_peak", threshold=th, unit="%",
         message_of=lambda r: (
-            f"{r['host'] or 'the unnamed host'}: GPU utilisation never exceeds {_fmt(r['util_peak'])} % "
+            f"{r['host'] or 'the unnamed host'}: GPU utilisation never exceeds {fmt.prose(r['util_peak'])} % "
             "while requests run"
         ),
         section="gpu", chart="gpu_timeline", detail_keys=("util_peak", "samples", "source"),
@@ -84,8 +84,8 @@ def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     findings = _host_findings(
         "gpu_starved", hit, value_key="starved_share", threshold=th["min_time_share"], unit="share of time",
         message_of=lambda r: (
-            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: {_fmt(100 * r['starved_share'])} % of the time "
-            f"util < {_fmt(th['util_pct'])} % with memory > {_fmt(100 * th['mem_used_share'])} % used"
+            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: {fmt.prose(100 * r['starved_share'])} % of the time "
+            f"util < {fmt.prose(th['util_pct'])} % with memory > {fmt.prose(100 * th['mem_used_share'])} % used"
         ),
         section="gpu", chart="gpu_timeline",
         detail_keys=("gpu_index", "starved_s", "sampled_s", "starved_samples", "util_p50", "mem_used_share_p50",
@@ -113,15 +113,15 @@ def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     rows = [r for r in m.get("gpu_memory_swing", []) if (r.get("pairs") or 0) > 0]
     if not rows:
         return RuleOutcome("memory_thrash", "no_data",
-                           f"no consecutive gpu_sample pairs with memory used ≤ {_fmt(th['max_gap_s'])} s apart")
+                           f"no consecutive gpu_sample pairs with memory used ≤ {fmt.prose(th['max_gap_s'])} s apart")
     hit = [r for r in rows if (r.get("thrash_pairs") or 0) >= th["min_pairs"]]
     if not hit:
         return RuleOutcome("memory_thrash", "pass", f"{_plural(len(rows), 'GPU')} checked")
     findings = _host_findings(
         "memory_thrash", hit, value_key="swing_max_busy_mb_per_s", threshold=th["swing_mb_per_s"], unit="MiB/s",
         message_of=lambda r: (
-            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: memory used swings up to {_fmt(r['swing_max_busy_mb_per_s'])} MiB/s "
-            f"while util > {_fmt(th['util_pct'])} % ({_plural(r['thrash_pairs'], 'time')})"
+            f"{r['host'] or 'the unnamed host'} GPU {r.get('gpu_index')}: memory used swings up to {fmt.prose(r['swing_max_busy_mb_per_s'])} MiB/s "
+            f"while util > {fmt.prose(th['util_pct'])} % ({_plural(r['thrash_pairs'], 'time')})"
         ),
         section="gpu", chart="gpu_timeline",
         detail_keys=("gpu_index", "thrash_pairs", "busy_pairs", "pairs", "swing_max_busy_mb_per_s", "interval_p50_s"),
@@ -145,7 +145,7 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
             for r in m.get("rss_per_process", []) if (r.get("samples") or 0) >= th["min_samples"]]
-    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb")
+    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb", min_requests=th["min_samples"])
     if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
     leaking = {sid: (rate, n) for sid, (rate, n) in rates.items()
@@ -163,8 +163,8 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     if leaky:
         findings.append(finding(
             "rss_growth", scope="session", value=leaky[0]["rss_kept_mb"], threshold=th["rise_mb"], unit="MiB",
-            message=(f"host memory (RSS) kept by their own requests: up to {_fmt(leaky[0]['rss_kept_mb'])} MiB "
-                     f"({_fmt(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
+            message=(f"host memory (RSS) kept by their own requests: up to {fmt.prose(leaky[0]['rss_kept_mb'])} MiB "
+                     f"({fmt.prose(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
             section="memory", chart=None, details={"sessions": leaky[:MAX_DETAIL_ROWS]},
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
@@ -184,9 +184,9 @@ def rule_rss_growth(m, ingest, t) -> RuleOutcome:
     findings += _host_findings(
         "rss_growth", hit, value_key="rise_mb", threshold=th["rise_mb"], unit="MiB", scope="process",
         message_of=lambda r: (
-            f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {_fmt(r['rise_mb'])} MiB "
-            f"({_fmt(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {_fmt(r.get('rss_r2'), 2)}"
-            + (f"; in steps, {_fmt(r.get('rss_held_rise_mb'))} MiB held" if r["shape"] == "steps" else "")
+            f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {fmt.prose(r['rise_mb'])} MiB "
+            f"({fmt.prose(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {fmt.prose(r.get('rss_r2'), 2)}"
+            + (f"; in steps, {fmt.prose(r.get('rss_held_rise_mb'))} MiB held" if r["shape"] == "steps" else "")
             + ("; no session stands out" if rates else "") + ")"
         ),
         section="memory", chart=None,

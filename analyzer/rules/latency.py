@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.registry import (
     RuleOutcome,
-    _fmt,
     _plural,
     _scanned,
     _session_rule,
@@ -25,13 +25,13 @@ def _p50_rule(rule, row, threshold, *, what, section, chart, no_data_reason, sev
         return RuleOutcome(rule, "no_data", no_data_reason)
     p50 = row.get("p50_ms", row.get("p50"))
     if p50 <= threshold:
-        return RuleOutcome(rule, "pass", f"p50 {_fmt(p50)} ms ≤ {_fmt(threshold)} ms over {row['count']}")
+        return RuleOutcome(rule, "pass", f"p50 {fmt.prose(p50)} ms ≤ {fmt.prose(threshold)} ms over {row['count']}")
     f = finding(
         rule, scope="global", value=p50, threshold=threshold, unit="ms",
-        message=f"{what} p50 is {_fmt(p50)} ms (> {_fmt(threshold)} ms) over {_plural(row['count'], 'measurement')}",
+        message=f"{what} p50 is {fmt.prose(p50)} ms (> {fmt.prose(threshold)} ms) over {_plural(row['count'], 'measurement')}",
         section=section, chart=chart, details={k: v for k, v in row.items()}, severity=severity,
     )
-    return RuleOutcome(rule, "fired", f"p50 {_fmt(p50)} ms", [f])
+    return RuleOutcome(rule, "fired", f"p50 {fmt.prose(p50)} ms", [f])
 
 
 @rule(
@@ -112,7 +112,7 @@ def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
     outcome = _session_rule(
         "slow_decode", (), fires, lambda r: r["tpot_p50_ms"], scanned=scanned,
         threshold=th, unit="ms/token",
-        describe=lambda n, v: f"median time per output token up to {_fmt(v)} ms in {_plural(n, 'session')}",
+        describe=lambda n, v: f"median time per output token up to {fmt.prose(v)} ms in {_plural(n, 'session')}",
         section="latency", chart="latency_hist",
         detail_keys=("tpot_p50_ms", "tpot_max_ms", "gpu_util_pct_p50", "tpot_upper_bound_count"),
         no_data_reason="no request with a tpot (decode or inference timing and output_len)",
@@ -122,12 +122,12 @@ def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
         bound = " (upper bound: legacy inference_ms / output_len)" if overall.get("upper_bound_count") else ""
         outcome.findings.append(finding(
             "slow_decode", scope="global", value=overall["p50"], threshold=th, unit="ms/token",
-            message=f"median time per output token is {_fmt(overall['p50'])} ms over all requests{bound}",
+            message=f"median time per output token is {fmt.prose(overall['p50'])} ms over all requests{bound}",
             section="latency", chart="latency_hist",
             details={k: overall.get(k) for k in ("count", "p50", "p90", "p99", "upper_bound_count")},
         ))
         session_part = outcome.reason + "; " if outcome.status == "fired" else ""
-        outcome.reason = f"{session_part}global p50 {_fmt(overall['p50'])} ms"
+        outcome.reason = f"{session_part}global p50 {fmt.prose(overall['p50'])} ms"
         outcome.status = "fired"
     return outcome
 
@@ -174,14 +174,14 @@ def rule_queue_wait(m, ingest, t) -> RuleOutcome:
         return RuleOutcome("queue_wait", "no_data", "no queue timing")
     p95 = row["p95_ms"]
     if p95 <= th:
-        return RuleOutcome("queue_wait", "pass", f"p95 {_fmt(p95)} ms ≤ {_fmt(th)} ms over {row['count']}")
+        return RuleOutcome("queue_wait", "pass", f"p95 {fmt.prose(p95)} ms ≤ {fmt.prose(th)} ms over {row['count']}")
     f = finding(
         "queue_wait", scope="global", value=p95, threshold=th, unit="ms",
-        message=f"queue wait p95 is {_fmt(p95)} ms (> {_fmt(th)} ms) over "
+        message=f"queue wait p95 is {fmt.prose(p95)} ms (> {fmt.prose(th)} ms) over "
                 f"{_plural(row['count'], 'request')}: the server is overloaded part of the time",
         section="latency", chart="stage_latency_by_hour", details=dict(row),
     )  # fmt: skip
-    return RuleOutcome("queue_wait", "fired", f"p95 {_fmt(p95)} ms", [f])
+    return RuleOutcome("queue_wait", "fired", f"p95 {fmt.prose(p95)} ms", [f])
 
 
 @rule(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.attribution import _proc_name, memory_leak_verdicts
 from analyzer.rules.registry import (
     MAX_DETAIL_ROWS,
     RuleOutcome,
-    _fmt,
     _host_findings,
     _plural,
     _scan,
@@ -15,10 +15,6 @@ from analyzer.rules.registry import (
     finding,
     rule,
 )
-
-
-def _mib(x: float) -> str:
-    return f"{x / 1024:.1f} GiB" if abs(x) >= 1024 else f"{_fmt(x)} MiB"
 
 
 @rule(
@@ -52,14 +48,14 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
         by_delta = [v for v in hit if v["basis"] == "request deltas"]
         parts = []
         if by_delta:
-            parts.append(f"requests keep up to {_fmt(max(v['leak_per_request_mb'] for v in by_delta))} MiB of GPU "
+            parts.append(f"requests keep up to {fmt.prose(max(v['leak_per_request_mb'] for v in by_delta))} MiB of GPU "
                          f"memory each (other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
         if len(by_delta) < len(hit):
-            parts.append(f"reserved_mb rises up to {_fmt(max(v['rise_mb'] for v in hit if v['basis'] != 'request deltas'))} "
+            parts.append(f"reserved_mb rises up to {fmt.prose(max(v['rise_mb'] for v in hit if v['basis'] != 'request deltas'))} "
                          f"MiB over consecutive turns in {_plural(len(hit) - len(by_delta), 'session')}")
         findings.append(finding(
             "memory_leak", scope="session", value=hit[0]["rise_mb"], threshold=th["rise_mb"], unit="MiB",
-            message="; ".join(parts) + f" (more than {_fmt(th['rise_mb'])} MiB per session, 003 §5.3)",
+            message="; ".join(parts) + f" (more than {fmt.prose(th['rise_mb'])} MiB per session, 003 §5.3)",
             section="memory", chart="memory_timeline",
             details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
                                                           "leak_per_request_mb", "requests", "reserved_first_mb",
@@ -71,11 +67,11 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
         ))
     for p in processes:
         if p["basis"] == "request before/after":
-            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved +{_mib(p['rise_mb'])} over "
-                   f"{_fmt(p.get('minutes') or 0, 0)} min across {_plural(p.get('sessions') or 0, 'session')} "
+            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved +{fmt.mib(p['rise_mb'])} over "
+                   f"{fmt.prose(p.get('minutes') or 0, 0)} min across {_plural(p.get('sessions') or 0, 'session')} "
                    f"(up to {p.get('inflight_max') or 1} requests at once); no session stands out")
         else:
-            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved_mb rises up to {_mib(p['rise_mb'])} in "
+            msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved_mb rises up to {fmt.mib(p['rise_mb'])} in "
                    f"{p['flagged_sessions']} of the {p['sessions']} sessions it served at the same time: torch "
                    "reports memory per process, so no session stands out")
         findings.append(finding(
@@ -120,8 +116,8 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
             "ghost_memory", (), fires, lambda r: r["ghost_p50_mb"], scanned=scanned,
             threshold=th["ghost_mb"], unit="MiB",
             describe=lambda n, v: (
-                f"median reserved − allocated (cache held by PyTorch) up to {_fmt(v)} MiB, over "
-                f"{_fmt(100 * th['ghost_share'])} % of reserved, in {_plural(n, 'session')}"
+                f"median reserved − allocated (cache held by PyTorch) up to {fmt.prose(v)} MiB, over "
+                f"{fmt.prose(100 * th['ghost_share'])} % of reserved, in {_plural(n, 'session')}"
             ),
             section="memory", chart="memory_timeline",
             detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "reserved_max_mb", "allocated_max_mb"),
@@ -130,8 +126,8 @@ def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     host_hit = [r for r in hosts if fires(r)]
     findings += _host_findings(
         "ghost_memory", host_hit, value_key="ghost_p50_mb", threshold=th["ghost_mb"], unit="MiB",
-        message_of=lambda r: f"{r['host'] or 'the unnamed host'}: median reserved − allocated is {_fmt(r['ghost_p50_mb'])} MiB "
-                             f"({_fmt(100 * r['ghost_share_p50'])} % of reserved)",
+        message_of=lambda r: f"{r['host'] or 'the unnamed host'}: median reserved − allocated is {fmt.prose(r['ghost_p50_mb'])} MiB "
+                             f"({fmt.prose(100 * r['ghost_share_p50'])} % of reserved)",
         section="memory", chart="memory_timeline",
         detail_keys=("ghost_p50_mb", "ghost_share_p50", "ghost_max_mb", "samples"),
     )
@@ -189,7 +185,7 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
         cause = ""
         if fallback:
             beams = max(r.get("failed_num_beams_max") or 0 for r in fallback)
-            cause = (f"; OOM with num_beams={_fmt(beams)}, then greedy fallback, in "
+            cause = (f"; OOM with num_beams={fmt.prose(beams)}, then greedy fallback, in "
                      f"{_plural(len(fallback), 'session')}")
         findings.append(finding(
             "oom", scope="session", value=total, threshold=th["min_events"], unit="OOMs",

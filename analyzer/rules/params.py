@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from analyzer.core import format as fmt
 from analyzer.rules.registry import (
     SESSION_SCANS,
     RuleOutcome,
-    _fmt,
     _plural,
     _scanned,
     _session_rule,
@@ -43,7 +43,7 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
     outcome = _session_rule(
         "beam_search", (), fires, lambda r: r["num_beams_max"], scanned=scanned,
         threshold=th, unit="beams",
-        describe=lambda n, v: f"generate runs beam search (num_beams = {_fmt(v)}) in {_plural(n, 'session')}",
+        describe=lambda n, v: f"generate runs beam search (num_beams = {fmt.prose(v)}) in {_plural(n, 'session')}",
         section="latency", chart=None,
         detail_keys=("num_beams_max", "beam_requests", "requests", "beam_failed_requests", "beam_fallback_requests"),
         no_data_reason="no request logged generate params (num_beams)",
@@ -54,7 +54,7 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
         fb = [r for r in rows() if r["session_id"] in flagged and (r.get("beam_fallback_requests") or 0) > 0]
         if fb:
             beams = max(r.get("failed_num_beams_max") or 0 for r in fb)
-            f["message"] += (f"; OOM with num_beams={_fmt(beams)}, then greedy fallback in "
+            f["message"] += (f"; OOM with num_beams={fmt.prose(beams)}, then greedy fallback in "
                              f"{_plural(sum(r['beam_fallback_requests'] for r in fb), 'request')} of "
                              f"{_plural(len(fb), 'session')}")
     return outcome
@@ -84,7 +84,7 @@ def rule_high_max_tokens(m, ingest, t, scanned=None) -> RuleOutcome:
     return _session_rule(
         "high_max_tokens", (), fires, lambda r: r["max_new_tokens_max"], scanned=scanned,
         threshold=th, unit="tokens",
-        describe=lambda n, v: f"max_new_tokens set to {_fmt(v)} in {_plural(n, 'session')}",
+        describe=lambda n, v: f"max_new_tokens set to {fmt.prose(v)} in {_plural(n, 'session')}",
         section="latency", chart=None, detail_keys=("max_new_tokens_max", "output_len_max"),
         no_data_reason="no request logged generate params (max_new_tokens)",
     )
@@ -114,7 +114,7 @@ def rule_long_output(m, ingest, t, scanned=None) -> RuleOutcome:
     return _session_rule(
         "long_output", (), fires, lambda r: r["output_len_max"], scanned=scanned,
         threshold=th, unit="tokens",
-        describe=lambda n, v: f"outputs of up to {_fmt(v)} tokens in {_plural(n, 'session')}",
+        describe=lambda n, v: f"outputs of up to {fmt.prose(v)} tokens in {_plural(n, 'session')}",
         section="latency", chart=None, detail_keys=("output_len_max", "max_new_tokens_max"),
         no_data_reason="no request logged output_len",
     )

@@ -19,7 +19,7 @@ MAX_DETAIL_ROWS = 50
 # chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
 # checks the declarations against what the rules really read and emit, the chart and section
 # registries (charts.CHARTS, render_html.SECTIONS) and docs/rules.md. The order of registration
-# is DESIGN.md §6's order (findings and the model's rule rows follow it).
+# is the order reports list rules in (findings and the model's rule rows follow it).
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RuleSpec:
     inputs: tuple[str, ...]  # metric tables read (queries/<name>.sql)
     sections: tuple[str, ...]  # report sections its findings point to (render_html.SECTIONS)
     charts: tuple[str, ...] = ()  # chart ids its findings point to (charts.CHARTS)
-    gpu: bool = False  # judges the GPU: CPU-only hosts get no verdict from it (issue 12)
+    gpu: bool = False  # judges the GPU: CPU-only hosts get no verdict from it
 
 
 RULE_SPECS: dict[str, RuleSpec] = {}
@@ -74,14 +74,6 @@ class RuleOutcome:
     status: str  # fired | pass | no_data
     reason: str = ""
     findings: list[dict] = field(default_factory=list)
-
-
-def _fmt(x, digits: int = 1) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, int) or float(x).is_integer():
-        return f"{int(x):,}"
-    return f"{x:,.{digits}f}"
 
 
 # Units that count things: one of them reads in the singular ("threshold 1 OOM").
@@ -137,7 +129,7 @@ def finding(
 
 def _scan(rows: Iterable[dict], fires: Callable[[dict], bool]) -> tuple[int, list[dict]]:
     """(rows read, the rows that fire), reading ``rows`` once: a per-session table of 400 k+
-    sessions is read as a stream and only the hits are kept (issue 16 item 4)."""
+    sessions is read as a stream and only the hits are kept."""
     checked, hit = 0, []
     for r in rows:
         checked += 1
@@ -150,7 +142,7 @@ def _scan(rows: Iterable[dict], fires: Callable[[dict], bool]) -> tuple[int, lis
 # (thresholds -> (table, has its inputs, fires)). Each rule scans its table itself (``_scanned``);
 # evaluate_rules reads such a table once for all of its rules (``scan_together``): a table kept in
 # DuckDB (rows.LazyRows, 100 k+ sessions) is converted to row dicts on every read, so three rules
-# reading generate_params_per_session cost three conversions (issue 16 items 3 and 4).
+# reading generate_params_per_session cost three conversions.
 SESSION_SCANS: dict[str, Callable[[dict], tuple[str, Callable[[dict], bool], Callable[[dict], bool]]]] = {}
 
 
@@ -262,7 +254,7 @@ def _host_findings(rule, hit, *, value_key, threshold, unit, message_of, section
 
 
 def cpu_only_hosts(m: dict) -> set:
-    """Hosts whose requests ran on a CPU device and that show nothing GPU-ish (issue 12)."""
+    """Hosts whose requests ran on a CPU device and that show nothing GPU-ish."""
     return {
         r["host"] for r in m.get("host_devices", [])
         if (r.get("cpu_device_events") or 0) > 0 and not r.get("gpu_device_events")
@@ -272,7 +264,7 @@ def cpu_only_hosts(m: dict) -> set:
 
 class HostsLeftOut(Sequence):
     """A metric table read without the rows of some hosts, filtered at each read rather than
-    copied: a per-session table of 400 k+ sessions is not held twice (issue 16 item 4)."""
+    copied: a per-session table of 400 k+ sessions is not held twice."""
 
     def __init__(self, rows: Sequence[dict], hosts: set):
         self._rows, self._hosts = rows, hosts

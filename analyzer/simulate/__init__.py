@@ -28,6 +28,7 @@ from pathlib import Path
 from random import Random
 
 from analyzer.core.errors import UsageError
+from analyzer.core.time import wall_clock
 from analyzer.simulate.files import RotatingWriter
 from analyzer.simulate.legacy import LegacyHost
 from analyzer.simulate.scenarios import (
@@ -53,14 +54,7 @@ MAX_HOSTS = 99
 
 
 def _parse_start(start: str | None) -> datetime:
-    text = start or DEFAULT_START
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"--start {text!r}: expected an ISO date like 2026-11-23 (or 2026-11-23T09:30)") from None
-    if value.tzinfo is not None:
-        raise UsageError(f"--start {text!r}: give local wall-clock time without an offset")
-    return value
+    return wall_clock(start or DEFAULT_START, "--start", "an ISO date like 2026-11-23 (or 2026-11-23T09:30)")
 
 
 def _hosts(
@@ -278,12 +272,7 @@ def _change_plan(change, change_at, start_dt: datetime, span_ms: int):
     check(change)
     if change_at is None:
         return change, span_ms // 2
-    try:
-        at = datetime.fromisoformat(change_at)
-    except ValueError:
-        raise UsageError(f"--change-at {change_at!r}: expected an ISO date-time like 2026-11-23T12:00") from None
-    if at.tzinfo is not None:
-        raise UsageError(f"--change-at {change_at!r}: give local wall-clock time without an offset")
+    at = wall_clock(change_at, "--change-at", "an ISO date-time like 2026-11-23T12:00")
     offset = int((at - start_dt).total_seconds() * 1000)
     if not 0 < offset < span_ms:
         raise UsageError(f"--change-at {change_at!r}: outside the simulated run")

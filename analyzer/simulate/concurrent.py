@@ -1,11 +1,11 @@
-"""Concurrent-serving scenarios (issue 12): one process serves overlapping sessions.
+"""Concurrent-serving scenarios: one process serves overlapping sessions.
 
 The main simulator (``traffic.py``) keeps memory per session, as if a process served one session
 at a time. Real services run several handlers in one process (Gradio's default concurrency), and
 torch reports GPU memory per process: an innocent request that overlaps a leaky one sees the
 other's allocation. This module replays that: requests of many sessions overlap in one process,
 the process's allocated / reserved GPU memory and its RSS are tracked event by event, and each
-request event carries what the collector contract (TEAM.md) gives it: ``device``, ``inflight``,
+request event carries what the collector gives it (collector/request.py): ``device``, ``inflight``,
 ``*_mb_before`` / ``*_mb_after``, ``attempts``, and the process's completion sequence
 (``done_before`` / ``done_seq``, as collector/request.py counts it); error events carry ``params`` and ``device``.
 
@@ -35,7 +35,7 @@ WEIGHTS_MB = 3390.0
 CHUNK_MB = 512.0  # the caching allocator grows reserved in segments: a high-water step
 SAMPLE_EVERY_S = 5
 RSS_BASE_MB = 1250.0
-SLOTS = 4  # handlers running at once (a Gradio concurrency limit of 4, as in issue 12)
+SLOTS = 4  # handlers running at once (a Gradio concurrency limit of 4)
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,21 @@ CONCURRENT_SCENARIOS: dict[str, ConcurrentSpec] = {
         ConcurrentSpec("seed_turns", "article 003's logger: reserved_mb climbs > 200 MiB over turns a "
                        "few hundred ms apart in some sessions, ten minutes apart in others",
                        "memory_leak", "session", fmt="legacy"),
+        ConcurrentSpec("concurrency_cliff", "a closed-loop load ramp, 1 to 8 clients in steps: service time grows "
+                       "with requests in flight along a contention curve past a knee, reserved memory follows the "
+                       "requests in flight (nothing kept), OOMs past what the GPU holds; truth.json has the knee and "
+                       "the safe level", "concurrency_cliff", "host",
+                       also_fires=("oom_at_concurrency", "oom", "memory_thrash")),
+        ConcurrentSpec("oom_at_concurrency", "the same ramp on a GPU that holds one request past the knee: OOMs "
+                       "at the top in-flight level", "oom_at_concurrency", "host",
+                       also_fires=("concurrency_cliff", "oom", "memory_thrash")),
+        ConcurrentSpec("capacity_small", "the capacity model over two short steps (1 and 2 clients): too little "
+                       "traffic for a recommendation", None, "global"),
     )
 }
+CAPACITY_SCENARIOS = ("concurrency_cliff", "oom_at_concurrency", "capacity_small")
+GPU_TOTAL_MB = 24576.0
+CAPACITY_LEVELS = 8  # clients at the last step (a Gradio concurrency_limit of 8: no framework queue)
 
 
 @dataclass
@@ -205,6 +218,114 @@ def _replay(reqs: list[CReq], name: str, rng: Random) -> list[tuple[float, dict]
             r.done_seq = done
     while k < len(ticks):
         samples.append((ticks[k], snapshot(ticks[k])))
+        k += 1
+    return samples
+
+
+def _capacity_plan(rng: Random, name: str) -> tuple[list[CReq], dict[str, str | None], dict]:
+    """A load driver's ramp: at step c (1..CAPACITY_LEVELS) c clients each send a request, wait for
+    its answer and think 0-0.6 s. With c requests running, prefill and TPOT grow by 5 % per extra
+    request up to the knee, and past it by c/knee (the GPU is shared) and 10 % per request more
+    (fragmentation and GC, 000 §1.3): aggregate throughput rises to the knee, then falls. A
+    request's working memory (KV cache, activations) is held while it runs; past oom_level in
+    flight the allocator fails half the requests' first attempt (an OOM, then a retry)."""
+    small = name == "capacity_small"
+    knee = rng.choice((3, 4, 5))
+    base_mb = WEIGHTS_MB + 40.0 + 560.0  # weights, the process's own buffers, the allocator's cache
+    oom_level = knee + (1 if name == "oom_at_concurrency" else 3)
+    # reserved at oom_level in flight: 96.5 % of the GPU, where the allocator starts to fail
+    per_req_mb = (0.965 * GPU_TOTAL_MB - base_mb) / oom_level
+    step_s = 40.0 if small else 300.0
+    levels = 2 if small else min(CAPACITY_LEVELS, oom_level)  # the ramp stops where OOMs start
+
+    def slow(c: int) -> float:
+        return (1 + 0.05 * (min(c, knee) - 1)) * (1 if c <= knee else (c / knee) * (1 + 0.1 * (c - knee)))
+
+    reqs: list[CReq] = []
+    faults: dict[str, str | None] = {}
+    running: list[float] = []  # end times of the requests in flight
+    clients: list[tuple[float, int, str, int]] = []  # (next send, client, session, turn)
+    order = 0
+    t1 = 0.0
+    started_ms: set[int] = set()
+    for step in range(levels):
+        # a step starts once the last one's requests have drained: c clients, never more in flight
+        t0 = max(step * step_s, max(running, default=0.0), t1)
+        t1 = t0 + step_s
+        # the new client of this step joins; every client stops sending at the step's end and
+        # the ones of the next step start again from there
+        clients = [(t0 + rng.uniform(0, 0.5), i, new_uuid(rng), 1) for i in range(step + 1)]
+        for _, _, sid, _ in clients:
+            faults[sid] = None
+        heapq.heapify(clients)
+        while clients:
+            t, i, sid, turn = heapq.heappop(clients)
+            if t >= t1:
+                continue
+            running = [e for e in running if e > t]
+            c = len(running) + 1
+            k = slow(c)
+            out = rng.randint(60, 160)
+            tpot = rng.uniform(36, 44) * k
+            r = CReq(sid=sid, rid=f"{rng.getrandbits(64):016x}", turn=turn, t0=t, tok=rng.uniform(0.01, 0.02),
+                     queue=rng.expovariate(1 / 0.003), prefill=rng.uniform(0.12, 0.2) * k,
+                     decode=tpot * (out - 1) / 1000, fmt=rng.uniform(0.001, 0.003), output_len=out,
+                     input_len=rng.randint(40, 400), gpu_wait=rng.uniform(18, 30), util=min(99.0, 55 + 9 * c))
+            # handler starts at least 3 ms apart: the logs stamp milliseconds, and two starts in one
+            # stamp cannot be ordered by request_memory_deltas (a tie it reads as "started first")
+            while any(int(r.start * 1000) + d in started_ms for d in range(-3, 4)):
+                r.queue += 0.003
+            started_ms.add(int(r.start * 1000))
+            r.transient_mb = per_req_mb
+            if c >= oom_level and rng.random() < 0.5:
+                r.oom_beams = 1  # the first attempt fails to allocate, the retry succeeds
+                r.failed_s = rng.uniform(0.2, 0.6)
+            running.append(r.end)
+            reqs.append(r)
+            order += 1
+            heapq.heappush(clients, (r.end + rng.uniform(0, 0.6), i, sid, turn + 1))
+    reqs.sort(key=lambda r: r.t0)
+    truth = {"knee": knee, "safe_level": min(knee, oom_level - 1), "oom_level": oom_level, "levels": levels,
+             "mb_per_request": round(per_req_mb, 1), "gpu_total_mb": GPU_TOTAL_MB,
+             "recommendation": not small}
+    return reqs, faults, truth
+
+
+def _capacity_replay(reqs: list[CReq], rng: Random) -> list[tuple[float, dict]]:
+    """Reserved memory that follows the requests in flight (weights + each running request's
+    working memory, returned to the driver when it ends, as empty_cache does): nothing is kept."""
+    events = [(r.start, 0, i) for i, r in enumerate(reqs)] + [(r.end, 1, i) for i, r in enumerate(reqs)]
+    events.sort(key=lambda e: (e[0], -e[1]))
+    end = max((r.end for r in reqs), default=0.0)
+    ticks = [float(s) for s in range(0, int(end) + 1, SAMPLE_EVERY_S)]
+    inflight: set[int] = set()
+    done = 0
+    samples: list[tuple[float, dict]] = []
+
+    def snapshot() -> dict:
+        alloc = WEIGHTS_MB + 40.0 + sum(reqs[j].transient_mb for j in inflight)
+        return {"rss_mb": round(RSS_BASE_MB + rng.gauss(0, 2), 1), "busy": bool(inflight),
+                "allocated_mb": round(alloc, 1), "reserved_mb": round(alloc + 560.0, 1)}
+
+    k = 0
+    for t, kind, i in events:
+        while k < len(ticks) and ticks[k] < t:
+            samples.append((ticks[k], snapshot()))
+            k += 1
+        r = reqs[i]
+        if kind == 0:
+            r.before = snapshot()  # counted in flight, nothing allocated yet
+            inflight.add(i)
+            r.done_before = done
+            r.inflight = len(inflight)
+        else:
+            # generate has returned: its KV cache is free when the collector reads "after"
+            inflight.discard(i)
+            r.after = snapshot()
+            done += 1
+            r.done_seq = done
+    while k < len(ticks):
+        samples.append((ticks[k], snapshot()))
         k += 1
     return samples
 
@@ -352,8 +473,13 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
         events = len(lines)
         requests = sum(1 for x in lines if '"stage": "input"' in x)
     else:
-        reqs, faults = _plan(rng, name)
-        samples = _replay(reqs, name, rng)
+        capacity = None
+        if name in CAPACITY_SCENARIOS:
+            reqs, faults, capacity = _capacity_plan(rng, name)
+            samples = _capacity_replay(reqs, rng)
+        else:
+            reqs, faults = _plan(rng, name)
+            samples = _replay(reqs, name, rng)
         lines_t = _v1_lines(reqs, samples, name, host, pid)
         folder = outdir / host
         folder.mkdir()
@@ -375,6 +501,9 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
                 details[sid] = {"requests": len(mine),
                                 "leaked_mb": round(sum(r.leak_mb or r.rss_leak_mb for r in mine), 1),
                                 "oom_attempts": sum(1 for r in mine if r.oom_beams)}  # fmt: skip
+        if capacity is not None:
+            # the sessions an OOM hit (the oom rule names them: allowed, not expected)
+            details["_capacity"] = {**capacity, "oom_sessions": sorted({r.sid for r in reqs if r.oom_beams})}
         if reqs and name != "cpu_only":
             details["_process"] = {"host": host, "pid": pid, "max_inflight": max(r.inflight for r in reqs),
                                    "reserved_first_mb": reqs[0].before["reserved_mb"],
@@ -385,6 +514,7 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
         "sessions": faulty if spec.scope == "session" else [],
         "hosts": sorted({host} if spec.fmt == "v1" and spec.rule else set()),
         "details": {"sessions": {s: d for s, d in details.items() if not s.startswith("_")}, **(
+            {"capacity": details["_capacity"]} if "_capacity" in details else {}), **(
             {"pid": pid} if spec.scope == "process" else {}), **({"process": details["_process"]}
                                                                 if "_process" in details else {})},
     }  # fmt: skip

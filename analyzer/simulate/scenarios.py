@@ -1,4 +1,4 @@
-"""Fault scenarios: one per rule id of DESIGN.md §6, plus ``healthy``.
+"""Fault scenarios: one per rule id (analyzer.rules), plus ``healthy``.
 
 A scenario names the rule it should make fire, the scope it is injected at, and the formats
 that can carry it. The traffic model (``traffic.py``) and the writers read these specs; the
@@ -45,7 +45,7 @@ V1_ONLY = ("v1",)
 
 SCENARIOS: dict[str, ScenarioSpec] = dict(
     [
-        _s("healthy", "normal traffic only; every rule of DESIGN.md §6 stays quiet", GLOBAL),
+        _s("healthy", "normal traffic only; every rule stays quiet", GLOBAL),
         _s("memory_leak", "reserved_mb climbs every turn (>50 MiB/min, >200 MB) in some sessions", SESSION),
         _s("ghost_memory", "reserved far above allocated (>1 GB, >50 %) in some sessions", SESSION),
         _s("oom", "CUDA OOM errors (OutOfMemoryError/OOMError), num_ooms rising, in some sessions", SESSION),

@@ -1,4 +1,4 @@
-"""Trace schema v1 lines (DESIGN.md §3) for one host: request events, samplers, collector.
+"""Trace schema v1 lines (collector/trace_schema_v1.json) for one host: request events, samplers, collector.
 
 Lines are built with f-strings (not json.dumps: ~5x faster) from numbers and ASCII ids only,
 so they stay valid JSON; tests validate every line against the schema. Events are gathered in

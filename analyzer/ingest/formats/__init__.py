@@ -1,4 +1,4 @@
-"""Source formats: the registry of what dslogs reads (DESIGN.md §2 "Source formats").
+"""Source formats: the registry of what dslogs reads.
 
 A format is an entry of ``FORMATS``: a name, a sniff (from the first bytes of a file, up to its
 first complete line) and a mapping to the events table. ``sniff_file`` names the format of a

@@ -1,4 +1,4 @@
--- events: one row per log line, v1 (DESIGN.md §3) and legacy (§4, article 003 §2.2) normalised.
+-- events: one row per log line, v1 (collector/trace_schema_v1.json) and legacy (article 003 §2.2) normalised.
 -- Input: dslogs_raw, the typed JSON fields of each line (analyzer/ingest/columns.py RAW_COLUMNS) plus
 -- file_id and line_bytes. Parameter $tz: the zone naive legacy timestamps are read in.
 -- v present => v1, except the OTLP readers' profile names (analyzer/ingest/formats/otlp_traces.sql:
@@ -6,7 +6,7 @@
 -- is honoured); duration_ms -1 means not measured (NULL); gpu_memory's kv_cache_size_mb is
 -- torch.cuda.memory_allocated (allocated_mb). Legacy request_id is filled in afterwards
 -- (legacy_request_ids.sql), because it counts input events across files. device .. rss_mb_after
--- are the request event's fields of the collector contract (issue 12); source names who measured
+-- are the request event's fields of the collector (collector/request.py); source names who measured
 -- a queue stage (e.g. "gradio"). Every field of collector/schema.py FIELDS but v is selected, in
 -- its order (tests/test_columns.py).
 SELECT

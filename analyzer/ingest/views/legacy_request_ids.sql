@@ -1,4 +1,4 @@
--- Legacy request ids (DESIGN.md §4): article 003's logger writes no request_id, so a request
+-- Legacy request ids: article 003's logger writes no request_id, so a request
 -- starts at each input event of a session and runs to the next one: <session_id>#<n>, n = the
 -- 1-based index of the session's input events in (ts, file read order, file position) order, across
 -- every file read (a session may cross midnight or a rotation). Lines before a session's first

@@ -1,5 +1,5 @@
 -- requests: one row per request (session_id, request_id) from the events view, in ts order within
--- its session (turn_index). Derived metrics (DESIGN.md §5, names after vLLM / OTel GenAI):
+-- its session (turn_index). Derived metrics (names after vLLM / OTel GenAI):
 --   ttft_ms = the request event's ttft_ms, else tokenize + queue + prefill (a missing part counts
 --             0; NULL when prefill was not measured);
 --   tpot_ms = decode_ms / (output_len - 1); a request with one unsplit inference stage (legacy)
@@ -11,8 +11,8 @@
 -- generate parameters and GPU figures are the largest seen in its decode/inference lines; the
 -- parameters of failed attempts (error events' params) count too (an OOM with num_beams=5 then a
 -- greedy fallback is a beam-search request: failed_num_beams keeps what the failed attempt used).
--- e2e and ttft from the request event include queue wait and failed attempts (collector contract,
--- issue 12); computed from stages they add the queue stage and every attempt's stage lines.
+-- e2e and ttft from the request event include queue wait and failed attempts (what the collector
+-- measures, collector/request.py); computed from stages they add the queue stage and every attempt's stage lines.
 -- device, inflight, attempts and the memory before/after fields are the request event's.
 -- A stage's aggregates are written agg(CASE WHEN stage ... THEN x END), not agg(x) FILTER (WHERE
 -- stage ...): the same values in the same order (aggregates skip NULLs; arg_min skips a NULL

@@ -1,5 +1,5 @@
 -- sessions: one row per session_id. Request counts and latency medians come from the requests
--- view; memory trends from the session's gpu_memory events (DESIGN.md §5):
+-- view; memory trends from the session's gpu_memory events:
 -- reserved_slope_mb_per_min = the least-squares slope of reserved_mb over minutes with its r2
 -- (as regr_slope/regr_r2, in exact integers: see gm_sums), ghost =
 -- reserved - allocated (000 §1.1); ooms = error events naming an OOM (003 §3.2) or the rise of

@@ -1,4 +1,5 @@
-"""Vega-Lite chart specs (built with altair) from the report model's aggregated `series` only.
+"""Vega-Lite chart specs as plain dicts (analyzer.render.charts.vl) from the models only: the report's
+aggregated `series`, and the diff and weekly models for their pages' charts.
 
 Every chart reads a few hundred rows at most: the diagnosis side already aggregates, and this
 module caps again before charting (re-bucketing long timelines, limiting lines per chart and
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analyzer.core import textsafe
+from analyzer.core.time import parse_iso
 from analyzer.render.charts import vl as alt
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
@@ -62,10 +64,6 @@ class Chart:
 # -- data shaping -------------------------------------------------------------------------
 
 
-def parse_ts(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def _step_label(seconds: int) -> str:
     if seconds % 86400 == 0:
         days = seconds // 86400
@@ -90,7 +88,7 @@ def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str
     max_buckets = max(24, min(max_buckets, max_rows // n_groups))
     if len(stamps) <= max_buckets:
         return rows, None
-    times = [parse_ts(s) for s in (stamps[0], stamps[-1])]
+    times = [parse_iso(s) for s in (stamps[0], stamps[-1])]
     span = (times[1] - times[0]).total_seconds()
     step = next((s for s in NICE_STEPS_S if span / s <= max_buckets - 1), None)
     if step is None:
@@ -99,7 +97,7 @@ def coarsen(rows: list[dict], ts_key: str, keys: tuple[str, ...], aggs: dict[str
     tzinfo = times[0].tzinfo
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        t = parse_ts(r[ts_key])
+        t = parse_iso(r[ts_key])
         local = t.timestamp() + offset.total_seconds()
         start = datetime.fromtimestamp(local - local % step - offset.total_seconds(), tz=tzinfo)
         groups[(start.isoformat(timespec="milliseconds"), *(r.get(k) for k in keys))].append(r)
@@ -163,7 +161,7 @@ class TimeAxis:
     def ms(self, text: str) -> int:
         # Epoch ms moved by the zone offset; charts read them on a UTC scale, so the axis
         # prints the report zone's wall clock whatever the viewer's zone is.
-        return int((parse_ts(text).timestamp() + self.offset_s) * 1000)
+        return int((parse_iso(text).timestamp() + self.offset_s) * 1000)
 
 
 BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
@@ -176,7 +174,7 @@ def time_axis(model: dict) -> TimeAxis:
     offset = 0.0
     if first:
         try:
-            delta = parse_ts(str(first)).utcoffset()
+            delta = parse_iso(str(first)).utcoffset()
             offset = delta.total_seconds() if delta else 0.0
         except ValueError:
             offset = 0.0
@@ -256,7 +254,7 @@ def fill_gaps(rows: list[dict], ts_key: str, keys: tuple[str, ...], value: str, 
     for g, stamps in by_group.items():
         if groups is not None and g not in groups:
             continue
-        times = sorted(parse_ts(s) for s in stamps)
+        times = sorted(parse_iso(s) for s in stamps)
         have = {t.timestamp() for t in times}
         t, added = times[0], 0
         while t < times[-1] and added < max_fill:
@@ -297,7 +295,7 @@ def break_gaps(rows: list[dict], ts_key: str, key: str, fields: tuple[str, ...])
     stamps = sorted({r[ts_key] for r in rows})
     if len(stamps) < 3:
         return rows
-    times = [parse_ts(t) for t in stamps]
+    times = [parse_iso(t) for t in stamps]
     diffs = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
     step = min(d for d in diffs if d > 0)
     groups = sorted({r.get(key) for r in rows}, key=str)
@@ -342,20 +340,22 @@ class ChartSpec:
     timeline: bool
     flag_rules: tuple[str, ...]
     make: Callable[[dict, ChartContext], Chart | None]
+    page: str = "report"
 
 
 CHARTS: dict[str, ChartSpec] = {}
 
 
-def chart(chart_id: str, *, section: str, series: tuple[str, ...], timeline: bool = False,
-          flag_rules: tuple[str, ...] = ()) -> Callable:
+def chart(chart_id: str, *, section: str, series: tuple[str, ...] = (), timeline: bool = False,
+          flag_rules: tuple[str, ...] = (), page: str = "report") -> Callable:
     """Register ``fn(series, ctx) -> Chart | None`` as chart ``chart_id``; flag_rules are the rules
-    whose flagged sessions the chart draws first."""
+    whose flagged sessions the chart draws first. A chart of another ``page`` ("diff", "weekly")
+    is ``fn(model, None)`` over that page's model (see ``page_charts``)."""
 
     def register(fn: Callable) -> Callable:
         if chart_id in CHARTS:
             raise ValueError(f"chart {chart_id!r} registered twice")
-        CHARTS[chart_id] = ChartSpec(chart_id, section, tuple(series), timeline, tuple(flag_rules), fn)
+        CHARTS[chart_id] = ChartSpec(chart_id, section, tuple(series), timeline, tuple(flag_rules), fn, page)
         return fn
 
     return register
@@ -363,7 +363,7 @@ def chart(chart_id: str, *, section: str, series: tuple[str, ...], timeline: boo
 
 def timeline_series() -> tuple[str, ...]:
     """Series drawn on the shared time axis (its extent spans them all)."""
-    return tuple(dict.fromkeys(k for c in CHARTS.values() if c.timeline for k in c.series))
+    return tuple(dict.fromkeys(k for c in CHARTS.values() if c.timeline and c.page == "report" for k in c.series))
 
 
 # -- the charts -----------------------------------------------------------------------------
@@ -558,8 +558,8 @@ def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx:
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
-        t0 = parse_ts(pts[0]["ts"])
-        out += [{"minute": round((parse_ts(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
+        t0 = parse_iso(pts[0]["ts"])
+        out += [{"minute": round((parse_iso(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
                  **{f: r.get(f) for f in fields}} for r in thin(pts)]
     return out
 
@@ -685,6 +685,65 @@ def log_volume_chart(series: dict, ctx: ChartContext) -> Chart | None:
                  timeline=True, notes=_notes(("log volume", step)))
 
 
+def _capacity_rows(series: dict) -> list[dict]:
+    rows = [r for r in series.get("capacity") or [] if r.get("level") is not None][:400]
+    for r in rows:
+        r["process"] = f"{r.get('host') or 'unnamed host'}/{r.get('pid')}" if r.get("pid") is not None \
+            else (r.get("host") or "unnamed host")
+    return rows
+
+
+@chart("capacity_throughput", section="capacity", series=("capacity",))
+def capacity_throughput_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = _capacity_rows(series)
+    if not rows:
+        return None
+    x = alt.X("level:Q", title="requests in flight", axis=alt.Axis(tickMinStep=1))
+    tips = ["process:N", "level:Q", "requests:Q", alt.Tooltip("tokens_per_s:Q", format=",.0f"),
+            alt.Tooltip("tpot_p95_ms:Q", format=",.0f"), alt.Tooltip("service_ttft_p95_ms:Q", format=",.0f"),
+            alt.Tooltip("queue_p95_ms:Q", format=",.0f")]
+    tput = alt.Chart(_data([r for r in rows if r.get("tokens_per_s") is not None])).mark_line(point=True).encode(
+        x=x, y=alt.Y("tokens_per_s:Q", title="output tokens/s (all requests)"),
+        color=alt.Color("process:N", title="process"), tooltip=tips,
+    ).properties(width=HALF_WIDTH - 40, height=200, title="Throughput")
+    lat_rows = [{**r, "metric": m, "ms": r[k]} for r in rows
+                for m, k in (("TPOT p95", "tpot_p95_ms"), ("TTFT p95 (no queue)", "service_ttft_p95_ms"),
+                             ("queue p95", "queue_p95_ms")) if r.get(k) is not None and r[k] > 0]
+    lat = alt.Chart(_data(lat_rows)).mark_line(point=True).encode(
+        x=x, y=alt.Y("ms:Q", title="ms (log)", scale=alt.Scale(type="log")),
+        color=alt.Color("metric:N", title="latency"), strokeDash=alt.StrokeDash("process:N", title="process"),
+        tooltip=["process:N", "metric:N", "level:Q", alt.Tooltip("ms:Q", format=",.1f")],
+    ).properties(width=HALF_WIDTH - 40, height=200, title="Latency")
+    spec = alt.hconcat(tput, lat).to_dict()
+    spec["title"] = alt.TitleParams(text="Throughput and latency against requests in flight",
+                                    subtitle="where throughput stops rising is the knee (000 §1.3)")
+    spec["config"] = CONFIG
+    spec["resolve"] = {"scale": {"color": "independent"}}
+    return Chart("capacity_throughput", "capacity", "Throughput and latency against requests in flight", spec)
+
+
+@chart("capacity_memory", section="capacity", series=("capacity",))
+def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    rows = [r for r in _capacity_rows(series) if r.get("reserved_peak_mb") is not None]
+    if not rows:
+        return None
+    x = alt.X("level:Q", title="requests in flight", axis=alt.Axis(tickMinStep=1))
+    mem = alt.Chart(_data(rows)).mark_line(point=True).encode(
+        x=x, y=alt.Y("reserved_peak_mb:Q", title="peak reserved (MiB)"),
+        color=alt.Color("process:N", title="process"),
+        tooltip=["process:N", "level:Q", "requests:Q", alt.Tooltip("reserved_peak_mb:Q", format=",.0f"),
+                 alt.Tooltip("allocated_peak_mb:Q", format=",.0f"), "oom_requests:Q"],
+    )
+    totals = [{"gpu_total_mb": t} for t in sorted({r["gpu_total_mb"] for r in rows if r.get("gpu_total_mb")})]
+    chart = mem
+    if totals:
+        chart = mem + alt.Chart(_data(totals)).mark_rule(color="#b42318", strokeDash=[4, 3]).encode(
+            y="gpu_total_mb:Q", tooltip=[alt.Tooltip("gpu_total_mb:Q", title="GPU total (MiB)", format=",.0f")])
+    chart = chart.properties(width=HALF_WIDTH - 40, height=200)
+    return Chart("capacity_memory", "capacity", "Memory against requests in flight",
+                 _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
+
+
 @chart("server_gauges", section="server", series=("server_gauges",))
 def server_gauges_chart(series: dict, ctx: ChartContext) -> Chart | None:
     """Queue depth, running batch and KV-cache use from the servers' Prometheus snapshots."""
@@ -719,6 +778,8 @@ def build_charts(model: dict) -> list[Chart]:
     thresholds = model.get("thresholds") or {}
     made = []
     for spec in CHARTS.values():
+        if spec.page != "report":
+            continue
         flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
         c = spec.make(series, ChartContext(tx, flagged, thresholds))
         if c is None:
@@ -744,3 +805,107 @@ def _take_turns(groups: list[list]) -> list:
 
 def severity_rank(severity: str | None) -> int:
     return {"critical": 0, "warning": 1, "info": 2}.get(severity or "", 3)
+
+
+# -- the diff and weekly pages ----------------------------------------------------------------
+# Registered like the report's charts (page="diff" / "weekly"): they take that page's model.
+
+SIDE_SCALE = alt.Scale(domain=["before", "after"], range=["#98a2b3", "#2e6fdb"])
+VERDICT_SCALE = alt.Scale(domain=["regression", "mix", "steady", "improved", "too few", "n/a"],
+                          range=["#b42318", "#b54708", "#98a2b3", "#067647", "#d0d5dd", "#d0d5dd"])  # fmt: skip
+CHANGE_SCALE = alt.Scale(domain=["regression", "steady", "improved"], range=["#b42318", "#98a2b3", "#067647"])
+
+
+def page_charts(page: str, model: dict) -> list[Chart]:
+    """The charts of a diff or weekly page that its model has data for, in registration order."""
+    made = [spec.make(model, None) for spec in CHARTS.values() if spec.page == page]
+    return [c for c in made if c is not None]
+
+
+def _dumbbell(rows: list[dict], key: str, before: str, after: str, color, width: int, step: int,
+              tooltip: list | None = None):
+    """p95 before → after per row on a log axis: a rule between a grey dot and a coloured dot."""
+    base = alt.Chart(alt.Data(values=rows)).encode(y=alt.Y(f"{key}:N", title=None, sort=[r[key] for r in rows]))
+    x = alt.X(f"{before}:Q", title="p95 ms (log scale)", scale=alt.Scale(type="log", nice=False, padding=12))
+    tip = {"tooltip": tooltip} if tooltip else {}
+    return alt.layer(
+        base.mark_rule(strokeWidth=3, opacity=0.6).encode(x=x, x2=f"{after}:Q", color=color),
+        base.mark_point(filled=True, size=60, color="#98a2b3").encode(x=x, **tip),
+        base.mark_point(filled=True, size=80).encode(x=alt.X(f"{after}:Q"), color=color, **tip),
+    ).properties(width=width, height=alt.Step(step))
+
+
+@chart("diff_p95", section="summary", page="diff")
+def diff_p95_chart(d: dict, _ctx: None) -> Chart | None:
+    rows = []
+    for r in d["stages"] + d["request_metrics"]:
+        c = r.get("p95") or {}
+        if (c.get("before") or 0) > 0 and (c.get("after") or 0) > 0 and r["unit"] == "ms":
+            rows.append({"metric": r["label"], "before": c["before"], "after": c["after"], "verdict": c.get("verdict") or "n/a"})
+    if not rows:
+        return None
+    color = alt.Color("verdict:N", title="p95 verdict", scale=VERDICT_SCALE, legend=alt.Legend(orient="top"))
+    chart = _dumbbell(rows, "metric", "before", "after", color, WIDTH - 200, 22,
+                      tooltip=["metric:N", "before:Q", "after:Q", "verdict:N"])
+    return Chart("diff_p95", "summary", "p95 before and after",
+                 _finish(chart, "p95 before → after", "grey dot before, coloured dot after"))
+
+
+@chart("diff_latency_hist", section="latency", page="diff")
+def diff_latency_chart(d: dict, _ctx: None) -> Chart | None:
+    """The report's latency distributions, before and after on one axis (share of requests)."""
+    panels = []
+    titles = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "e2e_ms": "end-to-end (ms)"}
+    for metric, title in titles.items():
+        rows = []
+        for side in ("before", "after"):
+            sub = [r for r in d["series"][side].get("latency_hist") or [] if r.get("metric") == metric][:200]
+            total = sum(r.get("count") or 0 for r in sub)
+            rows += [{"side": side, "bin_start": r["bin_start"], "bin_end": r["bin_end"],
+                      "share": (r.get("count") or 0) / total} for r in sub if total]  # fmt: skip
+        if rows:
+            panels.append(alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-after").encode(
+                x=alt.X("bin_start:Q", title=title),
+                y=alt.Y("share:Q", title="share of requests", axis=alt.Axis(format="%")),
+                color=alt.Color("side:N", scale=SIDE_SCALE, title=None, legend=alt.Legend(orient="top")),
+                tooltip=["side:N", "bin_start:Q", "bin_end:Q", alt.Tooltip("share:Q", format=".1%")],
+            ).properties(width=int(WIDTH / 3) - 60, height=150))
+    if not panels:
+        return None
+    spec = _finish(alt.hconcat(*panels), "Latency distributions", "share of requests per latency bin, before (grey) and after (blue)")
+    return Chart("diff_latency_hist", "latency", "Latency distributions before and after", spec)
+
+
+@chart("diff_prefill_vs_input", section="mix", page="diff")
+def diff_prefill_chart(d: dict, _ctx: None) -> Chart | None:
+    """Prefill p50 per input-length bin: lines apart = the service changed; the same line with
+    traffic moved along it = the mix changed."""
+    rows = [{"side": side, **r} for side in ("before", "after")
+            for r in d["series"][side].get("prefill_vs_input") or [] if r.get("prefill_p50_ms") is not None]
+    if not rows:
+        return None
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("input_len_bin:Q", title="input length (tokens, bin start)"),
+        y=alt.Y("prefill_p50_ms:Q", title="prefill p50 (ms)"),
+        color=alt.Color("side:N", scale=SIDE_SCALE, title=None, legend=alt.Legend(orient="top")),
+        tooltip=["side:N", "input_len_bin:Q", alt.Tooltip("prefill_p50_ms:Q", format=",.1f"), "count:Q"],
+    ).properties(width=HALF_WIDTH - 40, height=200)
+    spec = _finish(chart, "Prefill vs input length", "same line = same service (a mix change moves traffic along it)")
+    return Chart("diff_prefill_vs_input", "mix", "Prefill vs input length before and after", spec)
+
+
+@chart("weekly_p95", section="stages", page="weekly")
+def weekly_p95_chart(w: dict, _ctx: None) -> Chart | None:
+    """p95 per stage, last week → this week."""
+    # stage names come from the logs: vl-convert aborts on control characters
+    rows = [{"stage": textsafe.visible(str(r["stage"])), "prev": r["p95_ms_prev"], "this": r["p95_ms"],
+             "change": "regression" if r["p95_verdict"] == "regression" else
+                       "improved" if r["p95_verdict"] == "improved" else "steady"}
+            for r in w["stages"][:12]
+            if (r.get("p95_ms") or 0) > 0 and (r.get("p95_ms_prev") or 0) > 0]  # fmt: skip
+    if not rows:
+        return None
+    color = alt.Color("change:N", title="p95 change", scale=CHANGE_SCALE, legend=alt.Legend(orient="top"))
+    chart = _dumbbell(rows, "stage", "prev", "this", color, 620, 24)
+    sub = f"grey dot {w['previous_week']}, coloured dot {w['week']}"
+    return Chart("weekly_p95", "stages", "p95 per stage", _finish(chart, "p95 per stage", sub))

@@ -17,6 +17,8 @@ import math
 import re
 from datetime import UTC, datetime
 
+from analyzer.core import format as fmt
+
 PALETTE = ["#2e6fdb", "#e8772e", "#2e9e6b", "#c43d52", "#7d55c7", "#8c6d31", "#d1569b", "#5b6b7f"]
 FONT = "system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
 LEFT, RIGHT, TOP, BOTTOM = 58, 12, 8, 38  # panel margins: y labels + title, x labels + title
@@ -33,18 +35,6 @@ class Unsupported(ValueError):
 
 def esc(text) -> str:
     return html.escape(str(text), quote=True)
-
-
-def fmt_number(v: float) -> str:
-    """Axis label: thousands separators, at most 3 significant digits below 100, no SI prefix."""
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 100:
-        return f"{v:,.0f}"
-    digits = max(0, 2 - int(math.floor(math.log10(a))))
-    text = f"{v:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def fmt_time(ms: float, step_ms: float) -> str:
@@ -88,7 +78,7 @@ class Scale:
         if self.kind == "log":
             decades = range(round(math.log10(lo)), round(math.log10(hi)) + 1)
             mult = (1,) if len(decades) > 3 else (1, 2, 5)
-            return [(m * 10.0 ** d, fmt_number(m * 10.0 ** d)) for d in decades for m in mult
+            return [(m * 10.0 ** d, fmt.axis(m * 10.0 ** d)) for d in decades for m in mult
                     if lo <= m * 10.0 ** d <= hi]
         if self.kind == "time":
             step = next((s for s in TIME_STEPS_MS if (hi - lo) / s <= count), TIME_STEPS_MS[-1])
@@ -96,7 +86,7 @@ class Scale:
             return [(t, fmt_time(t, step)) for t in _frange(first, hi, step)]
         step = _nice_step((hi - lo) / max(count, 1))
         first = math.ceil(lo / step - 1e-9) * step
-        return [(t, fmt_number(round(t, 10))) for t in _frange(first, hi + step * 1e-9, step)]
+        return [(t, fmt.axis(round(t, 10))) for t in _frange(first, hi + step * 1e-9, step)]
 
 
 def _frange(start: float, stop: float, step: float) -> list[float]:

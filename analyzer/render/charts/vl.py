@@ -56,6 +56,11 @@ class TitleParams(_Def):
     pass
 
 
+def Step(step: int) -> dict:  # noqa: N802 (altair's name)
+    """A discrete axis sized per band (``height=Step(22)``)."""
+    return {"step": step}
+
+
 class _Channel(dict):
     def __init__(self, field: str | None = None, **kw: Any) -> None:
         super().__init__(shorthand(field) if field else {})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 HOST_LEAK_MB = 40  # kept per request by host-leaking sessions (issue 12's measurement)
 GPU_LEAK_MB = 512  # reserved left behind per request by GPU-leaking sessions
+HOST_TRANSIENT_MB = 200  # host memory a transient-heavy request holds while it generates, then frees (2 GiB-class on a GPU box)
 ACTIVATION_MB = 32  # what any request holds on the (fake) GPU while it runs: a 1.5B model's KV cache and logits for a short chat
 
 # fault name -> the rule dslogs should answer it with
@@ -21,6 +22,7 @@ RULE_OF = {
     "oom": "oom",
     "oom_fallback": "oom",
     "host_leak": "rss_growth",
+    "host_leak_late": "rss_growth",
     "gpu_leak": "memory_leak",
 }
 
@@ -32,6 +34,8 @@ class Fault:
     max_new_tokens: int = 256
     oom_fallback: bool = False  # article 003 §3.2's remedy: retry greedy after an OOM
     host_leak_mb: int = 0
+    leak_from_turn: int = 1  # the session's turn (1-based) from which host_leak_mb is kept
+    host_transient_mb: int = 0  # held from after tokenizing to the end of generate, then freed
     gpu_leak_mb: int = 0
 
 
@@ -43,6 +47,10 @@ FAULTS = {
     "oom": Fault("oom", num_beams=5),
     "oom_fallback": Fault("oom_fallback", num_beams=5, oom_fallback=True),
     "host_leak": Fault("host_leak", host_leak_mb=HOST_LEAK_MB),  # 000 §3.3
+    # the same cache, filled only once a conversation has some history
+    "host_leak_late": Fault("host_leak_late", host_leak_mb=HOST_LEAK_MB, leak_from_turn=3),
+    # large working memory under concurrency, all of it released: not a leak
+    "host_transient": Fault("host_transient", host_transient_mb=HOST_TRANSIENT_MB),
     "gpu_leak": Fault("gpu_leak", gpu_leak_mb=GPU_LEAK_MB),  # 003 §4.1
 }
 KEY_RE = re.compile(r"^\[(s\d+)\]")

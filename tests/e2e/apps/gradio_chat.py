@@ -18,6 +18,7 @@ Run it by hand: ``python -m tests.e2e.apps.gradio_chat`` (logs in ./logs).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -44,6 +45,7 @@ class ChatApp:
         self.activation_mb, self.empty_cache = activation_mb, empty_cache
         self.kept_outputs: dict[str, list] = {}  # the GPU leak: outputs kept per session
         self.host_leak: list[bytes] = []  # the host leak: a cache that is never trimmed
+        self.turns: dict[str, int] = {}  # requests seen per session (the host leak may start late)
         # the app's own timing of each generate call: request_id -> (session_id, ms)
         self.generate_ms: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
@@ -55,7 +57,22 @@ class ChatApp:
                       num_beams=fault.num_beams, do_sample=False)
         return kw
 
-    def _after_reply(self, sid: str, fault, outputs) -> None:
+    def _turn(self, sid: str) -> int:
+        with self._lock:
+            self.turns[sid] = self.turns.get(sid, 0) + 1
+            return self.turns[sid]
+
+    @contextlib.contextmanager
+    def _working_memory(self, fault):
+        """Host memory the request holds while it generates (allocated after tokenizing, as a
+        real pipeline's buffers are), released at its end."""
+        held = b"\x02" * (fault.host_transient_mb * 1024 * 1024) if fault.host_transient_mb else None
+        try:
+            yield
+        finally:
+            del held
+
+    def _after_reply(self, sid: str, fault, outputs, turn: int = 1) -> None:
         if fault.gpu_leak_mb:  # article 003 §4.1's bug: outputs kept, never del'd
             self.kept_outputs.setdefault(sid, []).append(outputs)
             self.gpu.keep(fault.gpu_leak_mb)
@@ -63,17 +80,17 @@ class ChatApp:
             del outputs
             if self.empty_cache:
                 self.gpu.empty_cache()
-        if fault.host_leak_mb:  # a per-request cache nobody trims
+        if fault.host_leak_mb and turn >= fault.leak_from_turn:  # a per-request cache nobody trims
             with self._lock:
                 self.host_leak.append(b"\x01" * (fault.host_leak_mb * 1024 * 1024))
 
     def chat(self, message: str, history: list, request: gr.Request) -> str:
         sid, rid = request.session_hash, str(uuid.uuid4())
-        fault = self.plan.for_message(message)
+        fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
         with t.request(session_id=sid, request_id=rid):
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
-            with self.gpu.activations(self.activation_mb):
+            with self.gpu.activations(self.activation_mb), self._working_memory(fault):
                 t0 = time.perf_counter()
                 try:
                     outputs = t.generate(self.model, enc, session_id=sid, request_id=rid, tokenizer=tok,
@@ -83,17 +100,17 @@ class ChatApp:
             with t.stage("format", session_id=sid, request_id=rid):
                 text = parse_thinking_chain(tok.decode(outputs[0][enc["input_ids"].shape[1]:],
                                                        skip_special_tokens=True))
-            self._after_reply(sid, fault, outputs)
+            self._after_reply(sid, fault, outputs, turn)
         return text
 
     def chat_stream(self, message: str, history: list, request: gr.Request):
         sid, rid = request.session_hash, str(uuid.uuid4())
-        fault = self.plan.for_message(message)
+        fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
         with t.request(session_id=sid, request_id=rid):
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             text = ""
-            with self.gpu.activations(self.activation_mb):
+            with self.gpu.activations(self.activation_mb), self._working_memory(fault):
                 t0 = time.perf_counter()
                 try:
                     for piece in t.stream_generate(self.model, enc, session_id=sid, request_id=rid,
@@ -102,7 +119,7 @@ class ChatApp:
                         yield text
                 finally:
                     self.generate_ms[rid] = (sid, (time.perf_counter() - t0) * 1000)
-            self._after_reply(sid, fault, None)
+            self._after_reply(sid, fault, None, turn)
         yield parse_thinking_chain(text)
 
 

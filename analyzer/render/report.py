@@ -1,0 +1,34 @@
+"""The report model as text in each format: what ``dslogs analyze`` writes and the Python API's
+``Report.save`` and ``_repr_html_`` show, one function for both."""
+
+from __future__ import annotations
+
+FORMATS = ("html", "json", "md")
+
+
+def render_report(model: dict, fmt: str) -> str:
+    """``model`` (dslogs.report/1) as ``fmt``: html (self-contained page), json or md."""
+    if fmt == "json":
+        from analyzer.model.report import report_to_json
+        from analyzer.model.result_cache import json_text
+
+        # a model found in the result cache prints the very text it was kept as
+        return json_text(model) or report_to_json(model)
+    if fmt == "md":
+        from analyzer.render.markdown import render_markdown
+
+        return render_markdown(model)
+    if fmt == "html":
+        # A warm run writes the page kept with the model (no jinja2 or chart code imported);
+        # else the page is rendered, and kept with the model when it came from the cache.
+        from analyzer.render.page_cache import cached_html
+
+        page = cached_html(model)
+        if page is None:
+            from analyzer.render.html import render_html
+
+            page = render_html(model, keep=True)
+        return page
+    from analyzer.core.errors import UsageError
+
+    raise UsageError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")

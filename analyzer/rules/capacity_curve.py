@@ -1,0 +1,165 @@
+"""The capacity model: from capacity_per_level's rows (one per process and in-flight level), the
+knee where aggregate throughput stops rising, the level where p95 latency crosses the SLO, memory
+per added request against the GPU's total, and the concurrency setting that keeps the process
+below all three (000 §1.3).
+
+It lives with the rules because the rules (concurrency_cliff, oom_at_concurrency, memory_leak's
+leak-or-load) and the report's capacity section read the same curve: the rules layer is the
+lowest that reads metric tables and the report model sits above it, so one definition serves
+both and ``dslogs capacity``."""
+
+from __future__ import annotations
+
+import math
+
+SETTING = "concurrency_limit (Gradio) / max_num_seqs (vLLM)"
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """Least squares y = a + b x over ``points``: (a, b, r2); None under three distinct x (a
+    line through two points always fits)."""
+    n = len(points)
+    if len({x for x, _ in points}) < 3:
+        return None
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    syy = sum((y - my) ** 2 for _, y in points)
+    b = sxy / sxx
+    a = my - b * mx
+    r2 = (sxy * sxy) / (sxx * syy) if syy > 0 else 1.0
+    return a, b, r2
+
+
+def _proc(host, pid) -> str:
+    name = host or "the unnamed host"
+    return f"{name}/{pid}" if pid is not None else name
+
+
+def group_levels(m: dict) -> list[list[dict]]:
+    """capacity_per_level's rows grouped by process (host, pid), each sorted by level."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in m.get("capacity_per_level", []):
+        groups.setdefault((r.get("host"), r.get("pid")), []).append(r)
+    return [sorted(rows, key=lambda r: r["level"]) for rows in groups.values()]
+
+
+def knee_of(rows: list[dict], th: dict) -> tuple[list[dict], int | None]:
+    """(the levels, each marked sparse or not; the knee) from one process's rows and the
+    concurrency_cliff thresholds: the first measured level within knee_share of the best
+    throughput, with a measured level above it (else throughput may still be rising past what
+    the logs saw)."""
+    levels = [{**r, "sparse": (r.get("requests") or 0) < th["min_level_requests"]}
+              for r in sorted(rows, key=lambda r: r["level"])]
+    dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
+    if not dense:
+        return levels, None
+    best = max(lv["tokens_per_s"] for lv in dense)
+    knee = next(lv["level"] for lv in dense if lv["tokens_per_s"] >= (1 - th["knee_share"]) * best)
+    return levels, knee if any(lv["level"] > knee for lv in dense) else None
+
+
+def process_curve(rows: list[dict], t: dict) -> dict:
+    """One process's curve and verdicts from its level rows."""
+    th, slo = t["concurrency_cliff"], t["slo"]
+    levels, knee = knee_of(rows, th)
+    dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
+    total = sum(lv.get("requests") or 0 for lv in levels)
+    out: dict = {"host": rows[0].get("host") if rows else None, "pid": rows[0].get("pid") if rows else None,
+                 "levels": levels, "requests": total, "knee": None, "slo_level": None, "oom_level": None,
+                 "mb_per_request": None, "base_mb": None, "fit_r2": None,
+                 "gpu_total_mb": max((lv.get("gpu_total_mb") or 0 for lv in levels), default=0) or None,
+                 "recommendation": None, "needs": None, "top_level": max((lv["level"] for lv in levels), default=0)}
+    out["knee"] = knee
+    # the SLO: the first measured level whose p95 service TTFT or TPOT is over it
+    for lv in dense:
+        over = []
+        if (lv.get("service_ttft_p95_ms") or 0) > slo["ttft_ms"]:
+            over.append("ttft")
+        if (lv.get("tpot_p95_ms") or 0) > slo["tpot_ms"]:
+            over.append("tpot")
+        if over:
+            out["slo_level"], out["slo_over"] = lv["level"], over
+            break
+    # memory per added request: peak reserved against the level, over every level with a reading
+    pts = [(lv["level"], lv["reserved_peak_mb"]) for lv in levels if lv.get("reserved_peak_mb") is not None]
+    fit = _fit(pts)
+    if fit is not None:
+        a, b, r2 = fit
+        out.update(base_mb=a, mb_per_request=b, fit_r2=r2)
+        gpu = out["gpu_total_mb"]
+        if gpu and b > th["min_mb_per_request"]:
+            # the first level whose predicted peak passes oom_share of the GPU
+            out["oom_level"] = max(1, math.floor((th["oom_share"] * gpu - a) / b) + 1)
+    # the recommendation: below the knee, the SLO and the OOM level, with enough traffic to say
+    if len(dense) < th["min_levels"] or total < th["min_requests"]:
+        want_levels = max(th["min_levels"] - len(dense), 0)
+        out["needs"] = (f"{th['min_requests']}+ requests over {th['min_levels']}+ in-flight levels with "
+                        f"{th['min_level_requests']}+ requests each; the logs hold {total} requests, "
+                        f"{len(dense)} such level{'s' if len(dense) != 1 else ''}"
+                        + (f" ({want_levels} more needed)" if want_levels else ""))
+        return out
+    # an SLO already missed at the lowest measured level is not a concurrency limit: no level meets it
+    slo_limit = None
+    if out["slo_level"] is not None:
+        if out["slo_level"] > dense[0]["level"]:
+            slo_limit = out["slo_level"] - 1
+        else:
+            out["slo_unmet"] = True
+    limits = [x for x in (out["knee"], slo_limit, (out["oom_level"] - 1) if out["oom_level"] else None)
+              if x is not None]
+    if not limits:
+        slo = ("the SLO is missed at every level, so it sets no limit" if out.get("slo_unmet")
+               else "latency is within the SLO")
+        out["needs"] = (f"no limit seen up to {dense[-1]['level']} requests in flight: throughput still rises, "
+                        f"{slo} and memory has room; traffic at higher levels would show the knee")
+        return out
+    n = max(1, min(limits))
+    out["recommendation"] = {"limit": n, "text": recommendation_text(n, out, t)}
+    return out
+
+
+def _at(out: dict, level: int) -> dict | None:
+    return next((lv for lv in out["levels"] if lv["level"] == level), None)
+
+
+def recommendation_text(n: int, out: dict, t: dict) -> str:
+    """"set concurrency_limit=N: at N+1 ..." with the numbers measured at N and N+1."""
+    here, nxt = _at(out, n), _at(out, n + 1)
+    parts = []
+    if here and nxt:
+        if here.get("tpot_p95_ms") is not None and nxt.get("tpot_p95_ms") is not None:
+            parts.append(f"at {n + 1} TPOT p95 goes from {here['tpot_p95_ms']:.0f} to {nxt['tpot_p95_ms']:.0f} ms")
+        if here.get("tokens_per_s") is not None and nxt.get("tokens_per_s") is not None:
+            verb = "stops rising" if nxt["tokens_per_s"] < here["tokens_per_s"] * (1 + t["concurrency_cliff"]["knee_share"]) \
+                else "still rises"
+            parts.append(f"throughput {verb} ({here['tokens_per_s']:.0f} → {nxt['tokens_per_s']:.0f} tokens/s)")
+        if nxt.get("sparse"):
+            parts.append(f"level {n + 1} has only {nxt.get('requests')} requests")
+    gpu = out.get("gpu_total_mb")
+    if out.get("mb_per_request") is not None and gpu:
+        at = out["base_mb"] + out["mb_per_request"] * (n + 1)
+        parts.append(f"reserved memory at {n + 1} reaches {at / 1024:.1f} of {gpu / 1024:.1f} GiB "
+                     f"({out['mb_per_request']:.0f} MiB per request in flight)")
+    why = []
+    if out.get("knee") == n:
+        why.append("the throughput knee")
+    if out.get("slo_level") == n + 1:
+        why.append("the SLO")
+    if out.get("oom_level") == n + 1:
+        why.append("the OOM level")
+    head = f"set {SETTING}={n} on {_proc(out['host'], out['pid'])}"
+    return head + (f" ({', '.join(why)})" if why else "") + (": " + "; ".join(parts) if parts else "")
+
+
+def capacity_curves(m: dict, t: dict) -> list[dict]:
+    """Every process's curve from the capacity_per_level table, in table order."""
+    return [process_curve(rows, t) for rows in group_levels(m)]
+
+
+def time_beyond(levels: list[dict], level: int) -> tuple[float, float]:
+    """(seconds at levels above ``level``, seconds at any level) of one process."""
+    total = sum(lv.get("time_s") or 0.0 for lv in levels)
+    beyond = sum(lv.get("time_s") or 0.0 for lv in levels if lv["level"] > level)
+    return beyond, total

@@ -1,0 +1,96 @@
+"""Host-RAM attribution under concurrency, measured over many runs of the real Gradio app.
+
+    python bench/host_ram_e2e.py --runs 10                      # leak: 4 sessions keep 40 MiB/request from turn 3
+    python bench/host_ram_e2e.py --runs 10 --scenario transient # 8 sessions hold 200 MiB while generating, keep nothing
+    python bench/host_ram_e2e.py --keep-logs /tmp/hr --runs 10  # keep each run's logs ...
+    python bench/host_ram_e2e.py --reanalyze /tmp/hr            # ... and judge them again (after an analyzer change)
+
+Each run serves tests/e2e/apps/gradio_chat.py (4 concurrent handlers per endpoint, 16 client
+threads, the tiny R1-shaped model on CPU; tests/e2e/host_memory.py), runs ``dslogs analyze`` (the
+real CLI) and prints one row: leaking sessions named of 4, innocent sessions named, whether a
+process-scoped rss_growth finding was there. Exit 1 when a run missed a leaking session or named
+an innocent one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("GRADIO_PROFILING", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SCENARIOS = {"leak": 6, "transient": 4}  # scenario -> turns per session
+
+
+def analyze(log_dir: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(log_dir), "--format", "json", "--no-cache"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"dslogs analyze {log_dir}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout)
+
+
+def row(run: str, report: dict, meta: dict) -> tuple[str, bool]:
+    from tests.e2e.host_memory import judged
+
+    j = judged(report, meta["key_of"], meta["plan"])
+    ok = j["found"] == j["leaking"] and not j["innocent"]
+    proc = "; ".join(f["message"] for f in j["process"]) or "-"
+    line = (f"| {run} | {len(j['found'])} of {len(j['leaking'])} | {len(j['innocent'])}"
+            f"{' (' + ', '.join(sorted(j['innocent'])) + ')' if j['innocent'] else ''} | {proc} |")
+    return line, ok
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--scenario", choices=sorted(SCENARIOS), default="leak")
+    ap.add_argument("--keep-logs", help="write each run's logs under this folder")
+    ap.add_argument("--reanalyze", help="judge the runs kept under this folder again, serving nothing")
+    args = ap.parse_args(argv)
+    print("| run | leaking named | innocent named | process finding |\n|---|---|---|---|", flush=True)
+    bad = 0
+    if args.reanalyze:
+        for d in sorted(p for p in Path(args.reanalyze).iterdir() if (p / "meta.json").exists()):
+            line, ok = row(d.name, analyze(d / "logs"), json.loads((d / "meta.json").read_text()))
+            bad += not ok
+            print(line, flush=True)
+        return 1 if bad else 0
+    import torch
+
+    from tests.e2e.apps import tiny_r1
+    from tests.e2e.host_memory import LEAK_PLAN, TRANSIENT_PLAN, serve_and_drive
+
+    torch.set_num_threads(1)
+    model, tokenizer = tiny_r1.load_model(), tiny_r1.load_tokenizer()
+    plan = LEAK_PLAN if args.scenario == "leak" else TRANSIENT_PLAN
+    root = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="host_ram_e2e."))
+    try:
+        for i in range(args.runs):
+            d = root / f"{args.scenario}{i:02d}"
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+            served = serve_and_drive(d / "logs", plan, model, tokenizer, turns=SCENARIOS[args.scenario])
+            meta = {"plan": plan, "key_of": served["key_of"], "errors": served["errors"], "drive_s": served["drive_s"]}
+            (d / "meta.json").write_text(json.dumps(meta))
+            line, ok = row(f"{i + 1}", analyze(d / "logs"), meta)
+            bad += not ok or bool(served["errors"])
+            print(line + (f" errors {served['errors']}" if served["errors"] else ""), flush=True)
+    finally:
+        if not args.keep_logs:
+            shutil.rmtree(root, ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""dslogs as a Python library: the same analysis as the command line, as DataFrames, charts and a
+report that renders inline in a notebook (docs/python.md).
+
+    import dslogs
+    logs = dslogs.open("./logs", since="1d")
+    logs.requests                  # pandas DataFrame of the requests view
+    logs.query("SELECT ... WHERE host = $host", host="gpu-01")
+    report = logs.report()         # renders inline in Jupyter / VS Code
+    report.findings[0].fix
+    report.chart("latency_timeline")   # an altair Chart to change
+    dslogs.diff("./before", "./after")
+
+Importing this package is cheap: the analyzer, DuckDB, pandas and altair load when first used.
+pandas and altair come with the ``notebook`` extra: ``pip install 'dslogs[notebook]'``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from analyzer import __version__
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from dslogs._diff import Diff
+    from dslogs._logs import Logs
+    from dslogs._report import ChecklistItem, Finding, LatencyStats, Report, Requests, Stage
+
+__all__ = [
+    "__version__", "open", "diff", "load_report", "Logs", "Report", "Diff", "Finding",
+    "ChecklistItem", "Stage", "Requests", "LatencyStats", "DslogsError",
+]
+
+_LAZY = {
+    "Logs": "dslogs._logs",
+    "Report": "dslogs._report",
+    "Finding": "dslogs._report",
+    "ChecklistItem": "dslogs._report",
+    "Stage": "dslogs._report",
+    "Requests": "dslogs._report",
+    "LatencyStats": "dslogs._report",
+    "Diff": "dslogs._diff",
+    "DslogsError": "analyzer.core.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dslogs' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
+    paths: str | PathLike[str] | list[str | PathLike[str]],
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    thresholds: str | PathLike[str] | None = None,
+    engine: str = "duckdb",
+    cache: str | PathLike[str] | None = None,
+    use_cache: bool = True,
+) -> Logs:
+    """Open trace logs (folders, files or globs) for the window ``since``..``until``.
+
+    Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date;
+    ``tz`` for naive (legacy) timestamps; ``thresholds`` a TOML file of rule thresholds;
+    ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB)."""
+    from dslogs._logs import Logs
+
+    return Logs(paths, since=since, until=until, tz=tz, thresholds=thresholds, engine=engine,
+                cache=cache, use_cache=use_cache)
+
+
+def diff(
+    before: str | PathLike[str] | list[str | PathLike[str]],
+    after: str | PathLike[str] | list[str | PathLike[str]],
+    tz: str | None = None,
+    thresholds: str | PathLike[str] | None = None,
+) -> Diff:
+    """Before against after (log sets or saved report JSON), as ``dslogs diff BEFORE AFTER``."""
+    from dslogs._diff import compare
+
+    return compare(before, after, tz=tz, thresholds=thresholds)
+
+
+def load_report(path: str | PathLike[str]) -> Report:
+    """A report saved with ``Report.save("x.json")`` or ``dslogs analyze --format json``."""
+    from dslogs._report import load
+
+    return load(path)

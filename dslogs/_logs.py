@@ -1,0 +1,208 @@
+"""``dslogs.open``: the logs as DataFrames, relations and sandboxed queries, and their report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analyzer.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from analyzer.ingest.logs import LogDB
+    from dslogs._report import Report
+
+VIEWS = ("events", "requests", "sessions")
+
+# The most Arrow data a whole view may fetch before the API stops and points to ``relation``.
+# Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
+# (bench/api_memory.py: one day of events, ~147 MiB of Arrow, 831 MB), so a view at the limit
+# stays near 1.1 GB, within the command line's 1.5 GB goal.
+FRAME_BUDGET_BYTES = int(os.environ.get("DSLOGS_FRAME_BUDGET_MB", "200")) << 20
+ROWS_PER_BATCH = 100_000
+
+
+def _paths(paths: Any) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+class Logs:
+    """Trace logs opened for a window: ``dslogs.open(...)`` returns one.
+
+    The logs are read once, into DuckDB (the same cache as the command line), when opened.
+    ``events``, ``requests`` and ``sessions`` are pandas DataFrames of the views that
+    ``dslogs query`` reads, computed on first access and kept; ``relation(view)`` gives the
+    DuckDB relation instead, for data too big for a DataFrame. Every SQL run here goes through
+    the read-only sandbox of ``dslogs query``."""
+
+    def __init__(self, paths: Any, *, since: str | None = None, until: str | None = None,
+                 tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
+                 engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
+                 use_cache: bool = True) -> None:
+        from analyzer.core.thresholds import load_thresholds
+
+        self.paths = _paths(paths)
+        self.since, self.until, self.tz = since, until, tz
+        self.thresholds_file = os.fspath(thresholds) if thresholds is not None else None
+        if engine not in ("duckdb", "spark"):
+            raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
+        self.engine = engine
+        self.cache = Path(cache) if cache is not None else None
+        self.use_cache = use_cache
+        # a typo in the thresholds file fails before any log is read, as in `dslogs analyze`
+        self.thresholds: dict[str, Any] = load_thresholds(self.thresholds_file)
+        self._db: LogDB | None = None
+        self._frames: dict[str, pd.DataFrame] = {}
+        self._open()
+
+    # -- the connection ---------------------------------------------------------------------
+
+    def _open(self) -> LogDB:
+        if self._db is None:
+            from analyzer.ingest.logs import open_logs
+            from analyzer.ingest.sandbox import lock_down
+
+            # as `dslogs query` opens them: the views computed as far as each query needs
+            db = open_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
+                           cache=self.cache, use_cache=self.use_cache, materialize=False)
+            lock_down(db.con)
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        """Release the DuckDB connection (DataFrames already computed stay)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Logs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def ingest(self) -> dict[str, Any]:
+        """What was read: files, events, bad lines (with samples), skipped files."""
+        return dict(self._open().ingest)
+
+    @property
+    def files(self) -> list[str]:
+        return list(self._open().files)
+
+    def __repr__(self) -> str:
+        ingest = self._db.ingest if self._db is not None else {}
+        window = f"{self.since or '…'}..{self.until or 'now'}"
+        return (f"<dslogs.Logs {', '.join(self.paths)} [{window}]: {ingest.get('events', '?')} events "
+                f"in {ingest.get('files', '?')} files>")
+
+    # -- data -------------------------------------------------------------------------------
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """The events view: one row per trace event (docs/sql.md)."""
+        return self._view("events")
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """The requests view: one row per request, its stages, latencies and memory."""
+        return self._view("requests")
+
+    @property
+    def sessions(self) -> pd.DataFrame:
+        """The sessions view: one row per session."""
+        return self._view("sessions")
+
+    def relation(self, view: str = "requests") -> duckdb.DuckDBPyRelation:
+        """The DuckDB relation of a view, to filter and aggregate before fetching
+        (``.filter(...)``, ``.aggregate(...)``, ``.df()``, ``.arrow()``)."""
+        if view not in VIEWS:
+            raise UsageError(f"unknown view {view!r}; valid: {', '.join(VIEWS)}")
+        relation: duckdb.DuckDBPyRelation = self._open().con.table(view)
+        return relation
+
+    def query(self, sql: str, **params: Any) -> pd.DataFrame:
+        """One SQL statement over the views, read-only (as ``dslogs query``), as a DataFrame.
+        Parameters are named in the SQL as ``$name``: ``logs.query("... WHERE host = $h", h="a")``."""
+        from dslogs._extras import need
+
+        need("pandas", "Logs.query")
+        from analyzer.ingest.sandbox import user_cursor
+
+        return _frame(user_cursor(self._open(), sql, params=params or None))
+
+    def session(self, id_or_prefix: str, timeline: bool = False) -> pd.DataFrame:
+        """One session's events in time order (``timeline``: one row per request, as
+        ``dslogs session`` prints it); a unique prefix of the id is enough."""
+        from dslogs._extras import need
+
+        need("pandas", "Logs.session")
+        from analyzer.ingest.logs import execute, resolve_session, session_sql
+
+        db = self._open()
+        session_id = resolve_session(db, id_or_prefix)
+        return _frame(execute(db, session_sql(timeline), [session_id]))
+
+    def _view(self, view: str) -> pd.DataFrame:
+        if view not in self._frames:
+            from dslogs._extras import need
+
+            need("pandas", f"Logs.{view}")
+            pa = need("pyarrow", f"Logs.{view}")
+            db = self._open()
+            # fetched in batches and counted as they come, so a view too big for a DataFrame is
+            # refused before it is all in memory
+            reader = db.con.sql(f"SELECT * FROM {view}").to_arrow_reader(ROWS_PER_BATCH)
+            batches: list[Any] = []
+            size = 0
+            for batch in reader:
+                size += batch.nbytes
+                if size > FRAME_BUDGET_BYTES:
+                    raise UsageError(
+                        f"logs.{view} is more than {FRAME_BUDGET_BYTES / 2**20:,.0f} MiB of data "
+                        f"(stopped after {sum(b.num_rows for b in batches):,} rows), too big for "
+                        f"a DataFrame here: use logs.relation({view!r}) to filter or aggregate in "
+                        f"DuckDB first, or narrow the window (since/until); "
+                        f"DSLOGS_FRAME_BUDGET_MB raises the limit")
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+            del batches
+            # DuckDB's own conversion, as for query(): the same dtypes as `.df()` on the view
+            self._frames[view] = _frame(db.con.from_arrow(table))
+        return self._frames[view]
+
+    # -- the diagnosis ----------------------------------------------------------------------
+
+    def report(self) -> Report:
+        """The diagnosis (``dslogs analyze``) of these logs and window, as a ``Report``."""
+        from analyzer.model.report import analyze_logs
+        from dslogs._report import Report
+
+        # analyze_logs opens the logs (and their cache file) itself: this connection lets go
+        # of the cache first, and is opened again when next needed.
+        self.close()
+        model = analyze_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
+                             thresholds_file=self.thresholds_file, cache=self.cache,
+                             use_cache=self.use_cache, engine=self.engine)
+        return Report(model)
+
+    # logs.capacity() (the capacity section, `dslogs capacity`) goes here, over the same
+    # model function as the command, returning a typed object like Report.
+
+
+def _frame(cur: Any) -> pd.DataFrame:
+    """An executed statement's rows as a DataFrame (DuckDB's own conversion, with timestamps in
+    the logs' zone); an error is one line."""
+    import duckdb
+
+    from analyzer.ingest.logs import _sql_error
+
+    try:
+        return cur.df()
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {_sql_error(exc)}") from None

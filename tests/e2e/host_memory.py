@@ -1,0 +1,104 @@
+"""Host-RAM attribution under concurrency on the real Gradio app: serve tests/e2e/apps/gradio_chat.py,
+drive 16 sessions from 16 client threads (every first message at once; /chat and /chat_stream
+run at most 4 requests each), then ``dslogs analyze`` on what the collector wrote.
+
+Shared by tests/e2e/test_host_memory.py (one run in CI) and bench/host_ram_e2e.py (N runs and
+the table: leaking sessions named, innocent sessions named, per run).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SESSIONS, CONCURRENCY = 16, 4
+CALL_TIMEOUT_S = 120
+# 4 sessions keep 40 MiB per request from their third turn on (160 MiB over 6 turns); 4 hold
+# 200 MiB while they generate and keep nothing
+LEAK_PLAN = {"s02": "host_leak_late", "s05": "host_leak_late", "s08": "host_leak_late", "s11": "host_leak_late"}
+TRANSIENT_PLAN = {"s01": "host_transient", "s04": "host_transient", "s07": "host_transient",
+                  "s10": "host_transient", "s13": "host_transient", "s14": "host_transient",
+                  "s03": "host_transient", "s15": "host_transient"}
+STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, turns: int,
+                    sessions: int = SESSIONS, sample_interval_s: float = 0.5) -> dict:
+    """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns log_dir/sid_of/key_of/errors/drive_s."""
+    import gradio.profiling
+    import gradio.queueing
+    import gradio_client
+
+    from collector import Tracer
+    from tests.e2e.apps.fake_gpu import FakeCuda
+    from tests.e2e.apps.faults import Plan
+    from tests.e2e.apps.gradio_chat import ChatApp, build_demo
+
+    # GRADIO_PROFILING is read when gradio is imported: switch the queue's profiling on here
+    saved = gradio.queueing.PROFILING_ENABLED, gradio.profiling.PROFILING_ENABLED
+    gradio.queueing.PROFILING_ENABLED = gradio.profiling.PROFILING_ENABLED = True
+    gpu = FakeCuda()
+    tracer = Tracer(log_dir, memory_probe=gpu.probe, samplers=["process"], sample_interval_s=sample_interval_s)
+    app = ChatApp(tracer, model, tokenizer, gpu, Plan(plan))
+    demo = build_demo(app, concurrency_limit=CONCURRENCY)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    keys = [f"s{i:02d}" for i in range(sessions)]
+    clients: dict = {}
+    errors: dict[str, int] = {}
+    t0 = time.perf_counter()
+    try:
+        for k in keys:
+            clients[k] = gradio_client.Client(url, verbose=False, download_files=False)
+        start = threading.Barrier(len(keys), timeout=60)
+
+        def user(k: str) -> None:
+            api = "/chat_stream" if k in STREAMING else "/chat"
+            start.wait()
+            for turn in range(turns):
+                try:
+                    clients[k].submit(f"[{k}] w{turn} w{turn + 7} question {turn}", api_name=api).result(
+                        timeout=CALL_TIMEOUT_S)
+                except Exception:  # noqa: BLE001 - counted: a run with errors is reported as such
+                    errors[k] = errors.get(k, 0) + 1
+
+        with ThreadPoolExecutor(len(keys)) as pool:
+            for f in [pool.submit(user, k) for k in keys]:
+                f.result(timeout=CALL_TIMEOUT_S * turns)
+    finally:
+        drive_s = time.perf_counter() - t0
+        for c in clients.values():
+            c.close()
+        demo.close()
+        tracer.close()
+        app.host_leak.clear()
+        gradio.queueing.PROFILING_ENABLED, gradio.profiling.PROFILING_ENABLED = saved
+    sid_of = {k: c.session_hash for k, c in clients.items()}
+    return {"log_dir": log_dir, "sid_of": sid_of, "key_of": {v: k for k, v in sid_of.items()}, "errors": errors,
+            "drive_s": drive_s}
+
+
+def judged(report: dict, key_of: dict[str, str], plan: dict[str, str]) -> dict:
+    """Which planted sessions ``rss_growth`` named, which innocent ones it (or memory_leak) named,
+    and whether a process-scoped rss_growth finding was there."""
+    named: set[str] = set()
+    process = []
+    for f in report["findings"]:
+        if f["rule"] not in ("rss_growth", "memory_leak"):
+            continue
+        if f.get("scope") == "session":
+            named |= {key_of.get(s, s) for s in f.get("session_ids") or []}
+        elif f["rule"] == "rss_growth":
+            process.append(f)
+    leaking = {k for k, v in plan.items() if v.startswith("host_leak")}
+    return {"leaking": leaking, "found": named & leaking, "innocent": named - leaking, "process": process}
