@@ -13,6 +13,33 @@ from typing import Annotated
 
 import typer
 
+
+def _plain_types() -> None:
+    """Help without typer's type tags (``<bool>``, ``<str>``, ``<list[str]>``): a flag shows none,
+    a value its kind as click writes it (TEXT, PATH, INTEGER), a choice its choices."""
+    import typer.core
+
+    for cls in (typer.core.TyperOption, typer.core.TyperArgument):
+        tagged = cls.display_type
+        if getattr(tagged, "_dslogs_plain", False):
+            continue
+
+        def display_type(self, ctx, _tagged=tagged):
+            label = _tagged(self, ctx)
+            label = label[1:-1] if label.startswith("<") and label.endswith(">") else label
+            if label.startswith("list[") and label.endswith("]"):
+                label = label[5:-1]
+            if label == "bool":
+                return ""
+            return {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH",
+                    "directory": "DIR"}.get(label, label)  # fmt: skip
+
+        display_type._dslogs_plain = True
+        cls.display_type = display_type
+
+
+_plain_types()
+
 app = typer.Typer(
     name="dslogs",
     help="Offline log analytics and diagnosis for small self-hosted LLM services.",
@@ -96,6 +123,7 @@ CacheOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
 MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on the terminal (it is drawn on stderr, only when stderr is a terminal).")]
 SessionAttrOpt = Annotated[
     str | None,
     typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
@@ -160,10 +188,19 @@ def analyze(
     fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding at this level or above exists.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
+    from analyzer.core import progress
+
+    with progress.run("analyze", quiet):
+        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master)
+
+
+def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master) -> None:
+    from analyzer.core import progress
     from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
@@ -179,11 +216,18 @@ def analyze(
         master=master,
         session_attr=session_attr,
     )
+    progress.phase("rendering")
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: warning: {note['message']}", err=True)
+        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
     from analyzer.render.report import render_report
 
     text = render_report(model, format.value)
+    if format is ReportFormat.md and out is None and sys.stdout.isatty():
+        # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made safe:
+        # control characters were replaced when the model was rendered)
+        import html
+
+        text = html.unescape(text)
     if format is ReportFormat.html:
         _write_or_print(text, out or Path("dslogs-report.html"))
     else:
@@ -241,19 +285,23 @@ def report_weekly(
     previous: Annotated[Path | None, typer.Option("--previous", help="Last week's report model (analyze --format json) instead of analysing that week again.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
     _check_out(out)
+    from analyzer.core import progress
     from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
     if week is not None and not week.strip():
         weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
         typer.echo("\n".join(weeks) if weeks else "no week holds events")
         return
-    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                 engine=engine.value, master=master, previous=previous, session_attr=session_attr)  # fmt: skip
+    with progress.run("report weekly", quiet):
+        model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     engine=engine.value, master=master, previous=previous,
+                     session_attr=session_attr)  # fmt: skip
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
@@ -275,10 +323,12 @@ def diff(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
+    from analyzer.core import progress
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
     from analyzer.render.diff_html import render_diff
 
@@ -289,9 +339,11 @@ def diff(
     else:
         _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
-    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit,
-                 session_attr=session_attr)  # fmt: skip
-    text = _run(render_diff, model, format.value)
+    with progress.run("diff", quiet):
+        model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     limit=limit, session_attr=session_attr)  # fmt: skip
+        progress.phase("rendering")
+        text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
         _write_or_print(text, out or Path("dslogs-diff.html"))
     else:
@@ -366,7 +418,7 @@ def query(
 
 @app.command()
 def session(
-    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID (put -- before an id that starts with -).")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOGS... SESSION_ID", help="Log directories, files or globs, then the SESSION_ID or a unique prefix of it, e.g. 653f6e4a (put -- before an id that starts with -).")],
     format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -375,13 +427,14 @@ def session(
     no_cache: NoCacheOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
-    """Show one session: its timeline, or its events as JSONL."""
-    from analyzer.ingest.logs import session_events
+    """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
+    from analyzer.ingest.logs import resolve_session, session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+    session_id = _run(resolve_session, db, session_id)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible
@@ -434,6 +487,7 @@ def simulate(
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
     change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
     change_at: Annotated[str | None, typer.Option("--change-at", help="When the change happens (local ISO time; default mid-run).")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
     from analyzer.simulate import SCENARIOS
@@ -459,19 +513,23 @@ def simulate(
         typer.echo(f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
                    f"(truth: {outdir / 'truth.json'})")
         return
-    summary = _run(
-        run_simulation,
-        outdir,
-        scenarios=scenario or ["healthy"],
-        days=days,
-        seed=seed,
-        fmt=format.value,
-        events=events,
-        hosts=hosts,
-        start=start,
-        change=change,
-        change_at=change_at,
-    )
+    from analyzer.core import progress
+
+    with progress.run("simulate", quiet):
+        progress.phase("writing logs")
+        summary = _run(
+            run_simulation,
+            outdir,
+            scenarios=scenario or ["healthy"],
+            days=days,
+            seed=seed,
+            fmt=format.value,
+            events=events,
+            hosts=hosts,
+            start=start,
+            change=change,
+            change_at=change_at,
+        )
     typer.echo(
         f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
         f"(truth: {outdir / 'truth.json'})"
@@ -483,11 +541,15 @@ def compact(
     logs: LogsArg,
     out: Annotated[Path, typer.Option("--out", help="Parquet dataset folder (date=YYYY-MM-DD/host=H/).")],
     tz: TzOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
+    from analyzer.core import progress
     from analyzer.ingest.compact import compact_logs
 
-    summary = _run(compact_logs, logs, out, tz=tz)
+    with progress.run("compact", quiet):
+        progress.phase("compacting")
+        summary = _run(compact_logs, logs, out, tz=tz)
     typer.echo(f"{summary['new_files']} new files, {summary['events']} events -> {out}")
 
 
@@ -504,6 +566,48 @@ def schema(
     from collector.schema import schema_text
 
     sys.stdout.write(schema_text())
+
+
+@app.command("cache")
+def cache_cmd(
+    clear: Annotated[bool, typer.Option("--clear", help="Delete every cache in the cache folder.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Delete the caches whose log folder no longer exists (and, with --unused-days, those not used for N days).")] = False,
+    unused_days: Annotated[float | None, typer.Option("--unused-days", min=0, help="With --prune: also delete caches no run has used for this many days.")] = None,
+) -> None:
+    """List the caches (one per log folder, in $XDG_CACHE_HOME/dslogs or ~/.cache/dslogs) with their sizes and log folders; --clear or --prune them."""
+    import time
+
+    from analyzer.core.textsafe import visible
+    from analyzer.ingest.cache import cache_home, list_caches, prune_caches, remove_cache
+
+    if unused_days is not None and not prune:
+        _fail("--unused-days goes with --prune")
+    home = cache_home()
+    if clear:
+        caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
+        freed = sum(remove_cache(Path(c["path"])) for c in caches)
+        typer.echo(f"removed {len(caches)} cache(s) from {home}, {freed / 1e6:,.1f} MB freed")
+        return
+    if prune:
+        removed = prune_caches(unused_days, time.time(), home)
+        for c in removed:
+            typer.echo(f"removed {visible(c['path'])} ({c['freed'] / 1e6:,.1f} MB): {c['why']}")
+        typer.echo(f"pruned {len(removed)} cache(s), {sum(c['freed'] for c in removed) / 1e6:,.1f} MB freed")
+        return
+    caches = list_caches(home)
+    if not caches:
+        typer.echo(f"no caches in {home}")
+        return
+    now = time.time()
+    typer.echo(f"{len(caches)} cache(s) in {home}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
+    for c in caches:
+        age = (now - c["last_used"]) / 86400
+        folder = visible(c["folder"]) if c["folder"] else "—"
+        if c["folder"] and not c["folder_exists"]:
+            folder += " (gone)"
+        state = "" if c["state"] == "ok" else f"  [{c['state']}]"
+        typer.echo(f"  {c['bytes'] / 1e6:8,.1f} MB  used {age:5.1f} d ago  {c['files'] or 0:5} files  {folder}  "
+                   f"{visible(Path(c['path']).name)}{state}")
 
 
 def main() -> None:

@@ -7,11 +7,15 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from analyzer.core import format as fmt
 from analyzer.core import textsafe
+from analyzer.core.time import human_duration
 from analyzer.rules.registry import SEVERITIES, unit_for
 
-_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)"}
+_STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
+                "N/A": "not applicable (no GPU)"}
 
 
 def _text(text) -> str:
@@ -99,8 +103,15 @@ def render_markdown(model: dict) -> str:
     ing = model.get("ingest") or {}
     req = model.get("requests") or {}
     out = ["# dslogs diagnosis report", ""]
+    span = ""
+    if w.get("first_event") and w.get("last_event"):
+        try:
+            seconds = (datetime.fromisoformat(w["last_event"]) - datetime.fromisoformat(w["first_event"])).total_seconds()
+            span = f", {human_duration(seconds)} of data"
+        except (TypeError, ValueError):
+            span = ""
     out.append(
-        f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}"
+        f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}{span}"
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
         f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
         f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
@@ -155,6 +166,18 @@ def render_markdown(model: dict) -> str:
                 f"threshold {_num(f.get('threshold'))} {_text(unit_for(f.get('threshold'), f.get('unit')))}"
                 f" (source {_text(f.get('source'))})"
             )
+            ev = f.get("evidence") or {}
+            if ev.get("factors"):
+                out.append("  - causes in the affected requests: " + "; ".join(
+                    f"{_text(x.get('factor'))} {'**present**' if x.get('present') else 'absent'} ({_text(x.get('seen'))})"
+                    for x in ev["factors"]))
+            for e in (ev.get("requests") or [])[:3]:
+                kept = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB"
+                                 + (f" ({_num(r['inflight'])} in flight)" if r.get("inflight") is not None else "")
+                                 for r in e.get("requests") or [])
+                out.append(f"  - kept by {_esc(e.get('session_id'))} ({_text(e.get('basis'))}): {kept}")
+            if ev.get("doc"):
+                out.append(f"  - how sessions are told apart: {_text(ev['doc'])}")
             out.append(f"  - fix: {_text(f.get('fix'))}")
         out.append("")
 
@@ -230,6 +253,9 @@ def render_markdown(model: dict) -> str:
                  _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
         out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
     out += _server_metrics(model.get("server_metrics") or [])
+    from analyzer.render.glossary import GLOSSARY
+
+    out += ["## Glossary", ""] + [f"- **{_text(w)}**: {_text(m)}" for w, m in GLOSSARY.items()] + [""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -156,7 +156,7 @@ def _candidate_buckets(zone: str, first_us: int | None, last_us: int | None) -> 
     only this group's bucket and coarser ones (metrics.bucket_for_span)."""
     from analyzer.metrics.registry import bucket_for_span
 
-    order = ["minute", "hour", "day"]
+    order = ["second", "minute", "hour", "day"]
     if first_us is None:
         return order
     own = bucket_for_span(_iso_micros(first_us, zone), _iso_micros(last_us, zone))
