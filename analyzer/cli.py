@@ -196,10 +196,11 @@ def analyze(
     from analyzer.core import progress
 
     with progress.run("analyze", quiet):
-        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master)
+        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master, session_attr)
 
 
-def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master) -> None:
+def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master,
+             session_attr=None) -> None:
     from analyzer.core import progress
     from analyzer.model.report import analyze_logs, has_findings_at
 
