@@ -498,8 +498,8 @@ def source_notes(ingest: dict | None) -> list[dict]:
         if n:
             notes.append({
                 "id": "estimated_tokens",
-                "message": f"token counts of the {name} events ({n:,}) are estimates: {why}; "
-                           "tokens/s and token-length figures from them are approximate",
+                "message": f"token counts read from {name} spans ({n:,} events) are estimates: {why}; "
+                           "tokens/s and token-length figures built on them are approximate",
             })  # fmt: skip
     return notes
 
