@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine (see README), in either order on one clone:
-#   make demo  - install dslogs and diagnose sample_logs/ into dslogs-report.html
+#   make demo  - install dslogs and diagnose one service (sample_logs/concurrent_leak) into dslogs-report.html
 #   make test  - install everything the tests need (venv, extras, torch, chromium, jq) and run them
 # One install stamp per extras set (.venv/.installed-<extras>): `make test` after `make demo`
 # installs what the tests need on top of what the demo installed.
@@ -7,6 +7,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 comma := ,
 DEMO_EXTRAS := base
+# One service, as a first report should read: a Gradio app serving overlapping sessions, one
+# of them leaking (each sample_logs/ folder is a service of its own; all of them together are not).
+DEMO_LOGS ?= sample_logs/concurrent_leak
 TEST_EXTRAS := test_gpu_hf_spark
 # The hf extra leaves torch to you (a pin would replace a user's CUDA build); the tests use
 # the CPU wheel, installed explicitly before the extras (pip finds it in its configured index).
@@ -28,8 +31,8 @@ system-deps:
 	bash scripts/install_system_deps.sh
 
 demo: $(VENV)/.installed-$(DEMO_EXTRAS)
-	$(VENV)/bin/dslogs analyze sample_logs/ --out dslogs-report.html
-	$(VENV)/bin/dslogs analyze sample_logs/ --format md | head -40
+	$(VENV)/bin/dslogs analyze $(DEMO_LOGS) --out dslogs-report.html
+	$(VENV)/bin/dslogs analyze $(DEMO_LOGS) --format md | head -40
 
 test: system-deps $(VENV)/.installed-$(TEST_EXTRAS)
 	$(PY) -m pytest -q

@@ -13,6 +13,33 @@ from typing import Annotated
 
 import typer
 
+
+def _plain_types() -> None:
+    """Help without typer's type tags (``<bool>``, ``<str>``, ``<list[str]>``): a flag shows none,
+    a value its kind as click writes it (TEXT, PATH, INTEGER), a choice its choices."""
+    import typer.core
+
+    for cls in (typer.core.TyperOption, typer.core.TyperArgument):
+        tagged = cls.display_type
+        if getattr(tagged, "_dslogs_plain", False):
+            continue
+
+        def display_type(self, ctx, _tagged=tagged):
+            label = _tagged(self, ctx)
+            label = label[1:-1] if label.startswith("<") and label.endswith(">") else label
+            if label.startswith("list[") and label.endswith("]"):
+                label = label[5:-1]
+            if label == "bool":
+                return ""
+            return {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH",
+                    "directory": "DIR"}.get(label, label)  # fmt: skip
+
+        display_type._dslogs_plain = True
+        cls.display_type = display_type
+
+
+_plain_types()
+
 app = typer.Typer(
     name="dslogs",
     help="Offline log analytics and diagnosis for small self-hosted LLM services.",
@@ -62,6 +89,26 @@ class TraceFormat(StrEnum):
     legacy = "legacy"
 
 
+def number(help: str, option: str, integer: bool = False, minimum: float | None = None,
+           maximum: float | None = None):
+    """A typer option whose value goes through the one numeric parser
+    (``analyzer.core.numbers.parse_number``): a bad value is one line naming the option and
+    exit 2, like every other input error, not click's boxed usage text."""
+
+    def parse(value):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value  # a default
+        from analyzer.core.errors import UsageError
+        from analyzer.core.numbers import parse_number
+
+        try:
+            return parse_number(value, option, integer, minimum, maximum)
+        except UsageError as exc:
+            _fail(str(exc))
+
+    return typer.Option(option, help=help, parser=parse, metavar="INTEGER" if integer else "NUMBER")
+
+
 LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Window start: 30m, 12h, 1d, 7d, 2w or an ISO date.")
@@ -76,6 +123,11 @@ CacheOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs without a cache file.")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
 MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on the terminal (it is drawn on stderr, only when stderr is a terminal).")]
+SessionAttrOpt = Annotated[
+    str | None,
+    typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
+]
 
 
 def _fail(message: str) -> None:
@@ -96,18 +148,29 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(exc.exit_code) from None
 
 
-def _open(logs, since, until, tz, cache, no_cache, materialize=True):
+def _open(logs, since, until, tz, cache, no_cache, materialize=True, session_attr=None):
     from analyzer.ingest.logs import open_logs
 
     return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
-                materialize=materialize)
+                materialize=materialize, session_attr=session_attr)
+
+
+def _check_out(out: Path | None) -> None:
+    """An --out that cannot be written fails before the logs are read, not after."""
+    if out is not None:
+        from analyzer.core.outfile import check_out
+
+        _run(check_out, out)
 
 
 def _write_or_print(text: str, out: Path | None) -> None:
+    """stdout, or the one output writer (atomic; an unwritable path is exit 2 naming it)."""
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        out.write_text(text, encoding="utf-8")
+        from analyzer.core.outfile import write_out
+
+        _run(write_out, out, text)
         typer.echo(str(out))
 
 
@@ -125,8 +188,20 @@ def analyze(
     fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 when a finding at this level or above exists.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
+    from analyzer.core import progress
+
+    with progress.run("analyze", quiet):
+        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master, session_attr)
+
+
+def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master,
+             session_attr=None) -> None:
+    from analyzer.core import progress
     from analyzer.model.report import analyze_logs, has_findings_at
 
     model = _run(
@@ -140,16 +215,22 @@ def analyze(
         use_cache=not no_cache,
         engine=engine.value,
         master=master,
+        session_attr=session_attr,
     )
+    progress.phase("rendering")
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: warning: {note['message']}", err=True)
+        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
     from analyzer.render.report import render_report
 
     text = render_report(model, format.value)
+    if format is ReportFormat.md and out is None and sys.stdout.isatty():
+        # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made safe:
+        # control characters were replaced when the model was rendered)
+        import html
+
+        text = html.unescape(text)
     if format is ReportFormat.html:
-        target = out or Path("dslogs-report.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path("dslogs-report.html"))
     else:
         _write_or_print(text, out)
     if fail_on is not None and has_findings_at(model, fail_on.value):
@@ -169,12 +250,13 @@ def capacity(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
     from analyzer.model.report import capacity_logs
 
     model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
-                 use_cache=not no_cache, engine=engine.value, master=master)
+                 use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
     if format is ReportFormat.json:
         from analyzer.model.report import report_to_json
 
@@ -204,24 +286,28 @@ def report_weekly(
     previous: Annotated[Path | None, typer.Option("--previous", help="Last week's report model (analyze --format json) instead of analysing that week again.")] = None,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
+    _check_out(out)
+    from analyzer.core import progress
     from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
 
     if week is not None and not week.strip():
         weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
         typer.echo("\n".join(weeks) if weeks else "no week holds events")
         return
-    model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                 engine=engine.value, master=master, previous=previous)  # fmt: skip
+    with progress.run("report weekly", quiet):
+        model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     engine=engine.value, master=master, previous=previous,
+                     session_attr=session_attr)  # fmt: skip
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
-        target = out or Path(f"dslogs-weekly-{model['week']}.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
     else:
         _write_or_print(text, out)
 
@@ -233,13 +319,17 @@ def diff(
     after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
     format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
-    fail_on_regression: Annotated[float | None, typer.Option("--fail-on-regression", help="Exit 1 on a significant regression above PCT %.")] = None,
+    fail_on_regression: Annotated[float | None, number("Exit 1 on a significant regression above PCT %.", "--fail-on-regression", minimum=0, maximum=1e6)] = None,
     tz: TzOpt = None,
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
+    from analyzer.core import progress
     from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
     from analyzer.render.diff_html import render_diff
 
@@ -250,12 +340,13 @@ def diff(
     else:
         _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
-    model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache, limit=limit)
-    text = _run(render_diff, model, format.value)
+    with progress.run("diff", quiet):
+        model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                     limit=limit, session_attr=session_attr)  # fmt: skip
+        progress.phase("rendering")
+        text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
-        target = out or Path("dslogs-diff.html")
-        target.write_text(text, encoding="utf-8")
-        typer.echo(str(target))
+        _write_or_print(text, out or Path("dslogs-diff.html"))
     else:
         _write_or_print(text, out)
     if fail_on_regression is not None and has_regression(model):
@@ -290,12 +381,16 @@ def query(
     master: MasterOpt = "local[*]",
     allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
+    _check_out(out)
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
-        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
+        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master,
+                      session_attr=session_attr)  # fmt: skip
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
@@ -306,28 +401,41 @@ def query(
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
-            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
             result = _run(run_user_query, db, sql, allow_files, stop)
+    if out is not None:
+        from analyzer.core.outfile import open_out
+        from analyzer.core.results import write_result
+
+        def _write() -> None:
+            with open_out(out) as fh:
+                write_result(result, format.value, fh, csv_guard=not raw_csv)
+
+        _run(_write)
+        typer.echo(str(out))
+        return
     _print_result(result, format.value, csv_guard=not raw_csv)
 
 
 @app.command()
 def session(
-    logs: Annotated[list[str], typer.Argument(help="Log directories, files or globs, then the SESSION_ID (put -- before an id that starts with -).")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOGS... SESSION_ID", help="Log directories, files or globs, then the SESSION_ID or a unique prefix of it, e.g. 653f6e4a (put -- before an id that starts with -).")],
     format: Annotated[SessionFormat, typer.Option("--format", help="table: timeline; jsonl: events for jq.")] = SessionFormat.table,
     since: SinceOpt = None,
     until: UntilOpt = None,
     tz: TzOpt = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
-    """Show one session: its timeline, or its events as JSONL."""
-    from analyzer.ingest.logs import session_events
+    """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
+    from analyzer.ingest.logs import resolve_session, session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
-    db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
+    db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+    session_id = _run(resolve_session, db, session_id)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible
@@ -359,25 +467,28 @@ def render(
     from analyzer.model.report import load_report_json
     from analyzer.render.html import render_html
 
-    model = _run(load_report_json, report_json)
     target = out or report_json.with_suffix(".html")
-    target.write_text(render_html(model), encoding="utf-8")
-    typer.echo(str(target))
+    _check_out(target)
+    if target.resolve() == report_json.resolve():
+        _fail(f"--out {target}: is the report being read; give another file")
+    model = _run(load_report_json, report_json)
+    _write_or_print(render_html(model), target)
 
 
 @app.command()
 def simulate(
     outdir: Annotated[Path | None, typer.Argument(help="Folder to write simulated logs and truth.json into.")] = None,
     scenario: Annotated[list[str] | None, typer.Option("--scenario", help="Fault scenario (repeatable); default: healthy.")] = None,
-    days: Annotated[int, typer.Option("--days", min=1, help="Days of traffic.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same arguments give the same bytes).")] = 0,
+    days: Annotated[int, number("Days of traffic.", "--days", integer=True, minimum=1, maximum=3660)] = 1,
+    seed: Annotated[int, number("Random seed (same arguments give the same bytes).", "--seed", integer=True, minimum=0, maximum=2**63 - 1)] = 0,
     format: Annotated[TraceFormat, typer.Option("--format", help="v1 (dslogs collector) or legacy (article 003 logger).")] = TraceFormat.v1,
-    events: Annotated[int | None, typer.Option("--events", min=1, help="Target number of events (scales traffic).")] = None,
-    hosts: Annotated[int, typer.Option("--hosts", min=1, help="Number of GPU hosts.")] = 1,
+    events: Annotated[int | None, number("Target number of events (scales traffic).", "--events", integer=True, minimum=1, maximum=10**10)] = None,
+    hosts: Annotated[int, number("Number of GPU hosts.", "--hosts", integer=True, minimum=1, maximum=1000)] = 1,
     start: Annotated[str | None, typer.Option("--start", help="First simulated day (ISO date); default 2026-11-23.")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List scenarios and exit.")] = False,
     change: Annotated[str | None, typer.Option("--change", help="A change at one moment: prefill_slower, max_new_tokens, leak, prompt_shift.")] = None,
     change_at: Annotated[str | None, typer.Option("--change-at", help="When the change happens (local ISO time; default mid-run).")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
     from analyzer.simulate import SCENARIOS
@@ -403,19 +514,23 @@ def simulate(
         typer.echo(f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
                    f"(truth: {outdir / 'truth.json'})")
         return
-    summary = _run(
-        run_simulation,
-        outdir,
-        scenarios=scenario or ["healthy"],
-        days=days,
-        seed=seed,
-        fmt=format.value,
-        events=events,
-        hosts=hosts,
-        start=start,
-        change=change,
-        change_at=change_at,
-    )
+    from analyzer.core import progress
+
+    with progress.run("simulate", quiet):
+        progress.phase("writing logs")
+        summary = _run(
+            run_simulation,
+            outdir,
+            scenarios=scenario or ["healthy"],
+            days=days,
+            seed=seed,
+            fmt=format.value,
+            events=events,
+            hosts=hosts,
+            start=start,
+            change=change,
+            change_at=change_at,
+        )
     typer.echo(
         f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
         f"(truth: {outdir / 'truth.json'})"
@@ -427,11 +542,15 @@ def compact(
     logs: LogsArg,
     out: Annotated[Path, typer.Option("--out", help="Parquet dataset folder (date=YYYY-MM-DD/host=H/).")],
     tz: TzOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
+    from analyzer.core import progress
     from analyzer.ingest.compact import compact_logs
 
-    summary = _run(compact_logs, logs, out, tz=tz)
+    with progress.run("compact", quiet):
+        progress.phase("compacting")
+        summary = _run(compact_logs, logs, out, tz=tz)
     typer.echo(f"{summary['new_files']} new files, {summary['events']} events -> {out}")
 
 
@@ -448,6 +567,48 @@ def schema(
     from collector.schema import schema_text
 
     sys.stdout.write(schema_text())
+
+
+@app.command("cache")
+def cache_cmd(
+    clear: Annotated[bool, typer.Option("--clear", help="Delete every cache in the cache folder.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Delete the caches whose log folder no longer exists (and, with --unused-days, those not used for N days).")] = False,
+    unused_days: Annotated[float | None, typer.Option("--unused-days", min=0, help="With --prune: also delete caches no run has used for this many days.")] = None,
+) -> None:
+    """List the caches (one per log folder, in $XDG_CACHE_HOME/dslogs or ~/.cache/dslogs) with their sizes and log folders; --clear or --prune them."""
+    import time
+
+    from analyzer.core.textsafe import visible
+    from analyzer.ingest.cache import cache_home, list_caches, prune_caches, remove_cache
+
+    if unused_days is not None and not prune:
+        _fail("--unused-days goes with --prune")
+    home = cache_home()
+    if clear:
+        caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
+        freed = sum(remove_cache(Path(c["path"])) for c in caches)
+        typer.echo(f"removed {len(caches)} cache(s) from {home}, {freed / 1e6:,.1f} MB freed")
+        return
+    if prune:
+        removed = prune_caches(unused_days, time.time(), home)
+        for c in removed:
+            typer.echo(f"removed {visible(c['path'])} ({c['freed'] / 1e6:,.1f} MB): {c['why']}")
+        typer.echo(f"pruned {len(removed)} cache(s), {sum(c['freed'] for c in removed) / 1e6:,.1f} MB freed")
+        return
+    caches = list_caches(home)
+    if not caches:
+        typer.echo(f"no caches in {home}")
+        return
+    now = time.time()
+    typer.echo(f"{len(caches)} cache(s) in {home}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
+    for c in caches:
+        age = (now - c["last_used"]) / 86400
+        folder = visible(c["folder"]) if c["folder"] else "—"
+        if c["folder"] and not c["folder_exists"]:
+            folder += " (gone)"
+        state = "" if c["state"] == "ok" else f"  [{c['state']}]"
+        typer.echo(f"  {c['bytes'] / 1e6:8,.1f} MB  used {age:5.1f} d ago  {c['files'] or 0:5} files  {folder}  "
+                   f"{visible(Path(c['path']).name)}{state}")
 
 
 def main() -> None:

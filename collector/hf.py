@@ -27,6 +27,8 @@ exceptions of ``generate`` itself propagate unchanged.
 
 from __future__ import annotations
 
+import itertools
+import os
 import queue
 import sys
 import threading
@@ -292,9 +294,19 @@ def _span_for(tracer, session_id, request_id):
     return span, True
 
 
+def new_request_id() -> str:
+    """A request id for a call that names none: the process, then a clock that never repeats."""
+    return f"{os.getpid():x}-{time.time_ns():x}-{next(_request_counter):x}"
+
+
+_request_counter = itertools.count(1)
+
+
 def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=None, tokenizer=None,
                     think_end_token_id=None, oom_fallback=False, log_text=False, _fallback=None,
                     _span=None, **kwargs):
+    if request_id is None:
+        request_id = new_request_id()  # its events must group into one request
     ids = {"session_id": session_id, "request_id": request_id}
     extra = {"fallback": _fallback} if _fallback else {}
     probe = None
@@ -451,7 +463,9 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
                     device, kwargs, tokenizer, think_id, log_text, embeds_only, span, owned):
     wall = (t_end - t0) * 1000.0
     cpu = (c_end - c0) * 1000.0
-    gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 else 0.0  # article 003 §4.2
+    # article 003 §4.2: the share of generate's wall time the CPU spent waiting on the GPU. On a
+    # CPU device it has no meaning (torch's threads make CPU time exceed wall time): not logged.
+    gpu_wait = (wall - cpu) / wall * 100.0 if wall > 0 and getattr(device, "type", None) != "cpu" else None
     seq = _sequences(out)
     output_len = reasoning_len = None
     finish = None
@@ -485,7 +499,7 @@ def _record_success(tracer, model, out, probe, ids, extra, t0, t_end, c0, c_end,
     kv_len = _cache_len(cache)
     decode = {
         "output_len": output_len, "reasoning_len": reasoning_len, "cpu_time_ms": _r(cpu),
-        "gpu_wait_pct": round(gpu_wait, 1), "params": params, "input_len": prompt_len,
+        "gpu_wait_pct": round(gpu_wait, 1) if gpu_wait is not None else None, "params": params, "input_len": prompt_len,
         "kv_seq_len": kv_len,
     }
     sampler = tracer._samplers
@@ -605,6 +619,8 @@ def stream_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
     if beams > 1:
         raise ValueError(f"stream_generate: beam search (num_beams={beams}) cannot stream: transformers "
                          "refuses a streamer with beams. Use num_beams=1, or tracer.generate() without streaming.")
+    if request_id is None:
+        request_id = new_request_id()
     return _stream(tracer, model, inputs, session_id, request_id, tokenizer, think_end_token_id,
                    oom_fallback, log_text, timeout_s, kwargs)
 

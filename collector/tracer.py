@@ -381,6 +381,8 @@ def log_event(stage: str, duration_ms=LOG_EVENT_DEFAULT, /, *more, **fields) -> 
     t = _default or default_tracer()
     if "session_id" not in fields:
         fields["session_id"] = _session_id_from_streamlit() if "streamlit" in sys.modules else "unknown"
+    if "request_id" not in fields and (rid := _drop_in_request_id(fields["session_id"], stage)) is not None:
+        fields["request_id"] = rid
     if more:
         fields["args_"] = more
     q = t._queue
@@ -388,6 +390,28 @@ def log_event(stage: str, duration_ms=LOG_EVENT_DEFAULT, /, *more, **fields) -> 
         q.append((t._clock(), stage, duration_ms, fields))
     else:
         t._overflow()
+
+
+# The article's logger writes no request id; dslogs groups a drop-in's lines into requests here:
+# a request starts at "input", or at "tokenize" once the session's current request is past it
+# (article 003 §3.2's traces start at tokenize, with no input line). session -> [id, past start]
+_drop_in_turns: dict = {}
+_drop_in_lock = threading.Lock()
+_REQUEST_START = ("input", "tokenize")
+
+
+def _drop_in_request_id(session_id, stage) -> str | None:
+    if not isinstance(stage, str) or not isinstance(session_id, (str, int)):
+        return None  # any value may come in: only plain ones are grouped, nothing raises
+    with _drop_in_lock:
+        turn = _drop_in_turns.get(session_id)
+        if turn is None or stage == "input" or (stage == "tokenize" and turn[1]):
+            if turn is None and len(_drop_in_turns) > 10_000:
+                _drop_in_turns.clear()  # bounded: a long-running app's old sessions are forgotten
+            turn = _drop_in_turns[session_id] = [f"{os.getpid():x}-{time.time_ns():x}-{len(_drop_in_turns):x}", False]
+        elif stage not in _REQUEST_START:
+            turn[1] = True
+        return turn[0]
 
 
 _script_run_ctx = None

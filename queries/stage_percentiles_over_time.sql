@@ -1,17 +1,20 @@
 -- Stage latency percentiles per time bucket (the "p95 prefill by hour" chart).
--- Unit: ms. $bucket is a date_trunc unit ('minute', 'hour' or 'day') chosen from the span of the
+-- Unit: ms. $bucket is a date_trunc unit ('second', 'minute', 'hour' or 'day') chosen from the span of the
 -- logs so a year of logs stays a few thousand rows. Source: DESIGN.md §5; 003 §3.1.
 -- date_trunc in the reader's zone is costly per row, so it runs once per distinct UTC minute
 -- (integer arithmetic per row): zone offsets are whole minutes, so a UTC minute lies in one bucket.
 -- series stage_latency_by_hour: bucket, stage, count, p50_ms, p90_ms, p95_ms, p99_ms, max_ms
-WITH e AS (
+WITH u AS (
+    -- the pre-aggregation unit: a second for 'second' buckets (a few minutes of data), else a minute
+    SELECT CASE WHEN $bucket = 'second' THEN 1000000 ELSE 60000000 END AS unit_us
+), e AS (
     SELECT
         CASE WHEN isfinite(ts)
-             THEN make_timestamptz(epoch_us(ts) - ((epoch_us(ts) % 60000000) + 60000000) % 60000000)
+             THEN make_timestamptz(epoch_us(ts) - ((epoch_us(ts) % u.unit_us) + u.unit_us) % u.unit_us)
              ELSE ts END AS utc_minute,
         stage,
         duration_ms
-    FROM events
+    FROM events, u
     WHERE duration_ms IS NOT NULL AND ts IS NOT NULL
 ), buckets AS (
     SELECT utc_minute, date_trunc($bucket, utc_minute) AS bucket

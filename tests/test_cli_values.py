@@ -100,3 +100,53 @@ def test_events_in_year_1_and_9999_do_not_crash_the_report(tmp_path, tz):
     r = subprocess.run([*DSLOGS, "render", str(js), "--out", str(tmp_path / "again.html")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-1500:]
+
+
+NUMERIC_OPTIONS = [
+    # (command line before the option, option, a value it accepts)
+    (["diff", "{report}", "{report}"], "--fail-on-regression", "25"),
+    (["simulate", "{tmp}/sim"], "--days", "1"),
+    (["simulate", "{tmp}/sim"], "--seed", "3"),
+    (["simulate", "{tmp}/sim"], "--events", "200"),
+    (["simulate", "{tmp}/sim"], "--hosts", "1"),
+]
+HOSTILE_NUMBERS = ["nan", "NaN", "inf", "-inf", "1e400", "-1e400", "-5", "abc", "", "1e7x", "0x10",
+                   "99999999999999999999999999999", "1.5e300"]
+
+
+@pytest.fixture(scope="module")
+def saved_report(logs, tmp_path_factory):
+    path = tmp_path_factory.mktemp("rep") / "r.json"
+    r = CliRunner().invoke(app, ["analyze", str(logs), "--format", "json", "--out", str(path), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    return path
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS)
+@pytest.mark.parametrize(("before", "opt", "good"), NUMERIC_OPTIONS)
+def test_hostile_numeric_values_are_one_line(saved_report, tmp_path, before, opt, good, value):
+    args = [a.format(report=saved_report, tmp=tmp_path) for a in before]
+    r = CliRunner().invoke(app, [*args, opt, value])
+    one_line(r, opt, repr(value))
+    assert not (tmp_path / "sim").exists()
+
+
+def test_fail_on_regression_nan_was_a_traceback_and_is_now_exit_2(saved_report):
+    r = subprocess.run([*DSLOGS, "diff", str(saved_report), str(saved_report), "--fail-on-regression", "nan"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "dslogs: error: --fail-on-regression 'nan': expected a finite number"
+
+
+def test_numeric_values_in_range_still_work(saved_report):
+    r = CliRunner().invoke(app, ["diff", str(saved_report), str(saved_report), "--fail-on-regression", "25"])
+    assert r.exit_code == 0, r.output
+
+
+def test_parse_number_is_the_one_parser():
+    from analyzer.core.numbers import parse_number
+
+    assert parse_number("2.5", "--x") == 2.5 and parse_number(" 7 ", "--n", integer=True) == 7
+    for bad, why in [("nan", "finite"), ("1e400", "finite"), ("-1", "out of range"), ("1.0", "whole number")]:
+        with pytest.raises(UsageError, match=why):
+            parse_number(bad, "--n", integer=why == "whole number", minimum=0)

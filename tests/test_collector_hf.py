@@ -81,8 +81,9 @@ def test_greedy_events_match_generate(model, tmp_path):
     assert dec["params"] == {"num_beams": 1, "max_new_tokens": 10, "temperature": 1.0, "top_p": 1.0,
                              "do_sample": False}
     assert dec["cpu_time_ms"] > 0
-    # article 003 §4.2: (wall - cpu) / wall, over the same call
-    assert dec["gpu_wait_pct"] == pytest.approx((total - dec["cpu_time_ms"]) / total * 100, abs=1.5)
+    # article 003 §4.2's (wall - cpu) / wall means nothing on a CPU device (torch's threads make CPU
+    # time exceed wall time): not logged
+    assert dec["gpu_wait_pct"] is None
     assert pre["ts"] <= dec["ts"]
     assert {e["session_id"] for e in ev} == {"s1"} and {e["request_id"] for e in ev} == {"r1"}
     assert not by_stage(ev, "gpu_memory")  # CPU: no CUDA memory to report

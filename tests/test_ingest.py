@@ -275,17 +275,3 @@ def test_sample_seed_format_reads_as_is():
     bad = rows(db, "SELECT session_id FROM requests GROUP BY session_id "
                    "HAVING max(CAST(split_part(request_id, '#', 2) AS INT)) <> count(*)")  # fmt: skip
     assert bad == []
-
-
-def test_progress_only_on_a_terminal_for_many_files(monkeypatch):
-    import contextlib
-    import sys
-
-    from analyzer.ingest.logs import _progress
-
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
-    assert isinstance(_progress(1 << 30, 50), contextlib.nullcontext)
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert isinstance(_progress(1 << 10, 2), contextlib.nullcontext)  # a quick read: silent
-    bar = _progress(1 << 30, 50)
-    assert not isinstance(bar, contextlib.nullcontext) and bar.console.stderr

@@ -318,7 +318,7 @@ def test_render_cli_rejects_a_file_that_is_not_a_report(tmp_path):
     bad.write_text('{"schema": "something/else"}', encoding="utf-8")
     result = CliRunner().invoke(app, ["render", str(bad)])
     assert result.exit_code == 2
-    assert "not a dslogs report" in result.output
+    assert "not a valid dslogs.report/1 model" in result.output
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,9 @@ def test_checklist_items_and_values(model):
     assert items["reserved_band"]["status"] == "FAIL" and items["reserved_band"]["value"] == 1250.0
     assert items["no_oom"] == {**items["no_oom"], "status": "FAIL", "value": 1}
     assert items["gpu_util_peak"]["status"] == "PASS"
-    assert items["short_prompt_e2e_p50"]["status"] == "FAIL"  # 12.5 s for a short prompt
+    # 12.5 s for a short prompt, of which the first 16 answer tokens fit 003 §5.2's budget
+    e2e = items["short_prompt_e2e_p50"]
+    assert e2e["status"] == "PASS" and e2e["value"] < 1200 and "longer than 16 tokens" in e2e["note"]
     for cid in ("format_p50", "long_prefill_p50", "kv_cache_size"):
         assert items[cid]["status"] == "NO DATA" and items[cid]["value"] is None
     assert {c["status"] for c in build_checklist({}, defaults())} == {"NO DATA"}
@@ -132,9 +134,9 @@ def test_json_round_trip_is_stable_and_has_no_nan(model, tmp_path):
     [
         (None, "no such file"),
         ("{not json", ":1: not valid JSON"),
-        ("[1, 2]", "top level is not an object"),
-        ('{"schema": "other/1"}', "not a dslogs report"),
-        ('{"schema": "dslogs.report/1", "window": {}}', "missing key"),
+        ("[1, 2]", "$: expected object, got array"),
+        ('{"schema": "other/1"}', '$.schema: expected "dslogs.report/1", got "other/1"'),
+        ('{"schema": "dslogs.report/1", "window": {}}', '$: missing field "ingest"'),
     ],
 )
 def test_load_report_json_errors(tmp_path, content, needle):

@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.live.watch import Window, _ms
+from analyzer.core.format import terminal as _ms
+from analyzer.live.watch import Window
 
 runner = CliRunner()
 

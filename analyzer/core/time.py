@@ -141,3 +141,16 @@ def parse_window(
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def human_duration(seconds: float) -> str:
+    """A span in the largest units that read well: ``59 s``, ``4 min 10 s``, ``3 h 20 min``,
+    ``6 d 4 h``."""
+    s = int(round(abs(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    if s < 86400:
+        return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+    return f"{s // 86400} d" + (f" {s % 86400 // 3600} h" if s % 86400 // 3600 else "")

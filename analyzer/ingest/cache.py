@@ -31,7 +31,7 @@ import zlib
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
-SCHEMA_VERSION = 7  # 5: per-request device, inflight, memory before/after; 6: done_before, done_seq; 7: fallback
+SCHEMA_VERSION = 8  # 5: per-request device, inflight, memory before/after; 6: done_before, done_seq; 7: fallback; 8: legacy requests start at tokenize without input
 FINGERPRINT_BYTES = 64 << 10
 
 
@@ -110,3 +110,82 @@ def is_dslogs_cache(con, alias: str) -> bool:
     except Exception:  # no such table, other columns: not ours
         return False
     return bool(rows)
+
+
+# -- dslogs cache: list, clear, prune ------------------------------------------------------------
+
+
+def mark_used(path: Path) -> None:
+    """Record that a run used the cache at ``path`` (its mtime: a warm run writes nothing), so
+    ``prune`` can tell a cache unused for days from one read every hour."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def cache_info(path: Path) -> dict:
+    """What ``dslogs cache`` says of one cache file: size (with its .wal), last use, the log
+    folder it caches (the deepest folder holding its files) and whether that folder still exists."""
+    import duckdb
+
+    size = sum(p.stat().st_size for p in (path, Path(f"{path}.wal")) if p.exists())
+    info = {"path": str(path), "bytes": size, "last_used": path.stat().st_mtime, "folder": None,
+            "files": None, "folder_exists": None, "state": "ok"}  # fmt: skip
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        info["state"] = "in use" if is_lock_error(exc) else "unreadable"
+        return info
+    try:
+        if not is_dslogs_cache(con, con.execute("SELECT current_database()").fetchone()[0]):
+            info["state"] = "not a dslogs cache"
+            return info
+        paths = [r[0] for r in con.execute("SELECT path FROM files").fetchall()]
+    except duckdb.Error:
+        info["state"] = "unreadable"
+        return info
+    finally:
+        con.close()
+    info["files"] = len(paths)
+    if paths:
+        folder = os.path.commonpath([str(Path(p).parent) for p in paths])
+        info["folder"], info["folder_exists"] = folder, Path(folder).is_dir()
+    return info
+
+
+def list_caches(home: Path | None = None) -> list[dict]:
+    """Every cache file in the default location (``cache_home``), newest use first."""
+    home = home or cache_home()
+    if not home.is_dir():
+        return []
+    found = [cache_info(p) for p in sorted(home.glob("*.duckdb")) if p.is_file()]
+    return sorted(found, key=lambda c: -c["last_used"])
+
+
+def remove_cache(path: Path) -> int:
+    """Delete a cache file and its .wal; the bytes freed."""
+    freed = 0
+    for p in (Path(path), Path(f"{path}.wal")):
+        try:
+            freed += p.stat().st_size
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    return freed
+
+
+def prune_caches(unused_days: float | None, now: float, home: Path | None = None) -> list[dict]:
+    """Remove the caches whose log folder no longer exists, or (``unused_days``) that no run has
+    used for that many days; the caches removed. A cache in use or not ours is never touched."""
+    removed = []
+    for c in list_caches(home):
+        if c["state"] != "ok":
+            continue
+        gone = c["folder"] is not None and not c["folder_exists"]
+        stale = unused_days is not None and now - c["last_used"] > unused_days * 86400
+        if gone or stale:
+            c["freed"] = remove_cache(Path(c["path"]))
+            c["why"] = "its log folder no longer exists" if gone else f"unused for over {unused_days:g} days"
+            removed.append(c)
+    return removed

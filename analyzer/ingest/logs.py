@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.core import progress
 from analyzer.core.errors import InputError, UsageError
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
@@ -83,20 +83,6 @@ class LogDB:
 # -- open_logs -----------------------------------------------------------------------------------
 
 
-def _progress(total_bytes: int, files: int):
-    """A rich progress bar on stderr for long reads on a terminal; a no-op otherwise."""
-    if files < 8 or total_bytes < (64 << 20) or not sys.stderr.isatty():
-        return contextlib.nullcontext(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("reading logs"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
-    )  # fmt: skip
-    return bar
-
-
 def open_logs(
     paths: list[str],
     since: str | None = None,
@@ -122,6 +108,7 @@ def open_logs(
     if isinstance(paths, (str, os.PathLike)):
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
+    snapshots = _take_snapshots(found)
     con = duckdb.connect()
     # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
     # change the setting at all (its bar is then off anyway).
@@ -141,12 +128,49 @@ def open_logs(
     try:
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
-        _no_events(db, found)
+        if snapshots:
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
+        else:
+            _no_events(db, found)
     except BaseException:
         db.close()
         raise
     db.ingest["seconds"] = round(time.perf_counter() - started, 3)
     return db
+
+
+def is_snapshot(path: Path, display: str, size: int) -> bool:
+    """A Prometheus snapshot (no events): a *.prom file, or a file not named as JSON lines whose
+    first bytes are a server's metrics (a file named on the command line)."""
+    from analyzer.ingest.discovery import is_log_name, is_prom_name
+
+    name = Path(display).name
+    if is_prom_name(name):
+        return True
+    return not is_log_name(name) and size > 0 and getattr(formats.sniff_file(path), "family", None) == "prometheus"
+
+
+def _take_snapshots(found: Discovery) -> list:
+    """Prometheus snapshots out of ``found.files``."""
+    taken = [f for f in found.files if is_snapshot(f.path, f.display, f.size)]
+    if taken:
+        found.files = [f for f in found.files if f not in taken]
+    return taken
+
+
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+    """The server metrics of Prometheus snapshots ``(path, display)`` (analyzer.ingest.prometheus)
+    into ``ingest["server_metrics"]`` for the report, their files and bad lines counted;
+    snapshots outside --since/--until are left out (a snapshot is one instant)."""
+    from analyzer.ingest.prometheus import read_servers
+
+    servers, bad = read_servers(files, lo, hi)
+    ingest["files"] = int(ingest.get("files") or 0) + len(files)
+    ingest["server_metrics"] = servers
+    if bad:
+        ingest["bad_lines"] = int(ingest.get("bad_lines") or 0) + len(bad)
+        samples = ingest.setdefault("bad_line_samples", [])
+        samples.extend({"file": display, "line": no, "reason": reason} for display, no, reason in bad[:5])
 
 
 def _no_events(db: LogDB, found: Discovery) -> None:
@@ -180,6 +204,8 @@ def _load(
             cache_path = None
     readonly = mode == "ro"
     db.cache_path = cache_path
+    if cache_path is not None:
+        cache_mod.mark_used(cache_path)
     con.execute("SET preserve_insertion_order = true")
     if not readonly:
         storage.create_store(con, store)
@@ -196,11 +222,10 @@ def _load(
 
     reading = to_read + plan.tails
     total = sum(f.size for f in reading)
-    with _progress(total, len(reading)) as bar:
-        task = bar.add_task("read", total=total) if bar is not None else None
-        reader.read(
-            reading, on_progress=(lambda n: bar.advance(task, n)) if bar is not None else None
-        )
+    # dslogs draws its own progress, on stderr only, when a command shows it (core.progress)
+    progress.reading(total, len(reading))
+    reader.read(reading, on_progress=progress.advance if progress.active() else None)
+    progress.phase("indexing")
     db.read_bytes, db.tail_files = total, len(plan.tails)
     if in_step:
         viewdefs.touch_derived(con, store, [f.file_id for f in reading])
@@ -302,14 +327,22 @@ def fetch_result(cur: duckdb.DuckDBPyConnection) -> QueryResult:
     return QueryResult(columns=columns, rows=rows, types=types)
 
 
+def data_extent(
+    paths: list[str], tz: str | None = None, cache: Path | None = None, use_cache: bool = True
+) -> dict:
+    """What the logs hold with no window: files, events and the first and last event's time
+    (aware datetimes, or None); used to say why a window came out empty."""
+    with open_logs(paths, tz=tz, cache=cache, use_cache=use_cache, materialize=False) as db:
+        events, first, last = db.con.execute("SELECT count(*), min(ts), max(ts) FROM events").fetchall()[0]
+        return {"files": db.ingest.get("files", 0), "events": int(events), "first": first, "last": last}
+
+
 # The timeline of one session, one row per request (dslogs session --format table).
 _TIMELINE_COLUMNS = (
     "turn_index", "request_id", "start_ts", "status", "input_len", "output_len", "tokenize_ms",
     "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "format_ms", "ttft_ms", "tpot_ms",
-    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "error_type",
+    "e2e_ms", "gpu_wait_pct", "gpu_util_pct", "num_beams", "max_new_tokens", "inflight", "error_type",
 )  # fmt: skip
-
-
 def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryResult:
     """One session: its request timeline (``timeline``) or all its events in ts order."""
     return run_query(db, session_sql(timeline), [session_id])
@@ -318,9 +351,11 @@ def session_events(db: LogDB, session_id: str, timeline: bool = True) -> QueryRe
 def resolve_session(db: LogDB, id_or_prefix: str) -> str:
     """The session id that ``id_or_prefix`` names: itself when a session has that id, else the
     one session whose id starts with it; UsageError naming the candidates when several do."""
+    # the report shows ids cut to 8 characters and "…": the copied short form works too
+    prefix = id_or_prefix.rstrip("…") or id_or_prefix
     found = [r[0] for r in run_query(
         db, "SELECT DISTINCT session_id FROM events WHERE starts_with(session_id, ?) "
-        "ORDER BY session_id LIMIT 11", [id_or_prefix]).rows]  # fmt: skip
+        "ORDER BY session_id LIMIT 11", [prefix]).rows]  # fmt: skip
     if id_or_prefix in found or not found:
         return id_or_prefix
     if len(found) == 1:
@@ -332,11 +367,22 @@ def resolve_session(db: LogDB, id_or_prefix: str) -> str:
 def session_sql(timeline: bool = True) -> str:
     """The query behind ``session_events``, with one parameter: the session id."""
     if timeline:
+        # GPU memory after each request: the request event's own reading (collector), else the
+        # request's last gpu_memory snapshot (article 003's log_gpu_memory after each reply)
+        cols = ", ".join(f"r.{c}" for c in _TIMELINE_COLUMNS if c != "error_type")
         return (
-            f"SELECT {', '.join(_TIMELINE_COLUMNS)} FROM requests WHERE session_id = ? "
-            "ORDER BY turn_index"
+            "WITH sid AS (SELECT CAST(? AS VARCHAR) AS s), "
+            "mem AS (SELECT request_id, arg_max(reserved_mb, ts) AS reserved_mb, "
+            "arg_max(allocated_mb, ts) AS allocated_mb FROM events "
+            "WHERE session_id = (SELECT s FROM sid) AND stage = 'gpu_memory' AND request_id IS NOT NULL "
+            "GROUP BY request_id) "
+            f"SELECT {cols}, coalesce(r.reserved_mb_after, mem.reserved_mb) AS reserved_mb, "
+            "coalesce(r.allocated_mb_after, mem.allocated_mb) AS allocated_mb, r.error_type "
+            "FROM requests AS r LEFT JOIN mem USING (request_id) WHERE r.session_id = (SELECT s FROM sid) "
+            "ORDER BY r.turn_index"
         )
     return "SELECT * FROM events WHERE session_id = ? ORDER BY ts, source_file, stage"
 
 
-__all__ = ["LogDB", "open_logs", "execute", "fetch_result", "run_query", "session_events", "session_sql", "resolve_session", "EVENT_COLUMNS", "LINE_RULES"]
+__all__ = ["LogDB", "open_logs", "data_extent", "execute", "fetch_result", "run_query", "session_events", "session_sql",
+           "resolve_session", "EVENT_COLUMNS", "LINE_RULES"]

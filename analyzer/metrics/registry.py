@@ -66,10 +66,13 @@ def query_series(name: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 def bucket_for_span(first: str | None, last: str | None) -> str:
-    """date_trunc unit for the timelines: minute up to 3 h, hour up to 31 days, then day."""
+    """date_trunc unit for the timelines, from the data's own span: second up to 10 min (a minute
+    of data is 60 points, not one column), minute up to 3 h, hour up to 31 days, then day."""
     if not first or not last:
         return "hour"
     span = parse_iso(last) - parse_iso(first)
+    if span <= timedelta(minutes=10):
+        return "second"
     if span <= timedelta(hours=3):
         return "minute"
     if span <= timedelta(days=31):

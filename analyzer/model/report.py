@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from analyzer import __version__
+from analyzer.core import progress
 from analyzer.core.errors import UsageError
 from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
@@ -22,15 +23,17 @@ from analyzer.engines.contract import MetricSource
 from analyzer.engines.duckdb import DuckDBSource, as_source
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
-from analyzer.rules import RULE_IDS, RULES, evaluate_rules
+from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, evidence
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK
+from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
-PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
-REQUIRED_KEYS = ("schema", "window", "ingest", "stages", "requests", "sessions", "findings")
+PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
+# checklist items that judge the GPU: "not applicable (no GPU)" when no host has one
+GPU_CHECKS = ("reserved_band", "gpu_util_peak")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -46,19 +49,26 @@ def analyze_logs(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> dict:
-    """Read the logs once and return the report model."""
+    """Read the logs once and return the report model. ``session_attr``: the OTLP span attribute
+    that names the session (``open_logs``)."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
     lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
     source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         materialize=not lazy)  # fmt: skip
+                         materialize=not lazy, session_attr=session_attr)  # fmt: skip
     try:
         db = getattr(source, "db", None)
-        if db is None:
-            return build_report(source, thresholds)
+        empty = (since is not None or until is not None) and not (source.ingest or {}).get("events")
+        if db is None or empty:
+            # an empty window is not kept in the result cache: its note reads the files outside it
+            model = build_report(source, thresholds)
+            if empty and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
+                model["notes"].insert(0, note)
+            return model
         from analyzer.model import result_cache
 
         key = result_cache.result_key(db, thresholds)
@@ -73,6 +83,29 @@ def analyze_logs(
         source.close()
 
 
+def empty_window_note(paths, since, until, tz, cache=None, use_cache=True) -> dict | None:
+    """The note for a window that holds no events while the files hold some: how many files,
+    the data's first and last event, and a --since (or --until) that would include them."""
+    from analyzer.core.time import parse_window
+    from analyzer.ingest.logs import data_extent
+
+    lo, hi = parse_window(since, until, tz)
+    extent = data_extent(list(paths), tz=tz, cache=cache, use_cache=use_cache)
+    first, last = extent["first"], extent["last"]
+    if not extent["events"] or first is None or last is None:
+        return None
+    if hi is not None and first >= hi:
+        hint = f"--until {(last.date() + timedelta(days=1)).isoformat()}"
+    else:
+        hint = f"--since {last.date().isoformat()}"
+    fmt = "%Y-%m-%d %H:%M:%S %z"
+    return {
+        "id": "empty_window",
+        "message": f"no events in the window, but the {extent['files']:,} log file(s) hold {extent['events']:,} "
+                   f"events from {first.strftime(fmt)} to {last.strftime(fmt)} (newest); {hint} would include them",
+    }
+
+
 def capacity_logs(
     paths: list[str],
     since: str | None = None,
@@ -83,10 +116,12 @@ def capacity_logs(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> dict:
     """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         session_attr=session_attr)  # fmt: skip
     try:
         return build_capacity(source, thresholds)
     finally:
@@ -137,20 +172,22 @@ def open_source(
     engine: str = "duckdb",
     master: str = "local[*]",
     materialize: bool = True,
+    session_attr: str | None = None,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
+        progress.phase("reading and computing on Spark")
         try:
             from analyzer.engines.spark.driver import open_spark
         except ImportError as exc:
             raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        return open_spark(list(paths), since, until, tz, master)
+        return open_spark(list(paths), since, until, tz, master, session_attr=session_attr)
     if engine != "duckdb":
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest.logs import open_logs
 
     return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                                     materialize=materialize))
+                                     materialize=materialize, session_attr=session_attr))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -158,6 +195,7 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     then the drill-down rows of the sessions the model shows."""
     thresholds = thresholds or defaults()
     source = as_source(source)
+    progress.phase("computing")
     metrics = compute_metrics(source, thresholds)
     model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
     # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
@@ -166,6 +204,10 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     del metrics
     ids = detail_session_ids(model, thresholds)
     model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+    # each finding's sessions with the evidence that pinned it (memory kept per request; the
+    # causes present in the affected requests, and a fix naming only those)
+    evidence.attach(model["findings"], model["session_details"], thresholds)
+    model = clean(model)
     return model
 
 
@@ -184,6 +226,13 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         if f["scope"] == "session":
             for sid in f["session_ids"]:
                 by_session.setdefault(sid, []).append(f["rule"])
+    cpu_hosts = cpu_only_hosts(metrics)
+    host_names = {r.get("host") for r in metrics.get("hosts_summary", [])}
+    no_gpu = bool(host_names) and host_names <= cpu_hosts
+    checklist = build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats"))
+    if no_gpu:
+        checklist = [{**c, "status": NOT_APPLICABLE, "value": None, "note": "not applicable (no GPU)"}
+                     if c["id"] in GPU_CHECKS else c for c in checklist]  # fmt: skip
     model = {
         "schema": SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -199,7 +248,11 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             {k: r.get(k) for k in ("host", "events", "sessions", "requests", "first_ts", "last_ts")}
             for r in metrics.get("hosts_summary", [])
         ],
-        "checklist": build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats")),
+        # hosts whose requests ran on a CPU device with nothing GPU-ish seen (rules.cpu_only_hosts);
+        # no_gpu: all of them, so GPU tables, charts and checks do not apply
+        "cpu_hosts": sorted(h or "" for h in cpu_hosts),
+        "no_gpu": no_gpu,
+        "checklist": checklist,
         "stages": [
             {k: r.get(k) for k in ("stage", "count", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")}
             for r in metrics.get("stage_percentiles", [])
@@ -208,7 +261,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "sessions": _sessions_block(metrics, by_session, findings, thresholds),
         "sessions_total": len(metrics.get("session_summary", [])),
         "findings": findings,
-        "notes": build_notes(metrics, thresholds),
+        "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu) + source_notes(ingest),
         "rules": rule_status,
         "errors": [
             {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
@@ -224,6 +277,11 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "session_details": group_session_details(metrics.get("session_requests", [])),
         "thresholds": thresholds,
     }
+    if (ingest or {}).get("server_metrics"):
+        from analyzer.ingest.prometheus import gauge_rows
+
+        model["server_metrics"] = list(ingest["server_metrics"])
+        model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
     return clean(model)
 
 
@@ -253,6 +311,9 @@ def _ingest_block(ingest: dict | None) -> dict:
         "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
         "formats": dict(ingest.pop("formats", {}) or {}),
     }
+    servers = ingest.pop("server_metrics", None)
+    if servers:
+        out["snapshots"] = sum(int(s.get("snapshots") or 0) for s in servers)
     out.update(ingest)  # anything else ingest reports (bytes, cache state, ...)
     return out
 
@@ -359,7 +420,7 @@ REPORT_INPUTS: tuple[str, ...] = (
     "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
     "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
-    "oom_per_session", "kv_cache_per_session",
+    "oom_per_session", "kv_cache_per_session", "host_devices",
 )  # fmt: skip
 
 
@@ -393,9 +454,19 @@ def group_session_details(rows: list[dict]) -> dict[str, list[dict]]:
 # -- notes: what the reader must know to trust the numbers ----------------------------------------
 
 
-def build_notes(metrics: dict, t: dict) -> list[dict]:
+def build_notes(metrics: dict, t: dict, cpu_hosts: set | None = None, no_gpu: bool = False) -> list[dict]:
     """Warnings about the input itself, also printed on stderr: a reader must know what the numbers stand on."""
     notes = []
+    if cpu_hosts:
+        names = ", ".join(sorted(h or "(no host field)" for h in cpu_hosts)[:5])
+        notes.append({
+            "id": "no_gpu",
+            "level": "note",
+            "message": (f"no GPU: the model ran on the CPU (device cpu) on {names}; GPU checks, tables and charts "
+                        "are not applicable" if no_gpu else
+                        f"no GPU on {len(cpu_hosts)} host(s) ({names}; device cpu): GPU rules and checks judge "
+                        "the other hosts only"),
+        })
     fut = _one(metrics, "future_events")
     if (fut.get("future_events") or 0) > 0:
         notes.append({
@@ -414,6 +485,22 @@ def build_notes(metrics: dict, t: dict) -> list[dict]:
                        "per-session rules see them as one session or none; pass session_id to log_event "
                        "(Streamlit: st.session_state[\"session_id\"])",
         })
+    return notes
+
+
+def source_notes(ingest: dict | None) -> list[dict]:
+    """What the sources themselves tell the reader: token counts an instrumentor estimated."""
+    from analyzer.ingest.formats import ESTIMATED_TOKENS
+
+    notes = []
+    for name, why in ESTIMATED_TOKENS.items():
+        n = int(((ingest or {}).get("formats") or {}).get(name) or 0)
+        if n:
+            notes.append({
+                "id": "estimated_tokens",
+                "message": f"token counts read from {name} spans ({n:,} events) are estimates: {why}; "
+                           "tokens/s and token-length figures built on them are approximate",
+            })  # fmt: skip
     return notes
 
 
@@ -510,9 +597,12 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
                    if r.get("kv_cache_size_max_mb") is not None), default=None)
     short_cls = classes.get("short") or classes.get("unknown")
     reasoning = short_e2e.get("reasoning_share_p50")
+    cut = short_e2e.get("cut_count") or 0
     e2e_note = (
-        f"median reasoning share {reasoning:.0%}: R1-style <think> output alone often exceeds this"
-        if reasoning else None
+        f"{cut:,} of {short_e2e.get('count'):,} replies were longer than {c['short_answer_tokens']} tokens "
+        f"(median reasoning share {reasoning or 0:.0%}) and count their first {c['short_answer_tokens']} "
+        "only: the article's budget is for a short answer (docs/sources.md#003-5-2)"
+        if cut else None
     )
     return _mark_unavailable([
         _check("tokenize_p50", f"tokenize p50 < {t['slow_tokenize']['p50_ms']:g} ms", p50(stages.get("tokenize")),
@@ -522,7 +612,8 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
         _check("tpot_p50", f"TPOT p50 < {t['slow_decode']['tpot_p50_ms']:g} ms", p50(lat.get("tpot_ms"), "p50"),
                t["slow_decode"]["tpot_p50_ms"], "ms", "003 §5.2", _lt),
         _check("short_prompt_e2e_p50",
-               f"end-to-end p50 < {c['short_e2e_ms'] / 1000:g} s for prompts < {c['short_input_tokens']} tokens",
+               f"end-to-end p50 < {c['short_e2e_ms'] / 1000:g} s for prompts < {c['short_input_tokens']} tokens "
+               f"(answer ≤ {c['short_answer_tokens']} tokens)",
                p50(short_e2e), c["short_e2e_ms"], "ms", "003 §5.2", _lt, note=e2e_note),
         _check("ttft_p50", f"TTFT p50 < {t['slow_ttft']['p50_ms']:g} ms", p50(lat.get("ttft_ms"), "p50"),
                t["slow_ttft"]["p50_ms"], "ms", "003 §5.2", _lt),
@@ -562,29 +653,6 @@ def report_to_json(model: dict) -> str:
     return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
-def load_report_json(path: Path | str) -> dict:
-    """A report saved with ``analyze --format json``; UsageError if it is not one."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read report: {exc}") from None
-    try:
-        model = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(model, dict):
-        raise UsageError(f"{path}: not a dslogs report (top level is not an object)")
-    if model.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: not a dslogs report (schema {model.get('schema')!r}, expected {SCHEMA!r})")
-    missing = [k for k in REQUIRED_KEYS if k not in model]
-    if missing:
-        raise UsageError(f"{path}: report is missing key(s) {', '.join(missing)}")
-    return model
-
-
 def has_findings_at(model: dict, level: str) -> bool:
     """True when a finding at ``level`` ('warning' or 'critical') or above exists."""
     if level not in ("warning", "critical"):
@@ -595,5 +663,5 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 __all__ = [
     "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
-    "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
+    "build_checklist", "build_notes", "empty_window_note", "report_to_json", "load_report_json", "has_findings_at",
 ]

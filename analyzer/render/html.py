@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
+from analyzer.core.time import human_duration, parse_iso
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
 from analyzer.render.charts import specs as charts_mod
@@ -49,7 +50,8 @@ SECTIONS = [
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
     ("capacity", "Capacity"),
-    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"),
+    ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
+    ("glossary", "Glossary"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
@@ -81,10 +83,35 @@ def fmt_ts(value) -> str:
 
 
 def fmt_ts_short(value) -> str:
-    """`MM-DD HH:MM` for dense tables; the full stamp goes in a title attribute."""
+    """`MM-DD HH:MM:SS` for dense tables (turns seconds apart stay apart); the full stamp goes in a
+    title attribute."""
     full = fmt_ts(value)
-    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d)", full)
+    m = re.match(r"^\d{4}-(\d\d-\d\d) (\d\d:\d\d:\d\d)", full)
     return f"{m.group(1)} {m.group(2)}" if m else full
+
+
+_CITATION = re.compile(r"(?:(000|003) )?§(\d+(?:\.\d+)?)( table)?")
+
+
+def cite(source) -> Markup:
+    """A source like "000 §5 table; 003 §4.1, §5.3" with each section it cites explained in a
+    tooltip (glossary.SOURCES; docs/sources.md has the long form)."""
+    from markupsafe import escape
+
+    from analyzer.render.glossary import SOURCES
+
+    text = "" if source is None else str(source)
+    out, last, article = [], 0, None
+    for m in _CITATION.finditer(text):
+        article = m.group(1) or article
+        key = f"{article} §{m.group(2)}{m.group(3) or ''}" if article else None
+        out.append(str(escape(text[last:m.start()])))
+        meaning = SOURCES.get(key) or SOURCES.get(f"{article} §{m.group(2)}") if key else None
+        span = str(escape(m.group(0)))
+        out.append(f'<abbr class="cite" title="{escape(meaning)}">{span}</abbr>' if meaning else span)
+        last = m.end()
+    out.append(str(escape(text[last:])))
+    return Markup("".join(out))
 
 
 def anchor(session_id) -> str:
@@ -180,7 +207,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor)
+    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -317,6 +344,9 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
     return tables
 
 
+MAX_EVIDENCE_SESSIONS = 6  # sessions whose kept-memory requests a finding card shows
+
+
 def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
@@ -335,11 +365,18 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "hosts": f.get("hosts") or [],
             "sessions": [{"id": s, "anchor": links.get(s)} for s in sids[:MAX_FINDING_SESSIONS]],
             "more_sessions": max(0, len(sids) - MAX_FINDING_SESSIONS), "session_count": len(sids),
+            "all_ids": sids, "ids_in_model": len(sids) < (f.get("session_count") or len(sids)),
             "section": section if section in SECTION_IDS else None,
             "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
             "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
             if isinstance(details, dict) else [],
             "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
+            "kept": [dict(e, anchor=links.get(e.get("session_id")),
+                          peak=max([abs(r.get("kept_mb") or 0) for r in e.get("requests") or []] + [1]))
+                     for e in (evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS]],
+            "more_kept": max(0, len(evidence.get("requests") or []) - MAX_EVIDENCE_SESSIONS),
+            "factors": evidence.get("factors") or [],
+            "doc": evidence.get("doc"),
         })
     return out
 
@@ -442,8 +479,19 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     for i, f in enumerate(findings, start=1):
         if f["section"]:
             section_findings.setdefault(f["section"], []).append({"index": i, "rule": f["rule"], "severity": f["severity"]})
+    window = model.get("window") or {}
+    data_span = None
+    if window.get("first_event") and window.get("last_event"):
+        try:
+            data_span = human_duration((parse_iso(window["last_event"]) - parse_iso(window["first_event"])).total_seconds())
+        except ValueError:
+            data_span = None
+    from analyzer.render.glossary import GLOSSARY
+
     return {
         "model": model,
+        "glossary": GLOSSARY,
+        "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
         "generated_at": model.get("generated_at") or "",
@@ -470,6 +518,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],
         "rules_no_data": [r for r in rules if r.get("status") == "no_data"],
@@ -528,5 +577,6 @@ def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | 
 
 
 def write_html(model: dict, path: Path) -> Path:
-    path.write_text(render_html(model), encoding="utf-8")
-    return path
+    from analyzer.core.outfile import write_out
+
+    return write_out(path, render_html(model))

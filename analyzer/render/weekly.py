@@ -17,6 +17,7 @@ from pathlib import Path
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.textsafe import visible
 from analyzer.core.thresholds import WEEK_MIN_COVERAGE
 from analyzer.core.time import parse_iso
 from analyzer.core.time import zone as tz_zone
@@ -287,7 +288,8 @@ def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", ma
 
 def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
                  thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True,
-                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None) -> dict:
+                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None,
+                 session_attr: str | None = None) -> dict:
     """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
 
     ``previous``: last week's report model saved by ``analyze --format json``, used instead of
@@ -307,7 +309,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
     def analyze(start: datetime, end: datetime) -> dict:
         return analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
                             thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
-                            engine=engine, master=master)  # fmt: skip
+                            engine=engine, master=master, session_attr=session_attr)  # fmt: skip
 
     notes: list[str] = []
     this = analyze(*week_bounds(*target, zone))
@@ -350,19 +352,14 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
     """A saved report model standing for the week [start, end): it must be a dslogs report whose
     events all lie in that week (a model of another week would make every number a false
     regression)."""
-    import json
+    from analyzer.model.load import check_model, parse_json
 
-    from analyzer.model.report import SCHEMA
-
-    try:
-        model = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--previous {path}: cannot read ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--previous {path}: not JSON ({exc})") from None
-    if not isinstance(model, dict) or model.get("schema") != SCHEMA:
-        raise UsageError(f"--previous {path}: not a dslogs report model (schema {SCHEMA}); "
+    label = f"--previous {visible(str(path))}"
+    model = parse_json(path, label)
+    if not isinstance(model, dict) or "schema" not in model:
+        raise UsageError(f"{label}: not a dslogs report model; "
                          "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
+    check_model(model, "report", label)
     window = model.get("window") or {}
     first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
     if first is not None and last is not None and (first < start or last >= end):

@@ -69,6 +69,7 @@ class _Task:
     tz: str | None
     lo: str | None
     hi: str | None
+    session_attr: str | None = None  # OTLP traces: the span attribute naming the session
 
 
 def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, materialize: bool,
@@ -103,7 +104,7 @@ def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, m
         from analyzer.ingest.logs import open_logs
 
         db = open_logs(list(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
-                       materialize=materialize and not parts)  # fmt: skip
+                       materialize=materialize and not parts, session_attr=task.session_attr)  # fmt: skip
         con, closer = db.con, db.close
         ingest = dict(db.ingest)
         if not parts:
@@ -155,7 +156,7 @@ def _candidate_buckets(zone: str, first_us: int | None, last_us: int | None) -> 
     only this group's bucket and coarser ones (metrics.bucket_for_span)."""
     from analyzer.metrics.registry import bucket_for_span
 
-    order = ["minute", "hour", "day"]
+    order = ["second", "minute", "hour", "day"]
     if first_us is None:
         return order
     own = bucket_for_span(_iso_micros(first_us, zone), _iso_micros(last_us, zone))

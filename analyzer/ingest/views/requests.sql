@@ -126,7 +126,8 @@ SELECT
     top_p,
     do_sample,
     cpu_time_ms,
-    gpu_wait_pct,
+    -- no meaning on a CPU device (multi-threaded CPU time exceeds wall time: negative values)
+    CASE WHEN lower(device) LIKE 'cpu%' THEN NULL ELSE gpu_wait_pct END AS gpu_wait_pct,
     gpu_util_pct,
     status,
     error_type,

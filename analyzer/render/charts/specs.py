@@ -26,7 +26,7 @@ MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
 MAX_POINTS_PER_LINE = 240
 MAX_ROWS_PER_CHART = 2400  # buckets × lines: more lines mean coarser buckets
-NICE_STEPS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
+NICE_STEPS_S = [1, 5, 10, 15, 30, 60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
 
 BRUSH = "brush"
 TIME_RANGE = "time_range"
@@ -70,6 +70,8 @@ def _step_label(seconds: int) -> str:
         return "1 day" if days == 1 else f"{days} days"
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
+    if seconds % 60:
+        return f"{seconds} s"
     return f"{seconds // 60} min"
 
 
@@ -164,7 +166,7 @@ class TimeAxis:
         return int((parse_iso(text).timestamp() + self.offset_s) * 1000)
 
 
-BUCKET_STEP_S = {"minute": 60, "hour": 3600, "day": 86400}
+BUCKET_STEP_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
 def time_axis(model: dict) -> TimeAxis:
@@ -230,12 +232,19 @@ TIME_LABELS = {"year": "%Y", "quarter": "%b %Y", "month": "%b %Y", "week": "%b %
 MS_LABELS = ",~r"
 
 
-def _time_axis_def() -> alt.Axis:
-    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True, format=TIME_LABELS)
+# Over more than a day an hour label alone ("18:00 / 06:00") does not say which day: hours and
+# minutes carry the date too.
+TIME_LABELS_DAYS = {**TIME_LABELS, "hours": "%b %d %H:%M", "minutes": "%b %d %H:%M"}
+
+
+def _time_axis_def(tx: TimeAxis | None = None) -> alt.Axis:
+    days = tx is not None and tx.domain is not None and tx.domain[1] - tx.domain[0] > 86_400_000
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True,
+                    format=TIME_LABELS_DAYS if days else TIME_LABELS)
 
 
 def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
-    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def())
+    return alt.X(f"{field_name}:T", title=_time_title(tx), scale=_time_scale(tx), axis=_time_axis_def(tx))
 
 
 def _time_tip(field_name: str, title: str = "bucket", seconds: bool = False) -> alt.Tooltip:
@@ -399,7 +408,7 @@ def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
     bucket = _step_label(tx.step_s) if not step else step
     base = alt.Chart(_data(rows, "bucket", tx)).encode(
-        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def()),
+        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx)),
         y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
@@ -553,14 +562,17 @@ def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
 
 
 def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx: TimeAxis | None = None) -> list[dict]:
-    """Rows of the kept sessions with `minute` = minutes since the session's first point, thinned."""
+    """Rows of the kept sessions, thinned, with `turn` = the point's number in its session (1, 2,
+    ...: sessions of fast turns and of slow ones side by side, none a near-vertical line) and
+    `minute` = minutes since the session's first point (in the tooltip)."""
     tx = tx or TimeAxis()
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
+        number = {id(r): i for i, r in enumerate(pts, start=1)}
         t0 = parse_iso(pts[0]["ts"])
-        out += [{"minute": round((parse_iso(r["ts"]) - t0).total_seconds() / 60, 2), "ts": tx.ms(r["ts"]), "session_id": sid,
-                 **{f: r.get(f) for f in fields}} for r in thin(pts)]
+        out += [{"turn": number[id(r)], "minute": round((parse_iso(r["ts"]) - t0).total_seconds() / 60, 2),
+                 "ts": tx.ms(r["ts"]), "session_id": sid, **{f: r.get(f) for f in fields}} for r in thin(pts)]
     return out
 
 
@@ -597,14 +609,14 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
     out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
-        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("mb:Q", title="GPU memory (MiB)", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
                                   scale=alt.Scale(domain=["reserved_mb", "allocated_mb"], range=[[1, 0], [4, 3]]),
                                   legend=None),  # named in the subtitle
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
-                 alt.Tooltip("minute:Q", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
+                 "turn:Q", alt.Tooltip("minute:Q", title="minutes since its first sample", format=",.1f"), "kind:N", alt.Tooltip("mb:Q", title="MiB", format=",.0f")],
     )
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
@@ -624,7 +636,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
     out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
     chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
-        x=alt.X("minute:Q", title="minutes since the session's first sample"),
+        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),
@@ -742,6 +754,31 @@ def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = chart.properties(width=HALF_WIDTH - 40, height=200)
     return Chart("capacity_memory", "capacity", "Memory against requests in flight",
                  _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
+
+
+@chart("server_gauges", section="server", series=("server_gauges",))
+def server_gauges_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    """Queue depth, running batch and KV-cache use from the servers' Prometheus snapshots."""
+    tx = ctx.tx or TimeAxis()
+    rows = [r for r in series.get("server_gauges") or [] if r.get("ts") and r.get("value") is not None]
+    if len({r["ts"] for r in rows}) < 2:
+        return None
+    rows = [dict(r, line=f"{r.get('server')} · {r.get('gauge')}") for r in rows]
+    keep = list(dict.fromkeys(r["line"] for r in rows))[:MAX_LINES]
+    rows = [r for r in rows if r["line"] in keep][: MAX_ROWS_PER_CHART]
+    base = alt.Chart(_data(rows, "ts", tx)).encode(
+        x=alt.X("ts:T", title=_time_title(tx), axis=_time_axis_def()),
+        color=alt.Color("line:N", title="server · gauge"),
+        tooltip=[_time_tip("ts", "snapshot", seconds=True), "line:N", "metric:N",
+                 alt.Tooltip("value:Q", format=",.3~f")],
+    )  # fmt: skip
+    counts = base.transform_filter("datum.gauge != 'kv_cache_usage'").mark_line(point=True, strokeWidth=1.5).encode(
+        y=alt.Y("value:Q", title="requests")).properties(width=WIDTH - 140, height=150)  # fmt: skip
+    usage = base.transform_filter("datum.gauge == 'kv_cache_usage'").mark_line(point=True, strokeWidth=1.5).encode(
+        y=alt.Y("value:Q", title="KV-cache usage (0-1)")).properties(width=WIDTH - 140, height=120)  # fmt: skip
+    return Chart("server_gauges", "server", "Server queue and KV cache",
+                 _finish(alt.vconcat(counts, usage), "Server queue, batch and KV-cache usage",
+                         "gauges of the servers' Prometheus snapshots, one point per snapshot"))  # fmt: skip
 
 
 def build_charts(model: dict) -> list[Chart]:

@@ -1,0 +1,123 @@
+"""The one writer of every file a command is asked to write (``--out``).
+
+It lives in core, below the model, the renderers and the CLI, because every one of them may
+produce the text and each command names the target: analyze, render, diff, report weekly and
+query all call ``write_out`` (or ``open_out`` for a streamed result).
+
+The text goes to a temporary file beside the target (same folder, so the rename stays on one
+file system) and is renamed over it once complete: a reader of the target sees the old file or
+the new one, never half of one. A target that cannot be written (missing folder, a directory,
+no permission, a full disk) is a ``UsageError`` naming the path, and no temporary file is
+left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from analyzer.core.errors import UsageError
+from analyzer.core.textsafe import visible
+
+_REASONS = {
+    errno.ENOENT: "its folder does not exist",
+    errno.ENOTDIR: "a part of its folder is not a folder",
+    errno.EISDIR: "it is a directory",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+def _error(target: Path, exc: OSError, option: str) -> UsageError:
+    reason = _REASONS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
+    return UsageError(f"{option} {visible(str(target))}: cannot write ({reason})")
+
+
+def _mode_for(target: Path) -> int:
+    """The existing target's permissions, else what a plain open() would give (0666 & ~umask)."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """A text stream whose content replaces ``path`` only when the block ends without error."""
+    target = Path(path)
+    # A link is followed: the file it points at is replaced, not the link itself.
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
+    folder = target.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _error(target, exc, option) from None
+    try:
+        try:
+            os.fchmod(fd, _mode_for(target))
+            fh = os.fdopen(fd, "w", encoding=encoding, newline="")
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        _remove(tmp)
+        raise _error(target, exc, option) from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def check_out(path: Path | str, option: str = "--out") -> None:
+    """Fail now, before minutes of work, when ``path`` clearly cannot be written: its folder is
+    missing or not writable, or it is a directory. The write itself still reports a full disk."""
+    target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
+    folder = target.parent
+    if not folder.is_dir():
+        code = errno.ENOTDIR if folder.exists() else errno.ENOENT
+        raise _error(target, OSError(code, os.strerror(code)), option)
+    # A real probe rather than os.access: root passes access() on read-only mounts and /sys.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _error(target, exc, option) from None
+    os.close(fd)
+    _remove(probe)
+
+
+def write_out(path: Path | str, text: str, option: str = "--out") -> Path:
+    """Write ``text`` to ``path`` atomically; UsageError naming the path when it cannot."""
+    with open_out(path, option) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def _remove(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+__all__ = ["check_out", "open_out", "write_out"]

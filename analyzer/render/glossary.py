@@ -1,0 +1,50 @@
+"""One line for each word the reports use without explaining it (the HTML report's glossary and
+tooltips, the Markdown report's glossary)."""
+
+from __future__ import annotations
+
+GLOSSARY: dict[str, str] = {
+    "TTFT": "time to first token: from the request's start (queue wait included) to the first output token, ms",
+    "TPOT": "time per output token after the first: decode time / (output tokens − 1), ms per token",
+    "TTFA": "time to first answer token: to the first token after the reasoning block (</think>), ms",
+    "e2e": "end-to-end: the whole request as the user waits for it, queue and every stage included, ms",
+    "reasoning share": "the share of a reply's tokens inside its <think> reasoning block (R1-style models)",
+    "goodput": "the share of requests that met both SLOs (TTFT ≤ 1000 ms and TPOT ≤ 130 ms by default)",
+    "gpu_wait": "gpu_wait_pct = (wall time − process CPU time) / wall time over generate (article 003 §4.2): "
+                "the CPU waiting on the GPU; not computed on a CPU device",
+    "prefill/decode ratio": "prefill time / decode time of a request",
+    "reserved / allocated": "GPU memory torch's caching allocator holds (reserved) and what tensors use (allocated), MiB",
+    "ghost memory": "reserved − allocated: memory the allocator caches that nvidia-smi shows as used (article 000 §1.1)",
+    "kept": "what a request left allocated: allocated (else reserved) after it − before it, MiB",
+    "in flight": "requests running in the same process when a request started, itself included",
+    "rise": "a session's memory at its last turn − at its first (memory_leak judges it with the slope)",
+    "slope": "a session's reserved-memory trend: least-squares MiB per minute over its snapshots",
+    "N/A": "not applicable: a GPU check on a host without a GPU, or an input the source format does not carry",
+}
+
+
+# The article sections findings and checks cite, each in one line (docs/sources.md says more).
+SOURCES: dict[str, str] = {
+    "003 §2.1": "article 003, log structure: one JSON line per event, daily files under 10 MB",
+    "003 §2.2": "article 003, non-blocking log_event in Streamlit (session_id from st.session_state)",
+    "003 §3.1": "article 003, five latency slices: input, tokenize, prefill, decode, format",
+    "003 §3.2": "article 003, a 'false slow' case: num_beams=5 with max_new_tokens=2048 hit CUDA OOM and retries",
+    "003 §4.1": "article 003, hidden GPU memory leaks: reserved only grows; del outputs, torch.cuda.empty_cache()",
+    "003 §4.2": "article 003, CPU–GPU imbalance: gpu_wait_pct = (wall − CPU) / wall above 60 %",
+    "003 §4.3": "article 003, KV cache growth with long context: keep the last 8 turns; kv_seq_len > 2048",
+    "003 §5.2": "article 003 checklist, latency: tokenize < 100 ms, prefill < 900 ms, decode < 130 ms/token, "
+                "a simple prompt end to end < 1.2 s",
+    "003 §5.3": "article 003 checklist, memory: reserved within ±200 MB, GPU peak > 65 %, no OOM",
+    "003 §5.4": "article 003 checklist, long context (1200 tokens): prefill < 2.5 s, KV cache < 8 GB",
+    "000 §1.1": "article 000: reserved − allocated is cached 'ghost' memory that leads to OOM",
+    "000 §1.2": "article 000: low CPU is not 'no bottleneck' (GIL, JSON, log flushing)",
+    "000 §1.3": "article 000: one fast request is not concurrency; past what GPU memory holds, throughput collapses",
+    "000 §2.1": "article 000: GPU < 20 % with memory near full = starved; > 80 % with ±2 GB/s swings = thrash",
+    "000 §2.2": "article 000: read utilisation through NVML",
+    "000 §3.2": "article 000: log writes above 2 MB/s eat the disk's IOPS",
+    "000 §3.3": "article 000: an RSS that only climbs is a Python-side leak",
+    "000 §4.1": "article 000: a connection-queue backlog (Recv-Q > 0) means too few workers",
+    "000 §4.2": "article 000: postprocess (JSON, return) < 30 ms; > 100 ms means huge replies",
+    "000 §5": "article 000, diagnosis table: memory creeping > 50 MiB/min = KV cache not shared; logs > 1 MB/s",
+}
+SOURCES["000 §5 table"] = SOURCES["000 §5"]

@@ -1,0 +1,169 @@
+"""One output writer for every --out: atomic (a temporary file beside the target, renamed), and a
+path it cannot write is one stderr line naming it, exit 2, nothing half-written left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.core.errors import UsageError
+from analyzer.core.outfile import open_out, write_out
+from tests.ingest_lines import v1_request, write_lines
+
+DSLOGS = [sys.executable, "-m", "analyzer"]
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("outlogs")
+    lines = []
+    for i in range(6):
+        lines += v1_request(f"s{i % 2}", f"r{i}", datetime(2026, 11, 23, 10, i))
+    write_lines(root / "ds15b_20261123.jsonl", lines)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(logs, tmp_path_factory):
+    path = tmp_path_factory.mktemp("outreport") / "report.json"
+    r = CliRunner().invoke(app, ["analyze", str(logs), "--format", "json", "--out", str(path), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    return path
+
+
+def _commands(logs: Path, report: Path, out: str) -> dict[str, list[str]]:
+    return {
+        "analyze-html": ["analyze", str(logs), "--no-cache", "--out", out],
+        "analyze-json": ["analyze", str(logs), "--no-cache", "--format", "json", "--out", out],
+        "analyze-md": ["analyze", str(logs), "--no-cache", "--format", "md", "--out", out],
+        "render": ["render", str(report), "--out", out],
+        "diff": ["diff", str(report), str(report), "--out", out],
+        "diff-html": ["diff", str(report), str(report), "--format", "html", "--out", out],
+        "weekly": ["report", "weekly", str(logs), "--week", "2026-W48", "--tz", "UTC", "--no-cache",
+                   "--format", "md", "--out", out],
+        "query": ["query", str(logs), "SELECT count(*) AS n FROM requests", "--no-cache", "--format", "csv",
+                  "--out", out],
+    }
+
+
+COMMANDS = ["analyze-html", "analyze-json", "analyze-md", "render", "diff", "diff-html", "weekly", "query"]
+
+
+def _one_line(r, path: str, reason: str):
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1, r.output
+    assert lines[0].startswith("dslogs: error: --out ") and path in lines[0] and reason in lines[0], lines[0]
+    assert "Traceback" not in r.output
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_writes_its_out_file(logs, report, tmp_path, command):
+    out = tmp_path / "result.out"
+    r = CliRunner().invoke(app, _commands(logs, report, str(out))[command])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0
+    assert _listing(tmp_path) == ["result.out"]  # no temporary file left beside it
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_missing_folder_is_one_line(logs, report, tmp_path, command):
+    out = tmp_path / "no" / "such" / "r.out"
+    r = CliRunner().invoke(app, _commands(logs, report, str(out))[command])
+    _one_line(r, str(out), "folder does not exist")
+    assert _listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_directory_is_one_line(logs, report, tmp_path, command):
+    (tmp_path / "d").mkdir()
+    r = CliRunner().invoke(app, _commands(logs, report, str(tmp_path / "d"))[command])
+    _one_line(r, str(tmp_path / "d"), "is a directory")
+    assert _listing(tmp_path / "d") == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_folder_without_permission_is_one_line(logs, report, tmp_path, command):
+    # /sys refuses new files even to root; a chmod'ed folder is tried too where it means something.
+    r = CliRunner().invoke(app, _commands(logs, report, "/sys/dslogs-out.txt")[command])
+    _one_line(r, "/sys/dslogs-out.txt", "permission denied")
+    if IS_ROOT:
+        return
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        r = CliRunner().invoke(app, _commands(logs, report, str(locked / "r.out"))[command])
+        _one_line(r, str(locked / "r.out"), "permission denied")
+        assert _listing(locked) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def _limit_file_size():
+    # A disk that fills up mid-write: writes past 4 KiB fail with EFBIG instead of killing us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+@pytest.mark.parametrize("command", ["render", "analyze-html"])
+def test_a_full_disk_leaves_the_old_file_and_no_temporary(logs, report, tmp_path, command):
+    out = tmp_path / "kept.html"
+    out.write_text("the previous report\n", encoding="utf-8")
+    args = _commands(logs, report, str(out))[command]
+    r = subprocess.run([*DSLOGS, *args], capture_output=True, text=True, preexec_fn=_limit_file_size,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 2, r.stderr
+    err = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(err) == 1 and str(out) in err[0] and "cannot write" in err[0], r.stderr
+    assert out.read_text(encoding="utf-8") == "the previous report\n"
+    assert _listing(tmp_path) == ["kept.html"]
+
+
+def test_render_refuses_to_overwrite_its_input(tmp_path, report):
+    same = tmp_path / "r.html"
+    same.write_text(report.read_text(encoding="utf-8"), encoding="utf-8")
+    r = CliRunner().invoke(app, ["render", str(same)])
+    _one_line(r, str(same), "is the report being read")
+    assert json.loads(same.read_text(encoding="utf-8"))["schema"] == "dslogs.report/1"
+
+
+def test_write_out_is_atomic_and_keeps_the_mode(tmp_path):
+    target = tmp_path / "t.txt"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o640)
+    with pytest.raises(RuntimeError), open_out(target) as fh:
+        fh.write("half")
+        raise RuntimeError("interrupted")
+    assert target.read_text(encoding="utf-8") == "old" and _listing(tmp_path) == ["t.txt"]
+    write_out(target, "new")
+    assert target.read_text(encoding="utf-8") == "new"
+    assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_write_out_follows_a_link(tmp_path):
+    real = tmp_path / "real.txt"
+    real.write_text("old", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(real)
+    write_out(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and real.read_text(encoding="utf-8") == "new"
+
+
+def test_write_out_names_the_option(tmp_path):
+    with pytest.raises(UsageError, match=r"^--page .*: cannot write \(its folder does not exist\)$"):
+        write_out(tmp_path / "missing" / "x", "x", option="--page")
