@@ -9,7 +9,11 @@ second of wall time at each step. dslogs reads the Tracer's logs and gives its c
 
     python bench/capacity_sweep.py                       # CPU, 1 → 8 clients, limit 8
     python bench/capacity_sweep.py --device cuda         # on a GPU: real torch.cuda memory too
-    python bench/capacity_sweep.py --device cuda --levels 16 --per-client 8 --json out.json
+    python bench/capacity_sweep.py --device cuda --levels 6 --per-client 4 --hidden 2048 --layers 8
+
+``--server auto`` (the default) serves with Gradio when gradio and gradio_client are installed,
+else with tests/e2e/apps/thread_server.py: the same handlers in this process, a pool of
+``concurrency_limit`` workers whose queue holds the calls beyond it (``--server threads`` forces it).
 
 Prints one table (client tokens/s and dslogs' tokens/s, TPOT p95 and peak reserved memory per
 level) and both knees. Exit 0 when they agree within one level, 1 otherwise.
