@@ -20,8 +20,9 @@ def _plain_types() -> None:
     import typer.core
 
     for cls in (typer.core.TyperOption, typer.core.TyperArgument):
-        tagged = cls.display_type
-        if getattr(tagged, "_dslogs_plain", False):
+        # Typer releases before the type tags have no display_type: their help is plain already.
+        tagged = getattr(cls, "display_type", None)
+        if tagged is None or getattr(tagged, "_dslogs_plain", False):
             continue
 
         def display_type(self, ctx, _tagged=tagged):
