@@ -43,6 +43,26 @@ def _plain_types() -> None:
 
 _plain_types()
 
+
+def _usage_as_written() -> None:
+    """An argument's own metavar goes into the usage line as written: typer 0.29 wraps a required
+    one in braces and adds "..." for nargs=-1 (``{LOGS... SESSION_ID}...``), which reads as a set."""
+    import typer.core
+
+    cls = typer.core.TyperArgument
+    framed = getattr(cls, "get_usage_pieces", None)
+    if framed is None or getattr(framed, "_dslogs_plain", False):
+        return
+
+    def get_usage_pieces(self, ctx, _framed=framed):
+        return [self.metavar] if self.metavar else _framed(self, ctx)
+
+    get_usage_pieces._dslogs_plain = True
+    cls.get_usage_pieces = get_usage_pieces
+
+
+_usage_as_written()
+
 app = typer.Typer(
     name="dslogs",
     help="Offline log analytics and diagnosis for small self-hosted LLM services.",
