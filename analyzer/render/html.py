@@ -207,7 +207,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor)
+    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -313,18 +313,49 @@ LABEL_SUFFIXES = [("_mb_per_min", " MiB/min"), ("_mb_per_s", " MiB/s"), ("_ts", 
                   ("_mb", " MiB"), ("_ms", " ms"), ("_pct", " %"), ("_s", " s")]
 
 
+# Keys whose words alone do not say what they are or in which unit (a share, a percentage).
+COLUMN_LABELS = {
+    "turn_index": "turn", "start_ts": "start", "inflight": "in flight", "gpu_index": "GPU",
+    "util_max": "util max %", "util_p50": "util p50 %", "util_avg": "util avg %",
+    "mem_used_share_p50": "mem used p50 share", "starved_s": "starved s", "sampled_s": "sampled s",
+    "rss_r2": "RSS R²", "reserved_r2": "R²", "power_w_max": "power max W", "temp_c_max": "temp max °C",
+    "rss_held_rise_mb": "RSS held rise MiB", "input_len": "input tokens", "output_len": "output tokens",
+    "reasoning_len": "reasoning tokens", "kv_seq_len": "KV tokens",
+    **{f"{m}_mb_{w}": f"{m} {w} MiB" for m in ("reserved", "allocated") for w in ("before", "after")},
+}  # fmt: skip
+# Words written as the field names abbreviate them.
+_WORDS = {"mb": "MiB", "rss": "RSS", "gpu": "GPU", "kv": "KV", "ttft": "TTFT", "tpot": "TPOT", "ttfa": "TTFA",
+          "e2e": "e2e", "pid": "PID", "r2": "R²", "id": "id", "oom": "OOM", "cpu": "CPU"}  # fmt: skip
+# The glossary word a column is an instance of, for its header's tooltip.
+_GLOSSED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("ttfa", "TTFA"), ("e2e", "e2e"), ("gpu_wait", "gpu_wait"),
+            ("inflight", "in flight"), ("kept", "kept"), ("slope", "slope"), ("reasoning", "reasoning share"),
+            ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"),
+            ("rise", "rise"))  # fmt: skip
+
+
 def detail_label(key: str) -> str:
-    """`kv_cache_size_max_mb` → `kv cache size max MiB`: model keys read as words, units kept."""
+    """`rss_slope_mb_per_min` → `RSS slope MiB/min`: the one header for a model key in every
+    HTML table, words with the unit last."""
     text = str(key)
+    if text in COLUMN_LABELS:
+        return COLUMN_LABELS[text]
     for suffix, unit in LABEL_SUFFIXES:
         if text.endswith(suffix) and len(text) > len(suffix):
             return _words(text[: -len(suffix)]) + unit
     return _words(text)
 
 
+def column_title(key: str) -> str:
+    """The glossary line a column header carries as its tooltip, or ''."""
+    from analyzer.render.glossary import GLOSSARY
+
+    text = str(key).lower()
+    return next((GLOSSARY[word] for part, word in _GLOSSED if part in text), "")
+
+
 def _words(text: str) -> str:
     # an `mb` inside a key (kv_cache_size_mb_threshold) is a MiB unit too
-    return " ".join("MiB" if w == "mb" else w for w in text.split("_"))
+    return " ".join(_WORDS.get(w, w) for w in text.split("_"))
 
 
 def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
@@ -338,7 +369,7 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
         for r in value:
             columns += [c for c in r if c not in columns and not isinstance(r[c], (dict, list))]
         rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
-        tables.append({"key": key, "columns": columns, "labels": [detail_label(c) for c in columns], "rows": rows,
+        tables.append({"key": key, "columns": columns, "rows": rows,
                        "more": max(0, len(value) - MAX_FINDING_SESSIONS),
                        "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
     return tables
