@@ -438,7 +438,14 @@ def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
             summary = loaded.page.locator("details.all-ids summary").first
             assert not loaded.page.locator("details.all-ids textarea").first.is_visible()
             summary.click()
-            assert loaded.page.locator("details.all-ids textarea").first.is_visible()
+            area = loaded.page.locator("details.all-ids textarea").first
+            assert area.is_visible()
+            # copyable: the rendered box holds every id, one selection away from the clipboard
+            assert area.input_value().split() == ids
+            area.select_text()
+            assert loaded.page.evaluate("document.getSelection().toString() || "
+                                        "document.activeElement.value.substring(document.activeElement.selectionStart,"
+                                        " document.activeElement.selectionEnd)").split() == ids
             # the card fits 1280 px: wide tables scroll inside their box
             box = loaded.page.locator("details.all-ids").first.locator("xpath=ancestor::article").bounding_box()
             assert box["x"] + box["width"] <= 1280
@@ -487,3 +494,20 @@ def test_every_citation_is_explained_and_documented():
         assert "<abbr" in cite(source) or not _CITATION.search(source)
     whys = [why for table in _SPEC.values() for _value, why in table.values()]
     assert whys and not [w for w in whys if re.search(r"DESIGN\.md|TEAM\.md", str(w))]
+
+
+@pytest.mark.parametrize("command", ["compact", "diff", "report weekly", "simulate"])
+def test_progress_on_a_terminal_for_every_long_command(tmp_path, command):
+    """The other commands that can run long draw the same reporter on a terminal, phase included,
+    and keep it out of their stdout."""
+    leak = "sample_logs/memory_leak"
+    args = {"compact": ["compact", leak, "--out", str(tmp_path / "pq")],
+            "diff": ["diff", "sample_logs/healthy", leak, "--format", "json", "--no-cache"],
+            "report weekly": ["report", "weekly", leak, "--format", "json", "--no-cache"],
+            "simulate": ["simulate", str(tmp_path / "sim"), "--events", "3000"]}[command]  # fmt: skip
+    out, seen = _run_with_pty_stderr(args)
+    text = seen.decode("utf-8", "replace")
+    assert f"dslogs {command}:" in text, text[-1000:]
+    assert b"\x1b" not in out and f"dslogs {command}:".encode() not in out
+    if command in ("diff", "report weekly"):
+        json.loads(out)
