@@ -45,8 +45,9 @@ _plain_types()
 
 
 def _usage_as_written() -> None:
-    """An argument's own metavar goes into the usage line as written: typer 0.29 wraps a required
-    one in braces and adds "..." for nargs=-1 (``{LOGS... SESSION_ID}...``), which reads as a set."""
+    """Arguments in the usage line as click writes them (``LOGS...``, ``[SQL]``), an argument's own
+    metavar as written: typer 0.29 wraps a required one in braces and adds "..." for nargs=-1
+    (``{logs}...``, ``{LOGS... SESSION_ID}...``), which reads as a set."""
     import typer.core
 
     cls = typer.core.TyperArgument
@@ -55,7 +56,12 @@ def _usage_as_written() -> None:
         return
 
     def get_usage_pieces(self, ctx, _framed=framed):
-        return [self.metavar] if self.metavar else _framed(self, ctx)
+        if self.metavar:
+            return [self.metavar]
+        if not self.name:
+            return _framed(self, ctx)
+        name = self.name.upper() + ("..." if self.nargs != 1 else "")
+        return [name if self.required else f"[{name}]"]
 
     get_usage_pieces._dslogs_plain = True
     cls.get_usage_pieces = get_usage_pieces

@@ -366,6 +366,9 @@ def test_help_has_no_type_tags_and_markdown_on_a_terminal_has_no_entities():
     for tag in ("<bool>", "<str>", "<list[str]>", "<path>"):
         assert tag not in res.stdout
     assert "html|json|md" in res.stdout and "--no-cache" in res.stdout
+    # the usage line names its arguments as click does, not as a set ({logs}...)
+    (usage,) = [ln for ln in res.stdout.splitlines() if "Usage:" in ln]
+    assert usage.split()[-2:] == ["[OPTIONS]", "LOGS..."], usage
     out, _ = _run_with_pty_stdout(["analyze", HEALTHY, "--format", "md", "--no-cache"])
     assert "&lt;" not in out and "tokenize p50 < 100 ms" in out
     # to a file or a pipe it stays Markdown (entities keep `<` literal when rendered)
