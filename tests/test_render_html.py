@@ -376,10 +376,11 @@ def test_memory_labels_and_axes_say_mib(model):
     from analyzer.render.html import detail_label
 
     assert detail_label("reserved_slope_mb_per_min") == "reserved slope MiB/min"
-    assert detail_label("rise_mb") == "rise MiB" and detail_label("kv_cache_size_max_mb") == "kv cache size max MiB"
+    assert detail_label("rise_mb") == "rise MiB" and detail_label("kv_cache_size_max_mb") == "KV cache size max MiB"
     assert detail_label("swing_max_busy_mb_per_s") == "swing max busy MiB/s"
-    assert detail_label("kv_cache_size_mb_threshold") == "kv cache size MiB threshold"
+    assert detail_label("kv_cache_size_mb_threshold") == "KV cache size MiB threshold"
     assert detail_label("ghost_share_p50") == "ghost share p50"
+    assert detail_label("rss_slope_mb_per_min") == "RSS slope MiB/min" and detail_label("gpu_wait_pct_p50") == "GPU wait % p50"
     specs = {c.id: json.dumps(c.spec) for c in charts.build_charts(model)}
     for cid in ("memory_timeline", "gpu_timeline"):
         assert "(MiB)" in specs[cid] and "(MB)" not in specs[cid], cid

@@ -325,12 +325,12 @@ COLUMN_LABELS = {
 }  # fmt: skip
 # Words written as the field names abbreviate them.
 _WORDS = {"mb": "MiB", "rss": "RSS", "gpu": "GPU", "kv": "KV", "ttft": "TTFT", "tpot": "TPOT", "ttfa": "TTFA",
-          "e2e": "e2e", "pid": "PID", "r2": "R²", "id": "id", "oom": "OOM", "cpu": "CPU"}  # fmt: skip
+          "e2e": "e2e", "pid": "PID", "pct": "%", "r2": "R²", "id": "id", "oom": "OOM", "cpu": "CPU"}  # fmt: skip
 # The glossary word a column is an instance of, for its header's tooltip.
 _GLOSSED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("ttfa", "TTFA"), ("e2e", "e2e"), ("gpu_wait", "gpu_wait"),
             ("inflight", "in flight"), ("kept", "kept"), ("slope", "slope"), ("reasoning", "reasoning share"),
-            ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"),
-            ("rise", "rise"))  # fmt: skip
+            ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"))  # fmt: skip
+_GLOSSED_KEYS = {"rise_mb": "rise", "reserved_rise_mb": "rise"}
 
 
 def detail_label(key: str) -> str:
@@ -350,6 +350,8 @@ def column_title(key: str) -> str:
     from analyzer.render.glossary import GLOSSARY
 
     text = str(key).lower()
+    if text in _GLOSSED_KEYS:
+        return GLOSSARY[_GLOSSED_KEYS[text]]
     return next((GLOSSARY[word] for part, word in _GLOSSED if part in text), "")
 
 
