@@ -21,7 +21,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     of the other requests of its process that ended while it ran (``ended_during``). Model each
     delta as the sum of those requests' per-session leak rates, plus the working memory (KV cache,
     activations) of requests that started during it and still run (+) or ran at its start and
-    ended during it (-), one mean size per process (``transient_coef``), and fit all by least
+    ended during it (-), one mean size per process for deltas and one for steps (``transient_coef``,
+    ``step_transient_coef``), and fit all by least
     squares (coordinate descent: each sweep sets one unknown to its exact minimiser given the
     others).
 
@@ -66,7 +67,14 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
         if step is not None:
             g = groups.get((r.get("host"), r.get("pid"), r["step_group"]))
             if g is None:
-                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}, 0, ("transient", r.get("host"), r.get("pid"))]
+                # The steps' working memory is its own unknown, not the one of the requests judged by
+                # their delta in the same process (its first completion, a gap): on a real CUDA
+                # process the first completion's delta holds the start-up (lazy CUDA libraries in
+                # RSS, the working memory of every request in flight) and, fitted as one size with
+                # the steps, it made that size several times the real one, which the steps then
+                # handed to innocent sessions (tests/fixtures/cuda_e2e).
+                unknown = ("step transient", r.get("host"), r.get("pid"))
+                g = groups[(r.get("host"), r.get("pid"), r["step_group"])] = [0.0, {}, 0, unknown]
             g[0] += float(step)
             g[1][sid] = g[1].get(sid, 0) + 1
             g[2] += r.get("step_transient_coef") or 0
