@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from analyzer.engines.registry import ENGINE_MODULES
+
 
 def _plain_types() -> None:
     """Help without typer's type tags (``<bool>``, ``<str>``, ``<list[str]>``): a flag shows none,
@@ -80,9 +82,8 @@ class FailOn(StrEnum):
     critical = "critical"
 
 
-class Engine(StrEnum):
-    duckdb = "duckdb"
-    spark = "spark"
+# --engine's choices: the engines the registry names (their modules load only when picked)
+Engine = StrEnum("Engine", {name: name for name in ENGINE_MODULES})
 
 
 class TraceFormat(StrEnum):
@@ -294,7 +295,8 @@ def report_weekly(
     lists the weeks that hold events."""
     _check_out(out)
     from analyzer.core import progress
-    from analyzer.render.weekly import build_weekly, render_weekly, weeks_with_data
+    from analyzer.model.weekly import build_weekly, weeks_with_data
+    from analyzer.render.weekly import render_weekly
 
     if week is not None and not week.strip():
         weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)

@@ -11,7 +11,8 @@ fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.js
 - precision: share of flagged items that truth.json allows. Flagged items are every session or
   host named by a warning or critical finding of any rule, and global findings; an item is
   allowed for a rule when it was injected with that rule's fault (or with a fault whose
-  ``also_fires`` lists the rule: it fires by construction on the same items);
+  ``also_fires`` lists the rule: it fires by construction on the same sessions, on the fault's
+  hosts, or over the whole run when the rule is a global one such as a p95 over every request);
 - capacity scenarios (concurrency_cliff, oom_at_concurrency): the capacity section's knee and
   recommended limit against truth.json's knee and safe level, within one level.
 
@@ -97,8 +98,12 @@ def allowed_items(truth: dict) -> dict[str, set]:
             allowed.setdefault(also, set()).update(
                 i for i in items if i[0] in ("session", "host")
             )
-            if spec.get("scope") in ("global", "ingest"):
-                allowed[also].add((spec.get("scope"), also))
+            # the rule's own scope may differ from the fault's: a host rule over the fault's
+            # hosts, a global rule over the run
+            allowed[also].update(("host", h) for h in spec.get("hosts") or [])
+            allowed[also].add(("global", also))
+            if spec.get("scope") == "ingest":
+                allowed[also].add(("ingest", also))
     return allowed
 
 

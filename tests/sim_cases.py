@@ -127,6 +127,8 @@ def evaluate(root: Path, truth: dict) -> tuple[dict[str, set[str]], dict]:
             glob["format"].append(e["duration_ms"])
         elif st == "request":
             glob["ttft"].append(e["ttft_ms"])
+        elif st == "queue":
+            glob["queue"].append(e["duration_ms"])
         elif st == "gpu_sample":
             hosts[h]["gpu"].append((_when(e), e["gpu_util_pct"], e["gpu_mem_used_mb"], e["gpu_mem_total_mb"]))
         elif st == "process_sample":
@@ -170,6 +172,9 @@ def evaluate(root: Path, truth: dict) -> tuple[dict[str, set[str]], dict]:
     ):
         if p50.get(key, 0) > limit:
             fired[rule].add("*")
+    # The queue's tail: an overload lasts part of the time (linear p95, as numpy's default).
+    if len(glob["queue"]) >= 2 and statistics.quantiles(glob["queue"], n=20, method="inclusive")[18] > 1000:
+        fired["queue_wait"].add("*")
     for h, d in hosts.items():
         gpu = d["gpu"]
         if gpu and max(u for _, u, _, _ in gpu) < 65:

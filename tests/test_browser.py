@@ -239,7 +239,8 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 
     from fixtures.report_models import build_model
 
-    from analyzer.render.weekly import compare_models, render_weekly
+    from analyzer.model.weekly import compare_models
+    from analyzer.render.weekly import render_weekly
 
     prev = build_model(seed=3)
     prev["stages"][2]["p95_ms"] /= 2

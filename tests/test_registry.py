@@ -19,9 +19,10 @@ from analyzer import rules
 from analyzer.core.resources import query_names
 from analyzer.core.thresholds import DEFAULTS, defaults
 from analyzer.engines.compute import compute_metrics
+from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
 from analyzer.model import report
-from analyzer.model.report import REPORT_INPUTS, SERIES, build_report_from_metrics, open_source
+from analyzer.model.report import REPORT_INPUTS, SERIES, build_report_from_metrics
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
@@ -38,7 +39,7 @@ def sample_metrics() -> dict[str, tuple[dict, dict]]:
     """folder name -> (metric tables, ingest block), read once for the module."""
     out = {}
     for folder in SAMPLES:
-        source = open_source([str(folder)], use_cache=False)
+        source = open_engine("duckdb", [str(folder)], use_cache=False)
         try:
             out[folder.name] = (compute_metrics(source, defaults()), dict(source.ingest))
         finally:

@@ -262,20 +262,18 @@ def test_analyze_reads_the_logs_once(monkeypatch):
 
 
 def test_spark_engine_missing_is_a_usage_error(monkeypatch):
-    import builtins
+    import sys
 
+    from analyzer.engines.registry import OPENERS
     from analyzer.model.report import analyze_logs
 
-    real_import = builtins.__import__
-
-    def no_spark(name, *args, **kwargs):
-        if name == "analyzer.engines.spark.driver":
-            raise ImportError("No module named 'pyspark'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_spark)
-    with pytest.raises(UsageError, match="--engine spark is not available"):
+    # an engine module that cannot be imported (as when its dependency is not installed)
+    monkeypatch.delitem(OPENERS, "spark", raising=False)
+    monkeypatch.setitem(sys.modules, "analyzer.engines.spark.driver", None)
+    with pytest.raises(UsageError, match=r"--engine spark is not available .*install dslogs\[spark\]"):
         analyze_logs(["nowhere"], engine="spark")
+    with pytest.raises(UsageError, match="unknown engine 'presto'; valid: duckdb, spark"):
+        analyze_logs(["nowhere"], engine="presto")
 
 
 @needs_ingest

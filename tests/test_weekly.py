@@ -12,15 +12,15 @@ from fixtures.html_checks import parse_page
 from fixtures.report_models import XSS_MESSAGE, build_model
 
 from analyzer.core.errors import UsageError
-from analyzer.render.weekly import (
+from analyzer.model.weekly import (
     compare_models,
     default_week,
     newest_log_day,
     parse_week,
     previous_week,
-    render_weekly,
     week_bounds,
 )
+from analyzer.render.weekly import render_weekly
 
 UTC = ZoneInfo("UTC")
 

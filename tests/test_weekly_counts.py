@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.ingest.discovery import discover_log_files
-from analyzer.render.weekly import build_weekly, compare_models, render_weekly
+from analyzer.model.weekly import build_weekly, compare_models
+from analyzer.render.weekly import render_weekly
 
 UTC = ZoneInfo("UTC")
 

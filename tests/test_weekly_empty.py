@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.render.weekly import build_weekly, weeks_with_data
+from analyzer.model.weekly import build_weekly, weeks_with_data
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def test_previous_model_of_another_week_or_not_a_model_is_refused(two_weeks, tmp
 
     weekly_json = tmp_path / "weekly.json"
     weekly_json.write_text(json.dumps(_weekly(str(two_weeks), "--week", "2026-W49")))
-    for bad, reason in ((weekly_json, "not a dslogs report model"), (tmp_path / "missing.json", "cannot read")):
+    for bad, reason in ((weekly_json, "not a valid dslogs.report/1 model: $.schema"), (tmp_path / "missing.json", "no such file")):
         res = runner.invoke(app, ["report", "weekly", str(two_weeks), "--week", "2026-W49", "--tz", "UTC",
                                   "--no-cache", "--previous", str(bad)])  # fmt: skip
         assert res.exit_code == 2 and reason in res.output, res.output

@@ -187,5 +187,3 @@ def as_source(source) -> MetricSource:
     if hasattr(source, "con") and hasattr(source, "ingest"):
         return DuckDBSource.of(source)
     return DuckDBSource(source)
-
-

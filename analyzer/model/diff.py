@@ -14,7 +14,7 @@ mix part (before → expected) and a service part (expected → after); only the
 make a regression. Too few requests (under ``MIN_COUNT``, or too few in a percentile's tail)
 never make one.
 
-The weekly report is a diff of two windows (``analyzer.render.weekly`` calls ``diff_sides``).
+The weekly report is a diff of two windows (``analyzer.model.weekly`` calls ``diff_sides``).
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def mix_weights(sb, sa):
 # -- comparing ---------------------------------------------------------------------------------
 
 
-def _verdict_pct(pct, rise_is_bad: bool, limit: float) -> str:
+def verdict_pct(pct, rise_is_bad: bool, limit: float) -> str:
     if pct is None:
         return "n/a"
     worse = pct > limit if rise_is_bad else pct < -limit
@@ -299,7 +299,7 @@ def compare_metric(spec, kind: str, before: Side, after: Side, limit: float) -> 
         b, a = mb.get(q), ma.get(q)
         pct = change_pct(a, b)
         few = any(c is not None and c < min_count(qv) for c in (mb.get("count"), ma.get("count")))
-        verdict = "too few" if few and pct is not None else _verdict_pct(pct, rise_is_bad, limit)
+        verdict = "too few" if few and pct is not None else verdict_pct(pct, rise_is_bad, limit)
         row[q] = {"before": b, "after": a, "change_pct": pct, "ci_pct": None, "significant": None,
                   "expected_after": None, "mix_pct": None, "service_pct": None, "verdict": verdict}
     row["verdict"] = _overall(row)
@@ -357,11 +357,11 @@ def _compare_values(row: dict, before: dict, after: dict, strata_kind: str, limi
         if few:
             cell["verdict"] = "too few"
             continue
-        total_v = _verdict_pct(cell["change_pct"], rise_is_bad, limit) if total_sig else "steady"
+        total_v = verdict_pct(cell["change_pct"], rise_is_bad, limit) if total_sig else "steady"
         if expected is None:
             cell["verdict"] = total_v
             continue
-        service_v = _verdict_pct(cell["service_pct"], rise_is_bad, limit) if service_sig else "steady"
+        service_v = verdict_pct(cell["service_pct"], rise_is_bad, limit) if service_sig else "steady"
         if service_v == "regression":
             cell["verdict"] = "regression"
         elif total_v == "regression":

@@ -1,6 +1,6 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``analyze_logs`` opens the logs once on an engine (``open_source``: DuckDB's ``open_logs`` or
+``analyze_logs`` opens the logs once on an engine (``engines.registry.open_engine``: DuckDB's ``open_logs`` or
 Spark's ``open_spark``, both a ``metrics.MetricSource``), and ``build_report`` runs every metric
 query through that contract (``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and
 builds the model the renderers (html, md, json) and the weekly report read. One path for every
@@ -19,8 +19,8 @@ from analyzer.core import progress
 from analyzer.core.errors import UsageError
 from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.engines.contract import MetricSource
-from analyzer.engines.duckdb import DuckDBSource, as_source
+from analyzer.engines.duckdb import as_source
+from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
@@ -58,8 +58,8 @@ def analyze_logs(
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
     lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         materialize=not lazy, session_attr=session_attr)  # fmt: skip
+    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                         master=master, materialize=not lazy, session_attr=session_attr)  # fmt: skip
     try:
         db = getattr(source, "db", None)
         empty = (since is not None or until is not None) and not (source.ingest or {}).get("events")
@@ -120,8 +120,8 @@ def capacity_logs(
 ) -> dict:
     """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         session_attr=session_attr)  # fmt: skip
+    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                         master=master, session_attr=session_attr)  # fmt: skip
     try:
         return build_capacity(source, thresholds)
     finally:
@@ -160,34 +160,6 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
         "series": {"capacity": [{k: r.get(k) for k in columns} for r in metrics["capacity_per_level"]]},
         "thresholds": thresholds,
     })
-
-
-def open_source(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    cache: Path | None = None,
-    use_cache: bool = True,
-    engine: str = "duckdb",
-    master: str = "local[*]",
-    materialize: bool = True,
-    session_attr: str | None = None,
-) -> MetricSource:
-    """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
-    if engine == "spark":
-        progress.phase("reading and computing on Spark")
-        try:
-            from analyzer.engines.spark.driver import open_spark
-        except ImportError as exc:
-            raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        return open_spark(list(paths), since, until, tz, master, session_attr=session_attr)
-    if engine != "duckdb":
-        raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
-    from analyzer.ingest.logs import open_logs
-
-    return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                                     materialize=materialize, session_attr=session_attr))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -662,6 +634,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "analyze_logs", "open_source", "build_report", "build_report_from_metrics",
+    "SCHEMA", "analyze_logs", "build_report", "build_report_from_metrics",
     "build_checklist", "build_notes", "empty_window_note", "report_to_json", "load_report_json", "has_findings_at",
 ]

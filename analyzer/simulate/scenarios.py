@@ -74,7 +74,19 @@ SCENARIOS: dict[str, ScenarioSpec] = dict(
             also_fires=("slow_ttft",),
         ),
         _s("slow_decode", "tpot 150-220 ms (thermal throttling) in some sessions", SESSION),
-        _s("slow_ttft", "requests wait 1-2.5 s in the queue over the whole run (ttft p50 > 1 s)", GLOBAL, formats=V1_ONLY),
+        _s(
+            "slow_ttft",
+            "requests wait 1-2.5 s in the queue over the whole run (ttft p50 > 1 s)",
+            GLOBAL,
+            formats=V1_ONLY,
+            also_fires=("queue_wait",),
+        ),
+        _s(
+            "queue_wait",
+            "an overload for a quarter of the run: queue wait builds to ~6 s and drains (p95 > 1 s)",
+            GLOBAL,
+            formats=V1_ONLY,
+        ),
         _s("slow_format", "format p50 ~ 180 ms over the whole run", GLOBAL, formats=V1_ONLY),
         _s(
             "low_gpu_util",

@@ -44,6 +44,34 @@ def load_curve(hour: float) -> float:
 
 LOAD_MAX = 1.12  # >= max of load_curve (checked in tests), the thinning bound
 
+# queue_wait: for a while (a quarter of a short run, at most OVERLOAD_MAX_MS) a burst of users
+# outruns the handlers: OVERLOAD_SESSIONS times the run's usual number of sessions arrive in the
+# window (a share, so that the queue's tail shows at any traffic level while the median stays
+# healthy; Planner._burst). The backlog (the wait a request arriving then meets) builds linearly to
+# OVERLOAD_PEAK_MS and drains in the window's last fifth; outside the window the queue is healthy.
+OVERLOAD_START = 0.45  # where the window opens, as a fraction of the host's time window
+OVERLOAD_SHARE = 0.25
+OVERLOAD_MAX_MS = 45 * 60_000
+OVERLOAD_SESSIONS = 0.25
+OVERLOAD_MIN_SESSIONS = 4
+OVERLOAD_TURNS = 2  # the burst's users ask a question or two
+OVERLOAD_PEAK_MS = 6000.0
+
+
+def overload_window(host: Host) -> tuple[float, float]:
+    span = host.end_ms - host.start_ms
+    a = host.start_ms + OVERLOAD_START * span
+    return a, a + min(OVERLOAD_SHARE * span, OVERLOAD_MAX_MS)
+
+
+def overload_queue_ms(t: float, window: tuple[float, float]) -> float:
+    """The backlog's wait at epoch ms ``t`` (0 outside the overload window)."""
+    a, b = window
+    if not a <= t < b:
+        return 0.0
+    x = (t - a) / (b - a)
+    return OVERLOAD_PEAK_MS * (x / 0.8 if x < 0.8 else (1.0 - x) / 0.2)
+
 
 @dataclass
 class Host:
@@ -123,20 +151,43 @@ class Planner:
             return None
         return name
 
-    def sessions(self):
+    def _arrivals(self):
+        """Session start times (epoch ms) in order: a thinned Poisson process following the
+        day's load curve, plus queue_wait's burst."""
         rng, host = self.rng, self.host
         t = float(host.start_ms)
         off = host.offset_min * 60_000
-        i = 0
         random, log = rng.random, math.log
         mean_gap = 1.0 / self.peak_per_ms
+        burst = self._burst(off) if "queue_wait" in self.global_faults else []
         while True:
             t -= mean_gap * log(1.0 - random())
+            while burst and burst[0] <= t:
+                yield burst.pop(0)
             if t >= host.end_ms:
                 return
             hour = ((t + off) % (24 * MS_PER_HOUR)) / MS_PER_HOUR
             if random() * LOAD_MAX > load_curve(hour):
                 continue
+            yield t
+
+    def _burst(self, off: int) -> list[float]:
+        """queue_wait: OVERLOAD_SESSIONS times the run's expected sessions (at least
+        OVERLOAD_MIN_SESSIONS), spread evenly over the overload window with a jitter."""
+        host = self.host
+        per_ms = self.peak_per_ms / LOAD_MAX
+        usual = per_ms * 60_000 * sum(
+            load_curve(((m + off) % (24 * MS_PER_HOUR)) / MS_PER_HOUR)
+            for m in range(host.start_ms, host.end_ms, 60_000)
+        )
+        n = max(round(OVERLOAD_SESSIONS * usual), OVERLOAD_MIN_SESSIONS)
+        a, b = overload_window(host)
+        step = (b - a) / n
+        return [a + (k + self.rng.random()) * step for k in range(n)]
+
+    def sessions(self):
+        i = 0
+        for t in self._arrivals():
             fault = self._fault_for(i)
             i += 1
             state = self.rng.getstate() if fault else None
@@ -156,6 +207,9 @@ class Planner:
         n_turns = 1 + min(int(rng.expovariate(1 / 3.2)), 13)
         if self.max_turns and fault is None:
             n_turns = min(n_turns, self.max_turns)
+        overload = overload_window(host) if "queue_wait" in g else None
+        if overload and overload[0] <= t_start < overload[1]:
+            n_turns = min(n_turns, OVERLOAD_TURNS)
         think_cap = 180_000.0
         tpot_base = rng.uniform(34, 52)
         gw_base = rng.uniform(18, 38)
@@ -283,6 +337,8 @@ class Planner:
                 queue = -4.0 * log(1.0 - random())
                 if random() < 0.03:
                     queue += 50 + 350 * random()
+                if overload:
+                    queue += overload_queue_ms(t, overload) * exp(0.15 * Z[int(random() * NZ)])
             prefill = (90 + 0.32 * L + 6e-5 * L * L) * exp(0.12 * Z[int(random() * NZ)])
             if slow_prefill:
                 prefill *= 7.0

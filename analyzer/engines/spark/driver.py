@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from analyzer.core.errors import UsageError
+from analyzer.engines.registry import engine
 from analyzer.engines.spark.executors import (
     GroupFile,
     _decode_fn,
@@ -351,6 +352,7 @@ def _driver_connection(zone: str):
 
 
 
+@engine("spark")
 def open_spark(
     paths: list[str],
     since: str | None = None,
@@ -358,13 +360,17 @@ def open_spark(
     tz: str | None = None,
     master: str = "local[*]",
     session_attr: str | None = None,
+    **_duckdb_options,
 ) -> SparkSource:
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
     ``ingest.open_logs`` (``session_attr`` as there); they are read at the first use (see
-    ``SparkSource``)."""
+    ``SparkSource``). The DuckDB engine's options (``cache``, ``use_cache``, ``materialize``)
+    have no meaning here."""
+    from analyzer.core import progress
     from analyzer.core.time import iso, parse_window, zone_name
     from analyzer.ingest.dataset import dataset_ingest
 
+    progress.phase("reading and computing on Spark")
     zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
     if isinstance(paths, str):
