@@ -94,8 +94,9 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
         stepped.append((sid, None))
     # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
     # its requests, whatever the order their leaks and readings took within it.
+    working = _step_working_memory(groups.values())
     for total, members, transient, unknown in groups.values():
-        equation(total, {**members, unknown: transient} if transient else members)
+        equation(total - transient * working.get(unknown, 0.0), members)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
     for j, cs in enumerate(coefs_of):
@@ -136,7 +137,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     rates = {sid: rate[number[sid]] for sid in own}
     if not any_step:
         return {sid: (rates[sid], n) for sid, n in own.items()}
-    transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)}
+    transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
     kept = _per_request(rates, transient, stepped)
     out = {}
     for sid, n in own.items():
@@ -149,6 +150,26 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
         since = xs[first:] if n - first >= min_requests else xs
         out[sid] = (sum(since) / len(since), len(since))
     return _within_bounds(out, proc_of, bounds)
+
+
+def _step_working_memory(groups) -> dict[tuple, float]:
+    """Per process, the working memory one request holds at a reading, from the steps alone: the
+    median of step / coefficient over the groups whose coefficient is not 0. Most groups keep
+    nothing, so each of those reads the working memory itself; the few that hold a leak are
+    outliers the median ignores. Fitted jointly with the sessions' rates by least squares, a
+    leak that shares groups with in-flight changes moved it (to twice the real size on a
+    threaded CPU service) and that size, times the coefficients, was handed to innocent
+    sessions."""
+    ratios: dict[tuple, list[float]] = {}
+    for total, _members, coef, unknown in groups:
+        if coef:
+            ratios.setdefault(unknown, []).append(total / coef)
+    out = {}
+    for unknown, xs in ratios.items():
+        xs.sort()
+        mid = len(xs) // 2
+        out[unknown] = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return out
 
 
 def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
