@@ -255,3 +255,30 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
         loaded.page.screenshot(path=str(OUT / "weekly.png"), full_page=True)
     finally:
         loaded.page.context.close()
+
+
+def test_vllm_sample_draws_its_server_metrics_without_horizontal_scroll(browser, tmp_path):
+    """sample_logs/vllm (OTLP spans + Prometheus snapshots): the server metrics section and its
+    gauges chart are drawn, the queue_wait finding shows, and the page fits 1280 px."""
+    from analyzer.model.report import analyze_logs
+
+    page_path = tmp_path / "vllm.html"
+    page_path.write_text(render_html(analyze_logs([str(REPO / "sample_logs" / "vllm")], use_cache=False)),
+                         encoding="utf-8")  # fmt: skip
+    loaded = open_offline(browser, page_path)
+    try:
+        page = loaded.page
+        assert loaded.errors == [] and loaded.blocked == []
+        section = page.locator("#sec-server")
+        assert "vllm:num_requests_waiting" in section.inner_text()
+        marks = page.evaluate("""() => document.querySelectorAll(
+            '#sec-server #chart-server_gauges .mark-line path, #sec-server #chart-server_gauges .mark-symbol path').length""")
+        assert marks > 0
+        assert "queue_wait" in page.locator("body").inner_text()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        OUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUT / "vllm.png"), full_page=True)
+        section.scroll_into_view_if_needed()
+        section.screenshot(path=str(OUT / "vllm-server.png"))
+    finally:
+        loaded.page.context.close()
