@@ -241,10 +241,13 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 
     from analyzer.render.weekly import compare_models, render_weekly
 
-    prev = build_model(seed=3)
+    this, prev = build_model(), build_model(seed=3)
     prev["stages"][2]["p95_ms"] /= 2
+    # each model stands for its whole week: a day-long side gets no verdicts (weekly.too_partial)
+    this["window"].update(first_event="2026-11-30T00:03:00+00:00", last_event="2026-12-06T23:59:00+00:00")
+    prev["window"].update(first_event="2026-11-23T00:03:00+00:00", last_event="2026-11-29T23:59:00+00:00")
     path = tmp_path / "weekly.html"
-    path.write_text(render_weekly(compare_models(build_model(), prev, (2026, 49), ZoneInfo("UTC")), "html"),
+    path.write_text(render_weekly(compare_models(this, prev, (2026, 49), ZoneInfo("UTC")), "html"),
                     encoding="utf-8")
     loaded = open_offline(browser, path)
     try:
