@@ -257,3 +257,15 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
         loaded.page.screenshot(path=str(OUT / "weekly.png"), full_page=True)
     finally:
         loaded.page.context.close()
+
+
+def test_every_chart_fits_the_column_at_1280_px(real):
+    """No chart (the two-panel capacity chart included) is wider than the report's column, so the
+    page never scrolls sideways at a 1280 px viewport."""
+    page = real.page
+    assert page.locator("#chart-capacity_throughput svg").count() == 1
+    column = page.evaluate("document.querySelector('main').clientWidth")
+    widths = page.evaluate(
+        "Array.from(document.querySelectorAll('.chart')).map(e => [e.id, e.scrollWidth])")
+    assert widths and all(w <= column for _, w in widths), (column, widths)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
