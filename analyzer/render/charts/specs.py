@@ -729,7 +729,9 @@ def capacity_throughput_chart(series: dict, ctx: ChartContext) -> Chart | None:
     lat = alt.Chart(_data(lat_rows)).mark_line(point=True).encode(
         x=x, y=alt.Y("ms:Q", title="ms (log)", scale=alt.Scale(type="log")),
         color=alt.Color("metric:N", title="latency", legend=alt.Legend(**_BELOW)),
-        strokeDash=alt.StrokeDash("process:N", title="process", legend=alt.Legend(**_BELOW)),
+        # the dashes tell processes apart: with one process the throughput legend names it
+        strokeDash=alt.StrokeDash("process:N", title="process",
+                                  legend=alt.Legend(**_BELOW) if len({r["process"] for r in rows}) > 1 else None),
         tooltip=["process:N", "metric:N", "level:Q", alt.Tooltip("ms:Q", format=",.1f")],
     ).properties(width=(WIDTH - 140) // 2, height=200, title="Latency")
     spec = alt.hconcat(tput, lat).to_dict()
