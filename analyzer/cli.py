@@ -20,8 +20,9 @@ def _plain_types() -> None:
     import typer.core
 
     for cls in (typer.core.TyperOption, typer.core.TyperArgument):
-        tagged = cls.display_type
-        if getattr(tagged, "_dslogs_plain", False):
+        # Typer releases before the type tags have no display_type: their help is plain already.
+        tagged = getattr(cls, "display_type", None)
+        if tagged is None or getattr(tagged, "_dslogs_plain", False):
             continue
 
         def display_type(self, ctx, _tagged=tagged):
@@ -124,6 +125,10 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the logs with
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="Query engine.")]
 MasterOpt = Annotated[str, typer.Option("--master", help="Spark master URL (with --engine spark).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on the terminal (it is drawn on stderr, only when stderr is a terminal).")]
+SessionAttrOpt = Annotated[
+    str | None,
+    typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
+]
 
 
 def _fail(message: str) -> None:
@@ -144,11 +149,11 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(exc.exit_code) from None
 
 
-def _open(logs, since, until, tz, cache, no_cache, materialize=True):
+def _open(logs, since, until, tz, cache, no_cache, materialize=True, session_attr=None):
     from analyzer.ingest.logs import open_logs
 
     return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
-                materialize=materialize)
+                materialize=materialize, session_attr=session_attr)
 
 
 def _check_out(out: Path | None) -> None:
@@ -185,16 +190,18 @@ def analyze(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
     from analyzer.core import progress
 
     with progress.run("analyze", quiet):
-        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master)
+        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master, session_attr)
 
 
-def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master) -> None:
+def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master,
+             session_attr=None) -> None:
     from analyzer.core import progress
     from analyzer.model.report import analyze_logs, has_findings_at
 
@@ -209,6 +216,7 @@ def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, f
         use_cache=not no_cache,
         engine=engine.value,
         master=master,
+        session_attr=session_attr,
     )
     progress.phase("rendering")
     for note in model.get("notes") or []:
@@ -243,12 +251,13 @@ def capacity(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
     from analyzer.model.report import capacity_logs
 
     model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
-                 use_cache=not no_cache, engine=engine.value, master=master)
+                 use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
     from analyzer.render.report import render_capacity
 
     text = _run(render_capacity, model, format.value)
@@ -269,6 +278,7 @@ def report_weekly(
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
@@ -282,7 +292,8 @@ def report_weekly(
         return
     with progress.run("report weekly", quiet):
         model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                     engine=engine.value, master=master, previous=previous)  # fmt: skip
+                     engine=engine.value, master=master, previous=previous,
+                     session_attr=session_attr)  # fmt: skip
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
@@ -305,6 +316,7 @@ def diff(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
     quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
@@ -321,7 +333,7 @@ def diff(
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
     with progress.run("diff", quiet):
         model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                     limit=limit)  # fmt: skip
+                     limit=limit, session_attr=session_attr)  # fmt: skip
         progress.phase("rendering")
         text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
@@ -361,13 +373,15 @@ def query(
     allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     _check_out(out)
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
-        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master)
+        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master,
+                      session_attr=session_attr)  # fmt: skip
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
@@ -378,7 +392,7 @@ def query(
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
-            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False)
+            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
             result = _run(run_user_query, db, sql, allow_files, stop)
     if out is not None:
         from analyzer.core.outfile import open_out
@@ -403,6 +417,7 @@ def session(
     tz: TzOpt = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    session_attr: SessionAttrOpt = None,
 ) -> None:
     """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
     from analyzer.ingest.logs import resolve_session, session_events
@@ -410,7 +425,7 @@ def session(
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
-    db = _open(paths, since, until, tz, cache, no_cache, materialize=False)
+    db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
     session_id = _run(resolve_session, db, session_id)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:

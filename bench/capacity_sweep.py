@@ -9,7 +9,11 @@ second of wall time at each step. dslogs reads the Tracer's logs and gives its c
 
     python bench/capacity_sweep.py                       # CPU, 1 → 8 clients, limit 8
     python bench/capacity_sweep.py --device cuda         # on a GPU: real torch.cuda memory too
-    python bench/capacity_sweep.py --device cuda --levels 16 --per-client 8 --json out.json
+    python bench/capacity_sweep.py --device cuda --levels 6 --per-client 4 --hidden 2048 --layers 8
+
+``--server auto`` (the default) serves with Gradio when gradio and gradio_client are installed,
+else with tests/e2e/apps/thread_server.py: the same handlers in this process, a pool of
+``concurrency_limit`` workers whose queue holds the calls beyond it (``--server threads`` forces it).
 
 Prints one table (client tokens/s and dslogs' tokens/s, TPOT p95 and peak reserved memory per
 level) and both knees. Exit 0 when they agree within one level, 1 otherwise.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import socket
@@ -59,6 +64,10 @@ class RealCuda:
     probe = None  # the Tracer reads torch.cuda itself
 
 
+def has(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,21 +94,16 @@ def load_model(hidden: int, layers: int):
     return model
 
 
-def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden: int = 768, layers: int = 6,
-          port: int | None = None):
-    """Start the app; returns (url, close)."""
-    import gradio.profiling
-    import gradio.queueing
+def build_app(log_dir: Path, device: str = "cpu", hidden: int = 768, layers: int = 6):
+    """ChatApp on the sized TinyR1, warmed up, with its Tracer: (app, tracer). Nothing from gradio."""
     import torch
 
     from collector import Tracer
     from tests.e2e.apps import tiny_r1
     from tests.e2e.apps.fake_gpu import FakeCuda
     from tests.e2e.apps.faults import Plan
-    from tests.e2e.apps.gradio_chat import ChatApp, build_demo
+    from tests.e2e.apps.gradio_chat import ChatApp
 
-    gradio.queueing.PROFILING_ENABLED = True
-    gradio.profiling.PROFILING_ENABLED = True
     if device == "cpu":
         torch.set_num_threads(1)  # one core per generate: the box's cores are the GPU's "slots"
     model = load_model(hidden, layers).to(device)
@@ -108,7 +112,20 @@ def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden
         model.generate(ids, max_new_tokens=tiny_r1.OUTPUT_TOKENS + 2, do_sample=False)
     gpu = FakeCuda() if device == "cpu" else RealCuda()
     tracer = Tracer(log_dir, memory_probe=gpu.probe) if gpu.probe else Tracer(log_dir)
-    app = ChatApp(tracer, model, tiny_r1.load_tokenizer(), gpu, Plan({}))
+    return ChatApp(tracer, model, tiny_r1.load_tokenizer(), gpu, Plan({})), tracer
+
+
+def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden: int = 768, layers: int = 6,
+          port: int | None = None):
+    """Start the app under Gradio; returns (url, close)."""
+    import gradio.profiling
+    import gradio.queueing
+
+    from tests.e2e.apps.gradio_chat import build_demo
+
+    gradio.queueing.PROFILING_ENABLED = True
+    gradio.profiling.PROFILING_ENABLED = True
+    app, tracer = build_app(log_dir, device, hidden, layers)
     demo = build_demo(app, concurrency_limit=concurrency_limit)
     port = port or free_port()
     demo.queue(default_concurrency_limit=concurrency_limit).launch(
@@ -121,14 +138,45 @@ def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden
     return f"http://127.0.0.1:{port}/", close
 
 
-def drive(url: str, levels: int, per_client: int, timeout_s: float = 60.0) -> list[dict]:
-    """Closed-loop clients, 1 → ``levels`` threads: per step its requests, wall seconds and output
-    tokens per second (every answer is tiny_r1.OUTPUT_TOKENS tokens long)."""
+def gradio_clients(url: str, timeout_s: float):
+    """new_client() for drive(): one gradio_client.Client per user, (call(message), close)."""
     import gradio_client
 
+    def new_client():
+        c = gradio_client.Client(url, verbose=False, download_files=False)
+        return (lambda message: c.submit(message, api_name="/chat").result(timeout=timeout_s)), c.close
+
+    return new_client
+
+
+def serve_threads(log_dir: Path, device: str, concurrency_limit: int, hidden: int, layers: int,
+                  timeout_s: float = 60.0):
+    """The same handlers in this process, served by tests/e2e/apps/thread_server.py (a pool of
+    ``concurrency_limit`` workers; the calls beyond it wait in its queue): (new_client, close).
+    The driver's threads only wait on futures here, so they do not compete with the handlers."""
+    from tests.e2e.apps.thread_server import ThreadServer
+
+    app, tracer = build_app(log_dir, device, hidden, layers)
+    server = ThreadServer(app, concurrency_limit, call_timeout_s=timeout_s)
+
+    def new_client():
+        _, call = server.client()
+        return (lambda message: call(message, "/chat")), (lambda: None)
+
+    def close():
+        server.close()
+        tracer.close()
+
+    return new_client, close
+
+
+def drive(new_client, levels: int, per_client: int, timeout_s: float = 60.0) -> list[dict]:
+    """Closed-loop clients, 1 → ``levels`` threads: per step its requests, wall seconds and output
+    tokens per second (every answer is tiny_r1.OUTPUT_TOKENS tokens long). ``new_client()`` gives
+    one user's (call(message), close)."""
     from tests.e2e.apps import tiny_r1
 
-    clients = [gradio_client.Client(url, verbose=False, download_files=False) for _ in range(levels)]
+    clients = [new_client() for _ in range(levels)]
     steps = []
     try:
         for n in range(1, levels + 1):
@@ -140,7 +188,7 @@ def drive(url: str, levels: int, per_client: int, timeout_s: float = 60.0) -> li
                 gate.wait()
                 for turn in range(per_client):
                     try:
-                        clients[i].submit(f"w{i} w{turn} question {turn}", api_name="/chat").result(timeout=timeout_s)
+                        clients[i][0](f"w{i} w{turn} question {turn}")
                         with lock:
                             done[0] += 1
                     except Exception as e:  # noqa: BLE001 - counted, the step goes on
@@ -157,8 +205,8 @@ def drive(url: str, levels: int, per_client: int, timeout_s: float = 60.0) -> li
             steps.append({"level": n, "requests": done[0], "errors": len(errors), "seconds": wall,
                           "tokens_per_s": done[0] * tiny_r1.OUTPUT_TOKENS / wall if wall > 0 else None})
     finally:
-        for c in clients:
-            c.close()
+        for _, close in clients:
+            close()
     return steps
 
 
@@ -217,20 +265,27 @@ def serve_in_subprocess(log_dir: Path, device: str, concurrency_limit: int, hidd
 
 
 def run(levels: int, per_client: int, device: str, concurrency_limit: int, log_dir: Path,
-        hidden: int = 768, layers: int = 6) -> dict:
+        hidden: int = 768, layers: int = 6, server: str = "gradio") -> dict:
+    """``server``: gradio (the app in a subprocess, driven through gradio_client) or threads
+    (tests/e2e/apps/thread_server.py in this process, for a box without gradio)."""
     from analyzer.ingest.logs import open_logs
     from analyzer.model.report import build_capacity
 
-    url, close = serve_in_subprocess(log_dir, device, concurrency_limit, hidden, layers)
+    timeout_s = 60.0
+    if server == "threads":
+        new_client, close = serve_threads(log_dir, device, concurrency_limit, hidden, layers, timeout_s)
+    else:
+        url, close = serve_in_subprocess(log_dir, device, concurrency_limit, hidden, layers)
+        new_client = gradio_clients(url, timeout_s)
     try:
-        steps = drive(url, levels, per_client)
+        steps = drive(new_client, levels, per_client, timeout_s)
     finally:
         close()
     t = sweep_thresholds(per_client)
     model = build_capacity(open_logs([str(log_dir)], use_cache=False), t)
     procs = [c for c in model["capacity"] if c.get("levels")]
     cap = max(procs, key=lambda c: c.get("requests") or 0) if procs else {}
-    return {"device": device, "steps": steps, "client_knee": client_knee(steps, t),
+    return {"device": device, "server": server, "steps": steps, "client_knee": client_knee(steps, t),
             "dslogs_knee": cap.get("knee"), "capacity": cap, "findings": model["findings"]}
 
 
@@ -248,7 +303,8 @@ def table(result: dict) -> str:
                      f"{f(lv.get('tokens_per_s'))} | {f(lv.get('tpot_p95_ms'))} | {f(lv.get('queue_p95_ms'))} | "
                      f"{f(lv.get('reserved_peak_mb'), 0)} |")
     rec = (result["capacity"].get("recommendation") or {}).get("text") or result["capacity"].get("needs")
-    lines += ["", f"knee: client {result['client_knee']}, dslogs {result['dslogs_knee']} ({result['device']})",
+    lines += ["", f"knee: client {result['client_knee']}, dslogs {result['dslogs_knee']} "
+              f"({result['device']}, server {result.get('server', 'gradio')})",
               f"dslogs: {rec}"]
     return "\n".join(lines)
 
@@ -258,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (tiny Qwen2 moved there)")
     ap.add_argument("--levels", type=int, default=8, help="clients at the last step")
     ap.add_argument("--per-client", type=int, default=4, help="requests each client sends per step")
+    ap.add_argument("--server", choices=("auto", "gradio", "threads"), default="auto",
+                    help="auto: Gradio when gradio and gradio_client are installed, else a thread pool")
     ap.add_argument("--concurrency-limit", type=int, default=None, help="Gradio concurrency_limit (default: --levels)")
     ap.add_argument("--hidden", type=int, default=768, help="the random Qwen2's hidden size")
     ap.add_argument("--layers", type=int, default=6, help="the random Qwen2's layers")
@@ -276,10 +334,37 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) < 1:
             print(f"capacity_sweep: --{name.replace('_', '-')} must be ≥ 1", file=sys.stderr)
             return 2
+    if args.concurrency_limit is not None and args.concurrency_limit < 1:
+        print("capacity_sweep: --concurrency-limit must be ≥ 1", file=sys.stderr)
+        return 2
+    missing = [m for m in ("torch", "transformers", "duckdb") if not has(m)]
+    if missing:
+        print(f"capacity_sweep: {', '.join(missing)} not installed: the app needs torch and transformers, "
+              "dslogs needs duckdb", file=sys.stderr)
+        return 2
+    if args.device != "cpu":
+        import torch
+
+        if not args.device.startswith("cuda") or not torch.cuda.is_available():
+            why = "no CUDA device here" if args.device.startswith("cuda") else "cpu, cuda or cuda:N"
+            print(f"capacity_sweep: --device {args.device}: {why} (torch {torch.__version__})", file=sys.stderr)
+            return 2
+        index = int(args.device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            print(f"capacity_sweep: --device {args.device}: {torch.cuda.device_count()} CUDA device(s) here",
+                  file=sys.stderr)
+            return 2
+    server = args.server
+    if server == "auto":
+        server = "gradio" if has("gradio", "gradio_client") else "threads"
+    elif server == "gradio" and not has("gradio", "gradio_client"):
+        print("capacity_sweep: --server gradio: gradio and gradio_client are not installed", file=sys.stderr)
+        return 2
+    print(f"capacity_sweep: server {server}, device {args.device}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dslogs-sweep-") as tmp:
         log_dir = args.logs or Path(tmp) / "logs"
         result = run(args.levels, args.per_client, args.device, args.concurrency_limit or args.levels, log_dir,
-                     hidden=args.hidden, layers=args.layers)
+                     hidden=args.hidden, layers=args.layers, server=server)
     print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")

@@ -41,11 +41,9 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -161,32 +159,6 @@ def has(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
-class ThreadServer:
-    """``CONCURRENCY`` workers per endpoint, as Gradio's ``concurrency_limit``: the handlers run
-    as Gradio runs them (a generator handler is consumed to its last piece)."""
-
-    def __init__(self, app, concurrency: int):
-        self.app = app
-        self.pools = {"/chat": ThreadPoolExecutor(concurrency), "/chat_stream": ThreadPoolExecutor(concurrency)}
-
-    def client(self, key: str):
-        sid = uuid.uuid4().hex[:11]
-        req = SimpleNamespace(session_hash=sid)
-
-        def call(message: str, api: str):
-            if api == "/chat":
-                fn = lambda: self.app.chat(message, [], req)  # noqa: E731
-            else:
-                fn = lambda: list(self.app.chat_stream(message, [], req))[-1]  # noqa: E731
-            return self.pools[api].submit(fn).result(timeout=CALL_TIMEOUT_S)
-
-        return sid, call
-
-    def close(self) -> None:
-        for p in self.pools.values():
-            p.shutdown(wait=True)
-
-
 class GradioServer:
     def __init__(self, app, concurrency: int):
         import socket
@@ -245,12 +217,14 @@ def run_app(sc: Scenario, log_dir: Path, model, tokenizer, gpu, cuda: bool, serv
     from collector import Tracer
     from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.gradio_chat import ChatApp
+    from tests.e2e.apps.thread_server import ThreadServer
 
     tracer = Tracer(log_dir, samplers=cuda, sample_interval_s=SAMPLE_S, memory_probe=gpu.probe)
     sampler = None if cuda else FakeSampler(tracer, gpu)
     kw = {} if sc.activation_mb is None else {"activation_mb": sc.activation_mb}
     app = ChatApp(tracer, model, tokenizer, gpu, Plan(sc.plan), empty_cache=sc.empty_cache, **kw)
-    server = (GradioServer if server_kind == "gradio" else ThreadServer)(app, sc.concurrency)
+    server = GradioServer(app, sc.concurrency) if server_kind == "gradio" else \
+        ThreadServer(app, sc.concurrency, call_timeout_s=CALL_TIMEOUT_S)
     keys = [f"s{i:02d}" for i in range(sc.sessions)]
     errors: dict[str, int] = {}
     t0 = time.perf_counter()

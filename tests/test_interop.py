@@ -188,3 +188,65 @@ def test_sniff_registry():
     assert formats.sniff(b"hello\n") is None
     gz = gzip.compress(b'{"resourceSpans":[]}\n')
     assert formats.sniff(gz) is None  # sniff takes inflated bytes: head_bytes inflates
+
+
+def test_session_attr_on_every_command_that_opens_logs(tmp_path):
+    rec = Recorder({"service.name": "chat", "host.name": "cpu-1"})
+    for i, chat in enumerate(["c-9", "c-9", "c-7"]):
+        genai_call(rec, 1_796_000_000.0 + 3 * i, 1.0, attrs={"gen_ai.system": "hf", "app.chat_id": chat})
+    rec.write(tmp_path / "t.json")
+    named = ("--session-attr", "app.chat_id")
+    plain = json.loads(_cli("analyze", str(tmp_path), "--format", "json", "--no-cache").stdout)
+    assert plain["sessions"] == []
+    res = _cli("analyze", str(tmp_path), "--format", "json", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    by_id = {s["session_id"]: s["requests"] for s in json.loads(res.stdout)["sessions"]}
+    assert by_id == {"c-9": 2, "c-7": 1}
+    res = _cli("session", str(tmp_path), "c-9", "--format", "jsonl", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    assert {json.loads(line)["session_id"] for line in res.stdout.splitlines()} == {"c-9"}
+    res = _cli("query", str(tmp_path), "SELECT count(DISTINCT session_id) FROM requests", "--format", "csv",
+               "--no-cache", *named)  # fmt: skip
+    assert res.stdout.strip().splitlines()[-1] == "2"
+    res = _cli("diff", str(tmp_path), str(tmp_path), "--format", "json", "--no-cache", *named)
+    assert res.returncode == 0, res.stderr
+    for command in (["analyze"], ["capacity"], ["report", "weekly"], ["diff"], ["query"], ["session"]):
+        assert "--session-attr" in _cli(*command, "--help").stdout, command
+
+
+@pytest.fixture(scope="module", params=["openlit", "openllmetry"])
+def thirdparty(request, tmp_path_factory):
+    """Spans written by openlit or OpenLLMetry around a tiny Qwen2 (tests/thirdparty_traces.py)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("openlit" if request.param == "openlit" else "opentelemetry.instrumentation.transformers")
+    out = tmp_path_factory.mktemp(request.param) / "traces.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OTEL_SDK_DISABLED="false")
+    res = subprocess.run([sys.executable, str(ROOT / "tests" / "thirdparty_traces.py"), request.param, str(out)],
+                         capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    made = json.loads(res.stdout.strip().splitlines()[-1])
+    assert made["errors"] == {"ValueError": 1, "OutOfMemoryError": 1}
+    with open_logs([str(out)], use_cache=False) as db:
+        model = build_report(db, defaults())
+        rows = db.con.execute(
+            "SELECT status, error_type, input_len, output_len, inflight FROM requests ORDER BY start_ts").fetchall()
+    return request.param, made, model, rows
+
+
+def test_thirdparty_spans_one_request_each_errors_and_estimates(thirdparty):
+    which, made, model, rows = thirdparty
+    assert model["ingest"]["bad_lines"] == 0
+    assert len(rows) == made["calls"] == model["requests"]["count"]
+    assert model["requests"]["errors"] == 2
+    assert sorted(r[1] for r in rows if r[0] == "error") == ["OutOfMemoryError", "ValueError"]
+    assert "oom" in {f["rule"] for f in model["findings"]}
+    # four calls at once: the last of them arrived with the other three in flight
+    assert max(r[4] for r in rows) == 4
+    estimated = [n for n in model["notes"] if n["id"] == "estimated_tokens"]
+    if which == "openlit":
+        assert set(model["ingest"]["formats"]) == {"otlp:openlit"}
+        assert len(estimated) == 1 and "estimates" in estimated[0]["message"]
+        assert all(r[2] and r[3] for r in rows if r[0] == "ok")  # counted (from characters)
+    else:  # OpenLLMetry sets no token counts: requests and errors all the same
+        assert set(model["ingest"]["formats"]) == {"otlp:genai"}
+        assert not estimated and all(r[2] is None and r[3] is None for r in rows)

@@ -144,7 +144,7 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
 
 # Inside the ingest layer, its steps in order: each imports only the steps before it, so the
 # orchestration (ingest) stays on top and a step never reaches back into it.
-INGEST_STEPS = ("analyzer.ingest.formats", "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.viewdefs",
+INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.viewdefs",
                 "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
 
 

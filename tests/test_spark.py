@@ -247,3 +247,44 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     assert [len(g) for g in urls.groups if g] == [2], "the groups sharing host NULL were merged"
     assert {k: db.ingest[k] for k in INGEST_KEYS} == {k: urls.ingest[k] for k in INGEST_KEYS}
     db.close()
+
+
+@needs_spark
+@pytest.mark.spark
+def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
+    """OTLP/JSON traces (two vLLM hosts, one app's GenAI spans with its own session attribute)
+    read inside the per-host tasks as open_logs reads them."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm
+
+    from analyzer.model.report import analyze_logs
+
+    for i, host in enumerate(("gpu-a", "gpu-b")):
+        (tmp_path / host).mkdir()
+        reqs = vllm_workload(150, seed=i, overload_from=100, abort_every=25)
+        write_vllm(tmp_path / host / "traces.json", reqs, {"service.name": "vllm", "host.name": host,
+                                                           "process.pid": 100 + i}, per_line=40)  # fmt: skip
+    rec = Recorder({"service.name": "chat", "host.name": "cpu-1", "process.pid": 7})
+    for k in range(30):
+        genai_call(rec, 1_796_000_000.0 + 7 * k, 0.5 + k % 4, attrs={
+            "gen_ai.system": "huggingface", "app.chat_id": f"c{k % 5}", "gen_ai.usage.input_tokens": 10 + k,
+            "gen_ai.usage.output_tokens": 40 + k}, error=ValueError("bad") if k % 9 == 8 else None)  # fmt: skip
+    (tmp_path / "app").mkdir()
+    rec.write(tmp_path / "app" / "traces.json.gz", per_line=7)
+    from prom_helpers import VllmServer  # Prometheus snapshots of gpu-a, read on the driver
+
+    server = VllmServer()
+    for k in range(3):
+        for _ in range(20):
+            server.finish(0.2 + k / 10, 2.0 + k, 0.05, 100, 200)
+        server.scrape(tmp_path / "gpu-a", 1_796_000_000 + 60 * k)
+    duck = analyze_logs([str(tmp_path)], use_cache=False, session_attr="app.chat_id")
+    spk = analyze_logs([str(tmp_path)], engine="spark", master=MASTER, session_attr="app.chat_id")
+    assert duck["ingest"]["formats"] == {"otlp:genai": duck["ingest"]["formats"]["otlp:genai"],
+                                         "otlp:vllm": duck["ingest"]["formats"]["otlp:vllm"]}  # fmt: skip
+    assert duck["requests"]["count"] == 330 and len(duck["sessions"]) == 5
+    assert duck["ingest"]["snapshots"] == 3 and spk["server_metrics"] == duck["server_metrics"]
+    assert "queue_wait" in {f["rule"] for f in duck["findings"]}
+    assert_same(comparable_model(duck), comparable_model(spk), "report models (OTLP fleet)", ROUNDED)

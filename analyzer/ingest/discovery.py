@@ -23,6 +23,7 @@ from analyzer.core.errors import InputError
 
 _LOG_NAME = re.compile(r"^(?!\.).*\.jsonl(?:\.\d+)?(?:\.gz)?$")
 _JSON_NAME = re.compile(r"^(?!\.).*\.json(?:\.gz)?$")
+_PROM_NAME = re.compile(r"^(?!\.).*\.prom(?:\.gz)?$")
 _NAME_DATE = re.compile(r"(?:^|[_.-])(\d{4})-?(\d{2})-?(\d{2})(?=[_.-])")
 _ROTATION = re.compile(r"\.(\d+)\.jsonl(?:\.gz)?$|\.jsonl\.(\d+)(?:\.gz)?$")
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -67,9 +68,15 @@ def is_log_name(name: str) -> bool:
     return bool(_LOG_NAME.match(name))
 
 
+def is_prom_name(name: str) -> bool:
+    """A Prometheus text snapshot's name (``metrics-1733300000.prom``, optionally .gz)."""
+    return bool(_PROM_NAME.match(name))
+
+
 def _is_log_file(path: Path) -> bool:
-    """A file a folder search keeps: a log name, or a .json that holds OTLP traces (sniffed)."""
-    if is_log_name(path.name):
+    """A file a folder search keeps: a log name, a Prometheus snapshot (.prom), or a .json that
+    holds OTLP traces (sniffed)."""
+    if is_log_name(path.name) or is_prom_name(path.name):
         return True
     if not _JSON_NAME.match(path.name) or not path.is_file():  # never open a FIFO
         return False

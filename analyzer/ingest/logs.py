@@ -108,6 +108,7 @@ def open_logs(
     if isinstance(paths, (str, os.PathLike)):
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
+    snapshots = _take_snapshots(found)
     con = duckdb.connect()
     # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
     # change the setting at all (its bar is then off anyway).
@@ -127,12 +128,49 @@ def open_logs(
     try:
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
-        _no_events(db, found)
+        if snapshots:
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
+        else:
+            _no_events(db, found)
     except BaseException:
         db.close()
         raise
     db.ingest["seconds"] = round(time.perf_counter() - started, 3)
     return db
+
+
+def is_snapshot(path: Path, display: str, size: int) -> bool:
+    """A Prometheus snapshot (no events): a *.prom file, or a file not named as JSON lines whose
+    first bytes are a server's metrics (a file named on the command line)."""
+    from analyzer.ingest.discovery import is_log_name, is_prom_name
+
+    name = Path(display).name
+    if is_prom_name(name):
+        return True
+    return not is_log_name(name) and size > 0 and getattr(formats.sniff_file(path), "family", None) == "prometheus"
+
+
+def _take_snapshots(found: Discovery) -> list:
+    """Prometheus snapshots out of ``found.files``."""
+    taken = [f for f in found.files if is_snapshot(f.path, f.display, f.size)]
+    if taken:
+        found.files = [f for f in found.files if f not in taken]
+    return taken
+
+
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+    """The server metrics of Prometheus snapshots ``(path, display)`` (analyzer.ingest.prometheus)
+    into ``ingest["server_metrics"]`` for the report, their files and bad lines counted;
+    snapshots outside --since/--until are left out (a snapshot is one instant)."""
+    from analyzer.ingest.prometheus import read_servers
+
+    servers, bad = read_servers(files, lo, hi)
+    ingest["files"] = int(ingest.get("files") or 0) + len(files)
+    ingest["server_metrics"] = servers
+    if bad:
+        ingest["bad_lines"] = int(ingest.get("bad_lines") or 0) + len(bad)
+        samples = ingest.setdefault("bad_line_samples", [])
+        samples.extend({"file": display, "line": no, "reason": reason} for display, no, reason in bad[:5])
 
 
 def _no_events(db: LogDB, found: Discovery) -> None:

@@ -322,6 +322,7 @@ class Reader:
     # -- OTLP/JSON traces ---------------------------------------------------------------------
 
     def _insert_otlp(self, path: str, file_id: int) -> None:
+        self.con.execute(formats.OTLP_MACROS)
         self.con.execute(
             otlp_read_sql(self.store),
             {"file": path, "file_id": file_id, "tz": self.tz, "session_attr": self.session_attr},

@@ -84,7 +84,8 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
 
 
 def load_side(paths: list[str], label: str, since: str | None = None, until: str | None = None,
-              tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True) -> Side:
+              tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True,
+              session_attr: str | None = None) -> Side:
     """A saved report model (one .json path) or logs read and analysed with their request values."""
     from analyzer.core.thresholds import load_thresholds
     from analyzer.model.load import saved_report
@@ -98,7 +99,8 @@ def load_side(paths: list[str], label: str, since: str | None = None, until: str
     from analyzer.ingest.logs import open_logs
 
     thresholds = load_thresholds(thresholds_file)
-    with open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache) as db:
+    with open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
+                   session_attr=session_attr) as db:
         model = build_report(db, thresholds)
         values, sampled = request_values(db.con)
     return Side(label, model, "logs", values, sampled, list(paths))
@@ -713,18 +715,23 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
 
 def build_diff(before: list[str] | None = None, after: list[str] | None = None, logs: list[str] | None = None,
                before_range: str | None = None, after_range: str | None = None, tz: str | None = None,
-               thresholds_file=None, cache=None, use_cache: bool = True, limit: float = REGRESSION_PCT) -> dict:
+               thresholds_file=None, cache=None, use_cache: bool = True, limit: float = REGRESSION_PCT,
+               session_attr: str | None = None) -> dict:
     """`dslogs diff BEFORE AFTER` or `dslogs diff LOGS --before A..B --after C..D`."""
     if logs is not None:
         if not before_range or not after_range:
             raise UsageError("give both --before START..END and --after START..END to split one log set by time")
         b_since, b_until = parse_range(before_range, "--before")
         a_since, a_until = parse_range(after_range, "--after")
-        b = load_side(logs, f"before ({before_range})", b_since, b_until, tz, thresholds_file, cache, use_cache)
-        a = load_side(logs, f"after ({after_range})", a_since, a_until, tz, thresholds_file, cache, use_cache)
+        b = load_side(logs, f"before ({before_range})", b_since, b_until, tz, thresholds_file, cache, use_cache,
+                      session_attr)  # fmt: skip
+        a = load_side(logs, f"after ({after_range})", a_since, a_until, tz, thresholds_file, cache, use_cache,
+                      session_attr)  # fmt: skip
     else:
-        b = load_side(before or [], "before", tz=tz, thresholds_file=thresholds_file, cache=cache, use_cache=use_cache)
-        a = load_side(after or [], "after", tz=tz, thresholds_file=thresholds_file, cache=cache, use_cache=use_cache)
+        side = {"tz": tz, "thresholds_file": thresholds_file, "cache": cache, "use_cache": use_cache,
+                "session_attr": session_attr}  # fmt: skip
+        b = load_side(before or [], "before", **side)
+        a = load_side(after or [], "after", **side)
     return diff_sides(b, a, limit)
 
 

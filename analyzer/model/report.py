@@ -49,15 +49,17 @@ def analyze_logs(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> dict:
-    """Read the logs once and return the report model."""
+    """Read the logs once and return the report model. ``session_attr``: the OTLP span attribute
+    that names the session (``open_logs``)."""
     # Thresholds first: a typo in the file fails before any log is read.
     thresholds = load_thresholds(thresholds_file)
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
     lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
     source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
-                         materialize=not lazy)  # fmt: skip
+                         materialize=not lazy, session_attr=session_attr)  # fmt: skip
     try:
         db = getattr(source, "db", None)
         empty = (since is not None or until is not None) and not (source.ingest or {}).get("events")
@@ -114,10 +116,12 @@ def capacity_logs(
     use_cache: bool = True,
     engine: str = "duckdb",
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> dict:
     """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
     thresholds = load_thresholds(thresholds_file)
-    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master)
+    source = open_source(paths, since, until, tz, cache=cache, use_cache=use_cache, engine=engine, master=master,
+                         session_attr=session_attr)  # fmt: skip
     try:
         return build_capacity(source, thresholds)
     finally:
@@ -168,6 +172,7 @@ def open_source(
     engine: str = "duckdb",
     master: str = "local[*]",
     materialize: bool = True,
+    session_attr: str | None = None,
 ) -> MetricSource:
     """The logs opened on ``engine`` (duckdb: ingest.open_logs; spark: spark_engine.open_spark)."""
     if engine == "spark":
@@ -176,13 +181,13 @@ def open_source(
             from analyzer.engines.spark.driver import open_spark
         except ImportError as exc:
             raise UsageError(f"--engine spark is not available ({exc}); install dslogs[spark]") from None
-        return open_spark(list(paths), since, until, tz, master)
+        return open_spark(list(paths), since, until, tz, master, session_attr=session_attr)
     if engine != "duckdb":
         raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
     from analyzer.ingest.logs import open_logs
 
     return DuckDBSource.of(open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                                     materialize=materialize))
+                                     materialize=materialize, session_attr=session_attr))
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:
@@ -256,7 +261,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "sessions": _sessions_block(metrics, by_session, findings, thresholds),
         "sessions_total": len(metrics.get("session_summary", [])),
         "findings": findings,
-        "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu),
+        "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu) + source_notes(ingest),
         "rules": rule_status,
         "errors": [
             {k: r.get(k) for k in ("error_type", "count", "first_ts", "last_ts", "sample_msg", "sessions", "failed_stage")}
@@ -272,6 +277,11 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "session_details": group_session_details(metrics.get("session_requests", [])),
         "thresholds": thresholds,
     }
+    if (ingest or {}).get("server_metrics"):
+        from analyzer.ingest.prometheus import gauge_rows
+
+        model["server_metrics"] = list(ingest["server_metrics"])
+        model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
     return clean(model)
 
 
@@ -301,6 +311,9 @@ def _ingest_block(ingest: dict | None) -> dict:
         "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
         "formats": dict(ingest.pop("formats", {}) or {}),
     }
+    servers = ingest.pop("server_metrics", None)
+    if servers:
+        out["snapshots"] = sum(int(s.get("snapshots") or 0) for s in servers)
     out.update(ingest)  # anything else ingest reports (bytes, cache state, ...)
     return out
 
@@ -472,6 +485,22 @@ def build_notes(metrics: dict, t: dict, cpu_hosts: set | None = None, no_gpu: bo
                        "per-session rules see them as one session or none; pass session_id to log_event "
                        "(Streamlit: st.session_state[\"session_id\"])",
         })
+    return notes
+
+
+def source_notes(ingest: dict | None) -> list[dict]:
+    """What the sources themselves tell the reader: token counts an instrumentor estimated."""
+    from analyzer.ingest.formats import ESTIMATED_TOKENS
+
+    notes = []
+    for name, why in ESTIMATED_TOKENS.items():
+        n = int(((ingest or {}).get("formats") or {}).get(name) or 0)
+        if n:
+            notes.append({
+                "id": "estimated_tokens",
+                "message": f"token counts read from {name} spans ({n:,} events) are estimates: {why}; "
+                           "tokens/s and token-length figures built on them are approximate",
+            })  # fmt: skip
     return notes
 
 

@@ -50,7 +50,8 @@ SECTIONS = [
     ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
     ("capacity", "Capacity"),
-    ("sessions", "Sessions"), ("collector", "Collector"), ("rules", "Rules"), ("glossary", "Glossary"),
+    ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
+    ("glossary", "Glossary"),
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
@@ -517,6 +518,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],
         "rules_no_data": [r for r in rules if r.get("status") == "no_data"],

@@ -252,7 +252,46 @@ def render_markdown(model: dict) -> str:
         rows = [[_esc(e.get("error_type")), _num(e.get("count")), _num(e.get("sessions")), _text(e.get("first_ts")),
                  _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
         out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
+    out += _server_metrics(model.get("server_metrics") or [])
     from analyzer.render.glossary import GLOSSARY
 
     out += ["## Glossary", ""] + [f"- **{_text(w)}**: {_text(m)}" for w, m in GLOSSARY.items()] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _bucket(b) -> str:
+    if not b:
+        return "—"
+    return f"{_num(b[0], 3)}–{'+Inf' if b[1] is None else _num(b[1], 3)}"
+
+
+def _server_metrics(servers: list[dict]) -> list[str]:
+    """The servers' Prometheus snapshots: windowed histogram percentiles (with the bucket each
+    lies in), counter rates, gauges."""
+    if not servers:
+        return []
+    out = ["## Server metrics (Prometheus snapshots)", ""]
+    for sv in servers:
+        line = (f"**{_esc(sv.get('server'))}**: {_count(sv.get('snapshots'), 'snapshot')}, {_text(sv.get('first'))} → "
+                f"{_text(sv.get('last'))} ({_num(sv.get('seconds'))} s)")  # fmt: skip
+        if sv.get("restarts"):
+            line += f"; {_count(sv['restarts'], 'restart')} (counters count from zero after it)"
+        if sv.get("note"):
+            line += f"; {_text(sv['note'])}"
+        out += [line, ""]
+        if sv.get("histograms"):
+            out += ["Percentiles from the buckets' counts in the window; each lies in the bucket shown.", ""]
+            rows = [[_esc(h.get("metric")), _num(h.get("count")), _num(h.get("mean"), 3),
+                     *[x for q in ("p50", "p90", "p99") for x in (_num(h.get(q), 3), _bucket(h.get(f"{q}_bucket")))]]
+                    for h in sv["histograms"]]  # fmt: skip
+            out += _table(["histogram", "count", "mean", "p50", "p50 bucket", "p90", "p90 bucket", "p99", "p99 bucket"],
+                          rows, "lrrrlrlrl") + [""]  # fmt: skip
+        if sv.get("counters"):
+            rows = [[_esc(c.get("metric")), _esc(c.get("labels") or ""), _num(c.get("increase")), _num(c.get("per_s"), 3)]
+                    for c in sv["counters"]]  # fmt: skip
+            out += _table(["counter", "labels", "increase", "per s"], rows, "llrr") + [""]
+        if sv.get("gauges"):
+            rows = [[_esc(g.get("metric")), _esc(g.get("labels") or ""), _num(g.get("last"), 3), _num(g.get("max"), 3)]
+                    for g in sv["gauges"]]  # fmt: skip
+            out += _table(["gauge", "labels", "last", "max"], rows, "llrr") + [""]
+    return out

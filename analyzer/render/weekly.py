@@ -288,7 +288,8 @@ def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", ma
 
 def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
                  thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True,
-                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None) -> dict:
+                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None,
+                 session_attr: str | None = None) -> dict:
     """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
 
     ``previous``: last week's report model saved by ``analyze --format json``, used instead of
@@ -308,7 +309,7 @@ def build_weekly(paths: list[str], week: str | None = None, tz: str | None = Non
     def analyze(start: datetime, end: datetime) -> dict:
         return analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
                             thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
-                            engine=engine, master=master)  # fmt: skip
+                            engine=engine, master=master, session_attr=session_attr)  # fmt: skip
 
     notes: list[str] = []
     this = analyze(*week_bounds(*target, zone))

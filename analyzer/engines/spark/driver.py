@@ -357,9 +357,11 @@ def open_spark(
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
+    session_attr: str | None = None,
 ) -> SparkSource:
     """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
-    ``ingest.open_logs``; they are read at the first use (see ``SparkSource``)."""
+    ``ingest.open_logs`` (``session_attr`` as there); they are read at the first use (see
+    ``SparkSource``)."""
     from analyzer.core.time import iso, parse_window, zone_name
     from analyzer.ingest.dataset import dataset_ingest
 
@@ -377,8 +379,14 @@ def open_spark(
     ingest["files"] += len(empty)
     ingest["skipped_files"] += len(empty)
     files: list[GroupFile] = []
+    # Prometheus snapshots hold no events: read here, on the driver, as open_logs reads them
+    from analyzer.ingest.logs import is_snapshot, read_snapshots
+
+    snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
+    if snapshots:
+        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi)
     for i, f in enumerate(sources.jsonl):
-        if f.size == 0:
+        if f.size == 0 or f in snapshots:
             continue
         local = None if is_url(f.display) else str(Path(f.display).resolve())
         files.append(GroupFile(i, f.display, "jsonl", local=local, uri=None if local else f.uri,
@@ -398,7 +406,7 @@ def open_spark(
                                    spark_path=_escape_glob(path) if remote else None,
                                    host=item.get("host"), size=int(item.get("bytes") or 0)))  # fmt: skip
     partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
-    task = _Task(zone, since, until, tz, iso(lo), iso(hi))
+    task = _Task(zone, since, until, tz, iso(lo), iso(hi), session_attr)
     return SparkSource(spark, files, task, ingest, {"since": iso(lo), "until": iso(hi)}, max(1, partitions))
 
 
@@ -443,11 +451,12 @@ def spark_query(
     until: str | None = None,
     tz: str | None = None,
     master: str = "local[*]",
+    session_attr: str | None = None,
 ):
     """``dslogs query --engine spark``: Spark SQL over the views events, requests, sessions."""
     from analyzer.core.results import QueryResult
 
-    source = open_spark(logs, since, until, tz, master)
+    source = open_spark(logs, since, until, tz, master, session_attr=session_attr)
     try:
         spark_views(source)
         try:

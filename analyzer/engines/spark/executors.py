@@ -69,6 +69,7 @@ class _Task:
     tz: str | None
     lo: str | None
     hi: str | None
+    session_attr: str | None = None  # OTLP traces: the span attribute naming the session
 
 
 def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, materialize: bool,
@@ -103,7 +104,7 @@ def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, m
         from analyzer.ingest.logs import open_logs
 
         db = open_logs(list(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
-                       materialize=materialize and not parts)  # fmt: skip
+                       materialize=materialize and not parts, session_attr=task.session_attr)  # fmt: skip
         con, closer = db.con, db.close
         ingest = dict(db.ingest)
         if not parts:

@@ -2,7 +2,9 @@
 
 A format is an entry of ``FORMATS``: a name, a sniff (from the first bytes of a file, up to its
 first complete line) and a mapping to the events table. ``sniff_file`` names the format of a
-file; the reader (``analyzer.ingest.reader``) routes each file by it. Formats of one *family*
+file; the reader (``analyzer.ingest.reader``) routes each file by it. Prometheus snapshots are no
+events: ``open_logs`` takes them aside (``analyzer.ingest.prometheus``) into the report's server
+metrics. Formats of one *family*
 share a read: ``v1`` and ``legacy`` lines may share a file and are told apart per line by
 analyzer/ingest/views/events.sql (``source_format``); OTLP traces are read by their own statement
 (``otlp_traces.sql``), whose profiles (vLLM, generic GenAI) are told apart per span.
@@ -46,12 +48,20 @@ def _legacy(head: bytes, first: dict | None) -> bool:
 
 _OTLP_KEY = re.compile(rb'^\s*\{\s*"resource(Spans|Metrics|Logs)"')
 
+
+def _prometheus(head: bytes, first: dict | None) -> bool:
+    from analyzer.ingest.prometheus import looks_like
+
+    return first is None and looks_like(head)
+
 # In sniff order. The per-span profiles of OTLP traces are names of their own in ingest.formats.
 FORMATS: tuple[Format, ...] = (
     Format("otlp_traces", "otlp_traces",
            "an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, openlit, OpenLLMetry)", _otlp),
     Format("v1", "jsonl", "the dslogs collector (trace schema v1)", _v1),
     Format("legacy", "jsonl", "article 003's logger (no `v`, a naive `timestamp`)", _legacy),
+    Format("prometheus", "prometheus",
+           "`curl host:8000/metrics` snapshots of vLLM, SGLang, TGI or llama.cpp (*.prom)", _prometheus),
 )  # fmt: skip
 BY_NAME = {f.name: f for f in FORMATS}
 
@@ -61,8 +71,11 @@ SOURCE_FORMATS = {
     "legacy": "article 003's logger",
     "otlp:vllm": "OTLP traces, vLLM llm_request spans",
     "otlp:genai": "OTLP traces, OpenTelemetry GenAI spans",
+    "otlp:openlit": "OTLP traces, openlit GenAI spans (token counts estimated from characters)",
 }
-OTLP_FORMATS = ("otlp:vllm", "otlp:genai")
+OTLP_FORMATS = ("otlp:vllm", "otlp:genai", "otlp:openlit")
+# Formats whose token counts an instrumentor estimated rather than took from the tokenizer.
+ESTIMATED_TOKENS = {"otlp:openlit": "openlit counts tokens from the text's characters"}
 
 # What a source format does not carry, by the name of the input (checklist items and rules name
 # theirs). vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside
@@ -73,6 +86,7 @@ NOT_CARRIED: dict[str, frozenset[str]] = {
     "otlp:genai": frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util",
                              "kv_cache", "reasoning"}),
 }  # fmt: skip
+NOT_CARRIED["otlp:openlit"] = NOT_CARRIED["otlp:genai"]
 NOT_AVAILABLE = "N/A (source)"
 
 
@@ -170,7 +184,7 @@ def describe(head: bytes) -> str:
             return f"JSON lines in no known format (keys: {keys}; no `stage`)"
         return "JSON text that is not one object per line"
     if _PROM.match(text):
-        return "Prometheus text metrics"
+        return "Prometheus text metrics (dslogs reads them from *.prom files)"
     lines = [ln for ln in sample.split("\n")[:5] if ln.strip()]
     if len(lines) >= 2 and all(ln.count(",") == lines[0].count(",") > 0 for ln in lines):
         return "CSV"
@@ -185,7 +199,7 @@ def describe_file(path: str | Path) -> str:
 
 def accepted_names() -> str:
     """The file names discovery accepts, for the "no log files found" line."""
-    return "*.jsonl, *.N.jsonl, *.jsonl.N, *.json (OTLP traces), each optionally .gz"
+    return "*.jsonl, *.N.jsonl, *.jsonl.N, *.json (OTLP traces), *.prom (Prometheus snapshots), each optionally .gz"
 
 
 def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
@@ -196,6 +210,14 @@ def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
         for name, kind in columns.items()
     )
     return f"SELECT {cols} FROM ({sql}) AS o"
+
+
+# The value of attribute ``name`` in an OTLP key/value list (the last one when a key repeats);
+# otlp_traces.sql reads attributes through it. Created on the connection before the read.
+OTLP_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
+    'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
+)
 
 
 def otlp_sql() -> str:

@@ -764,6 +764,31 @@ def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
                  _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
 
 
+@chart("server_gauges", section="server", series=("server_gauges",))
+def server_gauges_chart(series: dict, ctx: ChartContext) -> Chart | None:
+    """Queue depth, running batch and KV-cache use from the servers' Prometheus snapshots."""
+    tx = ctx.tx or TimeAxis()
+    rows = [r for r in series.get("server_gauges") or [] if r.get("ts") and r.get("value") is not None]
+    if len({r["ts"] for r in rows}) < 2:
+        return None
+    rows = [dict(r, line=f"{r.get('server')} · {r.get('gauge')}") for r in rows]
+    keep = list(dict.fromkeys(r["line"] for r in rows))[:MAX_LINES]
+    rows = [r for r in rows if r["line"] in keep][: MAX_ROWS_PER_CHART]
+    base = alt.Chart(_data(rows, "ts", tx)).encode(
+        x=alt.X("ts:T", title=_time_title(tx), axis=_time_axis_def()),
+        color=alt.Color("line:N", title="server · gauge"),
+        tooltip=[_time_tip("ts", "snapshot", seconds=True), "line:N", "metric:N",
+                 alt.Tooltip("value:Q", format=",.3~f")],
+    )  # fmt: skip
+    counts = base.transform_filter("datum.gauge != 'kv_cache_usage'").mark_line(point=True, strokeWidth=1.5).encode(
+        y=alt.Y("value:Q", title="requests")).properties(width=WIDTH - 140, height=150)  # fmt: skip
+    usage = base.transform_filter("datum.gauge == 'kv_cache_usage'").mark_line(point=True, strokeWidth=1.5).encode(
+        y=alt.Y("value:Q", title="KV-cache usage (0-1)")).properties(width=WIDTH - 140, height=120)  # fmt: skip
+    return Chart("server_gauges", "server", "Server queue and KV cache",
+                 _finish(alt.vconcat(counts, usage), "Server queue, batch and KV-cache usage",
+                         "gauges of the servers' Prometheus snapshots, one point per snapshot"))  # fmt: skip
+
+
 def build_charts(model: dict) -> list[Chart]:
     """All charts the model has data for, in report order (CHARTS)."""
     model = textsafe.for_charts(model)  # log-derived strings, before altair/vl-convert see them

@@ -62,6 +62,13 @@ class ChatApp:
             self.turns[sid] = self.turns.get(sid, 0) + 1
             return self.turns[sid]
 
+    def _queued(self, request, sid: str, rid: str) -> None:
+        """A server other than Gradio (tests/e2e/apps/thread_server.py) hands the request's wait
+        for a worker over on the request; Gradio's the tracer reads itself."""
+        ms = getattr(request, "queue_wait_ms", None)
+        if ms is not None:
+            self.tracer.queue_wait(ms, session_id=sid, request_id=rid, source="threads")
+
     @contextlib.contextmanager
     def _working_memory(self, fault):
         """Host memory the request holds while it generates (allocated after tokenizing, as a
@@ -89,6 +96,7 @@ class ChatApp:
         fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
         with t.request(session_id=sid, request_id=rid):
+            self._queued(request, sid, rid)
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             with self.gpu.activations(self.activation_mb), self._working_memory(fault):
                 t0 = time.perf_counter()
@@ -108,6 +116,7 @@ class ChatApp:
         fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
         with t.request(session_id=sid, request_id=rid):
+            self._queued(request, sid, rid)
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             text = ""
             with self.gpu.activations(self.activation_mb), self._working_memory(fault):
