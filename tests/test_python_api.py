@@ -150,7 +150,9 @@ def test_report_is_the_analyze_model_typed(report, tmp_path):
     assert api == cli
     assert [f.rule for f in report.findings] == [f["rule"] for f in cli["findings"]] == ["oom"]
     oom = report.findings[0]
-    assert oom.severity == "critical" and oom.session_count == 6 and "num_beams=1" in oom.fix
+    # the fix names the causes the evidence found (rules/evidence.py), with the article's section
+    assert oom.severity == "critical" and oom.session_count == 6
+    assert oom.fix == cli["findings"][0]["fix"] and "003 §" in oom.fix
     failing = {c.id for c in report.checklist if not c.passed and c.status == "FAIL"}
     assert "no_oom" in failing or any("oom" in c for c in failing)
     assert report.requests.count == 93 and report.requests.ttft_ms is not None
