@@ -19,7 +19,6 @@ them this folder is left as committed.
 from __future__ import annotations
 
 import heapq
-import json
 import random
 import sys
 from collections import deque
