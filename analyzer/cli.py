@@ -285,20 +285,10 @@ def capacity(
 
     model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
                  use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
-    if format is ReportFormat.json:
-        from analyzer.model.report import report_to_json
+    from analyzer.render.report import render_capacity
 
-        _write_or_print(report_to_json(model), out)
-    elif format is ReportFormat.md:
-        from analyzer.render.markdown import render_capacity_markdown
-
-        _write_or_print(render_capacity_markdown(model), out)
-    else:
-        from analyzer.render.html import render_capacity_html
-
-        target = out or Path("dslogs-capacity.html")
-        target.write_text(render_capacity_html(model), encoding="utf-8")
-        typer.echo(str(target))
+    text = _run(render_capacity, model, format.value)
+    _write_or_print(text, out or (Path("dslogs-capacity.html") if format is ReportFormat.html else None))
 
 
 @report_app.command("weekly")

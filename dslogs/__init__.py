@@ -8,6 +8,7 @@ report that renders inline in a notebook (docs/python.md).
     report = logs.report()         # renders inline in Jupyter / VS Code
     report.findings[0].fix
     report.chart("latency_timeline")   # an altair Chart to change
+    logs.capacity()                # requests in flight the service holds, and the limit to set
     dslogs.diff("./before", "./after")
 
 Importing this package is cheap: the analyzer, DuckDB, pandas and altair load when first used.
@@ -23,13 +24,15 @@ from analyzer import __version__
 if TYPE_CHECKING:
     from os import PathLike
 
+    from dslogs._capacity import Capacity, Level, ProcessCapacity, Recommendation
     from dslogs._diff import Diff
     from dslogs._logs import Logs
     from dslogs._report import ChecklistItem, Finding, LatencyStats, Report, Requests, Stage
 
 __all__ = [
     "__version__", "open", "diff", "load_report", "Logs", "Report", "Diff", "Finding",
-    "ChecklistItem", "Stage", "Requests", "LatencyStats", "DslogsError",
+    "ChecklistItem", "Stage", "Requests", "LatencyStats", "Capacity", "ProcessCapacity", "Level",
+    "Recommendation", "DslogsError",
 ]
 
 _LAZY = {
@@ -41,6 +44,10 @@ _LAZY = {
     "Requests": "dslogs._report",
     "LatencyStats": "dslogs._report",
     "Diff": "dslogs._diff",
+    "Capacity": "dslogs._capacity",
+    "ProcessCapacity": "dslogs._capacity",
+    "Level": "dslogs._capacity",
+    "Recommendation": "dslogs._capacity",
     "DslogsError": "analyzer.core.errors",
 }
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analyzer.ingest.logs import LogDB
+    from dslogs._capacity import Capacity
     from dslogs._report import Report
 
 VIEWS = ("events", "requests", "sessions")
@@ -191,8 +192,16 @@ class Logs:
                              use_cache=self.use_cache, engine=self.engine)
         return Report(model)
 
-    # logs.capacity() (the capacity section, `dslogs capacity`) goes here, over the same
-    # model function as the command, returning a typed object like Report.
+    def capacity(self) -> Capacity:
+        """How many requests in flight the service holds (``dslogs capacity``), as a ``Capacity``."""
+        from analyzer.model.report import capacity_logs
+        from dslogs._capacity import Capacity
+
+        self.close()  # as report(): capacity_logs opens the logs (and their cache file) itself
+        model = capacity_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
+                              thresholds_file=self.thresholds_file, cache=self.cache,
+                              use_cache=self.use_cache, engine=self.engine)
+        return Capacity(model)
 
 
 def _frame(cur: Any) -> pd.DataFrame:

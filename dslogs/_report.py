@@ -150,12 +150,68 @@ class Requests:
                    raw=dict(d))
 
 
-class Report:
+class Page:
+    """What a model with a page has in the API (``Report``, ``Capacity``): text in each format,
+    ``save`` by suffix, the page inline in a notebook, and its charts as specs or altair charts."""
+
+    model: dict[str, Any]
+    _title = "dslogs"
+
+    def render(self, fmt: str = "html") -> str:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        return self.render("json")
+
+    def to_markdown(self) -> str:
+        return self.render("md")
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the page; the suffix picks the format (.html, .md, .json)."""
+        target = Path(path)
+        fmt = SAVE_FORMATS.get(target.suffix.lower())
+        if fmt is None:
+            raise UsageError(f"{target}: cannot tell the format from the suffix; use one of "
+                             f"{', '.join(SAVE_FORMATS)}")
+        target.write_text(self.render(fmt), encoding="utf-8")
+        return target
+
+    def _repr_html_(self) -> str:
+        return inline_frame(self.render("html"), self._title)
+
+    # -- charts --------------------------------------------------------------------------------
+
+    @property
+    def chart_ids(self) -> list[str]:
+        """The charts this page draws (the ids ``chart`` takes)."""
+        return list(self._specs())
+
+    def chart_spec(self, chart_id: str) -> dict[str, Any]:
+        """The Vega-Lite spec the page draws as ``chart_id`` (a plain dict)."""
+        specs = self._specs()
+        if chart_id not in specs:
+            raise UsageError(f"no chart {chart_id!r} here; there are: {', '.join(specs) or 'none'}")
+        return specs[chart_id]
+
+    def chart(self, chart_id: str) -> alt.TopLevelMixin:
+        """Chart ``chart_id`` as an altair chart built from the page's own spec, to change
+        (``.properties(width=800)``, ``.interactive()``) or save."""
+        return altair_chart(self.chart_spec(chart_id))
+
+    def _specs(self) -> dict[str, dict[str, Any]]:
+        from analyzer.render.charts.specs import build_charts
+
+        return {c.id: c.spec for c in build_charts(self.model)}
+
+
+class Report(Page):
     """The diagnosis of a window of logs (``logs.report()``, ``dslogs.load_report(path)``).
 
     ``findings``, ``checklist``, ``stages`` and ``requests`` are typed views of the model;
     ``model`` is the ``dslogs.report/1`` dict itself (docs/internals.md). In a notebook the
     report shows inline as the HTML report; ``save`` writes html, md or json by suffix."""
+
+    _title = "dslogs report"
 
     def __init__(self, model: dict[str, Any]) -> None:
         self.model = model
@@ -181,56 +237,11 @@ class Report:
         return (f"<dslogs.Report {self.requests.count} requests, {found}, "
                 f"{failed} of {len(self.checklist)} checks failing>")
 
-    # -- output ------------------------------------------------------------------------------
-
     def render(self, fmt: str = "html") -> str:
         """The report as text: html (the self-contained page), md or json."""
         from analyzer.render.report import render_report
 
         return str(render_report(self.model, fmt))
-
-    def to_json(self) -> str:
-        return self.render("json")
-
-    def to_markdown(self) -> str:
-        return self.render("md")
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the report; the suffix picks the format (.html, .md, .json)."""
-        target = Path(path)
-        fmt = SAVE_FORMATS.get(target.suffix.lower())
-        if fmt is None:
-            raise UsageError(f"{target}: cannot tell the format from the suffix; use one of "
-                             f"{', '.join(SAVE_FORMATS)}")
-        target.write_text(self.render(fmt), encoding="utf-8")
-        return target
-
-    def _repr_html_(self) -> str:
-        return inline_frame(self.render("html"), "dslogs report")
-
-    # -- charts --------------------------------------------------------------------------------
-
-    @property
-    def chart_ids(self) -> list[str]:
-        """The charts this report draws (the ids ``chart`` takes)."""
-        return list(self._specs())
-
-    def chart_spec(self, chart_id: str) -> dict[str, Any]:
-        """The Vega-Lite spec the report draws as ``chart_id`` (a plain dict)."""
-        specs = self._specs()
-        if chart_id not in specs:
-            raise UsageError(f"no chart {chart_id!r} in this report; it has: {', '.join(specs) or 'none'}")
-        return specs[chart_id]
-
-    def chart(self, chart_id: str) -> alt.TopLevelMixin:
-        """Chart ``chart_id`` as an altair chart built from the report's own spec, to change
-        (``.properties(width=800)``, ``.interactive()``) or save."""
-        return altair_chart(self.chart_spec(chart_id))
-
-    def _specs(self) -> dict[str, dict[str, Any]]:
-        from analyzer.render.charts.specs import build_charts
-
-        return {c.id: c.spec for c in build_charts(self.model)}
 
 
 def altair_chart(spec: dict[str, Any]) -> alt.TopLevelMixin:

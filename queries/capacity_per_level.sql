@@ -26,8 +26,11 @@ WITH r AS (
         coalesce(end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT)),
                  start_ts) AS run_ts,
         inflight, ttft_ms, ttft_ms - coalesce(queue_ms, 0) AS service_ttft_ms, tpot_ms, e2e_ms, queue_ms, output_len,
+        -- in 1/1000 token/s, a whole number: the running sums below are exact
         CASE WHEN e2e_ms - coalesce(queue_ms, 0) > 0 AND output_len IS NOT NULL
-             THEN output_len / ((e2e_ms - coalesce(queue_ms, 0)) / 1000.0) END AS run_tokens_per_s,
+                  AND output_len / ((e2e_ms - coalesce(queue_ms, 0)) / 1000.0) < 1e12
+             THEN CAST(round(output_len / ((e2e_ms - coalesce(queue_ms, 0)) / 1000.0) * 1000) AS BIGINT)
+        END AS run_milli_tokens_per_s,
         greatest(reserved_mb_before, reserved_mb_after) AS reserved_mb,
         greatest(allocated_mb_before, allocated_mb_after) AS allocated_mb,
         gpu_util_pct,
@@ -36,10 +39,10 @@ WITH r AS (
     FROM requests
     WHERE end_ts IS NOT NULL
 ), edges AS (
-    SELECT hkey, pkey, run_ts AS ts, 1 AS d, coalesce(run_tokens_per_s, 0) AS dr, session_id, request_id FROM r
+    SELECT hkey, pkey, run_ts AS ts, 1 AS d, coalesce(run_milli_tokens_per_s, 0) AS dr, session_id, request_id FROM r
     UNION ALL
-    SELECT hkey, pkey, end_ts AS ts, -1 AS d, -coalesce(run_tokens_per_s, 0) AS dr, NULL AS session_id,
-           NULL AS request_id
+    -- an end carries its request's ids too: ends at one instant then have one order
+    SELECT hkey, pkey, end_ts AS ts, -1 AS d, -coalesce(run_milli_tokens_per_s, 0) AS dr, session_id, request_id
     FROM r
 ), steps AS (
     SELECT
@@ -51,9 +54,11 @@ WITH r AS (
     WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), time_at AS (
-    SELECT hkey, pkey, level, sum(epoch(next_ts) - epoch(ts)) AS time_s,
-           sum(greatest(rate, 0) * (epoch(next_ts) - epoch(ts))) / nullif(sum(epoch(next_ts) - epoch(ts)), 0)
-               AS tokens_per_s
+    -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
+    -- DuckDB's threads split the rows
+    SELECT hkey, pkey, level, CAST(sum(epoch_us(next_ts) - epoch_us(ts)) AS DOUBLE) / 1e6 AS time_s,
+           CAST(sum(CAST(greatest(rate, 0) AS HUGEINT) * (epoch_us(next_ts) - epoch_us(ts))) AS DOUBLE)
+               / nullif(CAST(sum(epoch_us(next_ts) - epoch_us(ts)) AS DOUBLE), 0) / 1000 AS tokens_per_s
     FROM steps
     WHERE level > 0 AND next_ts IS NOT NULL
     GROUP BY hkey, pkey, level
@@ -66,8 +71,9 @@ WITH r AS (
 ), samples AS (
     -- the process's memory and utilisation readings, each at the level it was taken under
     SELECT coalesce(e.host, '') AS hkey, coalesce(e.pid, -1) AS pkey, s.level,
-           quantile_disc(e.reserved_mb, 0.95) AS reserved_mb, quantile_disc(e.allocated_mb, 0.95) AS allocated_mb,
-           avg(e.gpu_util_pct) AS gpu_util_pct
+           quantile_cont(e.reserved_mb, 0.95) AS reserved_mb, quantile_cont(e.allocated_mb, 0.95) AS allocated_mb,
+           CAST(sum(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN CAST(round(e.gpu_util_pct * 1000) AS HUGEINT) END) AS DOUBLE)
+               / (count(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN 1 END) * 1000) AS gpu_util_pct
     FROM (SELECT * FROM events WHERE stage IN ('gpu_memory', 'gpu_sample') AND ts IS NOT NULL) AS e
     ASOF JOIN steps AS s
       ON s.hkey = coalesce(e.host, '') AND s.pkey = coalesce(e.pid, -1) AND e.ts >= s.ts
@@ -89,7 +95,8 @@ WITH r AS (
         quantile_cont(queue_ms, 0.95) AS queue_p95_ms,
         max(reserved_mb) AS req_reserved_mb,
         max(allocated_mb) AS req_allocated_mb,
-        avg(gpu_util_pct) AS req_gpu_util_pct,
+        CAST(sum(CASE WHEN abs(gpu_util_pct) < 1e9 THEN CAST(round(gpu_util_pct * 1000) AS HUGEINT) END) AS DOUBLE)
+            / (count(CASE WHEN abs(gpu_util_pct) < 1e9 THEN 1 END) * 1000) AS req_gpu_util_pct,
         count(*) FILTER (WHERE is_error) AS error_requests,
         count(*) FILTER (WHERE oom) AS oom_requests
     FROM leveled

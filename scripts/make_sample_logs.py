@@ -27,6 +27,9 @@ from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
 from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
 from analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
 
+sys.path.insert(0, str(REPO / "scripts"))
+import vllm_sample  # noqa: E402
+
 SEED = 2026
 V1_WINDOW = {"start": "2026-11-23T22:00", "hours": 2.05}
 V1_EVENTS = 5000
@@ -101,6 +104,17 @@ def generate(root: Path) -> None:
             host_prefix=f["folder"].replace("_", "-") + "-gpu",
         )
         made.append((f, json.loads((target / "truth.json").read_text(encoding="utf-8"))))
+    target = root / "vllm"
+    if vllm_sample.available():
+        if target.exists():
+            shutil.rmtree(target)
+        truth = vllm_sample.generate(target, SEED)
+        (target / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    else:
+        print(f"{target}: not regenerated, it needs {vllm_sample.NEEDS}", file=sys.stderr)
+    if (target / "truth.json").is_file():
+        made.append(({"folder": "vllm", "fmt": "OTLP + Prometheus", "hosts": 1},
+                     json.loads((target / "truth.json").read_text(encoding="utf-8"))))
     (root / "README.md").write_text(readme(made), encoding="utf-8")
 
 
@@ -139,6 +153,10 @@ def _expect(truth: dict) -> str:
             "capacity_small": "no finding; the capacity section has too little traffic for a recommendation",
         }[name]
         parts.append(extra)
+    if truth.get("generator") == "scripts/vllm_sample.py":
+        waiting = truth["scenarios"]["queue_wait"]["details"]["max_waiting"]
+        parts.append(f"{truth['events']} `llm_request` spans and {truth['snapshots']} snapshots; the server "
+                     f"metrics section charts `vllm:num_requests_waiting` rising to {waiting}; 2 aborts as errors")
     return "<br>".join(parts) or "nothing: every rule passes"
 
 
@@ -184,6 +202,13 @@ the others and stay quiet.
   events carry the collector contract's `device`, `inflight`, `attempts`,
   `reserved/allocated/rss_mb_before/after` and the completion sequence `done_before`/`done_seq`; queue waits are `queue` stages. `seed_turns/` is article
   003's format with leaks whose turns are 0.25 s or 10 min apart.
+- `vllm/` is not simulated by dslogs but written by the third-party libraries themselves
+  (`scripts/vllm_sample.py`, with the `test` extra installed): vLLM `llm_request` spans as an OTel
+  Collector `file` exporter writes them (OTLP/JSON from the OpenTelemetry SDK's encoder) and a
+  `curl host:8000/metrics` every minute (prometheus_client with vLLM's names and buckets). One
+  engine with a small KV cache is overloaded for five minutes (09:08–09:13 UTC): requests wait for
+  KV blocks, so `queue_wait` fires and the server's waiting-requests gauge rises. The events
+  column counts spans; the spans carry no session id, so it has no sessions.
 - "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 

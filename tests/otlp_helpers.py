@@ -29,6 +29,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 NS = 1_000_000_000
@@ -48,15 +49,31 @@ def _hex_ids(node):
     return node
 
 
+class SeededIds(RandomIdGenerator):
+    """The SDK's random ids drawn from a seeded generator: the same file on every run."""
+
+    def __init__(self, seed: int):
+        self._rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._rng.getrandbits(128) or 1
+
+
 @dataclass
 class Recorder:
-    """A tracer whose finished spans are written as OTLP/JSON lines."""
+    """A tracer whose finished spans are written as OTLP/JSON lines (ids seeded when ``seed``
+    is given, else the SDK's own random ones)."""
 
     resource: dict
     exporter: InMemorySpanExporter = field(default_factory=InMemorySpanExporter)
+    seed: int | None = None
 
     def __post_init__(self):
-        self.provider = TracerProvider(resource=Resource.create(self.resource))
+        ids = SeededIds(self.seed) if self.seed is not None else None
+        self.provider = TracerProvider(resource=Resource.create(self.resource), id_generator=ids)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("vllm.llm_engine")
 

@@ -242,10 +242,13 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
     from analyzer.model.weekly import compare_models
     from analyzer.render.weekly import render_weekly
 
-    prev = build_model(seed=3)
+    this, prev = build_model(), build_model(seed=3)
     prev["stages"][2]["p95_ms"] /= 2
+    # each model stands for its whole week: a day-long side gets no verdicts (weekly.too_partial)
+    this["window"].update(first_event="2026-11-30T00:03:00+00:00", last_event="2026-12-06T23:59:00+00:00")
+    prev["window"].update(first_event="2026-11-23T00:03:00+00:00", last_event="2026-11-29T23:59:00+00:00")
     path = tmp_path / "weekly.html"
-    path.write_text(render_weekly(compare_models(build_model(), prev, (2026, 49), ZoneInfo("UTC")), "html"),
+    path.write_text(render_weekly(compare_models(this, prev, (2026, 49), ZoneInfo("UTC")), "html"),
                     encoding="utf-8")
     loaded = open_offline(browser, path)
     try:
@@ -255,3 +258,42 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
         loaded.page.screenshot(path=str(OUT / "weekly.png"), full_page=True)
     finally:
         loaded.page.context.close()
+
+
+def test_vllm_sample_draws_its_server_metrics_without_horizontal_scroll(browser, tmp_path):
+    """sample_logs/vllm (OTLP spans + Prometheus snapshots): the server metrics section and its
+    gauges chart are drawn, the queue_wait finding shows, and the page fits 1280 px."""
+    from analyzer.model.report import analyze_logs
+
+    page_path = tmp_path / "vllm.html"
+    page_path.write_text(render_html(analyze_logs([str(REPO / "sample_logs" / "vllm")], use_cache=False)),
+                         encoding="utf-8")  # fmt: skip
+    loaded = open_offline(browser, page_path)
+    try:
+        page = loaded.page
+        assert loaded.errors == [] and loaded.blocked == []
+        section = page.locator("#sec-server")
+        assert "vllm:num_requests_waiting" in section.inner_text()
+        marks = page.evaluate("""() => document.querySelectorAll(
+            '#sec-server #chart-server_gauges .mark-line path, #sec-server #chart-server_gauges .mark-symbol path').length""")
+        assert marks > 0
+        assert "queue_wait" in page.locator("body").inner_text()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        OUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUT / "vllm.png"), full_page=True)
+        section.scroll_into_view_if_needed()
+        section.screenshot(path=str(OUT / "vllm-server.png"))
+    finally:
+        loaded.page.context.close()
+
+
+def test_every_chart_fits_the_column_at_1280_px(real):
+    """No chart (the two-panel capacity chart included) is wider than the report's column, so the
+    page never scrolls sideways at a 1280 px viewport."""
+    page = real.page
+    assert page.locator("#chart-capacity_throughput svg").count() == 1
+    column = page.evaluate("document.querySelector('main').clientWidth")
+    widths = page.evaluate(
+        "Array.from(document.querySelectorAll('.chart')).map(e => [e.id, e.scrollWidth])")
+    assert widths and all(w <= column for _, w in widths), (column, widths)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280

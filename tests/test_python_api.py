@@ -150,7 +150,9 @@ def test_report_is_the_analyze_model_typed(report, tmp_path):
     assert api == cli
     assert [f.rule for f in report.findings] == [f["rule"] for f in cli["findings"]] == ["oom"]
     oom = report.findings[0]
-    assert oom.severity == "critical" and oom.session_count == 6 and oom.fix == cli["findings"][0]["fix"] and "OutOfMemoryError" in oom.fix
+    # the fix names the causes the evidence found (rules/evidence.py), with the article's section
+    assert oom.severity == "critical" and oom.session_count == 6
+    assert oom.fix == cli["findings"][0]["fix"] and "003 §" in oom.fix
     failing = {c.id for c in report.checklist if not c.passed and c.status == "FAIL"}
     assert "no_oom" in failing or any("oom" in c for c in failing)
     assert report.requests.count == 93 and report.requests.ttft_ms is not None
@@ -200,6 +202,42 @@ def test_chart_is_altair_built_from_the_registered_spec(report):
     assert report.chart(single).properties(width=900).to_dict()["width"] == 900
     with pytest.raises(UsageError, match="no chart"):
         report.chart("nope")
+
+
+CLIFF = REPO / "sample_logs" / "concurrency_cliff"
+
+
+def test_capacity_is_the_capacity_command_typed(tmp_path):
+    """logs.capacity() is `dslogs capacity`'s model, typed, with the Report's outputs."""
+    alt = pytest.importorskip("altair")
+    with dslogs.open(CLIFF, use_cache=False) as opened:
+        cap = opened.capacity()
+    r = subprocess.run([sys.executable, "-m", "analyzer", "capacity", str(CLIFF), "--format", "json", "--no-cache"],
+                       capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    cli, api = json.loads(r.stdout), json.loads(cap.to_json())
+    cli.pop("generated_at"), api.pop("generated_at")
+    assert api == cli and api["schema"] == "dslogs.capacity/1"
+    truth = json.loads((CLIFF / "truth.json").read_text())["scenarios"]["concurrency_cliff"]["details"]["capacity"]
+    [proc] = cap.processes
+    assert proc.knee == truth["knee"] and proc.recommendation is not None
+    assert cap.recommendations == {proc.process: proc.recommendation}
+    assert proc.recommendation.limit == truth["safe_level"] and proc.recommendation.text.startswith("set ")
+    assert [lv.level for lv in proc.levels] == [lv["level"] for lv in cli["capacity"][0]["levels"]]
+    assert proc.levels[0].tokens_per_s == cli["capacity"][0]["levels"][0]["tokens_per_s"]
+    assert {f.rule for f in cap.findings} == {f["rule"] for f in cli["findings"]} and cap.findings
+    frame = cap.levels()
+    assert len(frame) == len(proc.levels) and list(frame["level"]) == [lv.level for lv in proc.levels]
+    # the page, inline and saved, and its charts
+    page = html.unescape(re.fullmatch(r'<iframe [^>]*srcdoc="([^"]*)"[^>]*></iframe>', cap._repr_html_()).group(1))
+    assert page == cap.render("html") and 'id="sec-capacity"' in page
+    assert cap.save(tmp_path / "c.md").read_text().startswith("# dslogs capacity")
+    assert json.loads(cap.save(tmp_path / "c.json").read_text())["capacity"] == cli["capacity"]
+    assert sorted(cap.chart_ids) == ["capacity_memory", "capacity_throughput"]
+    assert isinstance(cap.chart("capacity_throughput"), alt.HConcatChart)
+    with pytest.raises(UsageError, match="no chart 'latency_hist'"):
+        cap.chart("latency_hist")
+    assert "limit 3" in repr(cap)
 
 
 def test_a_frame_over_the_budget_is_refused_with_the_relation_way(logs, monkeypatch):

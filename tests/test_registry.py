@@ -22,7 +22,7 @@ from analyzer.engines.compute import compute_metrics
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
 from analyzer.model import report
-from analyzer.model.report import REPORT_INPUTS, SERIES, build_report_from_metrics
+from analyzer.model.report import INGEST_SERIES, REPORT_INPUTS, SERIES, build_report_from_metrics
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
@@ -233,7 +233,7 @@ def test_chart_registrations_name_what_exists():
     for spec in CHARTS.values():
         # the diff and weekly pages' charts read their own models, not the report's series
         assert spec.page != "report" or spec.section in SECTION_IDS, spec.id
-        assert set(spec.series) <= set(SERIES), spec.id
+        assert set(spec.series) <= set(SERIES) | set(INGEST_SERIES), spec.id
         assert set(spec.flag_rules) <= set(RULE_IDS), spec.id
     # every SERIES table is a metric query, and every series is drawn or shown on the page
     page_code = "".join(
@@ -258,6 +258,19 @@ def test_every_declared_series_column_is_a_column_of_its_query(sample_metrics):
     assert all(seen.values()), (
         f"series no sample folder fills: {[k for k, v in seen.items() if not v]}"
     )
+
+
+def test_every_ingest_series_has_its_columns_on_a_sample_folder(sample_metrics):
+    """A series built from ingest (INGEST_SERIES) has the columns it declares, and some sample
+    folder fills it."""
+    seen = {key: False for key in INGEST_SERIES}
+    for metrics, ingest in sample_metrics.values():
+        series = build_report_from_metrics(metrics, ingest, {}, defaults())["series"]
+        for key, columns in INGEST_SERIES.items():
+            for row in series.get(key) or []:
+                assert set(row) == set(columns), (key, set(row) ^ set(columns))
+                seen[key] = True
+    assert all(seen.values()), f"ingest series no sample folder fills: {[k for k, v in seen.items() if not v]}"
 
 
 def test_every_registered_chart_is_drawn_from_some_sample_folder(sample_metrics):

@@ -386,6 +386,9 @@ def _declared_series() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 SERIES: dict[str, tuple[str, tuple[str, ...]]] = _declared_series()
+# Series the model builds from what ingest read beside the events (no metric query): the servers'
+# Prometheus gauges (ingest.prometheus.gauge_rows), key -> columns.
+INGEST_SERIES: dict[str, tuple[str, ...]] = {"server_gauges": ("ts", "server", "gauge", "metric", "value")}
 # Metric tables the model reads itself, besides the rules' inputs (rules.RULE_SPECS) and SERIES.
 REPORT_INPUTS: tuple[str, ...] = (
     "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",

@@ -32,3 +32,23 @@ def render_report(model: dict, fmt: str) -> str:
     from analyzer.core.errors import UsageError
 
     raise UsageError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")
+
+
+def render_capacity(model: dict, fmt: str) -> str:
+    """The capacity model (dslogs.capacity/1) as ``fmt``: what ``dslogs capacity`` writes and the
+    Python API's ``Capacity.save`` and ``_repr_html_`` show."""
+    if fmt == "json":
+        from analyzer.model.report import report_to_json
+
+        return report_to_json(model)
+    if fmt == "md":
+        from analyzer.render.markdown import render_capacity_markdown
+
+        return render_capacity_markdown(model)
+    if fmt == "html":
+        from analyzer.render.html import render_capacity_html
+
+        return render_capacity_html(model)
+    from analyzer.core.errors import UsageError
+
+    raise UsageError(f"unknown capacity format {fmt!r}; valid: {', '.join(FORMATS)}")

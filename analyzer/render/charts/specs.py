@@ -697,6 +697,11 @@ def log_volume_chart(series: dict, ctx: ChartContext) -> Chart | None:
                  timeline=True, notes=_notes(("log volume", step)))
 
 
+# Process names run long (host/pid): the capacity charts keep their legends under the plots, so
+# a chart's width is its plots' and fits the report's column at a 1280 px viewport.
+_BELOW = {"orient": "bottom", "direction": "vertical", "labelLimit": 320}
+
+
 def _capacity_rows(series: dict) -> list[dict]:
     rows = [r for r in series.get("capacity") or [] if r.get("level") is not None][:400]
     for r in rows:
@@ -716,16 +721,19 @@ def capacity_throughput_chart(series: dict, ctx: ChartContext) -> Chart | None:
             alt.Tooltip("queue_p95_ms:Q", format=",.0f")]
     tput = alt.Chart(_data([r for r in rows if r.get("tokens_per_s") is not None])).mark_line(point=True).encode(
         x=x, y=alt.Y("tokens_per_s:Q", title="output tokens/s (all requests)"),
-        color=alt.Color("process:N", title="process"), tooltip=tips,
-    ).properties(width=HALF_WIDTH - 40, height=200, title="Throughput")
+        color=alt.Color("process:N", title="process", legend=alt.Legend(**_BELOW)), tooltip=tips,
+    ).properties(width=(WIDTH - 140) // 2, height=200, title="Throughput")
     lat_rows = [{**r, "metric": m, "ms": r[k]} for r in rows
                 for m, k in (("TPOT p95", "tpot_p95_ms"), ("TTFT p95 (no queue)", "service_ttft_p95_ms"),
                              ("queue p95", "queue_p95_ms")) if r.get(k) is not None and r[k] > 0]
     lat = alt.Chart(_data(lat_rows)).mark_line(point=True).encode(
         x=x, y=alt.Y("ms:Q", title="ms (log)", scale=alt.Scale(type="log")),
-        color=alt.Color("metric:N", title="latency"), strokeDash=alt.StrokeDash("process:N", title="process"),
+        color=alt.Color("metric:N", title="latency", legend=alt.Legend(**_BELOW)),
+        # the dashes tell processes apart: with one process the throughput legend names it
+        strokeDash=alt.StrokeDash("process:N", title="process",
+                                  legend=alt.Legend(**_BELOW) if len({r["process"] for r in rows}) > 1 else None),
         tooltip=["process:N", "metric:N", "level:Q", alt.Tooltip("ms:Q", format=",.1f")],
-    ).properties(width=HALF_WIDTH - 40, height=200, title="Latency")
+    ).properties(width=(WIDTH - 140) // 2, height=200, title="Latency")
     spec = alt.hconcat(tput, lat).to_dict()
     spec["title"] = alt.TitleParams(text="Throughput and latency against requests in flight",
                                     subtitle="where throughput stops rising is the knee (000 §1.3)")
@@ -742,7 +750,7 @@ def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     x = alt.X("level:Q", title="requests in flight", axis=alt.Axis(tickMinStep=1))
     mem = alt.Chart(_data(rows)).mark_line(point=True).encode(
         x=x, y=alt.Y("reserved_peak_mb:Q", title="peak reserved (MiB)"),
-        color=alt.Color("process:N", title="process"),
+        color=alt.Color("process:N", title="process", legend=alt.Legend(**_BELOW)),
         tooltip=["process:N", "level:Q", "requests:Q", alt.Tooltip("reserved_peak_mb:Q", format=",.0f"),
                  alt.Tooltip("allocated_peak_mb:Q", format=",.0f"), "oom_requests:Q"],
     )
