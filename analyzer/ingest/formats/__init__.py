@@ -194,7 +194,16 @@ def describe(head: bytes) -> str:
 
 
 def describe_file(path: str | Path) -> str:
-    return describe(head_bytes(path))
+    head = head_bytes(path)
+    if not head.strip():
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(2)
+        except OSError:
+            magic = b""
+        if magic == b"\x1f\x8b":  # a gzip whose start does not inflate is damaged, not blank
+            return "a damaged gzip file (its start does not inflate)"
+    return describe(head)
 
 
 def accepted_names() -> str:
