@@ -169,3 +169,12 @@ def test_a_blank_line_in_one_file_keeps_every_line_length_in_step(tmp_path, blan
     assert db.ingest["events"] == 6 and util_values(db) == [0, 1, 2, 3, 4, 5]
     got = run_query(db, "SELECT gpu_util_pct, line_bytes FROM events ORDER BY ts").rows
     assert [(int(u), n) for u, n in got] == [(k, len(good(k))) for k in range(6)]
+
+
+def test_a_first_line_nested_past_the_parsers_depth_is_a_bad_line_not_a_crash(tmp_path):
+    # the format sniff reads the first line too: it must not raise where the line judge counts
+    write_lines(tmp_path / "ds15b_20261122.jsonl", GOOD[:3])
+    path = tmp_path / "ds15b_20261122.jsonl"
+    path.write_bytes(b"[" * 100_000 + b"\n" + path.read_bytes())
+    db = read(tmp_path)
+    assert db.ingest["events"] == 3 and db.ingest["bad_lines"] == 1
