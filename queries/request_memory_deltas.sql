@@ -75,8 +75,9 @@ WITH counted AS (
            CASE WHEN bool_and(j.chained AND j.gpu_step IS NOT NULL AND j.session_id IS NOT NULL) OVER g
                 THEN j.gpu_step END AS gpu_step_mb,
            -- working memory in the step, were it held from a request's "before" reading to its
-           -- "after": + each request that started in the step, - this one if it started earlier
-           coalesce(st.n, 0) - CASE WHEN j.done_before < j.done_seq - 1 THEN 1 ELSE 0 END AS step_transient_coef
+           -- "after": + each request that started in the step, - the one that completed (this
+           -- one: started in the step, it is in neither reading; earlier, in the previous one)
+           coalesce(st.n, 0) - 1 AS step_transient_coef
     FROM grouped AS j
     LEFT JOIN started AS st
            ON st.hkey = coalesce(j.host, '') AND st.pkey = coalesce(j.pid, -1) AND st.at_seq = j.done_seq
