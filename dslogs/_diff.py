@@ -30,7 +30,7 @@ class Diff:
         return bool(has_regression(self.model))
 
     def render(self, fmt: str = "html") -> str:
-        from analyzer.render.diff_md import render_diff
+        from analyzer.render.diff_html import render_diff
 
         return str(render_diff(self.model, fmt))
 

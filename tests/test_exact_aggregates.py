@@ -200,7 +200,9 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
         monkeypatch.setattr(
             report, "evaluate_rules", lambda m, i, th, leak=None: evaluate(m, i, th)
         )
-        monkeypatch.setattr(report, "build_checklist", lambda m, th, leak=None: checklist(m, th))
+        monkeypatch.setattr(
+        report, "build_checklist", lambda m, th, leak=None, formats=None: checklist(m, th, None, formats)
+    )
         apart = report.build_report_from_metrics(metrics, db.ingest, db.window, t)
     finally:
         db.close()

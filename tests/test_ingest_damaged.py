@@ -6,6 +6,7 @@ import gzip
 
 import pytest
 
+from analyzer.core.errors import InputError
 from analyzer.ingest.logs import open_logs, run_query
 from analyzer.ingest.validate import MAX_LINE_BYTES, SAMPLES_PER_FILE
 from tests.ingest_lines import dumps, legacy, v1, write_lines
@@ -133,11 +134,16 @@ def test_not_a_gzip_and_an_empty_file_are_skipped(tmp_path):
     assert reasons == ["corrupt gzip after line 0", "empty file"]
 
 
-def test_only_damaged_files_still_give_an_empty_run_not_an_error(tmp_path):
-    (tmp_path / "ds15b_20261122.jsonl").write_bytes(b"nothing useful\n{\n")
-    db = read(tmp_path)
-    assert db.ingest["events"] == 0 and db.ingest["bad_lines"] == 2
-    assert run_query(db, "SELECT count(*) FROM requests").rows == [(0,)]
+def test_a_run_whose_only_file_holds_no_event_is_refused_naming_the_file(tmp_path):
+    # no line of it is an event: the user pointed at the wrong file, which an empty report hides
+    path = tmp_path / "ds15b_20261122.jsonl"
+    path.write_bytes(b"nothing useful\n{\n")
+    with pytest.raises(InputError) as err:
+        read(tmp_path)
+    assert str(err.value).splitlines() == [
+        "no file yields an event",
+        f"{path}: no events: it looks like text, not JSON lines",
+    ]
 
 
 def test_damage_in_one_file_does_not_touch_its_neighbours(tmp_path):
@@ -163,3 +169,12 @@ def test_a_blank_line_in_one_file_keeps_every_line_length_in_step(tmp_path, blan
     assert db.ingest["events"] == 6 and util_values(db) == [0, 1, 2, 3, 4, 5]
     got = run_query(db, "SELECT gpu_util_pct, line_bytes FROM events ORDER BY ts").rows
     assert [(int(u), n) for u, n in got] == [(k, len(good(k))) for k in range(6)]
+
+
+def test_a_first_line_nested_past_the_parsers_depth_is_a_bad_line_not_a_crash(tmp_path):
+    # the format sniff reads the first line too: it must not raise where the line judge counts
+    write_lines(tmp_path / "ds15b_20261122.jsonl", GOOD[:3])
+    path = tmp_path / "ds15b_20261122.jsonl"
+    path.write_bytes(b"[" * 100_000 + b"\n" + path.read_bytes())
+    db = read(tmp_path)
+    assert db.ingest["events"] == 3 and db.ingest["bad_lines"] == 1

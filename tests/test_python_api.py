@@ -266,3 +266,11 @@ def test_the_api_passes_mypy_strict(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=REPO)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (REPO / "dslogs" / "py.typed").exists()
+
+
+def test_diff_renders_in_every_format_as_the_cli_does():
+    change = dslogs.diff(str(REPO / "sample_logs" / "healthy"), str(REPO / "sample_logs" / "slow_decode"))
+    assert change.has_regression()
+    assert json.loads(change.to_json())["schema"] == change.model["schema"]
+    assert "decode" in change.render("md")
+    assert change._repr_html_().startswith("<iframe title=\"dslogs diff\"")

@@ -38,9 +38,19 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 
 def both(con, name: str, params: dict) -> tuple[list[tuple], list[tuple]]:
+    """The oracle's rows and the current query's, the latter cut to the oracle's columns: a
+    query may since have gained columns (memory_per_process's leak-or-load ones), which have no
+    former formulation to equal; none of the oracle's may be gone."""
     old, new = (ORACLES / f"{name}.sql").read_text(), load_query(name)
-    run = lambda sql: con.execute(sql, {k: params[k] for k in query_params(sql)}).fetchall()  # noqa: E731
-    return run(old), run(new)
+
+    def run(sql: str) -> tuple[list[str], list[tuple]]:
+        cur = con.execute(sql, {k: params[k] for k in query_params(sql)})
+        return [d[0] for d in cur.description], cur.fetchall()
+
+    (old_cols, old_rows), (new_cols, new_rows) = run(old), run(new)
+    assert set(old_cols) <= set(new_cols), set(old_cols) - set(new_cols)
+    at = [new_cols.index(c) for c in old_cols]
+    return old_rows, [tuple(row[i] for i in at) for row in new_rows]
 
 
 def _memory_views(seed: int, t0: datetime):

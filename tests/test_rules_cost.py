@@ -16,6 +16,7 @@ from analyzer.model import report
 from analyzer.rules import registry
 from analyzer.rules.attribution import (
     SessionVerdicts,
+    _beyond_load,
     _overlap,
     _process_key,
     attribute_deltas,
@@ -253,11 +254,16 @@ def ref_memory_leak_verdicts(m: dict, t: dict) -> dict:
         # peak of load is the allocator caching, a leak goes on
         mid = p.get("reserved_mid_mb")
         growing = mid is not None and min(mid - p["reserved_settled_mb"], p["reserved_last_mb"] - mid) > th["rise_mb"] / 2
+        # leak or load: a deliberate change of the verdict since the copy, followed here with the
+        # rule's own test (growth that follows a higher in-flight peak is capacity, not a leak)
+        if growing and not _beyond_load(p, th):
+            continue
         if growing and rise > th["rise_mb"] and rest > th["rise_mb"] and rest > 0.5 * rise:
             processes.append({"host": p.get("host"), "pid": p.get("pid"), "sessions": p.get("sessions"),
                               "inflight_max": p.get("inflight_max"),
                               "rise_mb": p["reserved_last_mb"] - (p.get("reserved_first_mb") or p["reserved_settled_mb"]),
                               "settled_rise_mb": rise, "unexplained_mb": rest,
+                              "steady_rise_mb": p.get("steady_rise_mb"),
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
     return {"sessions": sessions, "processes": processes}

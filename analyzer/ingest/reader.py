@@ -352,6 +352,9 @@ class Reader:
                     except (ValueError, UnicodeDecodeError) as exc:
                         pending.append((no, f"malformed JSON ({short(str(exc))})"))
                         continue
+                    except RecursionError:
+                        pending.append((no, "malformed JSON (nested too deep)"))
+                        continue
                     if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
                         pending.append((no, "not an OTLP trace request (no resourceSpans list)"))
                         continue

@@ -155,9 +155,27 @@ def report_schema() -> dict:
             "series_bucket": opt(STR),
             "series": obj({}, extra=table),
             "session_details": obj({}, extra=table),
-            "thresholds": obj({}, extra=obj({}, extra=SCALAR)),
+            "thresholds": obj({}, extra=obj({}, extra=NUM)),  # every threshold is a number
+            "cpu_hosts": arr(STR),
+            "no_gpu": BOOL,
+            "capacity": CAPACITY,
         },
     }  # fmt: skip
+
+
+# a process's capacity curve (analyzer.model.report.capacity_block): its in-flight levels and the
+# verdicts drawn from them
+CAPACITY_LEVEL = row(("host",), ("time_s", "ttft_p50_ms", "ttft_p95_ms", "service_ttft_p95_ms", "tpot_p50_ms",
+                                 "tpot_p95_ms", "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms",
+                                 "tokens_per_s", "reserved_peak_mb", "allocated_peak_mb", "gpu_util_pct",
+                                 "gpu_total_mb"),
+                     ("pid", "level", "requests", "requests_with_inflight", "error_requests", "oom_requests"),
+                     sparse=opt(BOOL))
+CAPACITY = arr(row(("host", "needs"), ("mb_per_request", "base_mb", "fit_r2", "gpu_total_mb"),
+                   ("pid", "requests", "top_level", "knee", "slo_level", "oom_level"),
+                   slo_over=opt(arr(STR)), slo_unmet=opt(BOOL),
+                   recommendation=opt(obj({"limit": INT, "text": STR}, ("limit", "text"))),
+                   levels=arr(CAPACITY_LEVEL)))
 
 
 def diff_schema() -> dict:

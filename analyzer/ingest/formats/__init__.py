@@ -121,7 +121,7 @@ def _first_object(head: bytes) -> dict | None:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth: no known format
             return None
         return value if isinstance(value, dict) else None
     return None
@@ -165,12 +165,12 @@ def describe(head: bytes) -> str:
     if first_line.startswith("{"):
         try:
             obj = json.loads(first_line)
-        except ValueError:
+        except (ValueError, RecursionError):
             obj = None
             whole = None
             try:
                 whole = json.loads(sample)
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
             if isinstance(whole, dict):
                 obj = whole
@@ -194,7 +194,16 @@ def describe(head: bytes) -> str:
 
 
 def describe_file(path: str | Path) -> str:
-    return describe(head_bytes(path))
+    head = head_bytes(path)
+    if not head.strip():
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(2)
+        except OSError:
+            magic = b""
+        if magic == b"\x1f\x8b":  # a gzip whose start does not inflate is damaged, not blank
+            return "a damaged gzip file (its start does not inflate)"
+    return describe(head)
 
 
 def accepted_names() -> str:
