@@ -23,7 +23,10 @@ WITH r AS (
     SELECT
         session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid,
         end_ts,
-        coalesce(end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT)),
+        -- a hostile or absurd duration (inf, 1e400) falls back to the request's start
+        coalesce(CASE WHEN greatest(e2e_ms - coalesce(queue_ms, 0), 0) < 1e12
+                      THEN end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT))
+                 END,
                  start_ts) AS run_ts,
         inflight, ttft_ms, ttft_ms - coalesce(queue_ms, 0) AS service_ttft_ms, tpot_ms, e2e_ms, queue_ms, output_len,
         -- in 1/1000 token/s, a whole number: the running sums below are exact
