@@ -47,7 +47,9 @@ def cuts_of(folder: Path, n: int = 3) -> list[str]:
         ).fetchall()
     if not rows:
         return []
-    return [rows[min(len(rows) - 1, int(len(rows) * (i + 1) / (n + 1)))][0].isoformat() for i in range(n)]
+    # in time order: a long early session's middle can fall after a later session's middle
+    picked = {rows[min(len(rows) - 1, int(len(rows) * (i + 1) / (n + 1)))][0] for i in range(n)}
+    return [t.isoformat() for t in sorted(picked)]
 
 
 @pytest.fixture(scope="module")
