@@ -166,7 +166,7 @@ def test_the_unwindowed_recompute_reads_the_stored_tables(logs, tmp_path, reused
 @pytest.mark.parametrize("folder", SAMPLES, ids=[p.name for p in SAMPLES])
 def test_sample_logs_windows_equal_the_logs_alone(folder, tmp_path, reused):
     cuts = cuts_of(folder, 2)
-    if not cuts:
+    if len(cuts) < 2:
         pytest.skip("no session spans time here")
     cache = tmp_path / "c.duckdb"
     report.analyze_logs([str(folder)], cache=cache)
