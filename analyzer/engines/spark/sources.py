@@ -148,13 +148,15 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
             sources.jsonl.append(SourceFile(url, _escape_glob(url), _hadoop_uri(spark, url), size))
     if local:
         from analyzer.ingest.cache import fingerprint
+        from analyzer.ingest.logs import is_snapshot
 
         found = discovery.discover(local, since, until)
         sources.skipped_files += found.skipped_files
         seen: set[str] = set()
         for lf in found.files:
-            # Same content twice (a copy, a file and its .gz) is read once, as DuckDB does.
-            fp = fingerprint(lf.path)
+            # Same content twice (a copy, a file and its .gz) is read once, as DuckDB does; two
+            # snapshots of an idle server can be byte-identical and are still two points in time.
+            fp = None if is_snapshot(lf.path, lf.display, lf.size) else fingerprint(lf.path)
             if fp and fp in seen:
                 sources.skipped_files += 1
                 continue
