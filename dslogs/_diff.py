@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from analyzer.core.errors import UsageError
-from dslogs._report import SAVE_FORMATS, inline_frame
+from dslogs._report import Page
 
 
 def _paths(side: Any) -> list[str]:
@@ -16,9 +14,11 @@ def _paths(side: Any) -> list[str]:
     return [os.fspath(p) for p in side]
 
 
-class Diff:
+class Diff(Page):
     """Before against after: latency changes with their significance, the request mix,
     findings new and resolved. ``model`` is the diff model (``dslogs diff --format json``)."""
+
+    _title = "dslogs diff"
 
     def __init__(self, model: dict[str, Any]) -> None:
         self.model = model
@@ -34,24 +34,10 @@ class Diff:
 
         return str(render_diff(self.model, fmt))
 
-    def to_json(self) -> str:
-        return self.render("json")
+    def _specs(self) -> dict[str, dict[str, Any]]:
+        from analyzer.render.charts.specs import page_charts
 
-    def to_markdown(self) -> str:
-        return self.render("md")
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the diff; the suffix picks the format (.html, .md, .json)."""
-        target = Path(path)
-        fmt = SAVE_FORMATS.get(target.suffix.lower())
-        if fmt is None:
-            raise UsageError(f"{target}: cannot tell the format from the suffix; use one of "
-                             f"{', '.join(SAVE_FORMATS)}")
-        target.write_text(self.render(fmt), encoding="utf-8")
-        return target
-
-    def _repr_html_(self) -> str:
-        return inline_frame(self.render("html"), "dslogs diff")
+        return {c.id: c.spec for c in page_charts("diff", self.model)}
 
     def __repr__(self) -> str:
         return f"<dslogs.Diff regression={self.has_regression()}>"
