@@ -86,7 +86,7 @@ WITH r0 AS (
     FROM dl_w WHERE req_us > 0
     GROUP BY ALL
 ), x1 AS (
-    -- passes 1-3: each request's output split over its levels in proportion to x × time there
+    -- passes 1-5: each request's output split over its levels in proportion to x × time there
     -- (the rate a request gets depends on how many run with it), x re-estimated from the split
     SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
@@ -101,12 +101,26 @@ WITH r0 AS (
                                                                    first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
           FROM dl_w AS d JOIN x1 AS x USING (hkey, pkey, level) WHERE req_us > 0)
     GROUP BY ALL
+), x3 AS (
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
+), x4 AS (
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x3 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
 ), tokens_at AS (
     SELECT hkey, pkey, level, sum(share) AS micro_tokens
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
                                  / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
                                                                    first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+          FROM dl_w AS d JOIN x4 AS x USING (hkey, pkey, level) WHERE req_us > 0)
     GROUP BY ALL
 ), time_at AS (
     -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
