@@ -7,9 +7,13 @@
 -- while it waits in a framework queue) to its end; an end and a start at one instant count the
 -- end first. So legacy logs, and any source whose requests have a start and an end, get levels.
 -- time_s: seconds the process spent with exactly `level` requests running (from the intervals).
--- tokens_per_s: the aggregate output rate while the process ran at that level: each request's
--- output spread evenly over its handler time, summed over the requests running, time-weighted
--- over the level's periods (a second running sum over the same edges).
+-- tokens_per_s: output tokens emitted while the process ran at that level over the time it spent
+-- there. A request emits its output during decode, from its first token (end - (e2e - ttft); both
+-- include the queue wait) to its end, not while it waits or prefills: its output is spread evenly
+-- over that interval (over its handler time when TTFT is unknown), summed over the requests
+-- decoding, time-weighted over the level's periods (a second running sum, whose edges are the
+-- first tokens and the ends). Spread over the whole handler time instead, a request that waited
+-- at a low level and decoded at a high one would move its tokens to the low level.
 -- Memory and GPU utilisation at a level: every gpu_memory / gpu_sample event of the process while
 -- it ran at that level (ASOF: the level set by the last edge at or before the event); without
 -- such events, the before/after readings of the requests that started at the level (an "after"
@@ -19,7 +23,7 @@
 -- is the limit doing its job). oom_requests: requests with an OOM error (a retry that then succeeded included).
 -- Units: ms, MiB, %, tokens/s, seconds.
 -- series capacity: host, pid, level, requests, time_s, ttft_p95_ms, service_ttft_p95_ms, tpot_p50_ms, tpot_p95_ms, e2e_p95_ms, queue_p95_ms, tokens_per_s, reserved_peak_mb, allocated_peak_mb, gpu_util_pct, gpu_total_mb, oom_requests
-WITH r AS (
+WITH r0 AS (
     SELECT
         session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid,
         end_ts,
@@ -28,12 +32,11 @@ WITH r AS (
                       THEN end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT))
                  END,
                  start_ts) AS run_ts,
+        -- decode's length in ms: e2e less TTFT, at most the handler time; the handler time without
+        -- a TTFT that leaves decode some time (one reported at the end, as a non-streaming server may)
+        CASE WHEN e2e_ms - ttft_ms > 0 THEN least(e2e_ms - ttft_ms, e2e_ms - coalesce(queue_ms, 0))
+             ELSE e2e_ms - coalesce(queue_ms, 0) END AS decode_ms,
         inflight, ttft_ms, ttft_ms - coalesce(queue_ms, 0) AS service_ttft_ms, tpot_ms, e2e_ms, queue_ms, output_len,
-        -- in 1/1000 token/s, a whole number: the running sums below are exact
-        CASE WHEN e2e_ms - coalesce(queue_ms, 0) > 0 AND output_len IS NOT NULL
-                  AND output_len / ((e2e_ms - coalesce(queue_ms, 0)) / 1000.0) < 1e12
-             THEN CAST(round(output_len / ((e2e_ms - coalesce(queue_ms, 0)) / 1000.0) * 1000) AS BIGINT)
-        END AS run_milli_tokens_per_s,
         greatest(reserved_mb_before, reserved_mb_after) AS reserved_mb,
         greatest(allocated_mb_before, allocated_mb_after) AS allocated_mb,
         gpu_util_pct,
@@ -41,30 +44,97 @@ WITH r AS (
         coalesce(error_type IN ('OutOfMemoryError', 'OOMError') OR error_msg ILIKE '%out of memory%', false) AS oom
     FROM requests
     WHERE end_ts IS NOT NULL
+), r AS (
+    SELECT
+        r0.*,
+        CASE WHEN decode_ms > 0 THEN end_ts - to_microseconds(CAST(decode_ms * 1000 AS BIGINT)) END AS first_token_ts
+    FROM r0
 ), edges AS (
-    SELECT hkey, pkey, run_ts AS ts, 1 AS d, coalesce(run_milli_tokens_per_s, 0) AS dr, session_id, request_id FROM r
+    SELECT hkey, pkey, run_ts AS ts, 1 AS d, session_id, request_id FROM r
     UNION ALL
     -- an end carries its request's ids too: ends at one instant then have one order
-    SELECT hkey, pkey, end_ts AS ts, -1 AS d, -coalesce(run_milli_tokens_per_s, 0) AS dr, session_id, request_id
-    FROM r
+    SELECT hkey, pkey, end_ts AS ts, -1 AS d, session_id, request_id FROM r
 ), steps AS (
     SELECT
         hkey, pkey, ts, d, session_id, request_id,
         sum(d) OVER w AS level,
-        sum(dr) OVER w AS rate,
         lead(ts) OVER w AS next_ts
     FROM edges
     WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+), segs AS (
+    SELECT hkey, pkey, ts AS seg_start, next_ts AS seg_end, level
+    FROM steps
+    WHERE level > 0 AND next_ts > ts
+), dl AS (
+    -- each request's decode time at each level, in whole microseconds
+    SELECT r.hkey, r.pkey, r.session_id, r.request_id, r.first_token_ts, r.end_ts, min(r.output_len) AS output_len,
+           g.level, sum(epoch_us(least(g.seg_end, r.end_ts)) - epoch_us(greatest(g.seg_start, r.first_token_ts))) AS d_us
+    FROM r
+    JOIN segs AS g
+      ON g.hkey = r.hkey AND g.pkey = r.pkey AND g.seg_end > r.first_token_ts AND g.seg_start < r.end_ts
+    WHERE r.first_token_ts IS NOT NULL AND r.output_len IS NOT NULL AND r.output_len BETWEEN 0 AND 1e9
+    GROUP BY ALL
+), dl_w AS (
+    -- request's total decode time and level's total decoding time (whole microseconds, exact)
+    SELECT *, sum(d_us) OVER (PARTITION BY hkey, pkey, session_id, request_id, first_token_ts, end_ts) AS req_us,
+           sum(d_us) OVER (PARTITION BY hkey, pkey, level) AS level_us
+    FROM dl
+), x0 AS (
+    -- pass 0, output spread evenly over decode; x: each decoding request's rate at the level, in
+    -- micro-tokens per second, a whole number so that the next pass's sums stay exact
+    SELECT hkey, pkey, level,
+           CAST(round(CAST(sum(CAST(round(output_len * 1e6 * d_us / req_us) AS HUGEINT)) AS DOUBLE)
+                      / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM dl_w WHERE req_us > 0
+    GROUP BY ALL
+), x1 AS (
+    -- passes 1-5: each request's output split over its levels in proportion to x × time there
+    -- (the rate a request gets depends on how many run with it), x re-estimated from the split
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x0 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
+), x2 AS (
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x1 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
+), x3 AS (
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
+), x4 AS (
+    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x3 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
+), tokens_at AS (
+    SELECT hkey, pkey, level, sum(share) AS micro_tokens
+    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
+                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x4 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+    GROUP BY ALL
 ), time_at AS (
     -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
     -- DuckDB's threads split the rows
-    SELECT hkey, pkey, level, CAST(sum(epoch_us(next_ts) - epoch_us(ts)) AS DOUBLE) / 1e6 AS time_s,
-           CAST(sum(CAST(greatest(rate, 0) AS HUGEINT) * (epoch_us(next_ts) - epoch_us(ts))) AS DOUBLE)
-               / nullif(CAST(sum(epoch_us(next_ts) - epoch_us(ts)) AS DOUBLE), 0) / 1000 AS tokens_per_s
-    FROM steps
-    WHERE level > 0 AND next_ts IS NOT NULL
-    GROUP BY hkey, pkey, level
+    SELECT s.hkey, s.pkey, s.level, CAST(sum(epoch_us(seg_end) - epoch_us(seg_start)) AS DOUBLE) / 1e6 AS time_s,
+           -- micro-tokens over microseconds: tokens per second
+           coalesce(CAST(min(k.micro_tokens) AS DOUBLE), 0)
+               / nullif(CAST(sum(epoch_us(seg_end) - epoch_us(seg_start)) AS DOUBLE), 0) AS tokens_per_s
+    FROM segs AS s
+    LEFT JOIN tokens_at AS k USING (hkey, pkey, level)
+    GROUP BY s.hkey, s.pkey, s.level
 ), leveled AS (
     SELECT r.*, coalesce(r.inflight, s.level) AS level, r.inflight IS NOT NULL AS from_collector
     FROM r

@@ -170,3 +170,39 @@ def test_capacity_command(tmp_path):
                         capture_output=True, text=True, timeout=120)
     doc = json.loads(js.stdout)
     assert doc["capacity"][0]["recommendation"]["limit"] >= 1
+
+
+def test_tokens_per_level_come_from_decode_at_that_level(tmp_path):
+    """Two requests on a box where one request alone decodes at 10 tokens/s and two at about 5
+    each: A decodes 0-6 s (20 tokens alone, 10 beside B, 20 alone: 50); B waits in the queue 0-2 s,
+    prefills 2-2.5 s, decodes 8 tokens 2.5-4 s. Truth: level 1 (4 s) 10 tokens/s, level 2 (2 s)
+    9. Spread evenly over each handler's time, level 1 would read 8.3 and level 2 12.3: a curve
+    that rises where the box's is flat."""
+    t0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+
+    def at(s: float) -> str:
+        return (t0 + timedelta(seconds=s)).isoformat()
+
+    base = {"v": 1, "stage": "request", "host": "h", "pid": 1, "status": "ok", "input_len": 8}
+    lines = [
+        {**base, "ts": at(6), "session_id": "a", "request_id": "a1", "duration_ms": 6000, "ttft_ms": 0.001,
+         "output_len": 50},
+        {**base, "ts": at(4), "session_id": "b", "request_id": "b1", "duration_ms": 4000, "ttft_ms": 2500,
+         "output_len": 8, "queue_ms": 2000},
+        {"v": 1, "stage": "queue", "host": "h", "pid": 1, "ts": at(2), "session_id": "b", "request_id": "b1",
+         "duration_ms": 2000},
+    ]
+    (tmp_path / "ds15b_20261120.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from analyzer.engines.compute import as_source
+    from analyzer.metrics.registry import parameters
+
+    db = open_logs([str(tmp_path)], use_cache=False)
+    rows = {r["level"]: r for r in as_source(db).run(["capacity_per_level"], parameters(defaults(), "hour"))[
+        "capacity_per_level"]}
+    assert rows[1]["time_s"] == pytest.approx(4.0) and rows[2]["time_s"] == pytest.approx(2.0)
+    # every token at some level
+    assert rows[1]["tokens_per_s"] * 4 + rows[2]["tokens_per_s"] * 2 == pytest.approx(58, rel=1e-4)
+    # the exact fit (a request's rate 9.8 alone, 5.3 beside another) gives 9.8 and 9.3; five passes
+    # come within 0.5 of it from the even spread's 8.3 and 12.3
+    assert 9.5 < rows[1]["tokens_per_s"] < 10.0
+    assert 9.3 < rows[2]["tokens_per_s"] < 10.0
