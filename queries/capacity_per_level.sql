@@ -47,38 +47,52 @@ WITH r0 AS (
 ), r AS (
     SELECT
         r0.*,
-        CASE WHEN decode_ms > 0 THEN end_ts - to_microseconds(CAST(decode_ms * 1000 AS BIGINT)) END AS first_token_ts
+        -- a request's own number: the per-request sums below group on it
+        row_number() OVER () AS rid,
+        -- within the handler time (a fallen-back run_ts may be later)
+        CASE WHEN decode_ms > 0 AND decode_ms < 1e12
+             THEN greatest(end_ts - to_microseconds(CAST(decode_ms * 1000 AS BIGINT)), run_ts) END AS first_token_ts
     FROM r0
 ), edges AS (
     SELECT hkey, pkey, run_ts AS ts, 1 AS d, session_id, request_id FROM r
     UNION ALL
     -- an end carries its request's ids too: ends at one instant then have one order
     SELECT hkey, pkey, end_ts AS ts, -1 AS d, session_id, request_id FROM r
-), steps AS (
+), steps AS MATERIALIZED (
+    -- seq: the edge's place in its process; segment seq runs from this edge to the next
     SELECT
         hkey, pkey, ts, d, session_id, request_id,
+        row_number() OVER w AS seq,
         sum(d) OVER w AS level,
         lead(ts) OVER w AS next_ts
     FROM edges
     WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), segs AS (
-    SELECT hkey, pkey, ts AS seg_start, next_ts AS seg_end, level
+    SELECT hkey, pkey, seq, ts AS seg_start, next_ts AS seg_end, level
     FROM steps
     WHERE level > 0 AND next_ts > ts
-), dl AS (
-    -- each request's decode time at each level, in whole microseconds
-    SELECT r.hkey, r.pkey, r.session_id, r.request_id, r.first_token_ts, r.end_ts, min(r.output_len) AS output_len,
-           g.level, sum(epoch_us(least(g.seg_end, r.end_ts)) - epoch_us(greatest(g.seg_start, r.first_token_ts))) AS d_us
+), spans AS (
+    -- the segments a decode overlaps are consecutive: from the last edge at or before its first
+    -- token to the last at or before its end (edges tied in time only add empty overlaps)
+    SELECT r.rid, r.hkey, r.pkey, r.first_token_ts, r.end_ts, r.output_len, a.seq AS first_seq, b.seq AS last_seq
     FROM r
-    JOIN segs AS g
-      ON g.hkey = r.hkey AND g.pkey = r.pkey AND g.seg_end > r.first_token_ts AND g.seg_start < r.end_ts
+    ASOF JOIN steps AS a ON a.hkey = r.hkey AND a.pkey = r.pkey AND r.first_token_ts >= a.ts
+    ASOF JOIN steps AS b ON b.hkey = r.hkey AND b.pkey = r.pkey AND r.end_ts >= b.ts
     WHERE r.first_token_ts IS NOT NULL AND r.output_len IS NOT NULL AND r.output_len BETWEEN 0 AND 1e9
-    GROUP BY ALL
-), dl_w AS (
+), dl AS MATERIALIZED (
+    -- each request's decode time at each level, in whole microseconds: an equality join on the
+    -- segments' numbers (an interval join would pair every decode with every segment)
+    SELECT rid, hkey, pkey, min(output_len) AS output_len, level, sum(d_us) AS d_us
+    FROM (SELECT p.rid, p.hkey, p.pkey, p.output_len, g.level,
+                 epoch_us(least(g.seg_end, p.end_ts)) - epoch_us(greatest(g.seg_start, p.first_token_ts)) AS d_us
+          FROM (SELECT *, unnest(range(first_seq, last_seq + 1)) AS seq FROM spans) AS p
+          JOIN segs AS g USING (hkey, pkey, seq))
+    WHERE d_us > 0
+    GROUP BY rid, hkey, pkey, level
+), dl_w AS MATERIALIZED (
     -- request's total decode time and level's total decoding time (whole microseconds, exact)
-    SELECT *, sum(d_us) OVER (PARTITION BY hkey, pkey, session_id, request_id, first_token_ts, end_ts) AS req_us,
-           sum(d_us) OVER (PARTITION BY hkey, pkey, level) AS level_us
+    SELECT *, sum(d_us) OVER (PARTITION BY rid) AS req_us, sum(d_us) OVER (PARTITION BY hkey, pkey, level) AS level_us
     FROM dl
 ), x0 AS (
     -- pass 0, output spread evenly over decode; x: each decoding request's rate at the level, in
@@ -86,44 +100,39 @@ WITH r0 AS (
     SELECT hkey, pkey, level,
            CAST(round(CAST(sum(CAST(round(output_len * 1e6 * d_us / req_us) AS HUGEINT)) AS DOUBLE)
                       / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM dl_w WHERE req_us > 0
+    FROM dl_w
     GROUP BY ALL
 ), x1 AS (
     -- passes 1-5: each request's output split over its levels in proportion to x × time there
     -- (the rate a request gets depends on how many run with it), x re-estimated from the split
     SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
-                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x0 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x0 AS x USING (hkey, pkey, level))
     GROUP BY ALL
 ), x2 AS (
     SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
-                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x1 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x1 AS x USING (hkey, pkey, level))
     GROUP BY ALL
 ), x3 AS (
     SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
-                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level))
     GROUP BY ALL
 ), x4 AS (
     SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
-                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x3 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x3 AS x USING (hkey, pkey, level))
     GROUP BY ALL
 ), tokens_at AS (
     SELECT hkey, pkey, level, sum(share) AS micro_tokens
     FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY d.hkey, d.pkey, session_id, request_id,
-                                                                   first_token_ts, end_ts) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x4 AS x USING (hkey, pkey, level) WHERE req_us > 0)
+                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
+          FROM dl_w AS d JOIN x4 AS x USING (hkey, pkey, level))
     GROUP BY ALL
 ), time_at AS (
     -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
