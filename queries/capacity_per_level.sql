@@ -23,7 +23,7 @@
 -- is the limit doing its job). oom_requests: requests with an OOM error (a retry that then succeeded included).
 -- Units: ms, MiB, %, tokens/s, seconds.
 -- series capacity: host, pid, level, requests, time_s, ttft_p95_ms, service_ttft_p95_ms, tpot_p50_ms, tpot_p95_ms, e2e_p95_ms, queue_p95_ms, tokens_per_s, reserved_peak_mb, allocated_peak_mb, gpu_util_pct, gpu_total_mb, oom_requests
-WITH r0 AS (
+WITH RECURSIVE r0 AS (
     SELECT
         session_id, request_id, coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid,
         end_ts,
@@ -47,11 +47,13 @@ WITH r0 AS (
 ), r AS (
     SELECT
         r0.*,
-        -- a request's own number: the per-request sums below group on it
+        -- a request's own number, to find its rows in the stream below
         row_number() OVER () AS rid,
         -- within the handler time (a fallen-back run_ts may be later)
         CASE WHEN decode_ms > 0 AND decode_ms < 1e12
-             THEN greatest(end_ts - to_microseconds(CAST(decode_ms * 1000 AS BIGINT)), run_ts) END AS first_token_ts
+             THEN greatest(end_ts - to_microseconds(CAST(decode_ms * 1000 AS BIGINT)), run_ts) END AS first_token_ts,
+        -- its output is fitted to the levels it decoded at
+        decode_ms > 0 AND decode_ms < 1e12 AND output_len BETWEEN 0 AND 1e9 AS fit
     FROM r0
 ), edges AS (
     SELECT hkey, pkey, run_ts AS ts, 1 AS d, session_id, request_id FROM r
@@ -59,81 +61,83 @@ WITH r0 AS (
     -- an end carries its request's ids too: ends at one instant then have one order
     SELECT hkey, pkey, end_ts AS ts, -1 AS d, session_id, request_id FROM r
 ), steps AS MATERIALIZED (
-    -- seq: the edge's place in its process; segment seq runs from this edge to the next
     SELECT
         hkey, pkey, ts, d, session_id, request_id,
-        row_number() OVER w AS seq,
         sum(d) OVER w AS level,
         lead(ts) OVER w AS next_ts
     FROM edges
     WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), segs AS (
-    SELECT hkey, pkey, seq, ts AS seg_start, next_ts AS seg_end, level
+    SELECT hkey, pkey, ts AS seg_start, next_ts AS seg_end, level
     FROM steps
     WHERE level > 0 AND next_ts > ts
-), spans AS (
-    -- the segments a decode overlaps are consecutive: from the last edge at or before its first
-    -- token to the last at or before its end (edges tied in time only add empty overlaps)
-    SELECT r.rid, r.hkey, r.pkey, r.first_token_ts, r.end_ts, r.output_len, a.seq AS first_seq, b.seq AS last_seq
-    FROM r
-    ASOF JOIN steps AS a ON a.hkey = r.hkey AND a.pkey = r.pkey AND r.first_token_ts >= a.ts
-    ASOF JOIN steps AS b ON b.hkey = r.hkey AND b.pkey = r.pkey AND r.end_ts >= b.ts
-    WHERE r.first_token_ts IS NOT NULL AND r.output_len IS NOT NULL AND r.output_len BETWEEN 0 AND 1e9
-), dl AS MATERIALIZED (
-    -- each request's decode time at each level, in whole microseconds: an equality join on the
-    -- segments' numbers (an interval join would pair every decode with every segment)
-    SELECT rid, hkey, pkey, min(output_len) AS output_len, level, sum(d_us) AS d_us
-    FROM (SELECT p.rid, p.hkey, p.pkey, p.output_len, g.level,
-                 epoch_us(least(g.seg_end, p.end_ts)) - epoch_us(greatest(g.seg_start, p.first_token_ts)) AS d_us
-          FROM (SELECT *, unnest(range(first_seq, last_seq + 1)) AS seq FROM spans) AS p
-          JOIN segs AS g USING (hkey, pkey, seq))
-    WHERE d_us > 0
-    GROUP BY rid, hkey, pkey, level
-), dl_w AS MATERIALIZED (
-    -- request's total decode time and level's total decoding time (whole microseconds, exact)
-    SELECT *, sum(d_us) OVER (PARTITION BY rid) AS req_us, sum(d_us) OVER (PARTITION BY hkey, pkey, level) AS level_us
-    FROM dl
-), x0 AS (
-    -- pass 0, output spread evenly over decode; x: each decoding request's rate at the level, in
-    -- micro-tokens per second, a whole number so that the next pass's sums stay exact
-    SELECT hkey, pkey, level,
-           CAST(round(CAST(sum(CAST(round(output_len * 1e6 * d_us / req_us) AS HUGEINT)) AS DOUBLE)
-                      / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM dl_w
-    GROUP BY ALL
-), x1 AS (
-    -- passes 1-5: each request's output split over its levels in proportion to x × time there
-    -- (the rate a request gets depends on how many run with it), x re-estimated from the split
-    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x0 AS x USING (hkey, pkey, level))
-    GROUP BY ALL
-), x2 AS (
-    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x1 AS x USING (hkey, pkey, level))
-    GROUP BY ALL
-), x3 AS (
-    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x2 AS x USING (hkey, pkey, level))
-    GROUP BY ALL
-), x4 AS (
-    SELECT hkey, pkey, level, CAST(round(CAST(sum(share) AS DOUBLE) / max(level_us) * 1e6) AS HUGEINT) AS x
-    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x3 AS x USING (hkey, pkey, level))
-    GROUP BY ALL
+), stream AS MATERIALIZED (
+    -- the process's time cut at every start, first token and end: each piece (a row to the next)
+    -- at one level, with the decoding requests' count (n_dec). kind 1: a decode starts; 2: ends.
+    -- Rows tied in time make empty pieces only, so their order does not matter.
+    SELECT hkey, pkey, rid, kind, out,
+           row_number() OVER w AS seq,
+           sum(d) OVER w AS level,
+           sum(CASE kind WHEN 1 THEN 1 WHEN 2 THEN -1 ELSE 0 END) OVER w AS n_dec,
+           epoch_us(lead(ts) OVER w) - epoch_us(ts) AS dur
+    FROM (SELECT hkey, pkey, rid, run_ts AS ts, 1 AS d, 0 AS kind, NULL AS out FROM r
+          UNION ALL
+          SELECT hkey, pkey, rid, first_token_ts, 0, 1, output_len FROM r WHERE fit
+          UNION ALL
+          SELECT hkey, pkey, rid, end_ts, -1, CASE WHEN fit THEN 2 ELSE 0 END, NULL FROM r)
+    WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, kind, rid ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+), fit_levels AS MATERIALIZED (
+    -- the decoding time at each level, summed over the decoding requests (whole microseconds);
+    -- lk: the level's number in the fit
+    SELECT row_number() OVER () AS lk, *
+    FROM (SELECT hkey, pkey, level, sum(n_dec * dur) AS level_us
+          FROM stream
+          WHERE level > 0 AND dur > 0
+          GROUP BY ALL)
+), procs AS (
+    SELECT hkey, pkey, row_number() OVER () AS proc FROM stream GROUP BY hkey, pkey
+), pieces AS MATERIALIZED (
+    -- the stream in one order over all processes (gseq: the process, then the row's place in it):
+    -- a request's rows lie in its process, so running sums need no partition; only what the
+    -- passes read, as integers
+    SELECT (p.proc << 40) + s.seq AS gseq, s.rid, s.kind, s.out, coalesce(s.dur, 0) AS dur, l.lk
+    FROM stream AS s
+    JOIN procs AS p USING (hkey, pkey)
+    LEFT JOIN fit_levels AS l ON l.hkey = s.hkey AND l.pkey = s.pkey AND l.level = s.level AND s.dur > 0
+), fit(it, lk, level_us, x, micro_tokens) AS (
+    -- x: a decoding request's rate at the level, in micro-tokens per second (whole: the sums
+    -- stay exact). Pass 0 takes one rate for all levels (output spread evenly over decode); each
+    -- pass splits every request's output over its levels in proportion to x × its time there (the
+    -- rate a request gets depends on how many run with it) and re-estimates x from the split.
+    -- Per request, sum(x × time) is a difference of the running sum F of x × piece length; its
+    -- weight w = output / that sum, so the tokens at a level are x × the integral of the decoding
+    -- requests' summed weights over the level's time: no table of request × level.
+    SELECT 0, lk, level_us, CAST(1 AS HUGEINT), CAST(NULL AS DOUBLE) FROM fit_levels
+    UNION ALL
+    SELECT it + 1, lk, level_us, CAST(round(micro_tokens / nullif(level_us, 0) * 1e6) AS HUGEINT), micro_tokens
+    FROM (SELECT max(it) AS it, lk, max(level_us) AS level_us,
+                 -- w carries 1e21: output in micro-tokens over micro-token-microseconds per second, 1e15 more
+                 CAST(max(x) AS DOUBLE) * CAST(sum(g * dur) AS DOUBLE) / 1e15 AS micro_tokens
+          FROM (SELECT it, lk, level_us, x, dur,
+                       sum(CASE kind WHEN 1 THEN w WHEN 2 THEN -w ELSE 0 END)
+                           OVER (ORDER BY gseq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g
+                FROM (SELECT it, lk, level_us, x, gseq, kind, dur,
+                             CAST(round(max(out) OVER (PARTITION BY rid) * 1e21
+                                        / nullif(CAST(max(f) FILTER (WHERE kind = 2) OVER (PARTITION BY rid)
+                                                      - max(f) FILTER (WHERE kind = 1) OVER (PARTITION BY rid) AS DOUBLE), 0))
+                                  AS HUGEINT) AS w
+                      FROM (SELECT p.gseq, p.rid, p.kind, p.out, p.dur, p.lk, c.it, l.x, l.level_us,
+                                   coalesce(sum(coalesce(l.x, 0) * p.dur)
+                                                OVER (ORDER BY p.gseq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS f
+                            FROM pieces AS p
+                            -- after the last pass, no rows: the recursion stops without another
+                            JOIN (SELECT DISTINCT it FROM fit WHERE it < 6) AS c ON true
+                            LEFT JOIN fit AS l USING (lk))))
+          WHERE lk IS NOT NULL
+          GROUP BY lk)
 ), tokens_at AS (
-    SELECT hkey, pkey, level, sum(share) AS micro_tokens
-    FROM (SELECT d.*, CAST(round(output_len * 1e6 * CAST(x.x * d_us AS DOUBLE)
-                                 / nullif(CAST(sum(x.x * d_us) OVER (PARTITION BY rid) AS DOUBLE), 0)) AS HUGEINT) AS share
-          FROM dl_w AS d JOIN x4 AS x USING (hkey, pkey, level))
-    GROUP BY ALL
+    SELECT l.hkey, l.pkey, l.level, f.micro_tokens FROM fit AS f JOIN fit_levels AS l USING (lk) WHERE f.it = 6
 ), time_at AS (
     -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
     -- DuckDB's threads split the rows
