@@ -116,24 +116,26 @@ WITH RECURSIVE r0 AS (
     SELECT 0, lk, level_us, CAST(1 AS HUGEINT), CAST(NULL AS DOUBLE) FROM fit_levels
     UNION ALL
     SELECT it + 1, lk, level_us, CAST(round(micro_tokens / nullif(level_us, 0) * 1e6) AS HUGEINT), micro_tokens
-    FROM (SELECT max(it) AS it, lk, max(level_us) AS level_us,
-                 -- w carries 1e21: output in micro-tokens over micro-token-microseconds per second, 1e15 more
+    FROM (WITH fp AS (
+              SELECT p.gseq, p.rid, p.kind, p.out, p.dur, p.lk, c.it, l.x, l.level_us,
+                     coalesce(sum(coalesce(l.x, 0) * p.dur)
+                                  OVER (ORDER BY p.gseq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS f
+              FROM pieces AS p
+              -- after the last pass, no rows: the recursion stops without another
+              JOIN (SELECT DISTINCT it FROM fit WHERE it < 6) AS c ON true
+              LEFT JOIN fit AS l USING (lk)
+          ), wr AS (
+              -- w carries 1e21: output in micro-tokens over micro-token-microseconds per second, 1e15 more
+              SELECT rid, CAST(round(max(out) * 1e21 / nullif(CAST(max(f) FILTER (WHERE kind = 2)
+                                                                  - max(f) FILTER (WHERE kind = 1) AS DOUBLE), 0)) AS HUGEINT) AS w
+              FROM fp WHERE kind > 0 GROUP BY rid
+          )
+          SELECT max(it) AS it, lk, max(level_us) AS level_us,
                  CAST(max(x) AS DOUBLE) * CAST(sum(g * dur) AS DOUBLE) / 1e15 AS micro_tokens
           FROM (SELECT it, lk, level_us, x, dur,
                        sum(CASE kind WHEN 1 THEN w WHEN 2 THEN -w ELSE 0 END)
                            OVER (ORDER BY gseq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g
-                FROM (SELECT it, lk, level_us, x, gseq, kind, dur,
-                             CAST(round(max(out) OVER (PARTITION BY rid) * 1e21
-                                        / nullif(CAST(max(f) FILTER (WHERE kind = 2) OVER (PARTITION BY rid)
-                                                      - max(f) FILTER (WHERE kind = 1) OVER (PARTITION BY rid) AS DOUBLE), 0))
-                                  AS HUGEINT) AS w
-                      FROM (SELECT p.gseq, p.rid, p.kind, p.out, p.dur, p.lk, c.it, l.x, l.level_us,
-                                   coalesce(sum(coalesce(l.x, 0) * p.dur)
-                                                OVER (ORDER BY p.gseq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS f
-                            FROM pieces AS p
-                            -- after the last pass, no rows: the recursion stops without another
-                            JOIN (SELECT DISTINCT it FROM fit WHERE it < 6) AS c ON true
-                            LEFT JOIN fit AS l USING (lk))))
+                FROM fp LEFT JOIN wr USING (rid))
           WHERE lk IS NOT NULL
           GROUP BY lk)
 ), tokens_at AS (
