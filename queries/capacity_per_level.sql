@@ -55,43 +55,30 @@ WITH RECURSIVE r0 AS (
         -- its output is fitted to the levels it decoded at
         decode_ms > 0 AND decode_ms < 1e12 AND output_len BETWEEN 0 AND 1e9 AS fit
     FROM r0
-), edges AS (
-    SELECT hkey, pkey, run_ts AS ts, 1 AS d, session_id, request_id FROM r
-    UNION ALL
-    -- an end carries its request's ids too: ends at one instant then have one order
-    SELECT hkey, pkey, end_ts AS ts, -1 AS d, session_id, request_id FROM r
-), steps AS MATERIALIZED (
-    SELECT
-        hkey, pkey, ts, d, session_id, request_id,
-        sum(d) OVER w AS level,
-        lead(ts) OVER w AS next_ts
-    FROM edges
-    WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-), segs AS (
-    SELECT hkey, pkey, ts AS seg_start, next_ts AS seg_end, level
-    FROM steps
-    WHERE level > 0 AND next_ts > ts
 ), stream AS MATERIALIZED (
-    -- the process's time cut at every start, first token and end: each piece (a row to the next)
-    -- at one level, with the decoding requests' count (n_dec). kind 1: a decode starts; 2: ends.
-    -- Rows tied in time make empty pieces only, so their order does not matter.
-    SELECT hkey, pkey, rid, kind, out,
+    -- the process's time cut at every handler start (d = 1), first token (kind 1) and end (d = -1;
+    -- kind 2 when the request's output is fitted): level, the requests running; a piece runs from
+    -- a row to the next (dur, whole microseconds), n_dec: the fitted requests decoding in it. An
+    -- end and a start at one instant count the end first (a first token between them); an end
+    -- carries its request's ids too, so ends at one instant have one order.
+    SELECT hkey, pkey, rid, ts, d, kind, out,
            row_number() OVER w AS seq,
            sum(d) OVER w AS level,
            sum(CASE kind WHEN 1 THEN 1 WHEN 2 THEN -1 ELSE 0 END) OVER w AS n_dec,
            epoch_us(lead(ts) OVER w) - epoch_us(ts) AS dur
-    FROM (SELECT hkey, pkey, rid, run_ts AS ts, 1 AS d, 0 AS kind, NULL AS out FROM r
+    FROM (SELECT hkey, pkey, rid, session_id, request_id, run_ts AS ts, 1 AS d, 0 AS kind, NULL AS out FROM r
           UNION ALL
-          SELECT hkey, pkey, rid, first_token_ts, 0, 1, output_len FROM r WHERE fit
+          SELECT hkey, pkey, rid, session_id, request_id, first_token_ts, 0, 1, output_len FROM r WHERE fit
           UNION ALL
-          SELECT hkey, pkey, rid, end_ts, -1, CASE WHEN fit THEN 2 ELSE 0 END, NULL FROM r)
-    WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, kind, rid ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+          SELECT hkey, pkey, rid, session_id, request_id, end_ts, -1, CASE WHEN fit THEN 2 ELSE 0 END, NULL FROM r)
+    WINDOW w AS (PARTITION BY hkey, pkey ORDER BY ts, d, session_id, request_id, kind, rid
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), fit_levels AS MATERIALIZED (
-    -- the decoding time at each level, summed over the decoding requests (whole microseconds);
-    -- lk: the level's number in the fit
+    -- the time at each level and the decoding time there, summed over the decoding requests
+    -- (whole microseconds, HUGEINT sums: a floating sum depends on how DuckDB's threads split the
+    -- rows); lk: the level's number in the fit
     SELECT row_number() OVER () AS lk, *
-    FROM (SELECT hkey, pkey, level, sum(n_dec * dur) AS level_us
+    FROM (SELECT hkey, pkey, level, sum(dur) AS time_us, sum(n_dec * dur) AS level_us
           FROM stream
           WHERE level > 0 AND dur > 0
           GROUP BY ALL)
@@ -138,24 +125,16 @@ WITH RECURSIVE r0 AS (
                 FROM fp LEFT JOIN wr USING (rid))
           WHERE lk IS NOT NULL
           GROUP BY lk)
-), tokens_at AS (
-    SELECT l.hkey, l.pkey, l.level, f.micro_tokens FROM fit AS f JOIN fit_levels AS l USING (lk) WHERE f.it = 6
 ), time_at AS (
-    -- whole microseconds and HUGEINT sums, divided once: a floating sum depends on how
-    -- DuckDB's threads split the rows
-    SELECT s.hkey, s.pkey, s.level, CAST(sum(epoch_us(seg_end) - epoch_us(seg_start)) AS DOUBLE) / 1e6 AS time_s,
+    SELECT l.hkey, l.pkey, l.level, CAST(l.time_us AS DOUBLE) / 1e6 AS time_s,
            -- micro-tokens over microseconds: tokens per second
-           coalesce(CAST(min(k.micro_tokens) AS DOUBLE), 0)
-               / nullif(CAST(sum(epoch_us(seg_end) - epoch_us(seg_start)) AS DOUBLE), 0) AS tokens_per_s
-    FROM segs AS s
-    LEFT JOIN tokens_at AS k USING (hkey, pkey, level)
-    GROUP BY s.hkey, s.pkey, s.level
+           coalesce(f.micro_tokens, 0) / nullif(CAST(l.time_us AS DOUBLE), 0) AS tokens_per_s
+    FROM fit_levels AS l
+    LEFT JOIN fit AS f ON f.lk = l.lk AND f.it = 6
 ), leveled AS (
     SELECT r.*, coalesce(r.inflight, s.level) AS level, r.inflight IS NOT NULL AS from_collector
     FROM r
-    JOIN steps AS s
-      ON s.d = 1 AND s.hkey = r.hkey AND s.pkey = r.pkey
-     AND s.session_id IS NOT DISTINCT FROM r.session_id AND s.request_id = r.request_id
+    JOIN stream AS s ON s.rid = r.rid AND s.d = 1
 ), samples AS (
     -- the process's memory and utilisation readings, each at the level it was taken under
     SELECT coalesce(e.host, '') AS hkey, coalesce(e.pid, -1) AS pkey, s.level,
@@ -163,7 +142,7 @@ WITH RECURSIVE r0 AS (
            CAST(sum(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN CAST(round(e.gpu_util_pct * 1000) AS HUGEINT) END) AS DOUBLE)
                / (count(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN 1 END) * 1000) AS gpu_util_pct
     FROM (SELECT * FROM events WHERE stage IN ('gpu_memory', 'gpu_sample') AND ts IS NOT NULL) AS e
-    ASOF JOIN steps AS s
+    ASOF JOIN (SELECT hkey, pkey, ts, level FROM stream WHERE kind <> 1) AS s
       ON s.hkey = coalesce(e.host, '') AND s.pkey = coalesce(e.pid, -1) AND e.ts >= s.ts
     WHERE s.level > 0
     GROUP BY ALL
