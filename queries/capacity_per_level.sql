@@ -10,10 +10,12 @@
 -- tokens_per_s: output tokens emitted while the process ran at that level over the time it spent
 -- there. A request emits its output during decode, from its first token (end - (e2e - ttft); both
 -- include the queue wait) to its end, not while it waits or prefills: its output is spread evenly
--- over that interval (over its handler time when TTFT is unknown), summed over the requests
--- decoding, time-weighted over the level's periods (a second running sum, whose edges are the
--- first tokens and the ends). Spread over the whole handler time instead, a request that waited
--- at a low level and decoded at a high one would move its tokens to the low level.
+-- over that interval (over its handler time when TTFT is unknown) and then re-split over the
+-- levels its decode ran at by a per-level rate fitted in five passes (fit below). Spread over the
+-- whole handler time instead, a request that waited at a low level and decoded at a high one
+-- would move its tokens to the low level. Cost: each pass is two running sums over the process's
+-- edges (3 per request) and a group by request, never a table of request × level (a decode
+-- crosses ~10 levels on a busy box): bench/capacity_cost.py.
 -- Memory and GPU utilisation at a level: every gpu_memory / gpu_sample event of the process while
 -- it ran at that level (ASOF: the level set by the last edge at or before the event); without
 -- such events, the before/after readings of the requests that started at the level (an "after"
