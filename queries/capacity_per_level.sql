@@ -46,10 +46,11 @@ WITH RECURSIVE r0 AS (
         coalesce(error_type IN ('OutOfMemoryError', 'OOMError') OR error_msg ILIKE '%out of memory%', false) AS oom
     FROM requests
     WHERE end_ts IS NOT NULL
-), r AS (
+), r AS MATERIALIZED (
     SELECT
         r0.*,
-        -- a request's own number, to find its rows in the stream below
+        -- a request's own number, to find its rows in the stream below (materialised: one
+        -- numbering for every reader)
         row_number() OVER () AS rid,
         -- within the handler time (a fallen-back run_ts may be later)
         CASE WHEN decode_ms > 0 AND decode_ms < 1e12
