@@ -105,9 +105,10 @@ WITH RECURSIVE r0 AS (
     -- requests' summed weights over the level's time: no table of request × level.
     SELECT 0, lk, level_us, CAST(1 AS HUGEINT), CAST(NULL AS DOUBLE) FROM fit_levels
     UNION ALL
-    SELECT it + 1, lk, level_us, CAST(round(micro_tokens / nullif(level_us, 0) * 1e6) AS HUGEINT), micro_tokens
+    SELECT c.it + 1, l.lk, l.level_us, CAST(round(m.micro_tokens / nullif(l.level_us, 0) * 1e6) AS HUGEINT),
+           m.micro_tokens
     FROM (WITH fp AS (
-              SELECT p.gseq, p.rid, p.kind, p.out, p.dur, p.lk, c.it, l.x, l.level_us,
+              SELECT p.gseq, p.rid, p.kind, p.out, p.dur, p.lk,
                      coalesce(sum(coalesce(l.x, 0) * p.dur)
                                   OVER (ORDER BY p.gseq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS f
               FROM pieces AS p
@@ -120,14 +121,15 @@ WITH RECURSIVE r0 AS (
                                                                   - max(f) FILTER (WHERE kind = 1) AS DOUBLE), 0)) AS HUGEINT) AS w
               FROM fp WHERE kind > 0 GROUP BY rid
           )
-          SELECT max(it) AS it, lk, max(level_us) AS level_us,
-                 CAST(max(x) AS DOUBLE) * CAST(sum(g * dur) AS DOUBLE) / 1e15 AS micro_tokens
-          FROM (SELECT it, lk, level_us, x, dur,
-                       sum(CASE kind WHEN 1 THEN w WHEN 2 THEN -w ELSE 0 END)
-                           OVER (ORDER BY gseq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g
+          SELECT lk, sum(g * dur) AS i
+          FROM (SELECT lk, dur, sum(CASE kind WHEN 1 THEN w WHEN 2 THEN -w ELSE 0 END)
+                                    OVER (ORDER BY gseq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g
                 FROM fp LEFT JOIN wr USING (rid))
           WHERE lk IS NOT NULL
-          GROUP BY lk)
+          GROUP BY lk) AS q
+    JOIN fit AS l USING (lk)
+    JOIN (SELECT DISTINCT it FROM fit) AS c ON true
+    CROSS JOIN LATERAL (SELECT CAST(l.x AS DOUBLE) * CAST(q.i AS DOUBLE) / 1e15 AS micro_tokens) AS m
 ), time_at AS (
     SELECT l.hkey, l.pkey, l.level, CAST(l.time_us AS DOUBLE) / 1e6 AS time_s,
            -- micro-tokens over microseconds: tokens per second
