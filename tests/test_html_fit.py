@@ -1,7 +1,8 @@
 """The HTML report read at 1280 px in headless Chromium: no report of any sample_logs folder, nor
 the diff, weekly and capacity pages, scrolls the page sideways (wide tables and charts scroll
 inside their own box), every table header is a readable label, per-session memory charts read
-by turn, and a week-long axis carries dates. Assertions are on the rendered DOM and SVG; screenshots go to test-output/ for a human to look at."""
+by turn, and a week-long axis carries dates. Assertions are on the rendered DOM and SVG;
+screenshots go to test-output/ for a human to look at."""
 
 from __future__ import annotations
 
