@@ -500,12 +500,13 @@ def test_every_citation_is_explained_and_documented():
     assert whys and not [w for w in whys if re.search(r"DESIGN\.md|TEAM\.md", str(w))]
 
 
-@pytest.mark.parametrize("command", ["compact", "diff", "report weekly", "simulate"])
+@pytest.mark.parametrize("command", ["capacity", "compact", "diff", "report weekly", "simulate"])
 def test_progress_on_a_terminal_for_every_long_command(tmp_path, command):
     """The other commands that can run long draw the same reporter on a terminal, phase included,
     and keep it out of their stdout."""
     leak = "sample_logs/memory_leak"
-    args = {"compact": ["compact", leak, "--out", str(tmp_path / "pq")],
+    args = {"capacity": ["capacity", "sample_logs/concurrency_cliff", "--format", "json", "--no-cache"],
+            "compact": ["compact", leak, "--out", str(tmp_path / "pq")],
             "diff": ["diff", "sample_logs/healthy", leak, "--format", "json", "--no-cache"],
             "report weekly": ["report", "weekly", leak, "--format", "json", "--no-cache"],
             "simulate": ["simulate", str(tmp_path / "sim"), "--events", "3000"]}[command]  # fmt: skip
@@ -513,5 +514,10 @@ def test_progress_on_a_terminal_for_every_long_command(tmp_path, command):
     text = seen.decode("utf-8", "replace")
     assert f"dslogs {command}:" in text, text[-1000:]
     assert b"\x1b" not in out and f"dslogs {command}:".encode() not in out
-    if command in ("diff", "report weekly"):
+    if command in ("capacity", "diff", "report weekly"):
+        json.loads(out)
+    if command == "capacity":  # read, computed, rendered; and --quiet draws nothing
+        assert "file" in text and "computing" in text and "rendering" in text, text[-1000:]
+        out, seen = _run_with_pty_stderr([*args, "--quiet"])
+        assert b"dslogs capacity:" not in seen
         json.loads(out)

@@ -136,6 +136,7 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
     the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
     thresholds = thresholds or defaults()
     source = as_source(source)
+    progress.phase("computing")
     first, last = source.time_bounds()
     params = parameters(thresholds, bucket_for_span(first, last))
     metrics = source.run(["capacity_per_level", "time_span"], params)
