@@ -278,16 +278,20 @@ def capacity(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
+    quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"))
+    from analyzer.core import progress
     from analyzer.model.report import capacity_logs
-
-    model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
-                 use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
     from analyzer.render.report import render_capacity
 
-    text = _run(render_capacity, model, format.value)
+    with progress.run("capacity", quiet):
+        model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
+                     use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
+        progress.phase("rendering")
+        text = _run(render_capacity, model, format.value)
     _write_or_print(text, out or (Path("dslogs-capacity.html") if format is ReportFormat.html else None))
 
 

@@ -124,11 +124,12 @@ def data_shape(logs: Path, parquet: Path, db) -> dict:
 def bench_duckdb(source: Path) -> dict:
     from analyzer.engines.compute import compute_metrics
     from analyzer.ingest.logs import open_logs
+    from analyzer.rules import defaults
 
     c0, t0 = _cpu_self(), time.perf_counter()
     db = open_logs([str(source)], use_cache=False)
     t1 = time.perf_counter()
-    metrics = compute_metrics(db.con)
+    metrics = compute_metrics(db.con, defaults())
     c2, t2 = _cpu_self(), time.perf_counter()
     return {"db": db, "events": db.ingest["events"], "read_s": t1 - t0, "metrics_s": t2 - t1,
             "cpu_s": c2 - c0, "tables": len(metrics)}  # fmt: skip
@@ -138,12 +139,13 @@ def bench_spark(source: Path, master: str) -> dict:
     from analyzer.engines.compute import compute_metrics
     from analyzer.engines.spark.driver import open_spark
     from analyzer.engines.spark.session import get_spark
+    from analyzer.rules import defaults
 
     spark = get_spark(master)
     c0, j0, t0 = _cpu_self(), _cpu_jvm(spark), time.perf_counter()
     logs = open_spark([str(source)], master=master)
     t1 = time.perf_counter()
-    metrics = compute_metrics(logs)
+    metrics = compute_metrics(logs, defaults())
     c2, j2, t2 = _cpu_self(), _cpu_jvm(spark), time.perf_counter()
     events = logs.ingest["events"]
     logs.close()

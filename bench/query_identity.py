@@ -55,8 +55,8 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 def check(con, label: str, rev: str, failures: list, noise: list) -> int:
     from analyzer.core.resources import load_query
-    from analyzer.core.thresholds import defaults
     from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_params
+    from analyzer.rules import defaults
 
     first, last = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()
     params = parameters(

@@ -31,7 +31,7 @@ from analyzer.engines import duckdb as duckdb_engine
 from analyzer.metrics import registry
 from analyzer.metrics import results
 from analyzer.ingest.logs import open_logs
-from analyzer.core.thresholds import defaults
+from analyzer.rules import defaults
 out, since, tz, *paths = sys.argv[1:]
 db = open_logs(paths, since=since or None, tz=tz or None)
 con = db.con

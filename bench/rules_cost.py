@@ -36,7 +36,7 @@ from analyzer import report, rules
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.engines.compute import compute_metrics
 from analyzer.ingest.logs import open_logs
-from analyzer.core.thresholds import defaults
+from analyzer.rules import defaults
 
 paths, since, repeat, lazy = json.loads(sys.argv[1])
 db = open_logs(paths, since=since)

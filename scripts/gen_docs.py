@@ -9,7 +9,7 @@ A generated part sits between two marker comments in a Markdown file:
 ``python scripts/gen_docs.py`` rewrites every such part in README.md and docs/*.md;
 ``--check`` rewrites nothing and exits 1 naming the stale files (tests/test_gen_docs.py runs
 the same check). Parts: ``rules`` (analyzer.rules.RULE_SPECS), ``thresholds``
-(analyzer.core.thresholds) and ``charts``
+(analyzer.core.thresholds, filled by the rules) and ``charts``
 (analyzer.render.charts.specs.CHARTS).
 """
 
@@ -33,20 +33,21 @@ def _codes(names) -> str:
 
 
 def rules_table() -> str:
-    from analyzer.core.thresholds import DEFAULTS
-    from analyzer.rules import RULE_SPECS
+    from analyzer.rules import RULE_SPECS, defaults
 
+    table = defaults()
     out = ["| rule | area | severity | metric tables | thresholds (default) | source | report sections | charts | fix |",
            "|---|---|---|---|---|---|---|---|---|"]
     for rid, s in RULE_SPECS.items():
         area = s.fn.__module__.rpartition(".")[2] + (" (GPU)" if s.gpu else "")
-        keys = ", ".join(f"`{k}` {v}" for k, v in DEFAULTS.get(rid, {}).items()) or "—"
+        keys = ", ".join(f"`{k}` {v}" for k, v in table.get(rid, {}).items()) or "—"
         out.append(f"| `{rid}` | {area} | {s.severity} | {_codes(s.inputs)} | {keys} | {_cell(s.source)} | "
                    f"{_codes(s.sections)} | {_codes(s.charts)} | {_cell(s.fix)} |")
     return "\n".join(out) + "\n"
 
 
 def thresholds_table() -> str:
+    import analyzer.rules  # noqa: F401  (the rules declare their tables)
     from analyzer.core.thresholds import DEFAULTS, SOURCES
 
     out = ["| table | key | default | source |", "|---|---|---|---|"]

@@ -17,6 +17,7 @@ from analyzer.core.errors import UsageError
 from analyzer.engines.compute import compute_metrics
 from analyzer.ingest.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
 from analyzer.ingest.logs import open_logs, run_query
+from analyzer.rules import defaults
 from tests.engine_compare import INGEST_KEYS, assert_same
 from tests.ingest_lines import legacy_turn, v1_request, write_lines
 
@@ -67,7 +68,8 @@ def test_compacted_folder_reads_like_its_jsonl(tmp_path, folders, tz):
     assert jsonl.ingest["bad_line_samples"] == parquet.ingest["bad_line_samples"]
     # Every metric table: the Parquet holds the events view itself (rows come back in another
     # order, so float sums may differ in the last bits).
-    assert_same(compute_metrics(jsonl.con), compute_metrics(parquet.con), "metric tables")
+    t = defaults()
+    assert_same(compute_metrics(jsonl.con, t), compute_metrics(parquet.con, t), "metric tables")
     sql = "SELECT * FROM events ORDER BY source_file, ts, stage, request_id"
     assert run_query(jsonl, sql).rows == run_query(parquet, sql).rows
 

@@ -146,7 +146,7 @@ def test_memory_findings_carry_the_requests_that_kept_memory():
 
 
 def test_oom_fix_names_only_the_causes_present():
-    from analyzer.core.thresholds import defaults
+    from analyzer.rules import defaults
     from analyzer.rules.evidence import fix_for, request_factors
 
     t = defaults()
@@ -480,7 +480,8 @@ def test_every_citation_is_explained_and_documented():
     import re
     from pathlib import Path
 
-    from analyzer.core.thresholds import _SPEC
+    from analyzer import rules  # noqa: F401  (its rules declare their threshold tables)
+    from analyzer.core.thresholds import SOURCES as WHYS
     from analyzer.render.glossary import SOURCES
     from analyzer.render.html import _CITATION, cite
     from analyzer.rules.registry import RULE_SPECS
@@ -495,16 +496,17 @@ def test_every_citation_is_explained_and_documented():
             assert key in SOURCES, (source, key)
             assert f'<a id="{article}-{m.group(2).replace(".", "-")}"></a>' in docs, key
         assert "<abbr" in cite(source) or not _CITATION.search(source)
-    whys = [why for table in _SPEC.values() for _value, why in table.values()]
+    whys = [why for table in WHYS.values() for why in table.values()]
     assert whys and not [w for w in whys if re.search(r"DESIGN\.md|TEAM\.md", str(w))]
 
 
-@pytest.mark.parametrize("command", ["compact", "diff", "report weekly", "simulate"])
+@pytest.mark.parametrize("command", ["capacity", "compact", "diff", "report weekly", "simulate"])
 def test_progress_on_a_terminal_for_every_long_command(tmp_path, command):
     """The other commands that can run long draw the same reporter on a terminal, phase included,
     and keep it out of their stdout."""
     leak = "sample_logs/memory_leak"
-    args = {"compact": ["compact", leak, "--out", str(tmp_path / "pq")],
+    args = {"capacity": ["capacity", "sample_logs/concurrency_cliff", "--format", "json", "--no-cache"],
+            "compact": ["compact", leak, "--out", str(tmp_path / "pq")],
             "diff": ["diff", "sample_logs/healthy", leak, "--format", "json", "--no-cache"],
             "report weekly": ["report", "weekly", leak, "--format", "json", "--no-cache"],
             "simulate": ["simulate", str(tmp_path / "sim"), "--events", "3000"]}[command]  # fmt: skip
@@ -512,5 +514,10 @@ def test_progress_on_a_terminal_for_every_long_command(tmp_path, command):
     text = seen.decode("utf-8", "replace")
     assert f"dslogs {command}:" in text, text[-1000:]
     assert b"\x1b" not in out and f"dslogs {command}:".encode() not in out
-    if command in ("diff", "report weekly"):
+    if command in ("capacity", "diff", "report weekly"):
+        json.loads(out)
+    if command == "capacity":  # read, computed, rendered; and --quiet draws nothing
+        assert "file" in text and "computing" in text and "rendering" in text, text[-1000:]
+        out, seen = _run_with_pty_stderr([*args, "--quiet"])
+        assert b"dslogs capacity:" not in seen
         json.loads(out)

@@ -1,7 +1,8 @@
-"""The HTML report read at 1280 px in headless Chromium: no report of any sample_logs folder
-scrolls the page sideways (wide tables and charts scroll inside their own box), every table header
-is a readable label, per-session memory charts read by turn, and a week-long axis carries dates.
-Assertions are on the rendered DOM and SVG; screenshots go to test-output/ for a human to look at."""
+"""The HTML report read at 1280 px in headless Chromium: no report of any sample_logs folder, nor
+the diff, weekly and capacity pages, scrolls the page sideways (wide tables and charts scroll
+inside their own box), every table header is a readable label, per-session memory charts read
+by turn, and a week-long axis carries dates. Assertions are on the rendered DOM and SVG;
+screenshots go to test-output/ for a human to look at."""
 
 from __future__ import annotations
 
@@ -48,6 +49,26 @@ def _shot(page, name: str, selector: str | None = None) -> None:
     target.screenshot(path=str(SHOTS / f"fit-{name}.png"), **({} if selector else {"full_page": False}))
 
 
+def _fits(page, name: str) -> int:
+    """The page fits 1280 px: nothing scrolls it sideways, the boxes that hold wide content end inside
+    it (what is wider scrolls in them), headers read as words. The number of boxes that scroll."""
+    width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert width <= inner, f"{name}: the page scrolls sideways ({width} px > {inner} px)"
+    boxes = page.evaluate("""Array.from(document.querySelectorAll('.table-wrap, .chart')).map(e => {
+        const r = e.getBoundingClientRect();
+        return [r.right, e.scrollWidth > e.clientWidth, getComputedStyle(e).overflowX]; })""")
+    wide = 0
+    for right, scrolls, overflow in boxes:
+        assert right <= inner + 0.5, name
+        if scrolls:
+            wide += 1
+            assert overflow == "auto", name
+    headers = page.evaluate("Array.from(document.querySelectorAll('th')).map(t => t.textContent.trim())")
+    raw = [h for h in headers if SNAKE.fullmatch(h)]
+    assert raw == [], f"{name}: raw keys as headers: {raw}"
+    return wide
+
+
 @pytest.mark.slow  # every sample folder analysed and loaded: about a minute on two cores
 def test_no_report_scrolls_the_page_sideways_and_headers_read_as_words(browser, tmp_path):
     seen_wide = 0
@@ -56,20 +77,7 @@ def test_no_report_scrolls_the_page_sideways_and_headers_read_as_words(browser, 
         loaded = open_offline(browser, path)
         page = loaded.page
         try:
-            width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
-            assert width <= inner, f"{folder}: the page scrolls sideways ({width} px > {inner} px)"
-            # the boxes that hold wide content end inside the page; what is wider scrolls in them
-            boxes = page.evaluate("""Array.from(document.querySelectorAll('.table-wrap, .chart')).map(e => {
-                const r = e.getBoundingClientRect();
-                return [r.right, e.scrollWidth > e.clientWidth, getComputedStyle(e).overflowX]; })""")
-            for right, wide, overflow in boxes:
-                assert right <= inner + 0.5, folder
-                if wide:
-                    seen_wide += 1
-                    assert overflow == "auto", folder
-            headers = page.evaluate("Array.from(document.querySelectorAll('th')).map(t => t.textContent.trim())")
-            raw = [h for h in headers if SNAKE.fullmatch(h)]
-            assert raw == [], f"{folder}: raw keys as headers: {raw}"
+            seen_wide += _fits(page, folder)
             assert loaded.errors == [], (folder, loaded.errors)
             if folder in ("rss_growth", "concurrency_cliff"):
                 page.locator("#sec-memory, #sec-capacity").last.scroll_into_view_if_needed()
@@ -77,6 +85,48 @@ def test_no_report_scrolls_the_page_sideways_and_headers_read_as_words(browser, 
         finally:
             page.context.close()
     assert seen_wide, "no wide table or chart in any report: the scrolling boxes were not exercised"
+
+
+@pytest.fixture(scope="module")
+def two_weeks(tmp_path_factory) -> Path:
+    """Two full ISO weeks (2026-W46, W47) with a memory leak: enough requests on each side for the
+    weekly page's verdicts, written in about a second."""
+    logs = tmp_path_factory.mktemp("weeks") / "logs"
+    res = CliRunner().invoke(app, ["simulate", str(logs), "--days", "14", "--events", "80000", "--seed", "1",
+                                   "--start", "2026-11-09", "--scenario", "memory_leak", "--quiet"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return logs
+
+
+PAGES = {
+    # the other pages dslogs writes: (command line before --out, what the page must hold)
+    "diff-folders": (["diff", "sample_logs/healthy", "sample_logs/memory_leak"], "#sec-stages"),
+    "diff-windows": (["diff", "{weeks}", "--before", "2026-11-09..2026-11-16", "--after", "2026-11-16.."],
+                     "#sec-stages"),
+    "weekly": (["report", "weekly", "{weeks}", "--week", "2026-W47"], "#sec-traffic"),
+    "capacity-cliff": (["capacity", "sample_logs/concurrency_cliff", "--format", "html"], "#sec-capacity"),
+    "capacity-oom": (["capacity", "sample_logs/oom_at_concurrency", "--format", "html"], "#sec-capacity"),
+}
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_diff_weekly_and_capacity_pages_fit_1280(browser, tmp_path, two_weeks, name):
+    args, holds = PAGES[name]
+    out = tmp_path / f"{name}.html"
+    args = [a.replace("{weeks}", str(two_weeks)) for a in args]
+    res = CliRunner().invoke(app, [*args, "--format", "html", "--out", str(out), "--no-cache", "--quiet"]
+                             if "--format" not in args else
+                             [*args, "--out", str(out), "--no-cache", "--quiet"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    loaded = open_offline(browser, out)
+    page = loaded.page
+    try:
+        assert page.locator(holds).count(), f"{name}: no {holds}"
+        _fits(page, name)
+        assert loaded.errors == [] and loaded.blocked == [], (name, loaded.errors, loaded.blocked)
+        _shot(page, name)
+    finally:
+        page.context.close()
 
 
 def test_host_rss_table_has_labels_with_units_and_definitions(browser, tmp_path):

@@ -140,10 +140,78 @@ def test_a_run_whose_only_file_holds_no_event_is_refused_naming_the_file(tmp_pat
     path.write_bytes(b"nothing useful\n{\n")
     with pytest.raises(InputError) as err:
         read(tmp_path)
+    # one file: one line, naming it
+    assert str(err.value).splitlines() == [f"{path}: no events: it looks like text, not JSON lines"]
+    # several: a line each under one heading
+    (tmp_path / "ds15b_20261123.jsonl").write_bytes(b"a,b\n1,2\n3,4\n")
+    with pytest.raises(InputError) as err:
+        read(tmp_path)
     assert str(err.value).splitlines() == [
         "no file yields an event",
         f"{path}: no events: it looks like text, not JSON lines",
+        f"{tmp_path / 'ds15b_20261123.jsonl'}: no events: it looks like CSV",
     ]
+
+
+def _damaged_v1() -> bytes:
+    return (good(0)[:40] + b"\n"  # cut short
+            + b'{"v":1,"ts":"2026-11-23T10:00:09.000+00:00","stage":"gpu_sample","gpu_util_pct":"87 %"}\n'
+            + b'{"v":1,"ts":"yesterday","stage":"gpu_sample"}\n')  # fmt: skip
+
+
+def _damaged_otlp(tmp_path) -> bytes:
+    """vLLM's real OTLP/JSON output, each line cut in half."""
+    from tests.otlp_helpers import vllm_workload, write_vllm
+
+    whole = write_vllm(tmp_path / "whole.json", vllm_workload(6), per_line=2).read_bytes()
+    (tmp_path / "whole.json").unlink()
+    return b"".join(ln[: len(ln) // 2] + b"\n" for ln in whole.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "first"),
+    [
+        ("ds15b_20261123.jsonl", "dslogs v1", "line 1: malformed JSON (Unterminated string"),
+        ("ds15b_20261123.jsonl.gz", "dslogs v1", "line 1: malformed JSON (Unterminated string"),
+        ("traces.json", "OTLP/JSON trace", "line 1: malformed JSON (Unterminated string"),
+    ],
+)
+def test_a_file_of_damaged_lines_alone_says_so_in_one_line(tmp_path, name, fmt, first):
+    """Every line damaged: refused as the damaged lines of its format, the first one's line and
+    reason named (as any damaged line is counted), exit 2, one line on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    data = _damaged_otlp(tmp_path) if name.startswith("traces") else _damaged_v1()
+    path = tmp_path / "logs" / name
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(path.parent), "--format", "json",
+                          "--no-cache", "--quiet"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    n = len(data.splitlines())
+    (line,) = res.stderr.splitlines()
+    assert line.startswith(f"dslogs: error: {path}: no events: it holds damaged {fmt} lines, {n} skipped "
+                           f"(the first, {first}") and line.endswith(")"), line  # fmt: skip
+    # next to a file with events: skipped and counted, the run goes on
+    write_lines(path.parent / "ds15b_20261122.jsonl", GOOD[:3])
+    db = read(path.parent)
+    assert db.ingest["events"] == 3 and db.ingest["bad_lines"] == n
+    assert {s["file"] for s in db.ingest["bad_line_samples"]} == {str(path)}
+    db.close()
+
+
+def test_damaged_format_reads_keys_of_a_line_cut_short():
+    from analyzer.ingest.formats import damaged_format
+
+    assert damaged_format(b'{"v":1,"ts":"2026-11-23T10:00:0').name == "v1"
+    assert damaged_format(b'{"timestamp":"2026-11-23 10:00:00","stage":"infer').name == "legacy"
+    assert damaged_format(b'{"resourceSpans":[{"resource":{"attr').name == "otlp_traces"
+    assert damaged_format(b'{"resourceMetrics":[]}\n') is None
+    assert damaged_format(b"# README\n\ntext\n") is None
+    assert damaged_format(b'{"name": "x", "value": 1}\n') is None
 
 
 def test_damage_in_one_file_does_not_touch_its_neighbours(tmp_path):

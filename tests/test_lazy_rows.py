@@ -18,6 +18,7 @@ from analyzer.engines import duckdb as duckdb_engine
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics import results
 from analyzer.metrics.rows import LazyRows
+from analyzer.rules import defaults
 from analyzer.simulate import simulate
 from tests.model_helpers import uncached_report_text
 
@@ -116,7 +117,7 @@ def _python_bytes(folder: Path, lazy_rows: int) -> tuple[int, int, int]:
         gc.collect()
         tracemalloc.start()
         try:
-            tables = compute.compute_metrics(source)
+            tables = compute.compute_metrics(source, defaults())
             for name in list(tables):  # only the per-session tables' share is measured
                 if not results.row_per_session(name):
                     del tables[name]

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from analyzer.core.resources import load_query, query_names
-from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES, parameters, query_params
 from analyzer.metrics.results import run_metric
+from analyzer.rules import defaults
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

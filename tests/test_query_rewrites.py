@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from analyzer.core.resources import load_query
-from analyzer.core.thresholds import defaults
 from analyzer.metrics.registry import parameters, query_params
+from analyzer.rules import defaults
 from tests.diag_fixture_db import fixture_connection
 
 ORACLES = Path(__file__).resolve().parent / "fixtures" / "query_oracles"

@@ -4,11 +4,14 @@ from TOML with unknown keys rejected."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from analyzer.core import thresholds as declared
 from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import DEFAULTS, SOURCES, defaults, load_thresholds
-from analyzer.rules import RULE_IDS, RULE_INFO, RULES, evaluate_rules
+from analyzer.rules import RULE_IDS, RULE_INFO, RULES, defaults, evaluate_rules, load_thresholds
 
 # The rules the seed articles define: each must stay registered. Rules added since need no entry here;
 # docs/rules.md's generated table and test_registry's scenario check cover every registration.
@@ -38,7 +41,7 @@ def test_every_design_rule_exists_with_severity_fix_and_source():
         severity, source, fix = RULE_INFO[rule]
         assert severity in ("critical", "warning", "info")
         assert fix and source
-        assert rule in DEFAULTS, rule
+        assert rule in declared.DEFAULTS, rule
     assert RULE_INFO["oom"][0] == "critical" and RULE_INFO["memory_leak"][0] == "critical"
     assert RULE_INFO["bad_lines"][0] == "info"
 
@@ -60,9 +63,50 @@ def test_default_thresholds_are_the_seeds():
     assert T["rss_growth"]["rise_mb"] == 100 and T["rss_growth"]["min_r2"] == 0.8
     assert T["log_volume"]["bytes_per_s"] == 1_000_000
     assert T["slo"] == {"ttft_ms": 1000, "tpot_ms": 130}
-    for table, keys in SOURCES.items():
+    for table, keys in declared.SOURCES.items():
         for key, src in keys.items():
             assert src, f"{table}.{key} has no source"
+
+
+def test_threshold_tables_are_refused_until_the_rules_have_declared_theirs():
+    """A rule declares its table with @rule; core cannot import the rules, so before
+    analyzer.rules has run, asking for the tables is a clear error, never a partial table that
+    the metric SQL's $<table>_<key> parameters or a user's TOML would trip over later."""
+    code = (
+        "from analyzer.core import thresholds as t\n"
+        "for ask in (t.defaults, lambda: t.load_thresholds(None), lambda: t.DEFAULTS):\n"
+        "    try:\n"
+        "        ask()\n"
+        "    except RuntimeError as e:\n"
+        "        assert 'analyzer.rules' in str(e), e\n"
+        "    else:\n"
+        "        raise SystemExit('answered before the rules registered')\n"
+        "import analyzer.rules\n"
+        "assert set(t.defaults()) == set(analyzer.rules.RULE_IDS) | {'slo', 'checklist', 'report'}\n"
+        "try:\n"
+        "    t.register('late_rule', {'x': (1, 'ours')})\n"
+        "except RuntimeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('a table registered after the seal')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ({}, "has no keys"),
+    ({"x": 1}, "(default number, source text)"),
+    ({"x": (1, "")}, "(default number, source text)"),
+    ({"x": (True, "ours")}, "(default number, source text)"),
+])
+def test_a_rule_declares_each_threshold_with_its_default_and_source(spec, needle):
+    code = (
+        "from analyzer.core import thresholds\n"  # what @rule calls with its thresholds=
+        f"thresholds.register('scratch', {spec!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and needle in done.stderr, done.stderr
 
 
 # -- thresholds file ---------------------------------------------------------------------------
@@ -75,7 +119,7 @@ def test_thresholds_toml_overrides_and_keeps_other_defaults(tmp_path):
     assert t["memory_leak"]["slope_mb_per_min"] == 30.0
     assert t["memory_leak"]["rise_mb"] == 200
     assert t["slo"]["ttft_ms"] == 800.0
-    assert DEFAULTS["memory_leak"]["slope_mb_per_min"] == 50  # defaults untouched
+    assert declared.DEFAULTS["memory_leak"]["slope_mb_per_min"] == 50  # defaults untouched
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ import gzip
 import json
 import os
 
-import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app

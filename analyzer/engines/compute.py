@@ -11,7 +11,8 @@ from analyzer.metrics.results import row_per_session
 
 def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[dict]]:
     """Every metric table of METRIC_QUERIES from a MetricSource (or a LogDB / DuckDB connection
-    holding the views events/requests/sessions): one function for every engine."""
+    holding the views events/requests/sessions): one function for every engine. Without
+    ``thresholds``, the defaults: a RuntimeError until ``analyzer.rules`` has declared them."""
     thresholds = thresholds or defaults()
     src = as_source(source)
     event_columns = src.columns("events")

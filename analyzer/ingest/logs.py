@@ -64,6 +64,9 @@ class LogDB:
     read_bytes: int = 0  # bytes read from the logs by this run (a grown file's tail only)
     tail_files: int = 0  # grown files of which only the new bytes were read
     file_rows: int = 0  # events the run's files hold, in any window
+    # display -> (bad lines, their samples, why the rest was unreadable) of this run's files
+    # with bad lines: what a file that yields no event held
+    damaged: dict[str, tuple[int, list[dict], str | None]] = field(default_factory=dict)
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def close(self) -> None:
@@ -180,9 +183,24 @@ def _no_events(db: LogDB, found: Discovery) -> None:
         return
     lines = []
     for f in found.files:
-        what = "an empty file" if f.size == 0 else formats.describe_file(f.path)
-        lines.append(f"{printable(f.display)}: no events: it looks like {what}")
-    raise InputError("no file yields an event\n" + "\n".join(lines))
+        what = "looks like an empty file" if f.size == 0 else _what_it_holds(db, f)
+        lines.append(f"{printable(f.display)}: no events: it {what}")
+    # one file: its own line says it all
+    raise InputError(lines[0] if len(lines) == 1 else "no file yields an event\n" + "\n".join(lines))
+
+
+def _what_it_holds(db: LogDB, f) -> str:
+    """A file that yields no event: the damaged dslogs lines it holds (the first one's line and
+    reason, as the bad lines of a file with events are reported), else what it looks like."""
+    bad, samples, unreadable = db.damaged.get(f.display, (0, [], None))
+    fmt = formats.damaged_format(formats.head_bytes(f.path)) if bad else None
+    if fmt is None:
+        return "looks like " + formats.describe_file(f.path)
+    first = min(samples, key=lambda s: s["line"]) if samples else None
+    text = f"holds damaged {formats.LINE_FORMATS[fmt.name]} lines, {bad:,} skipped"
+    if first is not None:
+        text += f" (the first, line {first['line']}: {visible(first['reason'])})"
+    return text + (f"; then {visible(unreadable)}" if unreadable else "")
 
 
 def _load(
@@ -259,11 +277,13 @@ def _load(
     bad_lines = sum(r[3] for r in records) + (dataset or {}).get("bad_lines", 0)
     samples: list[dict] = list((dataset or {}).get("bad_line_samples", []))
     order = {fid: i for i, fid in enumerate(ids)}
+    displays = {f.file_id: f.display for f in run}
     for r in sorted(records, key=lambda r: order[r[0]]):
         samples.extend(json.loads(r[4] or "[]"))
+        if r[3]:
+            db.damaged[displays[r[0]]] = (int(r[3]), json.loads(r[4] or "[]"), r[5])
         if r[5]:
-            display = next(f.display for f in run if f.file_id == r[0])
-            skipped.append({"file": display, "reason": r[5]})
+            skipped.append({"file": displays[r[0]], "reason": r[5]})
     unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
     formats = {k: int(n) for k, n in db.con.execute(
         "SELECT source_format, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() if n}  # fmt: skip

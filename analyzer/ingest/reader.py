@@ -34,6 +34,7 @@ from analyzer.ingest.validate import (
     duckdb_reason,
     judge,
     one_line,
+    parse_line,
     raw_chunks,
     rule_reasons,
     short,
@@ -345,17 +346,17 @@ class Reader:
         with open(clean, "wb") as out:
             for chunk in raw_chunks(f, pending):
                 for no, raw in chunk:
-                    if not raw.strip():
+                    # judged as a JSON-lines log's lines are (LINE_RULES 1-5), with the same reasons
+                    value, reason = parse_line(raw)
+                    if reason is not None:
+                        pending.append((no, reason))
                         continue
-                    try:
-                        value = json.loads(raw)
-                    except (ValueError, UnicodeDecodeError) as exc:
-                        pending.append((no, f"malformed JSON ({short(str(exc))})"))
+                    if value is None:
                         continue
-                    except RecursionError:
+                    if value is ...:
                         pending.append((no, "malformed JSON (nested too deep)"))
                         continue
-                    if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
+                    if not isinstance(value.get("resourceSpans"), list):
                         pending.append((no, "not an OTLP trace request (no resourceSpans list)"))
                         continue
                     out.write(clean_bytes(raw))

@@ -178,7 +178,7 @@ def rule_reasons(f: FileStats, wanted: set[int]) -> dict[int, str]:
         with (gzip.open if f.display.endswith(".gz") else open)(f.path, "rb") as src:
             for no, raw in enumerate(src, start=1):
                 if no in wanted:
-                    obj, _reason = _parse(raw)
+                    obj, _reason = parse_line(raw)
                     if isinstance(obj, dict) and (rule := _rule_problem(obj)):
                         out[no] = rule
                 if no >= last:
@@ -226,7 +226,7 @@ def raw_chunks(f: FileStats, pending: list[tuple[int, str]]):
         yield chunk
 
 
-def _parse(raw: bytes):
+def parse_line(raw: bytes):
     """(object, None) or (None, reason) for rules 1-5; (None, None) for a blank line; the
     object is ``...`` (Ellipsis) when Python cannot parse it but DuckDB might (deep nesting)."""
     body = raw.rstrip(b"\r\n")
@@ -252,7 +252,7 @@ def _parse(raw: bytes):
 
 
 def judge(raw: bytes, line_no: int) -> Line | str | None:
-    obj, reason = _parse(raw)
+    obj, reason = parse_line(raw)
     if reason is not None:
         return reason
     if obj is None:

@@ -17,14 +17,13 @@ from pathlib import Path
 from analyzer import __version__
 from analyzer.core import progress
 from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import defaults, load_thresholds
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.duckdb import as_source
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
-from analyzer.rules import RULE_IDS, RULES, evaluate_rules, evidence
+from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, evidence, load_thresholds
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.memory import oom_count
@@ -137,6 +136,7 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
     the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
     thresholds = thresholds or defaults()
     source = as_source(source)
+    progress.phase("computing")
     first, last = source.time_bounds()
     params = parameters(thresholds, bucket_for_span(first, last))
     metrics = source.run(["capacity_per_level", "time_span"], params)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from analyzer.core.thresholds import DEFAULTS
+from analyzer.core import thresholds as _thresholds
 
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -14,9 +14,9 @@ MAX_DETAIL_ROWS = 50
 
 # -- the registry ------------------------------------------------------------------------------
 # Each rule is registered once, by the @rule decorator on its function: what it is (id, default
-# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql, and its
-# threshold table thresholds.DEFAULTS[id]) and where its findings point (report sections and
-# chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
+# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql), its numbers
+# (the threshold table [id], registered in analyzer/core/thresholds.py, where the metric SQL's
+# parameters come from) and where its findings point (report sections and chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
 # checks the declarations against what the rules really read and emit, the chart and section
 # registries (charts.CHARTS, render_html.SECTIONS) and docs/rules.md. The order of registration
 # is the order reports list rules in (findings and the model's rule rows follow it).
@@ -46,10 +46,13 @@ def rule(
     fix: str,
     inputs: tuple[str, ...],
     sections: tuple[str, ...],
+    thresholds: dict[str, tuple[object, str]],
     charts: tuple[str, ...] = (),
     gpu: bool = False,
 ) -> Callable[[Callable], Callable]:
-    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``."""
+    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``, and its
+    threshold table ``[rule_id]``: ``{key: (default, source)}``, the source citing the seed
+    section (or "ours: ..." with the reason) as docs/rules.md and the TOML errors show it."""
 
     def register(fn: Callable) -> Callable:
         # A mistake here fails at import, not as a silently missing rule or threshold.
@@ -57,10 +60,9 @@ def rule(
             raise ValueError(f"rule {rule_id!r} registered twice")
         if severity not in SEVERITIES:
             raise ValueError(f"rule {rule_id!r}: severity {severity!r} is not one of {SEVERITIES}")
-        if rule_id not in DEFAULTS:
-            raise ValueError(f"rule {rule_id!r} has no threshold table in analyzer/core/thresholds.py")
         if not sections:
             raise ValueError(f"rule {rule_id!r} names no report section for its findings")
+        _thresholds.register(rule_id, thresholds)
         RULE_SPECS[rule_id] = RuleSpec(rule_id, fn, severity, source, fix, tuple(inputs), tuple(sections),
                                        tuple(charts), gpu)  # fmt: skip
         return fn

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import json
 import re
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -41,8 +40,9 @@ from analyzer.simulate.scenarios import (
     ScenarioSpec,
     assign_hosts,
     normalise,
+    p50,
 )
-from analyzer.simulate.traffic import MS_PER_HOUR, Host, Planner, Session, reserved_slope
+from analyzer.simulate.traffic import MS_PER_HOUR, Host, Planner, Session
 from analyzer.simulate.v1 import V1Host
 from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 
@@ -99,7 +99,7 @@ class _Run:
     def planner(self, host: Host) -> Planner:
         return Planner(
             Random(f"{self.key}|plan|{host.index}"), host, self.session_faults, self.global_faults,
-            self.scale, self.sparse, legacy=self.legacy, max_turns=self.max_turns,
+            self.scale, self.sparse, legacy=self.legacy, max_turns=self.max_turns, specs=SCENARIOS,
         )  # fmt: skip
 
     def sessions(self, host: Host):
@@ -279,17 +279,6 @@ def _change_plan(change, change_at, start_dt: datetime, span_ms: int):
     return change, offset
 
 
-def _p50(values: list[float]) -> float | None:
-    return round(statistics.median(values), 3) if values else None
-
-
-def _p95(values: list[float]) -> float | None:
-    """Linear interpolation, as numpy's and DuckDB's quantile_cont."""
-    if len(values) < 2:
-        return round(values[0], 3) if values else None
-    return round(statistics.quantiles(values, n=20, method="inclusive")[18], 3)
-
-
 class _Truth:
     def __init__(self, names: list[str], legacy: bool):
         self.names = names
@@ -324,63 +313,10 @@ class _Truth:
 
 
 def _session_detail(s: Session, legacy: bool) -> dict:
-    reqs = s.requests
-    ok = [r for r in reqs if r.status == "ok" and not r.error]
-    d: dict = {"host": s.host.name, "requests": len(reqs)}
-    f = s.fault
-    if f == "memory_leak":
-        slope, rise = reserved_slope(reqs)
-        d.update(reserved_slope_mb_per_min=round(slope, 1), reserved_rise_mb=round(rise, 1))
-    elif f == "ghost_memory":
-        d.update(ghost_mb_max=round(max(r.reserved - r.allocated for r in reqs), 1),
-                 ghost_share_max=round(max((r.reserved - r.allocated) / r.reserved for r in reqs), 3))  # fmt: skip
-    elif f == "oom":
-        d.update(oom_errors=sum(1 for r in reqs if r.error), max_num_ooms=max(r.num_ooms for r in reqs),
-                 error_types=sorted({"OOMError" if legacy else r.error[0] for r in reqs if r.error}))  # fmt: skip
-    elif f == "gpu_wait":
-        d.update(gpu_wait_pct_p50=_p50([r.gpu_wait for r in reqs]))
-    elif f in ("cpu_bound", "slow_decode"):
-        if legacy:
-            d.update(tpot_upper_bound_p50_ms=_p50([(r.t_dec - r.t_gen) / r.output_len for r in ok]))
-        else:
-            d.update(tpot_p50_ms=_p50([r.decode_ms / (r.output_len - 1) for r in ok]))
-        d.update(gpu_util_pct_p50=_p50([r.util for r in reqs]))
-    elif f == "kv_cache_bloat":
-        d.update(max_kv_seq_len=max(r.kv_len for r in reqs), prefill_first_ms=round(reqs[0].prefill_ms, 1),
-                 prefill_last_ms=round(reqs[-1].prefill_ms, 1))  # fmt: skip
-    elif f == "beam_search":
-        d.update(num_beams=reqs[0].beams)
-    elif f == "high_max_tokens":
-        d.update(max_new_tokens=reqs[0].max_new)
-    elif f == "long_output":
-        d.update(max_output_len=max(r.output_len for r in ok) if ok else None)
+    d: dict = {"host": s.host.name, "requests": len(s.requests)}
+    if detail := SCENARIOS[s.fault].session_detail:
+        d.update(detail(s, legacy))
     return d
-
-
-def _host_detail(name: str, stats: dict) -> dict:
-    if name == "low_gpu_util":
-        return {"gpu_util_peak_pct": round(stats["gen_util_max"], 1)}
-    if name == "gpu_starved":
-        return {"gpu_mem_pct_max": round(stats["mem_pct_max"], 1), "starved_samples": stats["starved_ticks"]}
-    if name == "memory_thrash":
-        return {"gpu_mem_swing_max_mb_per_s": round(stats["swing_max_mb"], 1), "gpu_util_min_pct_while_serving": 84}
-    if name == "rss_growth":
-        first, last = stats["rss_first"] or 0.0, stats["rss_last"] or 0.0
-        return {"rss_first_mb": round(first, 1), "rss_last_mb": round(last, 1), "rss_rise_mb": round(last - first, 1)}
-    if name == "log_volume":
-        return {"burst_minute": stats["burst_minute"], "burst_bytes": stats["burst_bytes"],
-                "burst_mb_per_s": round(stats["burst_bytes"] / 60 / 1e6, 3)}  # fmt: skip
-    if name == "collector_drops":
-        return {"dropped": stats["dropped"]}
-    return {}
-
-
-_GLOBAL_METRIC = {
-    "slow_tokenize": "tokenize_ms",
-    "slow_prefill": "prefill_ms",
-    "slow_ttft": "ttft_ms",
-    "slow_format": "format_ms",
-}
 
 
 def simulate(
@@ -476,18 +412,12 @@ def _simulate(
         elif spec.scope in (HOST, PROCESS):
             h = host_list[host_faults[name]]
             entry["hosts"] = [h.name]
-            entry["details"] = _host_detail(name, host_stats[h.name])
+            entry["details"] = spec.host_detail(host_stats[h.name]) if spec.host_detail else {}
             if spec.scope == PROCESS:
                 entry["details"]["pid"] = h.pid
         elif spec.scope == GLOBAL:
             entry["hosts"] = [h.name for h in host_list]
-            metric = _GLOBAL_METRIC.get(name)
-            entry["details"] = {"applies_to": "every request of the run"}
-            if metric:
-                entry["details"][f"{metric[:-3]}_p50_ms"] = _p50(truth.stage_values[metric])
-            if name == "queue_wait":
-                entry["details"] = {"applies_to": "requests arriving during the overload window",
-                                    "queue_p95_ms": _p95(truth.queue_ms)}  # fmt: skip
+            entry["details"] = spec.run_detail(truth) if spec.run_detail else {"applies_to": "every request of the run"}
         elif spec.scope == INGEST:
             entry["hosts"] = [host_list[0].name]
             entry["details"] = {"bad_lines": len(bad)}
@@ -520,7 +450,7 @@ def _simulate(
             }
             for h in by_name.values()
         ],
-        "p50": {k: _p50(v) for k, v in sv.items()},
+        "p50": {k: p50(v) for k, v in sv.items()},
     }
     if change_plan:
         from analyzer.simulate.changes import truth_entry

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
-from statistics import NormalDist, median
+from statistics import NormalDist
 
 MS_PER_HOUR = 3_600_000
 WEIGHTS_MB = 3390.0  # 1.78 B parameters in bf16
@@ -106,6 +107,51 @@ class Session:
     kind: int = KIND_NORMAL
 
 
+class Plan:
+    """One session's numbers before its turns are drawn, and the draws a fault replaces.
+
+    ``Planner._session`` fills the healthy values, then calls the ``plan`` hook of every global
+    and host fault of the run and of the session's own fault (``ScenarioSpec.plan``), which may
+    change them: a hook that draws (``rng.uniform``) does so where the fault always drew, so the
+    random stream, and the sample logs, stay the same. The per-request hooks (None: the healthy
+    draw) each take the request's numbers and ``random`` and draw exactly what they replace."""
+
+    __slots__ = (
+        "t_start", "n_turns", "think_cap", "tpot_base", "gw_base", "util_base", "chars_median",
+        "reserved_base", "beams", "max_new", "truncate", "leak_step", "max_alloc", "oom", "oom_kind",
+        "kind", "util_cap", "prefill_scale", "chars", "output", "tokenize", "queue", "queue_extra",
+        "format",
+    )  # fmt: skip
+
+    def __init__(self, t_start: float, n_turns: int, tpot_base: float, gw_base: float, util_base: float,
+                 chars_median: float, reserved_base: float):  # fmt: skip
+        self.t_start, self.n_turns = t_start, n_turns
+        self.think_cap = 180_000.0
+        self.tpot_base, self.gw_base, self.util_base = tpot_base, gw_base, util_base
+        self.chars_median, self.reserved_base = chars_median, reserved_base
+        self.beams, self.max_new = 1, 2048
+        self.truncate = True  # keep HISTORY_TURNS / HISTORY_TOKENS of history (003 §4.3's fix)
+        self.leak_step = 0.0  # reserved MB kept per turn
+        self.max_alloc = 0.0
+        self.oom = False  # OOMs from the second turn on (OOM_MESSAGES[oom_kind])
+        self.oom_kind = 0
+        self.kind = KIND_NORMAL
+        self.util_cap: float | None = None  # GPU util never above this while serving
+        self.prefill_scale = 1.0
+        # (turn, random) -> prompt characters, or None for the healthy draw
+        self.chars: Callable[[int, Callable[[], float]], float | None] | None = None
+        # (random) -> (reasoning tokens, answer tokens)
+        self.output: Callable[[Callable[[], float]], tuple[int, int]] | None = None
+        # (input tokens, random) -> tokenize ms
+        self.tokenize: Callable[[int, Callable[[], float]], float] | None = None
+        # (random) -> queue ms, instead of the healthy queue
+        self.queue: Callable[[Callable[[], float]], float] | None = None
+        # (epoch ms, random) -> queue ms added to the healthy queue
+        self.queue_extra: Callable[[float, Callable[[], float]], float] | None = None
+        # (answer tokens, random) -> format ms
+        self.format: Callable[[int, Callable[[], float]], float] | None = None
+
+
 # Standard normal quantiles: Z[int(random() * NZ)] is a normal draw at ~1/5 of gauss()'s cost.
 NZ = 4096
 Z = [NormalDist().inv_cdf((i + 0.5) / NZ) for i in range(NZ)]
@@ -129,7 +175,8 @@ class Planner:
     """Draws one host's sessions in arrival order."""
 
     def __init__(self, rng: Random, host: Host, session_faults: list[str], global_faults: frozenset[str],
-                 scale: float, sparse: frozenset[str], legacy: bool = False, max_turns: int | None = None):
+                 scale: float, sparse: frozenset[str], legacy: bool = False, max_turns: int | None = None,
+                 specs: dict | None = None):  # fmt: skip
         self.legacy = legacy
         self.max_turns = max_turns
         self.rng = rng
@@ -139,6 +186,12 @@ class Planner:
         self.sparse = sparse
         self.peak_per_ms = PEAK_SESSIONS_PER_HOUR * scale * LOAD_MAX / MS_PER_HOUR
         self.oom_sessions = 0
+        # name -> ScenarioSpec (scenarios.SCENARIOS): the faults' hooks
+        self.specs = specs or {}
+        # the run's and this host's faults act on every session, in the specs' order
+        every = [self.specs[n] for n in self.specs if n in global_faults or n in host.faults]
+        self.every_plan = [spec.plan for spec in every if spec.plan]
+        self.arrival_hooks = [spec.arrivals for spec in every if spec.arrivals]
 
     def _fault_for(self, i: int) -> str | None:
         """Every fourth session (i = 1, 5, 9, ...) carries a fault, round-robin over faults."""
@@ -159,7 +212,7 @@ class Planner:
         off = host.offset_min * 60_000
         random, log = rng.random, math.log
         mean_gap = 1.0 / self.peak_per_ms
-        burst = self._burst(off) if "queue_wait" in self.global_faults else []
+        burst = sorted(t for hook in self.arrival_hooks for t in hook(self, off))
         while True:
             t -= mean_gap * log(1.0 - random())
             while burst and burst[0] <= t:
@@ -171,19 +224,14 @@ class Planner:
                 continue
             yield t
 
-    def _burst(self, off: int) -> list[float]:
-        """queue_wait: OVERLOAD_SESSIONS times the run's expected sessions (at least
-        OVERLOAD_MIN_SESSIONS), spread evenly over the overload window with a jitter."""
+    def usual_sessions(self, off: int) -> float:
+        """The sessions the load curve expects over the host's window."""
         host = self.host
         per_ms = self.peak_per_ms / LOAD_MAX
-        usual = per_ms * 60_000 * sum(
+        return per_ms * 60_000 * sum(
             load_curve(((m + off) % (24 * MS_PER_HOUR)) / MS_PER_HOUR)
             for m in range(host.start_ms, host.end_ms, 60_000)
         )
-        n = max(round(OVERLOAD_SESSIONS * usual), OVERLOAD_MIN_SESSIONS)
-        a, b = overload_window(host)
-        step = (b - a) / n
-        return [a + (k + self.rng.random()) * step for k in range(n)]
 
     def sessions(self):
         i = 0
@@ -192,7 +240,7 @@ class Planner:
             i += 1
             state = self.rng.getstate() if fault else None
             session = self._session(t, fault)
-            if fault and not _expressed(session):
+            if fault and not _expressed(self.specs[fault].expressed, session):
                 # Cut short by the end of the window: not a clear case, so make it healthy.
                 self.rng.setstate(state)
                 session = self._session(t, None)
@@ -202,68 +250,22 @@ class Planner:
     # -- one session -----------------------------------------------------------------------
     def _session(self, t_start: float, fault: str | None) -> Session:
         rng, host = self.rng, self.host
-        g = self.global_faults
         s = Session(new_uuid(rng), fault, host)
         n_turns = 1 + min(int(rng.expovariate(1 / 3.2)), 13)
         if self.max_turns and fault is None:
             n_turns = min(n_turns, self.max_turns)
-        overload = overload_window(host) if "queue_wait" in g else None
-        if overload and overload[0] <= t_start < overload[1]:
-            n_turns = min(n_turns, OVERLOAD_TURNS)
-        think_cap = 180_000.0
-        tpot_base = rng.uniform(34, 52)
-        gw_base = rng.uniform(18, 38)
-        util_base = rng.uniform(76, 92)
-        chars_median = rng.uniform(40, 110)
-        reserved_base = host.reserved_mb
-        beams, max_new = 1, 2048
-        truncate = True
-        leak_step = 0.0
-        max_alloc = 0.0
-        oom_kind = 0
-        if "low_gpu_util" in host.faults:
-            util_base = rng.uniform(32, 48)
-        if "memory_thrash" in host.faults:
-            util_base = rng.uniform(88, 95)
-
-        if fault == "memory_leak":
-            n_turns = rng.randint(7, 12)
-            think_cap = 60_000.0
-            leak_step = min(rng.uniform(160, 260), 1500.0 / (n_turns - 1))
-        elif fault == "ghost_memory":
-            reserved_base = 9216.0
-            max_alloc = 9050.0 + rng.uniform(0, 100)
-        elif fault == "oom":
-            n_turns = max(n_turns, rng.randint(3, 6))
-            oom_kind = 1 if self.legacy else self.oom_sessions % 2
-            self.oom_sessions += 1
-        elif fault == "gpu_wait":
-            gw_base = rng.uniform(68, 84)
-            util_base = rng.uniform(38, 52)
-            tpot_base = rng.uniform(60, 85)
-        elif fault == "cpu_bound":
-            util_base = rng.uniform(7, 14)
-            tpot_base = rng.uniform(175, 250)
-            gw_base = rng.uniform(4, 10)
-            s.kind = KIND_CPU
-        elif fault == "kv_cache_bloat":
-            n_turns = rng.randint(16, 22)
-            think_cap = 60_000.0
-            truncate = False
-        elif fault == "beam_search":
-            beams = 5
-            tpot_base = rng.uniform(70, 95)
-            util_base = rng.uniform(60, 75)
-            reserved_base += 1600.0
-        elif fault == "high_max_tokens":
-            max_new = rng.choice((4096, 8192))
-        elif fault == "long_output":
-            n_turns = rng.randint(2, 4)
-            max_new = 4000
-        elif fault == "slow_decode":
-            tpot_base = rng.uniform(155, 215)
-            util_base = rng.uniform(84, 94)
-            s.kind = KIND_THROTTLED
+        p = Plan(t_start, n_turns, rng.uniform(34, 52), rng.uniform(18, 38), rng.uniform(76, 92), rng.uniform(40, 110),
+                 host.reserved_mb)  # fmt: skip
+        for hook in self.every_plan:
+            hook(p, rng, self)
+        if fault and (hook := self.specs[fault].plan):
+            hook(p, rng, self)
+        s.kind = p.kind
+        n_turns, think_cap, tpot_base, gw_base, util_base = p.n_turns, p.think_cap, p.tpot_base, p.gw_base, p.util_base
+        reserved_base, beams, max_new, truncate = p.reserved_base, p.beams, p.max_new, p.truncate
+        leak_step, max_alloc, oom_kind = p.leak_step, p.max_alloc, p.oom_kind
+        draw_chars, draw_output, draw_tok, draw_queue = p.chars, p.output, p.tokenize, p.queue
+        queue_extra, draw_fmt, util_cap, prefill_scale = p.queue_extra, p.format, p.util_cap, p.prefill_scale
 
         history: list[int] = []
         hist_sum = 0
@@ -272,16 +274,9 @@ class Planner:
         retries = 0
         # Hot loop: draw with random()/gauss() directly (uniform/lognormvariate cost 2-4x more).
         random, exp, log = rng.random, math.exp, math.log
-        slow_tok = "slow_tokenize" in g
-        slow_ttft = "slow_ttft" in g
-        slow_prefill = "slow_prefill" in g
-        slow_format = "slow_format" in g
-        low_util = "low_gpu_util" in host.faults
         end_ms = host.end_ms
-        log_chars = log(chars_median)
-        is_bloat = fault == "kv_cache_bloat"
-        is_oom = fault == "oom"
-        is_long = fault == "long_output"
+        log_chars = log(p.chars_median)
+        is_oom = p.oom
         for turn in range(1, n_turns + 1):
             r = Req()
             r.error = r.t_oom = None
@@ -290,11 +285,8 @@ class Planner:
             r.turn = turn
             r.t0 = t
             # Prompt: characters, then tokens (Chinese-heavy chat: ~0.7 token per character).
-            if is_bloat:
-                chars = min(max(220 * exp(0.4 * Z[int(random() * NZ)]), 100), 450)
-            elif is_oom and turn >= 2:
-                chars = min(max(600 * exp(0.3 * Z[int(random() * NZ)]), 300), 900)
-            else:
+            chars = draw_chars(turn, random) if draw_chars else None
+            if chars is None:
                 chars = min(max(exp(log_chars + 0.9 * Z[int(random() * NZ)]), 2), 900)
             r.input_chars = int(chars)
             prompt_tokens = int(chars * 0.7) + 2
@@ -304,12 +296,8 @@ class Planner:
             r.input_tokens = L = 12 + hist_sum + prompt_tokens
 
             # Output: reasoning inside <think>...</think>, then the answer.
-            if is_long:
-                reasoning = int(2500 + 700 * random())
-                answer = int(700 + 300 * random())
-            elif is_bloat:
-                reasoning = int(min(max(140 * exp(0.5 * Z[int(random() * NZ)]), 30), 400))
-                answer = int(80 + 140 * random())
+            if draw_output:
+                reasoning, answer = draw_output(random)
             else:
                 reasoning = int(min(max(200 * exp(0.6 * Z[int(random() * NZ)]), 20), 1400))
                 answer = int(min(max(110 * exp(0.6 * Z[int(random() * NZ)]), 15), 550))
@@ -327,29 +315,25 @@ class Planner:
             r.output_len, r.reasoning_len, r.finish = output, reasoning, finish
 
             # Stage durations (ms).
-            if slow_tok:
-                tok = (150 + 0.12 * L) * exp(0.3 * Z[int(random() * NZ)])
+            if draw_tok:
+                tok = draw_tok(L, random)
             else:
                 tok = (12 + 0.02 * L) * exp(0.25 * Z[int(random() * NZ)])
-            if slow_ttft:
-                queue = min(max(1400 * exp(0.35 * Z[int(random() * NZ)]), 600), 4000)
+            if draw_queue:
+                queue = draw_queue(random)
             else:
                 queue = -4.0 * log(1.0 - random())
                 if random() < 0.03:
                     queue += 50 + 350 * random()
-                if overload:
-                    queue += overload_queue_ms(t, overload) * exp(0.15 * Z[int(random() * NZ)])
-            prefill = (90 + 0.32 * L + 6e-5 * L * L) * exp(0.12 * Z[int(random() * NZ)])
-            if slow_prefill:
-                prefill *= 7.0
+                if queue_extra:
+                    queue += queue_extra(t, random)
+            prefill = (90 + 0.32 * L + 6e-5 * L * L) * exp(0.12 * Z[int(random() * NZ)]) * prefill_scale
             if beams > 1:
                 prefill *= 1.6
             tpot = tpot_base * exp(0.07 * Z[int(random() * NZ)]) + 0.004 * L
             decode = tpot * (output - 1)
-            if slow_format:
-                fmt = 180 * exp(0.35 * Z[int(random() * NZ)])
-            elif is_long:
-                fmt = 60 + 80 * random()
+            if draw_fmt:
+                fmt = draw_fmt(answer, random)
             else:
                 fmt = (1.2 + 0.004 * answer) * exp(0.3 * Z[int(random() * NZ)])
             r.tok_ms, r.queue_ms, r.prefill_ms, r.format_ms = tok, queue, prefill, fmt
@@ -357,7 +341,7 @@ class Planner:
 
             r.gpu_wait = min(max(gw_base + 4 * Z[int(random() * NZ)], 1), 95)
             util = min(max(util_base + 3 * Z[int(random() * NZ)], 2), 99)
-            r.util = 56.0 if low_util and util > 56.0 else util
+            r.util = util_cap if util_cap is not None and util > util_cap else util
             r.beams, r.max_new = beams, max_new
             r.kv_len = L
             r.kv_mb = L * KV_MB_PER_TOKEN * beams
@@ -439,29 +423,11 @@ def reserved_slope(reqs: list[Req]) -> tuple[float, float]:
     return (sxy / sxx if sxx else 0.0), max(ys) - min(ys)
 
 
-def _expressed(s: Session) -> bool:
-    """Does the session show its fault clearly over the §6 threshold?"""
-    reqs = s.requests
-    if not reqs:
-        return False
-    if s.fault == "memory_leak":
-        slope, rise = reserved_slope(reqs)
-        return len(reqs) >= 5 and slope > 80 and rise > 400
-    if s.fault == "kv_cache_bloat":
-        return max(r.kv_len for r in reqs) > 2600
-    if s.fault == "oom":
-        return any(r.error for r in reqs)
-    ok = [r for r in reqs if r.status == "ok" and not r.error]
-    if s.fault == "gpu_wait":
-        return median(r.gpu_wait for r in reqs) > 66
-    if s.fault == "cpu_bound":
-        return bool(ok) and median(r.util for r in ok) < 16 and median(_tpot(r) for r in ok) > 150
-    if s.fault == "slow_decode":
-        return bool(ok) and median(_tpot(r) for r in ok) > 145
-    if s.fault == "long_output":
-        return any(r.output_len > 3100 for r in ok)
-    return True
+def _expressed(check, s: Session) -> bool:
+    """Does the session show its fault clearly (its spec's ``expressed``)? A session cut to
+    nothing by the end of the window never does."""
+    return bool(s.requests) and (check is None or check(s))
 
 
-def _tpot(r: Req) -> float:
+def tpot(r: Req) -> float:
     return r.decode_ms / (r.output_len - 1)

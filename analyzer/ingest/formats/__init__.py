@@ -135,6 +135,31 @@ def sniff(head: bytes) -> Format | None:
     return None
 
 
+# How the one-line messages name the line formats of a file's lines.
+LINE_FORMATS = {"v1": "dslogs v1", "legacy": "legacy (article 003 logger)", "otlp_traces": "OTLP/JSON trace"}
+_V_KEY = re.compile(rb'"v"\s*:')
+_DSLOGS_KEY = re.compile(rb'"(stage|timestamp|session_id|request_id)"\s*:')
+
+
+def damaged_format(head: bytes) -> Format | None:
+    """The format (v1, legacy, OTLP traces) a file's first line is written in, judged from its
+    keys even when the line is damaged (cut short, a value of the wrong type); None when it does
+    not look like a line dslogs reads (text, CSV, OTLP metrics, another JSON)."""
+    line = next((ln for ln in head.split(b"\n") if ln.strip()), b"").lstrip(b"\xef\xbb\xbf").strip()
+    if not line.startswith(b"{"):
+        return None
+    if m := _OTLP_KEY.match(line):
+        return BY_NAME["otlp_traces"] if m.group(1) == b"Spans" else None
+    obj = _first_object(line)
+    if obj is not None:
+        if "v" in obj:
+            return BY_NAME["v1"]
+        return BY_NAME["legacy"] if "stage" in obj or "timestamp" in obj else None
+    if _V_KEY.search(line[:4096]):
+        return BY_NAME["v1"]
+    return BY_NAME["legacy"] if _DSLOGS_KEY.search(line[:4096]) else None
+
+
 def sniff_file(path: str | Path) -> Format | None:
     """The format of a file by its first bytes; None when it is in no known format."""
     return sniff(head_bytes(path))
@@ -150,8 +175,8 @@ def describe(head: bytes) -> str:
         return "an empty or blank file"
     if m := _OTLP_KEY.match(text):
         kind = m.group(1).decode()
-        if kind == "Spans":
-            return "OTLP/JSON traces"
+        if kind == "Spans":  # read, and no span is an LLM call
+            return "OTLP/JSON traces with no LLM span (no `gen_ai.*` or `llm.*` attribute, no vLLM `llm_request`)"
         return f"OTLP/JSON {kind.lower()} (dslogs reads OTLP traces, not {kind.lower()})"
     if text[:1] == b"[":
         return "a JSON array (dslogs reads one JSON object per line)"
