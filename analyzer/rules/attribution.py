@@ -138,18 +138,60 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     if not any_step:
         return {sid: (rates[sid], n) for sid, n in own.items()}
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
-    kept = _per_request(rates, transient, stepped)
+    kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
     out = {}
-    for sid, n in own.items():
-        xs = kept[sid]
-        # from the first request that kept at least half the most one of them kept (a cache that
-        # fills from some turn on keeps that much per request from then on), when that leaves
-        # ``min_requests`` to judge by
-        top = max(xs)
-        first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
-        since = xs[first:] if n - first >= min_requests else xs
+    for sid in own:
+        since = _since(kept[sid], min_requests)
         out[sid] = (sum(since) / len(since), len(since))
     return _within_bounds(out, proc_of, bounds)
+
+
+def _since(xs: list[float], min_requests: int) -> list[float]:
+    """A session's requests from the first that kept at least half the most one of them kept (a
+    cache that fills from some turn on keeps that much per request from then on), when that
+    leaves ``min_requests`` to judge by; else all of them."""
+    top = max(xs)
+    first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
+    return xs[first:] if len(xs) - first >= min_requests else xs
+
+
+def _claimed(kept: dict[str, list[float]], rates: dict[str, float], transient: dict[tuple, float],
+             stepped: list[tuple], min_requests: int) -> dict[str, list[float]]:
+    """What each request kept, a step group's memory given to the sessions that can hold it, the
+    strongest first: a session, in order of what the proportional split credits it, takes of each
+    of its groups what the stronger sessions there leave, and leaves to the weaker ones no more
+    than its own typical keep (the median of its requests' from the turn it started keeping). A
+    group's readings cannot tell which of its requests kept what: split in proportion to rates, a
+    session that completes next to a keeper had a share of the keeper's memory whenever the
+    readings' noise (working memory allocated after a "before" reading, released before an
+    "after") gave it a positive rate, and kept it round after round; on a loaded box it named
+    innocent sessions. Two keepers in one group still split it: the excess over the stronger's
+    typical keep is the weaker's."""
+    order = sorted(kept, key=lambda s: (-sum(kept[s]), s))
+    claimed: dict[int, float] = {}  # step group (by id) -> what stronger sessions took of it
+    groups_of: dict[str, list] = {}
+    for sid, group in stepped:
+        groups_of.setdefault(sid, []).append(group)
+    out: dict[str, list[float]] = {}
+    for sid in order:
+        xs = []
+        for group in groups_of[sid]:
+            if group is None:
+                xs.append(rates[sid])
+                continue
+            total, members, coef, unknown = group
+            left = total - coef * transient.get(unknown, 0.0) - claimed.get(id(group), 0.0)
+            xs.append(left / members[sid])
+        out[sid] = xs
+        since = sorted(_since(xs, min_requests))
+        mid = len(since) // 2
+        typical = max(since[mid] if len(since) % 2 else (since[mid - 1] + since[mid]) / 2, 0.0)
+        seen = set()
+        for group, x in zip(groups_of[sid], xs, strict=True):
+            if group is not None and id(group) not in seen:
+                seen.add(id(group))
+                claimed[id(group)] = claimed.get(id(group), 0.0) + min(max(x, 0.0), typical) * group[1][sid]
+    return out
 
 
 def _step_working_memory(groups) -> dict[tuple, float]:
