@@ -144,7 +144,8 @@ WITH counted AS (
 SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
     agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
-    g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb
+    g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb,
+    r.done_before, r.done_seq
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
 LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id

@@ -346,8 +346,12 @@ def test_a_session_that_keeps_memory_from_its_third_turn_on_is_named_with_what_i
     assert f["session_ids"] == ["s0"]
     [row] = f["evidence"]["details"]["sessions"]
     # 6 requests kept 120 MiB each: 120 per request from the first that kept (90 over all 8
-    # when a swapped reading puts some of it in an early turn)
-    assert 85 < row["leak_per_request_mb"] < 140 and 600 < row["rise_mb"] < 840, row
+    # when a swapped reading puts some of it in an early turn). The readings guarantee the keep
+    # only within a step group: s3 completes next to s0 (same timings), and a group of the two
+    # whose total exceeds s0's typical keep by the working memory (32 MiB, allocated after the
+    # "before" reading) leaves that excess to s3; under CPU load (two busy loops on 2 cores) that
+    # left s0 579 of its 720 in 1 run of 10, s3 never named.
+    assert 85 < row["leak_per_request_mb"] < 140 and 540 < row["rise_mb"] < 840, row
 
 
 def test_sessions_together_keep_no_more_than_their_process(tmp_path):

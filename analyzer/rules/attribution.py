@@ -44,6 +44,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     bound_key = key.replace("_delta_", "_kept_bound_")
     bounds: dict[tuple, float] = {}  # (host, pid) -> the most its process can have kept
     proc_of: dict[str, tuple] = {}  # session judged by steps -> its process
+    spans: dict[int, tuple] = {}  # place in stepped -> (process, done_before, done_seq)
 
     def equation(value: float, coef: dict) -> None:
         k = len(deltas)
@@ -81,6 +82,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             stepped.append((sid, g))
             any_step = True
             proc = (r.get("host"), r.get("pid"))
+            spans[len(stepped) - 1] = (proc, r.get("done_before"), r.get("done_seq"))
             proc_of[sid] = proc
             if r.get(bound_key) is not None:
                 bounds[proc] = float(r[bound_key])
@@ -138,18 +140,119 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     if not any_step:
         return {sid: (rates[sid], n) for sid, n in own.items()}
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
-    kept = _per_request(rates, transient, stepped)
+    kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
+    kept = _late_readings(kept, stepped, spans, min_requests)
     out = {}
-    for sid, n in own.items():
-        xs = kept[sid]
-        # from the first request that kept at least half the most one of them kept (a cache that
-        # fills from some turn on keeps that much per request from then on), when that leaves
-        # ``min_requests`` to judge by
-        top = max(xs)
-        first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
-        since = xs[first:] if n - first >= min_requests else xs
+    for sid in own:
+        since = _since(kept[sid], min_requests)
         out[sid] = (sum(since) / len(since), len(since))
     return _within_bounds(out, proc_of, bounds)
+
+
+def _since(xs: list[float], min_requests: int) -> list[float]:
+    """A session's requests from the first that kept at least half the most one of them kept (a
+    cache that fills from some turn on keeps that much per request from then on), when that
+    leaves ``min_requests`` to judge by; else all of them."""
+    top = max(xs)
+    first = next((i for i, x in enumerate(xs) if x >= top / 2), 0) if top > 0 else 0
+    return xs[first:] if len(xs) - first >= min_requests else xs
+
+
+def _typical(xs: list[float], min_requests: int) -> float:
+    """What a session's requests keep per request: the median from the turn it started keeping."""
+    since = sorted(_since(xs, min_requests))
+    mid = len(since) // 2
+    return since[mid] if len(since) % 2 else (since[mid - 1] + since[mid]) / 2
+
+
+def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: dict[int, tuple],
+                   min_requests: int) -> dict[str, list[float]]:
+    """A keeper's memory read in another request's step, moved back to the keeper. A request keeps
+    its memory somewhere between its "before" and "after" readings, so it is in the step of some
+    completion of that span; under CPU load its own "after" reading can come many milliseconds
+    (another completion) after it kept, too far for one step group, and its keep lands whole in
+    the step of a request that completed in between (tests/test_attribution.py, a request whose
+    own step holds one request's keep and whose session keeps nothing else). Taken from the
+    strongest session down: a request whose step holds less than half its session's typical keep
+    takes, from the steps of other sessions' requests that completed within its span, latest first,
+    what those hold beyond their own sessions' typical keep, up to what it lacks. Requests judged by
+    their delta then keep their session's mean over its steps."""
+    where: dict[tuple, list[tuple]] = {}  # (process, done_seq) -> [(session, its request's place)]
+    place_of: dict[int, tuple] = {}  # place in stepped -> (session, place among its requests)
+    count: dict[str, int] = {}
+    for k, (sid, _group) in enumerate(stepped):
+        place_of[k] = (sid, count.get(sid, 0))
+        count[sid] = count.get(sid, 0) + 1
+        span = spans.get(k)
+        if span is not None and span[2] is not None:
+            where.setdefault((span[0], span[2]), []).append(place_of[k])
+    typical = {sid: max(_typical(xs, min_requests), 0.0) for sid, xs in kept.items()}
+    for sid in sorted(kept, key=lambda s: (-typical[s], s)):
+        want = typical[sid]
+        if want <= 0:
+            continue
+        for k, span in spans.items():
+            owner, i = place_of[k]
+            proc, before, seq = span
+            if owner != sid or before is None or seq is None or kept[sid][i] >= want / 2:
+                continue
+            for at in range(seq - 1, before, -1):
+                for other, j in where.get((proc, at), ()):
+                    lack = want - kept[sid][i]
+                    spare = kept[other][j] - typical[other]
+                    if other == sid or lack <= 0 or spare <= 0:
+                        continue
+                    moved = min(lack, spare)
+                    kept[other][j] -= moved
+                    kept[sid][i] += moved
+        typical = {s: max(_typical(xs, min_requests), 0.0) for s, xs in kept.items()}
+    by_step = {sid for k in spans for sid in (place_of[k][0],)}
+    for sid in by_step:
+        steps = [kept[sid][place_of[k][1]] for k in spans if place_of[k][0] == sid]
+        mean = sum(steps) / len(steps)
+        for k, (s, group) in enumerate(stepped):
+            if s == sid and group is None:
+                kept[sid][place_of[k][1]] = mean
+    return kept
+
+
+def _claimed(kept: dict[str, list[float]], rates: dict[str, float], transient: dict[tuple, float],
+             stepped: list[tuple], min_requests: int) -> dict[str, list[float]]:
+    """What each request kept, a step group's memory given to the sessions that can hold it, the
+    strongest first: a session, in order of what the proportional split credits it, takes of each
+    of its groups what the stronger sessions there leave, and leaves to the weaker ones no more
+    than its own typical keep (the median of its requests' from the turn it started keeping). A
+    group's readings cannot tell which of its requests kept what: split in proportion to rates, a
+    session that completes next to a keeper had a share of the keeper's memory whenever the
+    readings' noise (working memory allocated after a "before" reading, released before an
+    "after") gave it a positive rate, and kept it round after round; on a loaded box it named
+    innocent sessions. Two keepers in one group still split it: the excess over the stronger's
+    typical keep is the weaker's."""
+    order = sorted(kept, key=lambda s: (-sum(kept[s]), s))
+    claimed: dict[int, float] = {}  # step group (by id) -> what stronger sessions took of it
+    groups_of: dict[str, list] = {}
+    for sid, group in stepped:
+        groups_of.setdefault(sid, []).append(group)
+    out: dict[str, list[float]] = {}
+    for sid in order:
+        xs = []
+        for group in groups_of[sid]:
+            if group is None:
+                xs.append(rates[sid])
+                continue
+            total, members, coef, unknown = group
+            left = total - coef * transient.get(unknown, 0.0) - claimed.get(id(group), 0.0)
+            xs.append(left / members[sid])
+        out[sid] = xs
+        since = sorted(_since(xs, min_requests))
+        mid = len(since) // 2
+        typical = max(since[mid] if len(since) % 2 else (since[mid - 1] + since[mid]) / 2, 0.0)
+        seen = set()
+        for group, x in zip(groups_of[sid], xs, strict=True):
+            if group is not None and id(group) not in seen:
+                seen.add(id(group))
+                claimed[id(group)] = claimed.get(id(group), 0.0) + min(max(x, 0.0), typical) * group[1][sid]
+    return out
 
 
 def _step_working_memory(groups) -> dict[tuple, float]:
