@@ -178,23 +178,29 @@ def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: di
     what those hold beyond their own sessions' typical keep, up to what it lacks. Requests judged by
     their delta then keep their session's mean over its steps."""
     where: dict[tuple, list[tuple]] = {}  # (process, done_seq) -> [(session, its request's place)]
-    place_of: dict[int, tuple] = {}  # place in stepped -> (session, place among its requests)
+    spans_of: dict[str, list[tuple]] = {}  # session -> (its request's place, span) per stepped request, in order
+    fill_of: dict[str, list[int]] = {}  # session -> places of its requests judged by their delta
     count: dict[str, int] = {}
-    for k, (sid, _group) in enumerate(stepped):
-        place_of[k] = (sid, count.get(sid, 0))
-        count[sid] = count.get(sid, 0) + 1
+    for k, (sid, group) in enumerate(stepped):
+        i = count.get(sid, 0)
+        count[sid] = i + 1
         span = spans.get(k)
-        if span is not None and span[2] is not None:
-            where.setdefault((span[0], span[2]), []).append(place_of[k])
+        if span is not None:
+            spans_of.setdefault(sid, []).append((i, span))
+            if span[2] is not None:
+                where.setdefault((span[0], span[2]), []).append((sid, i))
+        elif group is None:
+            fill_of.setdefault(sid, []).append(i)
+    # Only the sessions whose requests moved have a new typical keep: recomputing every session's
+    # after each one made this pass quadratic in sessions (minutes at a few thousand).
     typical = {sid: max(_typical(xs, min_requests), 0.0) for sid, xs in kept.items()}
     for sid in sorted(kept, key=lambda s: (-typical[s], s)):
         want = typical[sid]
         if want <= 0:
             continue
-        for k, span in spans.items():
-            owner, i = place_of[k]
-            proc, before, seq = span
-            if owner != sid or before is None or seq is None or kept[sid][i] >= want / 2:
+        moved_from = set()
+        for i, (proc, before, seq) in spans_of.get(sid, ()):
+            if before is None or seq is None or kept[sid][i] >= want / 2:
                 continue
             for at in range(seq - 1, before, -1):
                 for other, j in where.get((proc, at), ()):
@@ -205,14 +211,15 @@ def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: di
                     moved = min(lack, spare)
                     kept[other][j] -= moved
                     kept[sid][i] += moved
-        typical = {s: max(_typical(xs, min_requests), 0.0) for s, xs in kept.items()}
-    by_step = {sid for k in spans for sid in (place_of[k][0],)}
-    for sid in by_step:
-        steps = [kept[sid][place_of[k][1]] for k in spans if place_of[k][0] == sid]
-        mean = sum(steps) / len(steps)
-        for k, (s, group) in enumerate(stepped):
-            if s == sid and group is None:
-                kept[sid][place_of[k][1]] = mean
+                    moved_from.add(other)
+        if moved_from:
+            for s in moved_from | {sid}:
+                typical[s] = max(_typical(kept[s], min_requests), 0.0)
+    for sid, steps in spans_of.items():
+        if sid in fill_of:
+            mean = sum(kept[sid][i] for i, _span in steps) / len(steps)
+            for i in fill_of[sid]:
+                kept[sid][i] = mean
     return kept
 
 
