@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/rules_cost.py [--data bench/data/ingest-5000000]
         [--since 2026-11-23T13:00:00+00:00] [--base /work/main] [--repeat 5] [--lazy-rows N]
+    .venv/bin/python bench/rules_cost.py --fleet 150 --since '' [--base ...]
 
 Each tree (this one, and --base's) runs in a child process with its own code: it opens the data
 set's logs with the window (through the result cache's XDG_CACHE_HOME, so a filled cache makes
@@ -17,13 +18,19 @@ and the peak of Python memory allocated during one ``memory_leak_verdicts`` and 
 digest of the model (less ``generated_at``): the same digest on both sides = the same model.
 ``--lazy-rows N``: the per-session tables of more than N rows stay in DuckDB (rows.LazyRows), as
 at 20 M events (436 k sessions > metrics.LAZY_ROWS); default: the engine's own limit.
+``--fleet N``: instead of --data, N hosts each serving sample_logs/concurrent_leak (ids suffixed
+per host, written once under bench/data/fleet-N): many sessions judged by their memory steps, the
+case where memory attribution's per-session passes must stay linear (150 hosts: 5,400 sessions,
+44,100 request rows; a pass that rescanned every request per session took 124 s there).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import hashlib, json, sys, time, tracemalloc
-from analyzer import report, rules
+from analyzer.model import report
+from analyzer import rules
+from analyzer.rules.attribution import memory_leak_verdicts
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.engines.compute import compute_metrics
 from analyzer.ingest.logs import open_logs
@@ -63,13 +72,13 @@ def peak(fn):
     return p / 2**20
 
 
-leak = rules.memory_leak_verdicts(metrics, t)
+leak = memory_leak_verdicts(metrics, t)
 out = {
     "sessions": sessions,
-    "verdicts_s": cpu(lambda: rules.memory_leak_verdicts(metrics, t)),
+    "verdicts_s": cpu(lambda: memory_leak_verdicts(metrics, t)),
     "rules_s": cpu(lambda: rules.evaluate_rules(metrics, source.ingest, t, leak)),
     "model_s": cpu(lambda: report.build_report_from_metrics(metrics, source.ingest, source.window, t)),
-    "verdicts_peak_mb": peak(lambda: rules.memory_leak_verdicts(metrics, t)),
+    "verdicts_peak_mb": peak(lambda: memory_leak_verdicts(metrics, t)),
     "model_peak_mb": peak(lambda: report.build_report_from_metrics(metrics, source.ingest, source.window, t)),
 }
 model = report.build_report_from_metrics(metrics, source.ingest, source.window, t)
@@ -91,10 +100,30 @@ def child(tree: Path, paths: list[str], since: str | None, repeat: int, lazy: in
     return json.loads(out.strip().splitlines()[-1])
 
 
+def fleet(n: int) -> Path:
+    """N copies of the concurrent_leak sample, one host each, its sessions and requests its own."""
+    out = ROOT / "bench" / "data" / f"fleet-{n}"
+    if (out / "done").exists():
+        return out
+    src = next((ROOT / "sample_logs" / "concurrent_leak").rglob("*.jsonl.gz"))
+    lines = gzip.open(src, "rt", encoding="utf-8").read().splitlines()
+    host = json.loads(lines[0])["host"]
+    ids = re.compile(r'"(session_id|request_id)":"([^"]+)"')
+    for i in range(1, n + 1):
+        d = out / f"{host}-{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        text = "\n".join(ids.sub(lambda m, i=i: f'"{m[1]}":"{m[2]}-{i}"', ln.replace(host, f"{host}-{i}"))
+                         for ln in lines)
+        (d / src.name.removesuffix(".gz")).write_text(text + "\n", encoding="utf-8")
+    (out / "done").touch()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=ROOT / "bench" / "data" / "ingest-5000000")
-    ap.add_argument("--since", default="2026-11-23T13:00:00+00:00")
+    ap.add_argument("--fleet", type=int, help="N hosts of sample_logs/concurrent_leak instead of --data")
+    ap.add_argument("--since", default="2026-11-23T13:00:00+00:00", help="'' for no window")
     ap.add_argument("--base", type=Path, help="another source tree (before), run interleaved with this one")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2, help="child runs per tree, interleaved")
@@ -102,6 +131,9 @@ def main() -> None:
     ap.add_argument("--dump", help="write each tree's model (JSON, less generated_at and ingest) to DUMP.<tree>.json")
     ap.add_argument("--cache", default=os.environ.get("XDG_CACHE_HOME") or "/tmp/xdg-rules-cost")
     a = ap.parse_args()
+    if a.fleet:
+        a.data = fleet(a.fleet)
+    a.since = a.since or None
     paths = sorted(str(p) for p in a.data.iterdir() if p.is_dir()) or [str(a.data)]
     trees = {"this": ROOT, **({"base": a.base.resolve()} if a.base else {})}
     got: dict[str, list[dict]] = {k: [] for k in trees}
