@@ -1,3 +1,5 @@
+"""``python -m analyzer``: the ``dslogs`` command line."""
+
 from analyzer.cli import main
 
 main()

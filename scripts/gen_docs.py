@@ -9,8 +9,9 @@ A generated part sits between two marker comments in a Markdown file:
 ``python scripts/gen_docs.py`` rewrites every such part in README.md and docs/*.md;
 ``--check`` rewrites nothing and exits 1 naming the stale files (tests/test_gen_docs.py runs
 the same check). Parts: ``rules`` (analyzer.rules.RULE_SPECS), ``thresholds``
-(analyzer.core.thresholds, filled by the rules) and ``charts``
-(analyzer.render.charts.specs.CHARTS).
+(analyzer.core.thresholds, filled by the rules), ``charts``
+(analyzer.render.charts.specs.CHARTS), ``modules`` and ``import_height`` (the layer map and the
+import graph of scripts/layermap.py).
 """
 
 from __future__ import annotations
@@ -66,10 +67,37 @@ def charts_table() -> str:
     return "\n".join(out) + "\n"
 
 
+def _layermap():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import layermap
+
+    return layermap
+
+
+def modules_table() -> str:
+    lm = _layermap()
+    out = ["| layer | module | what it is |", "|---|---|---|"]
+    mods = lm.modules(REPO)
+    for name in sorted(mods, key=lambda m: (lm.layer_of(m), m)):
+        layer = lm.LAYERS[lm.layer_of(name)][0]
+        out.append(f"| {layer} | `{name}` | {_cell(lm.first_sentence(mods[name])) or '—'} |")
+    return "\n".join(out) + "\n"
+
+
+def import_height() -> str:
+    lm = _layermap()
+    chain = lm.longest_chain(lm.without_reexports(lm.imports(lm.modules(REPO))))
+    short = " -> ".join(m.removeprefix("analyzer.") for m in chain)
+    return (f"The import graph's height (the longest chain of imports among analyzer modules, "
+            f"imports inside functions included) is **{len(chain) - 1} edges**:\n`{short}`.\n")
+
+
 PARTS: dict[str, Callable[[], str]] = {
     "rules": rules_table,
     "thresholds": thresholds_table,
     "charts": charts_table,
+    "modules": modules_table,
+    "import_height": import_height,
 }
 
 

@@ -1,7 +1,7 @@
 """The layers stay one-directional (docs/architecture.md): a module imports only modules of its own
 layer or below, imports inside functions included, and no two modules import each other through
-any path. Every module has a layer: a new module fails here until it is placed (add it to LAYERS
-and to the module map in docs/architecture.md).
+any path. Every module has a layer: a new module fails here until it is placed (add it to LAYERS in
+scripts/layermap.py; the module table in docs/architecture.md is generated from it).
 
     collector <- core <- ingest <- metrics <- engines <- rules <- model <- render <- live <- cli
                                                                                    dslogs (Python API)
@@ -9,80 +9,30 @@ and to the module map in docs/architecture.md).
 
 from __future__ import annotations
 
-import ast
-import fnmatch
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
 
-# Lowest first. A pattern ending in ".*" takes a package's submodules.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("collector", ("collector", "collector.*")),
-    ("core", ("analyzer", "analyzer.core", "analyzer.core.*")),
-    # reading logs (and writing them: compact, the simulator)
-    ("ingest", ("analyzer.ingest", "analyzer.ingest.*", "analyzer.simulate", "analyzer.simulate.*")),
-    ("metrics", ("analyzer.metrics", "analyzer.metrics.*")),
-    # the engine contract and its engines: DuckDB, Spark (+ merge); compute_metrics over any of them
-    ("engines", ("analyzer.engines", "analyzer.engines.*")),
-    ("rules", ("analyzer.rules", "analyzer.rules.*")),
-    ("model", ("analyzer.model", "analyzer.model.*")),
-    ("render", ("analyzer.render", "analyzer.render.*")),
-    # commands: the loop that re-runs the analysis (watch), the CLI
-    ("live", ("analyzer.live", "analyzer.live.*")),
-    # The two front ends, side by side over the same library functions: the command line and
-    # the Python API (dslogs/). Neither imports the other (test below): the CLI never loads
-    # pandas or altair, and the API never parses arguments or exits.
-    ("cli", ("analyzer.cli", "analyzer.__main__", "dslogs", "dslogs.*")),
-]
+from layermap import (  # noqa: E402
+    INGEST_STEPS,
+    LAYERS,
+    imports,
+    layer_of,
+    longest_chain,
+    modules,
+    without_reexports,
+)
 
 
 def _modules() -> dict[str, Path]:
-    out = {}
-    for package in ("analyzer", "collector", "dslogs"):
-        for path in (REPO / package).rglob("*.py"):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            out[name] = path
-    return out
-
-
-def imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the project modules it imports anywhere in its file (functions included)."""
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(anchor + ([base] if base else []))
-                targets = [base] + [f"{base}.{a.name}" for a in node.names]
-            else:
-                continue
-            for target in targets:
-                # "import analyzer.x.y" names analyzer.x.y; the nearest project module counts.
-                while target and target not in modules:
-                    target = target.rpartition(".")[0]
-                if target and target != name:
-                    found.add(target)
-        graph[name] = found
-    return graph
-
-
-def layer_of(module: str) -> int | None:
-    for i, (_, patterns) in enumerate(LAYERS):
-        if any(fnmatch.fnmatchcase(module, p) for p in patterns):
-            return i
-    return None
+    return modules(REPO)
 
 
 def test_every_module_has_a_layer():
     missing = sorted(m for m in _modules() if layer_of(m) is None)
-    assert not missing, f"place these modules in tests/test_layers.py LAYERS and docs/architecture.md: {missing}"
+    assert not missing, f"place these modules in LAYERS (scripts/layermap.py), then run python scripts/gen_docs.py: {missing}"
 
 
 def test_imports_point_down_or_sideways():
@@ -97,10 +47,7 @@ def test_imports_point_down_or_sideways():
 
 
 def test_no_import_cycles():
-    graph = imports(_modules())
-    # Package __init__ modules re-export their submodules: an edge into a package's own
-    # submodule is its structure, not a cycle between layers' code.
-    graph = {a: {b for b in bs if not b.startswith(a + ".")} for a, bs in graph.items()}
+    graph = without_reexports(imports(_modules()))
     cycles = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -142,12 +89,6 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     assert graph["analyzer.a"] == {"analyzer.b"} and "analyzer.a" in graph["analyzer.b"]
 
 
-# Inside the ingest layer, its steps in order: each imports only the steps before it, so the
-# orchestration (ingest) stays on top and a step never reaches back into it.
-INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.viewdefs",
-                "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
-
-
 def test_ingest_steps_import_only_earlier_steps():
     graph = imports(_modules())
     wrong = [
@@ -157,3 +98,17 @@ def test_ingest_steps_import_only_earlier_steps():
         if b in INGEST_STEPS and INGEST_STEPS.index(b) > i
     ]
     assert not wrong, "ingest steps out of order (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_the_import_graph_is_lower_than_the_flat_folders():
+    """The flat analyzer/ had a 15-edge chain (cli -> watch -> weekly -> render_diff -> …); the
+    layered tree must stay lower, and the height docs/architecture.md prints is this one."""
+    chain = longest_chain(without_reexports(imports(_modules())))
+    assert 2 <= len(chain) - 1 < 15, chain
+    assert all(b in imports(_modules())[a] for a, b in zip(chain, chain[1:], strict=False)), chain
+
+
+def test_longest_chain_takes_the_longest_path_and_breaks_ties_alphabetically():
+    graph = {"analyzer.a": {"analyzer.b", "analyzer.c"}, "analyzer.b": {"analyzer.d"}, "analyzer.c": {"analyzer.d"},
+             "analyzer.d": set(), "analyzer.e": {"collector.x"}, "collector.x": set()}
+    assert longest_chain(graph) == ["analyzer.a", "analyzer.b", "analyzer.d"]

@@ -1,0 +1,119 @@
+"""The layer map of the code and its import graph, read from the source with ``ast``.
+
+One definition for the two places that need it: ``tests/test_layers.py`` checks that imports
+point down the layers, and ``scripts/gen_docs.py`` writes docs/architecture.md's module table
+and import-graph height from it, so the doc cannot drift from the tree.
+
+    collector <- core <- ingest <- metrics <- engines <- rules <- model <- render <- live <- cli
+                                                                                   dslogs (Python API)
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("collector", "analyzer", "dslogs")
+
+# Lowest first. A pattern ending in ".*" takes a package's submodules.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("collector", ("collector", "collector.*")),
+    ("core", ("analyzer", "analyzer.core", "analyzer.core.*")),
+    # reading logs (and writing them: compact, the simulator)
+    ("ingest", ("analyzer.ingest", "analyzer.ingest.*", "analyzer.simulate", "analyzer.simulate.*")),
+    ("metrics", ("analyzer.metrics", "analyzer.metrics.*")),
+    # the engine contract and its engines: DuckDB, Spark (+ merge); compute_metrics over any of them
+    ("engines", ("analyzer.engines", "analyzer.engines.*")),
+    ("rules", ("analyzer.rules", "analyzer.rules.*")),
+    ("model", ("analyzer.model", "analyzer.model.*")),
+    ("render", ("analyzer.render", "analyzer.render.*")),
+    # commands: the loop that re-runs the analysis (watch), the CLI
+    ("live", ("analyzer.live", "analyzer.live.*")),
+    # The two front ends, side by side over the same library functions: the command line and
+    # the Python API (dslogs/). Neither imports the other (tests/test_layers.py): the CLI never
+    # loads pandas or altair, and the API never parses arguments or exits.
+    ("cli", ("analyzer.cli", "analyzer.__main__", "dslogs", "dslogs.*")),
+]
+
+# Inside the ingest layer, its steps in order: each imports only the steps before it, so the
+# orchestration (logs) stays on top and a step never reaches back into it.
+INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.viewdefs",
+                "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
+
+
+def modules(repo: Path = REPO) -> dict[str, Path]:
+    """Every module of the three packages: dotted name -> file."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((repo / package).rglob("*.py")):
+            parts = path.relative_to(repo).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports anywhere in its file (functions included)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                # "import analyzer.x.y" names analyzer.x.y; the nearest project module counts.
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def without_reexports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph less each package's edges into its own submodules: an ``__init__`` re-exporting
+    its submodules is the package's structure, not an import between layers' code."""
+    return {a: {b for b in bs if not b.startswith(a + ".")} for a, bs in graph.items()}
+
+
+def layer_of(module: str) -> int | None:
+    for i, (_, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatchcase(module, p) for p in patterns):
+            return i
+    return None
+
+
+def longest_chain(graph: dict[str, set[str]], prefix: str = "analyzer") -> list[str]:
+    """The longest import chain among the modules under ``prefix`` (the graph has no cycles,
+    tests/test_layers.py); ties go to the alphabetically first chain, so the doc is stable."""
+    inside = {a: sorted(b for b in bs if b.split(".")[0] == prefix) for a, bs in graph.items() if a.split(".")[0] == prefix}
+
+    @cache
+    def from_(node: str) -> tuple[str, ...]:
+        best: tuple[str, ...] = ()
+        for nxt in inside.get(node, ()):
+            chain = from_(nxt)
+            if len(chain) > len(best):
+                best = chain
+        return (node, *best)
+
+    return list(max((from_(m) for m in sorted(inside)), key=len, default=()))
+
+
+def first_sentence(path: Path) -> str:
+    """A module's docstring up to its first full stop: what the module is."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
