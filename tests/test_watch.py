@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.core.errors import UsageError
-from analyzer.live.watch import LogTail, Window, parse_duration
+from analyzer.core.time import parse_duration
+from analyzer.live.watch import LogTail, Window
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

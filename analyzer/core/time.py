@@ -17,8 +17,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from analyzer.core.errors import UsageError
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 FORMS = "30m, 12h, 1d, 7d, 2w, an ISO date (2026-11-23) or datetime (2026-11-23T10:00[+08:00])"
+
+
+def parse_duration(text: str, option: str) -> float:
+    """A length of time (``2s``, ``500ms``, ``15m``, ``1h``, ``7d``, ``2w``; a bare number is
+    seconds) -> seconds; UsageError naming the option when it is not one."""
+    m = _DURATION.match(str(text))
+    if not m or not 0 < float(m.group(1)) < 1e9:
+        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m, 1h or 7d")
+    return float(m.group(1)) * _UNIT_SECONDS[m.group(2) or "s"]
 
 
 def parse_iso(text: str) -> datetime:

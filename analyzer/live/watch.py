@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.time import parse_duration
 from analyzer.ingest.discovery import discover, name_sort_key, printable
 from analyzer.ingest.validate import MAX_LINE_BYTES
 
@@ -45,16 +45,6 @@ HEAD_BYTES = 256  # a file's first bytes, its identity beside (dev, inode): they
 RULES_EVERY_S = 10.0  # the rules need every metric table: a frame of them costs several latency frames
 INFLIGHT_STALE_S = 600.0  # a request started this long ago without an end is abandoned
 START_STAGES = ("input", "tokenize", "queue", "prefill", "decode", "inference")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def parse_duration(text: str, option: str) -> float:
-    """`2s`, `500ms`, `15m`, `1h`, `7d` (a bare number is seconds) -> seconds."""
-    m = _DURATION.match(str(text))
-    if not m or not 0 < float(m.group(1)) < 1e9:
-        raise UsageError(f"{option} {text!r}: expected a duration like 2s, 500ms, 15m, 1h or 7d")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
 # -- tailing ------------------------------------------------------------------------------------

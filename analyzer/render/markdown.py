@@ -7,11 +7,9 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from analyzer.core import format as fmt
 from analyzer.core import textsafe
-from analyzer.core.time import human_duration
+from analyzer.core.time import human_duration, parse_iso
 from analyzer.rules.registry import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
@@ -106,7 +104,7 @@ def render_markdown(model: dict) -> str:
     span = ""
     if w.get("first_event") and w.get("last_event"):
         try:
-            seconds = (datetime.fromisoformat(w["last_event"]) - datetime.fromisoformat(w["first_event"])).total_seconds()
+            seconds = (parse_iso(w["last_event"]) - parse_iso(w["first_event"])).total_seconds()
             span = f", {human_duration(seconds)} of data"
         except (TypeError, ValueError):
             span = ""
