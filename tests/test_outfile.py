@@ -167,3 +167,23 @@ def test_write_out_follows_a_link(tmp_path):
 def test_write_out_names_the_option(tmp_path):
     with pytest.raises(UsageError, match=r"^--page .*: cannot write \(its folder does not exist\)$"):
         write_out(tmp_path / "missing" / "x", "x", option="--page")
+
+
+@pytest.mark.parametrize(("where", "reason"), [("/sys/dslogs-compact", "cannot write"), ("/proc/dslogs-compact", "cannot write"),
+                                               ("FILE", "not a folder")])  # fmt: skip
+def test_compact_out_folder_it_cannot_write_is_one_line(logs, tmp_path, where, reason):
+    """compact writes a folder of files: a folder it cannot make or write is one line, exit 2."""
+    if where == "FILE":
+        where = str(tmp_path / "a-file")
+        Path(where).write_text("mine\n")
+    r = CliRunner().invoke(app, ["compact", str(logs), "--out", where])
+    _one_line(r, where, reason)
+    if where.endswith("a-file"):
+        assert Path(where).read_text() == "mine\n"
+
+
+def test_compact_makes_a_missing_out_folder_with_its_parents(logs, tmp_path):
+    out = tmp_path / "a" / "b"
+    r = CliRunner().invoke(app, ["compact", str(logs), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert list(out.rglob("*.parquet")) and not list(out.glob(".probe.*"))

@@ -2,7 +2,8 @@
 
 It lives in core, below the model, the renderers and the CLI, because every one of them may
 produce the text and each command names the target: analyze, render, diff, report weekly and
-query all call ``write_out`` (or ``open_out`` for a streamed result).
+query all call ``write_out`` (or ``open_out`` for a streamed result); compact, which writes a
+folder of files, takes its folder from ``out_folder``.
 
 The text goes to a temporary file beside the target (same folder, so the rename stays on one
 file system) and is renamed over it once complete: a reader of the target sees the old file or
@@ -106,6 +107,22 @@ def check_out(path: Path | str, option: str = "--out") -> None:
         raise _error(target, exc, option) from None
     os.close(fd)
     _remove(probe)
+
+
+def out_folder(path: Path | str, option: str = "--out") -> Path:
+    """The folder a command writes many files into (``compact --out``): made with its parents
+    when missing, and probed with a real file; UsageError naming the path when it cannot be."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {visible(str(folder))}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _error(folder, exc, option) from None
+    os.close(fd)
+    _remove(probe)
+    return folder
 
 
 def write_out(path: Path | str, text: str, option: str = "--out") -> Path:

@@ -43,6 +43,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from analyzer.core.errors import InputError, UsageError
+from analyzer.core.outfile import out_folder
 from analyzer.ingest.dataset import (
     FORMAT,
     MANIFEST,
@@ -232,10 +233,7 @@ def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dic
     """Compact the log files under ``logs`` into ``out`` (see the module doc); a summary dict."""
     from analyzer.ingest.discovery import discover_log_files
 
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(out)
     started = time.monotonic()
     sources = [Path(p) for p in discover_log_files(list(logs)) if not _inside(Path(p), out)]
     summary = {"new_files": 0, "replaced_files": 0, "unchanged_files": 0, "renamed_files": 0,
