@@ -32,6 +32,21 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None
     return a, b, r2
 
 
+def memory_points(levels: list[dict], min_step_mb: float) -> list[tuple[float, float]]:
+    """(level, peak reserved) for the memory fit. A level where requests ran out of memory and
+    whose peak did not rise past the level below is left out: the requests that failed never got
+    their memory, so its reading repeats the lower level's and would flatten the slope (and push
+    the OOM level up). Every reading counts when too few would be left to fit."""
+    pts = [(lv["level"], lv["reserved_peak_mb"], lv.get("oom_requests") or 0) for lv in levels
+           if lv.get("reserved_peak_mb") is not None]
+    kept, below = [], None
+    for level, peak, ooms in pts:
+        if not (ooms and below is not None and peak - below < min_step_mb):
+            kept.append((level, peak))
+        below = peak if below is None else max(below, peak)
+    return kept if len(kept) >= 3 else [(level, peak) for level, peak, _ in pts]
+
+
 def _proc(host, pid) -> str:
     name = host or "the unnamed host"
     return f"{name}/{pid}" if pid is not None else name
@@ -82,9 +97,9 @@ def process_curve(rows: list[dict], t: dict) -> dict:
         if over:
             out["slo_level"], out["slo_over"] = lv["level"], over
             break
-    # memory per added request: peak reserved against the level, over every level with a reading
-    pts = [(lv["level"], lv["reserved_peak_mb"]) for lv in levels if lv.get("reserved_peak_mb") is not None]
-    fit = _fit(pts)
+    # memory per added request: peak reserved against the level, over the levels whose reading
+    # holds every request running there
+    fit = _fit(memory_points(levels, th["min_mb_per_request"]))
     if fit is not None:
         a, b, r2 = fit
         out.update(base_mb=a, mb_per_request=b, fit_r2=r2)
