@@ -596,7 +596,7 @@ def schema(
 def cache_cmd(
     clear: Annotated[bool, typer.Option("--clear", help="Delete every cache in the cache folder.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Delete the caches whose log folder no longer exists (and, with --unused-days, those not used for N days).")] = False,
-    unused_days: Annotated[float | None, typer.Option("--unused-days", min=0, help="With --prune: also delete caches no run has used for this many days.")] = None,
+    unused_days: Annotated[float | None, number("With --prune: also delete caches no run has used for this many days.", "--unused-days", minimum=0, maximum=36600)] = None,
 ) -> None:
     """List the caches (one per log folder, in $XDG_CACHE_HOME/dslogs or ~/.cache/dslogs) with their sizes and log folders; --clear or --prune them."""
     import time

@@ -109,6 +109,7 @@ NUMERIC_OPTIONS = [
     (["simulate", "{tmp}/sim"], "--seed", "3"),
     (["simulate", "{tmp}/sim"], "--events", "200"),
     (["simulate", "{tmp}/sim"], "--hosts", "1"),
+    (["cache", "--prune"], "--unused-days", "30"),
 ]
 HOSTILE_NUMBERS = ["nan", "NaN", "inf", "-inf", "1e400", "-1e400", "-5", "abc", "", "1e7x", "0x10",
                    "99999999999999999999999999999", "1.5e300"]
