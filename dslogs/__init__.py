@@ -70,16 +70,18 @@ def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
     engine: str = "duckdb",
     cache: str | PathLike[str] | None = None,
     use_cache: bool = True,
+    session_attr: str | None = None,
 ) -> Logs:
     """Open trace logs (folders, files or globs) for the window ``since``..``until``.
 
     Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date;
     ``tz`` for naive (legacy) timestamps; ``thresholds`` a TOML file of rule thresholds;
-    ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB)."""
+    ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB);
+    ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md)."""
     from dslogs._logs import Logs
 
     return Logs(paths, since=since, until=until, tz=tz, thresholds=thresholds, engine=engine,
-                cache=cache, use_cache=use_cache)
+                cache=cache, use_cache=use_cache, session_attr=session_attr)
 
 
 def diff(
@@ -87,11 +89,12 @@ def diff(
     after: str | PathLike[str] | list[str | PathLike[str]],
     tz: str | None = None,
     thresholds: str | PathLike[str] | None = None,
+    session_attr: str | None = None,
 ) -> Diff:
     """Before against after (log sets or saved report JSON), as ``dslogs diff BEFORE AFTER``."""
     from dslogs._diff import compare
 
-    return compare(before, after, tz=tz, thresholds=thresholds)
+    return compare(before, after, tz=tz, thresholds=thresholds, session_attr=session_attr)
 
 
 def load_report(path: str | PathLike[str]) -> Report:

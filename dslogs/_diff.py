@@ -45,10 +45,10 @@ class Diff(Page):
 
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
-            limit: float | None = None) -> Diff:
+            limit: float | None = None, session_attr: str | None = None) -> Diff:
     from analyzer.model.diff import REGRESSION_PCT, build_diff
 
     model = build_diff(before=_paths(before), after=_paths(after), tz=tz,
                        thresholds_file=thresholds,
-                       limit=REGRESSION_PCT if limit is None else limit)
+                       limit=REGRESSION_PCT if limit is None else limit, session_attr=session_attr)
     return Diff(model)

@@ -44,7 +44,7 @@ class Logs:
     def __init__(self, paths: Any, *, since: str | None = None, until: str | None = None,
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
-                 use_cache: bool = True) -> None:
+                 use_cache: bool = True, session_attr: str | None = None) -> None:
         from analyzer.rules import load_thresholds
 
         self.paths = _paths(paths)
@@ -55,6 +55,7 @@ class Logs:
         self.engine = engine
         self.cache = Path(cache) if cache is not None else None
         self.use_cache = use_cache
+        self.session_attr = session_attr
         # a typo in the thresholds file fails before any log is read, as in `dslogs analyze`
         self.thresholds: dict[str, Any] = load_thresholds(self.thresholds_file)
         self._db: LogDB | None = None
@@ -70,7 +71,8 @@ class Logs:
 
             # as `dslogs query` opens them: the views computed as far as each query needs
             db = open_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
-                           cache=self.cache, use_cache=self.use_cache, materialize=False)
+                           cache=self.cache, use_cache=self.use_cache, materialize=False,
+                           session_attr=self.session_attr)
             lock_down(db.con)
             self._db = db
         return self._db
@@ -189,7 +191,7 @@ class Logs:
         self.close()
         model = analyze_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
                              thresholds_file=self.thresholds_file, cache=self.cache,
-                             use_cache=self.use_cache, engine=self.engine)
+                             use_cache=self.use_cache, engine=self.engine, session_attr=self.session_attr)
         return Report(model)
 
     def capacity(self) -> Capacity:
@@ -200,7 +202,7 @@ class Logs:
         self.close()  # as report(): capacity_logs opens the logs (and their cache file) itself
         model = capacity_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
                               thresholds_file=self.thresholds_file, cache=self.cache,
-                              use_cache=self.use_cache, engine=self.engine)
+                              use_cache=self.use_cache, engine=self.engine, session_attr=self.session_attr)
         return Capacity(model)
 
 

@@ -173,7 +173,11 @@ class Page:
         if fmt is None:
             raise UsageError(f"{target}: cannot tell the format from the suffix; use one of "
                              f"{', '.join(SAVE_FORMATS)}")
-        target.write_text(self.render(fmt), encoding="utf-8")
+        from analyzer.core.outfile import write_out
+
+        # as every --out: a temporary beside the target, renamed once complete; a path that
+        # cannot be written is a UsageError naming it
+        write_out(target, self.render(fmt), option="save")
         return target
 
     def _repr_html_(self) -> str:

@@ -212,6 +212,18 @@ def test_session_attr_on_every_command_that_opens_logs(tmp_path):
     assert res.returncode == 0, res.stderr
     for command in (["analyze"], ["capacity"], ["report", "weekly"], ["diff"], ["query"], ["session"]):
         assert "--session-attr" in _cli(*command, "--help").stdout, command
+    # the Python API takes the same attribute for its frames, report, capacity and diff
+    pytest.importorskip("pandas")
+    import dslogs
+
+    with dslogs.open(str(tmp_path), use_cache=False, session_attr="app.chat_id") as logs:
+        assert sorted(logs.sessions["session_id"]) == ["c-7", "c-9"]
+        assert {s["session_id"]: s["requests"] for s in logs.report().model["sessions"]} == by_id
+        assert [p.requests for p in logs.capacity().processes] == [3]
+    cli_diff = json.loads(_cli("diff", str(tmp_path), str(tmp_path), "--format", "json", "--no-cache", *named).stdout)
+    api_diff = dslogs.diff(str(tmp_path), str(tmp_path), session_attr="app.chat_id").model
+    volatile = {"generated_at", "dslogs_version"}
+    assert {k: v for k, v in api_diff.items() if k not in volatile} == {k: v for k, v in cli_diff.items() if k not in volatile}
 
 
 @pytest.fixture(scope="module", params=["openlit", "openllmetry"])

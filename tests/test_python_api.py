@@ -274,3 +274,15 @@ def test_diff_renders_in_every_format_as_the_cli_does():
     assert json.loads(change.to_json())["schema"] == change.model["schema"]
     assert "decode" in change.render("md")
     assert change._repr_html_().startswith("<iframe title=\"dslogs diff\"")
+
+
+def test_save_to_a_path_it_cannot_write_names_it_and_leaves_nothing(report, tmp_path):
+    from analyzer.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^save .*nowhere/r\.html: cannot write \(its folder does not exist\)"):
+        report.save(tmp_path / "nowhere" / "r.html")
+    (tmp_path / "r.html").write_text("kept\n")
+    (tmp_path / "d.html").mkdir()
+    with pytest.raises(UsageError, match="it is a directory"):
+        report.save(tmp_path / "d.html")
+    assert (tmp_path / "r.html").read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["d.html", "r.html"]
