@@ -3,7 +3,7 @@
 For each scenario of ``analyzer.simulate.SCENARIOS`` (in v1 and, where the scenario can be
 written that way, in the legacy format of article 003) and of
 ``analyzer.simulate.concurrent.CONCURRENT_SCENARIOS`` (one process serving overlapping sessions,
-CPU-only hosts, OOM fallbacks, seed-format turn spacing; issue 12), simulate into a temporary folder with a
+CPU-only hosts, OOM fallbacks, seed-format turn spacing), simulate into a temporary folder with a
 fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.json``:
 
 - recall: share of the injected sessions / hosts (or the one global / ingest fault) that the

@@ -1,4 +1,4 @@
-"""The floor under a cold `dslogs analyze --format json` (issue 16 item 2, docs/internals.md).
+"""The floor under a cold `dslogs analyze --format json` (docs/internals.md).
 
     PYTHONPATH=$PWD .venv/bin/python bench/cold_floor.py [LOGDIR] [--repeat N]
 

@@ -1,4 +1,4 @@
-"""Slow-path benchmark (issue 13 item 1): what one damaged line costs, before vs after.
+"""Slow-path benchmark: what one damaged line costs, before vs after.
 
     .venv/bin/python bench/damaged_ingest.py [--lines 210000] [--before REV] [--repeat 2]
 

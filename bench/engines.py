@@ -1,4 +1,4 @@
-"""Engines benchmark (issue 7): DuckDB and Spark (local) on the same simulated fleet logs.
+"""Engines benchmark: DuckDB and Spark (local) on the same simulated fleet logs.
 
     .venv/bin/python bench/engines.py [--events 1500000] [--hosts 8] [--master 'local[*]']
                                       [--json bench/data/engines.json]
@@ -211,7 +211,7 @@ def main() -> None:
         duck, spk = results[f"duckdb {source}"], results[f"spark {source}"]
         if duck["events_per_cpu_s"] and spk["events_per_cpu_s"]:
             print(f"per-core rate {source}: DuckDB / Spark = {duck['events_per_cpu_s'] / spk['events_per_cpu_s']:.2f}x "
-                  f"(issue 14: within 2x)")  # fmt: skip
+                  f"(target: within 2x)")  # fmt: skip
     for k in ("events_per_request", "sampler_events_per_host_hour", "bytes_per_event_jsonl",
               "bytes_per_event_gzip", "bytes_per_event_parquet"):  # fmt: skip
         print(f"{k}: {shape[k]:.2f}")

@@ -1,4 +1,4 @@
-"""Ingest benchmark (issues 4 and 16): dslogs against a bare DuckDB scan and jq on the same files,
+"""Ingest benchmark: dslogs against a bare DuckDB scan and jq on the same files,
 the HTML report against the JSON run, many short sessions, and a size series for time and memory.
 
     .venv/bin/python bench/ingest.py [--events 1500000] [--days 7] [--repeat 3]
@@ -15,23 +15,23 @@ main (bench/data/ingest-<events>/, --events events):
 - cold query: `dslogs query` on requests with an empty cache (reads every file, builds the
   cache); --no-cache too;
 - cold analyze: `dslogs analyze --format json` with an empty cache ('n/a' if it fails);
-  target <= 2.0x bare (issue 16 item 2);
+  target <= 2.0x bare;
 - warm: the same query and analyze once the cache holds the files; target <= 0.5x bare;
 - append: one more day's file added to a warm cache: the extra time against the cold read's,
   and the new file's share of the bytes;
 - session: `dslogs session ID --format jsonl` (warm and --no-cache) against
   `zcat -f FILES | jq -c 'select(.session_id == ID)'`; target >= 10x.
 render: `analyze --out r.html` against `--format json`, cold and warm, on sample_logs/ and on the
-  main data set (bench/render.py's measurement); target HTML <= 1.3x JSON (issue 16 item 1).
+  main data set (bench/render.py's measurement); target HTML <= 1.3x JSON.
 short (bench/data/short-<events>/, --short-events events): healthy sessions of 1 to 3 requests
   (simulate's max_turns), 100 k+ sessions: bare, cold and warm analyze; warm target <= 0.5x bare
-  with 50 k+ sessions (issue 16 item 3).
+  with 50 k+ sessions.
 sizes (bench/data/ingest-<n>/ for each of --sizes, same recipe as main): bare, cold and warm
   analyze once each (--size-repeat): time and peak RSS per size and per million events, so growth
-  shows; peak RSS target <= 1.5 GB at 5 M and 20 M events (issue 16 item 4). The default runs
+  shows; peak RSS target <= 1.5 GB at 5 M and 20 M events. The default runs
   0.5M only (a few minutes in all); --sizes 0.5M,5M,20M is the full series (20 M events: ~1 GB of
   data made once, minutes per run).
-The summary at the end prints every ratio of issue 16 with its target.
+The summary at the end prints every ratio above with its target.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def make_data(
     if not done.is_file():
         shutil.rmtree(folder, ignore_errors=True)
         t = time.perf_counter()
-        # One file per day (no size rotation), as DESIGN §8's reference and the issue ask.
+        # One file per day (no size rotation): the daily files the collector writes by default.
         simulate(folder, list(scenarios), days=days, seed=7, events=events, max_bytes=1 << 40,
                  max_turns=max_turns)  # fmt: skip
         print(
@@ -370,7 +370,7 @@ def verdict(value: float, target: float, above: bool = False) -> str:
 def summary(results: dict) -> None:
     load = os.getloadavg()[0]
     print(
-        f"\n== issue 16: every ratio of this run (load average {load:.1f} on {os.cpu_count()} cpus) =="
+        f"\n== every ratio of this run (load average {load:.1f} on {os.cpu_count()} cpus) =="
     )
 
     def line(label: str, a: dict, b: dict, target: float) -> None:

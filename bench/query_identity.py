@@ -1,6 +1,6 @@
 """Every metric query of this tree against the same query of another git revision (default main),
-on the same connection, result table against result table (issue 16 item 3: cheaper queries,
-identical results).
+on the same connection, result table against result table: a query rewritten to be cheaper
+must give identical results.
 
     .venv/bin/python bench/query_identity.py [--base main] [--cache-home DIR] PATH [PATH ...]
 

@@ -1,5 +1,5 @@
-"""CPU and wall of every metric query in a warm `analyze` that cannot reuse a stored model
-(issue 16 item 3), for one or more source trees side by side in one run.
+"""CPU and wall of every metric query in a warm `analyze` that cannot reuse a stored model,
+for one or more source trees side by side in one run.
 
     .venv/bin/python bench/query_profile.py [--data bench/data/ingest-5000000] [--repeat 2] \
         [--tree /work/main --tree .]

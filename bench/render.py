@@ -1,4 +1,4 @@
-"""HTML report benchmark (issue 16 items 1, 6): `analyze --out r.html` against the same run with
+"""HTML report benchmark: `analyze --out r.html` against the same run with
 `--format json`, side by side in one run; target: HTML at most 1.3x JSON.
 
     .venv/bin/python bench/render.py [--events 1500000] [--days 7] [--repeat 3] [--baseline REV]

@@ -1,4 +1,4 @@
-"""Cost per request of the request span's fields (issue 12 item 1), side by side in one run.
+"""Cost per request of the request span's fields, side by side in one run.
 
 Per request the collector now reads, at the span's two edges only: the in-flight counter (a
 lock), process RSS (/proc/self/statm), torch's reserved/allocated memory (or the tracer's

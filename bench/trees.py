@@ -3,8 +3,7 @@ each run a child process with an empty cache folder of its own (XDG_CACHE_HOME),
 clock and CPU (user + sys) with its peak RSS (ru_maxrss, bench/ingest.py's PROBE), the two trees
 alternating (the second repeat starts with the other tree), then the ratios (second tree / first)
 and whether the two reports are the same once the run's own lines (read time, generated_at, the
-cache path) are left out. How issue 16 item 4's change (per-session tables kept in DuckDB) was
-measured against main:
+cache path) are left out. How keeping the per-session tables in DuckDB was measured against main:
 
     .venv/bin/python bench/trees.py /work/main . bench/data/ingest-5000000 bench/data/ingest-20000000
         [--repeat 2] [--work /tmp/trees]

@@ -1,4 +1,4 @@
-"""Warm `analyze` against the bare scan (issue 16 item 3), side by side in one run.
+"""Warm `analyze` against the bare scan, side by side in one run.
 
     .venv/bin/python bench/warm.py [--data bench/data/ingest-1500000] [--repeat 3] [--base /work/main]
 

@@ -1,5 +1,5 @@
 -- Naive (legacy, offset-less) timestamps that land after $now + $future_margin_min minutes: the
--- sign of logs written in another time zone than --tz reads them in (issue 12). Unit: events.
+-- sign of logs written in another time zone than --tz reads them in. Unit: events.
 SELECT
     count(*) FILTER (WHERE source_format = 'legacy') AS naive_events,
     count(*) FILTER (WHERE source_format = 'legacy'

@@ -1,8 +1,8 @@
 -- Goodput: share of requests that succeeded and met every SLO (ttft_ms <= $slo_ttft_ms and
 -- tpot_ms <= $slo_tpot_ms; a request with one output token has no tpot and meets that SLO).
 -- Unit: fraction 0..1, NULL when no request has a measured ttft (legacy logs).
--- Also the request counts (requests, ok, errors). Source: DESIGN.md §5 (SLO defaults 1000 / 130 ms,
--- article 003 §5.2).
+-- Also the request counts (requests, ok, errors). Source: docs/rules.md ([slo] defaults
+-- 1000 / 130 ms, article 003 §5.2).
 SELECT
     count(*) AS requests,
     sum(CASE WHEN coalesce(is_error, false) THEN 0 ELSE 1 END) AS ok,

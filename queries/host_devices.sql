@@ -1,8 +1,9 @@
--- Which hosts ran their model on a GPU (issue 12): devices of the request and error events, and
--- whether anything GPU-ish was ever seen there (a gpu_sample with a reading, a cuda device,
+-- Which hosts ran their model on a GPU: devices of the request and error events, and whether
+-- anything GPU-ish was ever seen there (a gpu_sample with a reading, a cuda device,
 -- reserved_mb > 0). A host is CPU-only when its requests name a device, none of them a GPU one,
 -- and nothing GPU-ish shows: GPU rules then have no data for it. A host with no device field is
--- assumed to have a GPU unless nothing GPU-ish is ever seen (collector contract, TEAM.md).
+-- assumed to have a GPU unless nothing GPU-ish is ever seen (collector contract,
+-- docs/collector.md).
 -- Units: events.
 SELECT
     host,

@@ -1,7 +1,7 @@
 -- Histograms of ttft_ms, tpot_ms and e2e_ms on log-spaced bins: $bins_per_decade bins per
 -- power of ten (edges 10^(k / $bins_per_decade) ms), so 0.2 ms, 40 ms and 40 s each get their
 -- own bins; values under $hist_min_ms share the first bin, values past $max_bins bins the
--- last, so rows are bounded. Unit: ms (bin edges), requests (count). Source: DESIGN.md §5.
+-- last, so rows are bounded. Unit: ms (bin edges), requests (count). Definitions: docs/sql.md.
 -- series latency_hist: metric, bin_start, bin_end, count
 WITH v AS (
     SELECT 'ttft_ms' AS metric, ttft_ms AS x FROM requests WHERE ttft_ms IS NOT NULL

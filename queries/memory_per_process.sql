@@ -1,4 +1,4 @@
--- GPU memory and RSS per process (host, pid) over its requests' before/after values (issue 12):
+-- GPU memory and RSS per process (host, pid) over its requests' before/after values:
 -- reserved and allocated at the first request's start and the last request's end, the sessions
 -- it served, the most requests in flight at once; reserved_settled_mb = reserved after the request
 -- that ends the first quarter of them (the allocator's warm-up high-water step is behind it),

@@ -1,7 +1,7 @@
 -- Prefill against decode: percentiles of prefill_ms / decode_ms per request, and the ratio of
 -- their sums (where the time goes overall). Unit: ratio. A high ratio means prompt processing
 -- (long context, article 003 §4.3) dominates; a low one means token generation does.
--- Source: DESIGN.md §5 (prefill_decode_ratio).
+-- Definition: docs/sql.md (the requests view's prefill_decode_ratio).
 -- The totals are sums of whole microseconds (HUGEINT), divided once: a floating sum depended on
 -- how DuckDB's threads split the rows (two runs differed in the last digits). A duration of 1e15
 -- ms or more (no measurement) is left out of them, so no sum can overflow.

@@ -1,6 +1,6 @@
 -- Reasoning share (reasoning_len / output_len, the <think> part of an R1-style answer) and time
 -- to first answer token (ttfa_ms, after </think>). Units: fraction 0..1, tokens, ms.
--- Source: DESIGN.md §5.
+-- Definitions: docs/sql.md (the requests view).
 SELECT
     count(reasoning_share) AS count,
     sum(CASE WHEN reasoning_len > 0 THEN 1 ELSE 0 END) AS reasoning_requests,

@@ -1,7 +1,8 @@
 -- Per-request latency percentiles: ttft_ms, tpot_ms, e2e_ms, tokens_per_s, ttfa_ms.
 -- Units: ms (tokens/s for tokens_per_s). One row per metric; count = requests where it was
 -- measured. tpot_upper_bound counts legacy requests whose tpot is inference_ms/output_len
--- (an upper bound). Names follow vLLM / OpenTelemetry GenAI. Source: DESIGN.md §5.
+-- (an upper bound). Names follow vLLM / OpenTelemetry GenAI. Definitions: docs/sql.md (the
+-- requests view).
 -- One quantile_cont over a list per metric: scalar calls each keep their own copy of the values.
 SELECT metric, count, q[1] AS p50, q[2] AS p90, q[3] AS p95, q[4] AS p99, max, upper_bound_count
 FROM (

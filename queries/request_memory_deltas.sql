@@ -1,4 +1,4 @@
--- One row per request that carries before/after memory values (issue 12): its GPU delta
+-- One row per request that carries before/after memory values: its GPU delta
 -- (allocated after - before, else reserved), its RSS delta, and the sessions of the other requests
 -- of the same process that ended while its handler ran. Their leaks land in this request's delta (torch and
 -- RSS are per process), so the rules subtract them (analyzer/rules/, attribute_deltas).

@@ -5,7 +5,7 @@
 -- more (no reading) is left out of the trend, so no sum can overflow. Units: MB, MB/min.
 -- Source: article 000 §3.3 (RSS rising one way, 1250 -> 1380 -> 1520 MB, is a leak of Python
 -- objects; a steady 1200-1350 MB band is healthy).
--- Step-shaped growth (issue 12: concurrent requests turn a leak into a noisy staircase whose R²
+-- Step-shaped growth (concurrent requests turn a leak into a noisy staircase whose R²
 -- stays low): rss_held_rise_mb = the lowest RSS of the last third of the process's sampled time
 -- minus the highest of its first third, a rise that held whatever the noise in between.
 WITH p AS (

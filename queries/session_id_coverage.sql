@@ -1,4 +1,4 @@
--- How many requests carry a usable session id (issue 11 item 4): a request is a v1 request event
+-- How many requests carry a usable session id: a request is a v1 request event
 -- or a legacy input event; null, "" and "unknown" (article 003's default) name no session.
 -- Unit: requests.
 -- The string tests once per distinct session id (a few requests share one), not per event.

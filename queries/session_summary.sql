@@ -1,6 +1,6 @@
 -- One row per session from the sessions view: requests, errors, time range, memory trend and the
 -- latency medians the report's session table shows. Units: ms, MiB/min, %.
--- Source: docs/internals.md (sessions view), DESIGN.md §7 (sessions keys).
+-- Source: docs/internals.md (sessions view; the report model's `sessions` keys).
 SELECT
     session_id, host, requests, errors, first_ts, last_ts, duration_min,
     reserved_slope_mb_per_min, reserved_r2, ghost_max_mb,

@@ -1,5 +1,5 @@
 -- The $limit slowest sessions by median end-to-end latency, with their request count, ttft and
--- tpot medians and worst e2e. Units: ms. Source: DESIGN.md §5.
+-- tpot medians and worst e2e. Units: ms. Definitions: docs/sql.md (the requests view).
 SELECT
     session_id,
     min(host) AS host,

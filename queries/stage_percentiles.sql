@@ -1,6 +1,6 @@
 -- Stage latency percentiles over the whole window: count, p50, p90, p95, p99, max.
 -- Unit: ms. One row per stage with measured durations (duration_ms NULL or -1 = not measured).
--- Percentiles are linear-interpolated (quantile_cont = numpy's default). Source: DESIGN.md §5;
+-- Percentiles are linear-interpolated (quantile_cont = numpy's default). Source:
 -- article 003 §3.1 (the latency slices of one request).
 -- The four percentiles come from one quantile_cont over a list: four scalar calls each keep their
 -- own copy of every duration (680 MB at 20 M events against 260 MB; same values).

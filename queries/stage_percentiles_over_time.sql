@@ -1,6 +1,6 @@
 -- Stage latency percentiles per time bucket (the "p95 prefill by hour" chart).
 -- Unit: ms. $bucket is a date_trunc unit ('second', 'minute', 'hour' or 'day') chosen from the span of the
--- logs so a year of logs stays a few thousand rows. Source: DESIGN.md §5; 003 §3.1.
+-- logs so a year of logs stays a few thousand rows. Source: 003 §3.1; percentiles as docs/sql.md.
 -- date_trunc in the reader's zone is costly per row, so it runs once per distinct UTC minute
 -- (integer arithmetic per row): zone offsets are whole minutes, so a UTC minute lies in one bucket.
 -- series stage_latency_by_hour: bucket, stage, count, p50_ms, p90_ms, p95_ms, p99_ms, max_ms

@@ -74,8 +74,8 @@ def folders() -> list[dict]:
             **V1_WINDOW,
         }
     )  # fmt: skip
-    # Issue 12: one process serving overlapping sessions, CPU-only hosts, OOM fallbacks, the seed
-    # format's turn spacing (analyzer/simulate/concurrent.py).
+    # Concurrent scenarios: one process serving overlapping sessions, CPU-only hosts, OOM
+    # fallbacks, the seed format's turn spacing (analyzer/simulate/concurrent.py).
     for name, spec in CONCURRENT_SCENARIOS.items():
         out.append({"folder": name, "concurrent": True, "fmt": spec.fmt, "hosts": 1})
     return out
@@ -209,7 +209,7 @@ the others and stay quiet.
   engine with a small KV cache is overloaded for five minutes (09:08–09:13 UTC): requests wait for
   KV blocks, so `queue_wait` fires and the server's waiting-requests gauge rises. The events
   column counts spans; the spans carry no session id, so it has no sessions.
-- "healthy" sessions stay clearly inside every DESIGN.md §6 threshold; a fault is injected into
+- "healthy" sessions stay clearly inside every threshold of docs/rules.md; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 
 | folder | format | hosts | events | sessions (without a session fault) | dslogs should report |

@@ -24,7 +24,7 @@ atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 @cache
 def simulated(scenario: str, fmt: str = "v1", seed: int = SEED, hosts: int = HOSTS) -> tuple[Path, dict]:
     out = _ROOT / f"{scenario}-{fmt}-{seed}-{hosts}"
-    if scenario in CONCURRENT_SCENARIOS:  # issue 12: overlapping sessions in one process
+    if scenario in CONCURRENT_SCENARIOS:  # overlapping sessions in one process
         simulate_concurrent(out, scenario, seed=seed)
     else:
         simulate(out, scenarios=[scenario], seed=seed, fmt=fmt, hosts=hosts, events=EVENTS)

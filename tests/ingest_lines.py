@@ -1,4 +1,4 @@
-"""Hand-made log lines for the ingest tests: v1 (DESIGN.md §3) and the legacy seed format
+"""Hand-made log lines for the ingest tests: v1 (collector/schema.py) and the legacy seed format
 (article 003 §2.2: no v, naive local timestamp, duration_ms -1, one inference stage, allocated
 memory in kv_cache_size_mb). Written independently of the simulator."""
 

@@ -1,5 +1,6 @@
-"""Small simulator runs shared by test_simulate.py and test_schema.py, and an independent
-reading of DESIGN.md §6 to check that each scenario shows its fault (and healthy traffic none).
+"""Small simulator runs shared by test_simulate.py and test_schema.py, and an independent reading of
+the rules' thresholds (docs/rules.md) to check that each scenario shows its fault (and healthy
+traffic none).
 
 The checker below is deliberately naive Python over the raw lines: it shares no code with the
 simulator or the analyzer, so a simulator bug cannot hide behind the same mistake twice.

@@ -1,8 +1,8 @@
-"""Issue 12, analyzer side: memory growth attributed to sessions through their own requests'
-before/after deltas (concurrent requests in one process), process-scoped findings, the
+"""Attribution by request, analyzer side: memory growth attributed to sessions through their own
+requests' before/after deltas (concurrent requests in one process), process-scoped findings, the
 turn-based reserved check and the checklist agreeing with memory_leak on every session of every
-sample_logs folder, causes that survive a fallback, no GPU verdicts without a GPU, the queue
-stage in TTFT and e2e, and the notes for future naive timestamps and missing session ids."""
+sample_logs folder, causes that survive a fallback, no GPU verdicts without a GPU, the queue stage
+in TTFT and e2e, and the notes for future naive timestamps and missing session ids."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The cache replaces only its own files, and file identity never claims "same content" falsely
-(issue 13 item 2)."""
+"""The cache replaces only its own files, and file identity never claims "same content"
+falsely."""
 
 from __future__ import annotations
 

@@ -24,10 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _ramp_trace(folder: Path, *, leak_mb: float = 0.0, per_request_mb: float = 150.0, minutes_per_step: int = 10,
                 steps: int = 8, seed: int = 3) -> int:
-    """The trace of issue 27's Why: load rises in steps from 1 to ``steps`` clients (closed loop),
-    each request leaves nothing behind (reserved before = after), the process's reserved memory
-    follows the requests in flight (``per_request_mb`` each) and, with ``leak_mb``, also grows by
-    that much per completed request whatever the load. Ends at full load (no drain)."""
+    """A load ramp, which a leak check must not take for a leak: load rises in steps from 1 to
+    ``steps`` clients (closed loop), each request leaves nothing behind (reserved before = after),
+    the process's reserved memory follows the requests in flight (``per_request_mb`` each) and, with
+    ``leak_mb``, also grows by that much per completed request whatever the load. Ends at full load
+    (no drain)."""
     rng = Random(seed)
     t_start = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
     lines: list[tuple[float, dict]] = []

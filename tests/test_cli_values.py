@@ -1,4 +1,4 @@
-"""Every CLI value and threshold is validated (issue 13 item 6): out-of-range durations and weeks,
+"""Every CLI value and threshold is validated: out-of-range durations and weeks,
 non-finite or negative thresholds are exit 2 with one line; extreme event years do not crash."""
 
 from __future__ import annotations

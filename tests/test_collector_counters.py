@@ -1,4 +1,4 @@
-"""Counters that add up (issue 11 item 6): once the queue is empty, written + dropped ==
+"""Counters that add up: once the queue is empty, written + dropped ==
 accepted, and the lines on disk are exactly `written`, whatever failed on the way: a full
 disk (a real tmpfs when this machine lets us mount one, and always an injected ENOSPC), a
 rotation that cannot create its file, a batch split by a rotation whose second half fails, a

@@ -146,7 +146,7 @@ def test_tokenize_helper_and_tokenizer_think_id(model, tokenizer, tmp_path):
     gen = out[0, PROMPT:].tolist()
     think = tokenizer.convert_tokens_to_ids("</think>")
     assert dec["reasoning_len"] == (gen.index(think) + 1 if think in gen else 0)
-    # ttft = tokenize + prefill (DESIGN.md §5)
+    # ttft = tokenize + queue + prefill (docs/sql.md, the requests view); no queue stage here
     assert req["ttft_ms"] == pytest.approx(tok["duration_ms"] + pre["duration_ms"], abs=0.01)
     assert req["finish_reason"] == ("stop" if gen[-1] == tokenizer.eos_token_id else "length")
     # no prompt or response text unless asked
@@ -202,7 +202,7 @@ def test_oom_fallback_to_greedy(model, tmp_path):
     t.close()
     assert out.shape == (1, PROMPT + 6)
     ev = events_of(tmp_path)
-    # one request line for the turn: the failed attempt is in it (issue 12 item 3)
+    # one request line for the turn: the failed attempt is in it
     assert [e["stage"] for e in ev] == ["error", "prefill", "decode", "request", "kv_cache"]
     err, pre, dec, req, _ = ev
     assert err["error_type"] == "OutOfMemoryError" and err["fallback"] == "greedy"
@@ -295,7 +295,7 @@ def test_streaming_generate_on_its_own_thread(model, tokenizer, tmp_path):
     assert next(e for e in ev if e["stage"] == "prefill")["duration_ms"] > 0
 
 
-# -- request spans and per-request attribution (issue 12 items 1, 3, 4, 6) --------------------
+# -- request spans and per-request attribution ----------------------------------------------
 
 
 def test_explicit_request_span_wraps_the_handler(model, tokenizer, tmp_path):

@@ -15,7 +15,7 @@ from tests.collector_helpers import FILE_RE, log_files, read_lines, validate
 REPO = Path(__file__).resolve().parents[1]
 PROCESSES = 4
 EVENTS = 25_000
-MAX_BYTES = 64 * 1024  # ~400 lines a file: ~300 rotations during the test (issue 11 item 7)
+MAX_BYTES = 64 * 1024  # ~400 lines a file: ~300 rotations during the test, raced by 4 writers
 
 WORKER = """
 import sys

@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT write what is queued before the process exits (issue 11 item 3).
+"""SIGTERM and SIGINT write what is queued before the process exits.
 
 A real child process logs one event per millisecond with a sequence number and reports each
 accepted seq on stdout; the test signals it mid-run. Every seq it accepted must be on disk

@@ -1,4 +1,4 @@
-"""`log_event` as a true drop-in for article 003's (issue 11 item 4): with only the import
+"""`log_event` as a true drop-in for article 003's: with only the import
 swapped, events carry st.session_state["session_id"], under a real Streamlit script run
 (streamlit.testing AppTest runs the script in this process, on Streamlit's script thread)."""
 

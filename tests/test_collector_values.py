@@ -1,4 +1,4 @@
-"""Never raises, never stalls (issue 11 item 5): any field name, any value type, any size.
+"""Never raises, never stalls: any field name, any value type, any size.
 
 The caller's thread only queues; the writer makes values JSON-safe by type (collector/values.py).
 These tests time the caller's call in wall-clock time while the writer works, so a writer that

@@ -1,4 +1,4 @@
-"""Discovery skips and counts what is not a regular readable file and goes on (issue 13 item 5):
+"""Discovery skips and counts what is not a regular readable file and goes on:
 FIFOs (never opened: that would block), sockets, dangling or looping symlinks, unreadable
 folders, names that are not UTF-8. Exit 2 only when nothing is readable."""
 

@@ -1,4 +1,4 @@
-"""The hourly cron over a growing log (issue 16 item 3): the collector appends to today's file
+"""The hourly cron over a growing log: the collector appends to today's file
 between cached runs; a grown file is read only past where the last read stopped
 (catalogue.grown), its rows keep the file's id, and the cache's requests_all/sessions_all are
 updated for the sessions the new lines touch (viewdefs.update_derived). Every report must equal
@@ -96,7 +96,7 @@ def counts(logs: Path, cache: Path | None) -> tuple:
 def derived(cache: Path) -> tuple[list, list]:
     """The cache's requests_all and sessions_all, in order, floats to 8 significant digits: the
     regr_slope/regr_r2 columns differ in their 9th-10th digit between any two runs (summation
-    order; issue 16's exact-aggregates item)."""
+    order)."""
     import duckdb
 
     def rounded(v):

@@ -1,5 +1,5 @@
 """The collector runs inside the user's inference process: importing it, creating a Tracer and
-writing events loads the standard library only (DESIGN.md §2). Optional packages come in only
+writing events loads the standard library only (docs/collector.md). Optional packages come in only
 when a sampler or the HF integration asks for them; the analyzer stack never."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Damaged input costs exactly its own lines (issue 13 item 1): each bad line named by file and
+"""Damaged input costs exactly its own lines: each bad line named by file and
 line with the right reason, judged the way DuckDB reads it, and no good line lost; the slow
 path costs one pass plus work per damaged line (no blind retries)."""
 

@@ -78,7 +78,7 @@ def test_cli_and_python_api_do_not_import_each_other():
 
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):
-    """A function-level import is an import (the cycles issue 14 found hid there)."""
+    """A function-level import is an import (import cycles hide there)."""
     pkg = tmp_path / "analyzer"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")

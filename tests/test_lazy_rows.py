@@ -1,5 +1,5 @@
 """Per-session / per-request metric tables kept in DuckDB and read a chunk at a time
-(rows.LazyRows, duckdb_engine.DuckDBSource._kept; issue 16 item 4: nothing proportional to the sessions
+(rows.LazyRows, duckdb_engine.DuckDBSource._kept: nothing proportional to the sessions
 held in Python): they read as the lists they replace, the report built from them is the same
 report byte for byte, and what Python holds for them does not grow with the sessions."""
 

@@ -1,4 +1,4 @@
-"""Queries rewritten for speed (issue 16 item 3) give exactly the tables of their former SQL.
+"""Queries rewritten for speed give exactly the tables of their former SQL.
 
 tests/fixtures/query_oracles/<name>.sql is each query as it was before the rewrite (the plain
 formulation: windows over every row, date_trunc per row); the current queries/<name>.sql must

@@ -1,4 +1,4 @@
-"""`dslogs query` is read-only by default (issue 13 item 3, DESIGN.md §7/§10): one statement,
+"""`dslogs query` is read-only by default (analyzer/ingest/sandbox.py): one statement,
 over the views, no file, network or extension, the configuration locked, the cache untouched."""
 
 from __future__ import annotations

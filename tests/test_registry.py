@@ -1,4 +1,4 @@
-"""Rules, charts, series and metric queries are registered once (issue 14 item 5), and every link
+"""Rules, charts, series and metric queries are registered once, and every link
 between them resolves: a rule's findings point at report sections and charts that exist (on the
 page too), a rule reads the metric tables it declares, a chart reads series the model has, every
 query file is read by something, every rule has a simulator scenario.

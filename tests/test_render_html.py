@@ -338,7 +338,8 @@ def test_analyze_then_json_then_render_equals_analyze_html(sample_model, tmp_pat
 
 
 def test_a_minimal_model_renders(tmp_path):
-    """Only the normative keys (DESIGN §7): every other part is optional to the renderer."""
+    """Only the top-level keys the report's JSON Schema requires: every other part is optional to
+    the renderer."""
     m = {"schema": "dslogs.report/1", "window": {"since": None, "until": None}, "ingest": {"files": 1, "events": 3},
          "stages": [], "requests": {"count": 0}, "sessions": [], "findings": []}
     page = render_html(m)

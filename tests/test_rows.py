@@ -1,4 +1,4 @@
-"""Large metric tables kept column by column (analyzer/metrics/rows.py, issue 16 item 4): a Rows reads as
+"""Large metric tables kept column by column (analyzer/metrics/rows.py): a Rows reads as
 the list of row dicts it replaces, and a report built with every table compact is the report
 built from lists, on every folder of sample_logs/."""
 

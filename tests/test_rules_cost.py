@@ -1,4 +1,4 @@
-"""The rules' Python cost per session (issue 16 items 3 and 4): ``attribute_deltas`` on lists
+"""The rules' Python cost per session: ``attribute_deltas`` on lists
 indexed by number and ``memory_leak_verdicts`` keeping a verdict only for the flagged sessions
 give what the former layouts gave, bit for bit, on randomized inputs: the former code is kept
 below as the reference (analyzer/rules/ before branch rulescost, verbatim but for names)."""
@@ -144,7 +144,7 @@ class RefOverlaps:
 class RefVerdict:
     """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
     ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
-    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory (issue 16 item 4)."""
+    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory."""
 
     __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
                  "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
@@ -184,7 +184,7 @@ def ref_memory_leak_verdicts(m: dict, t: dict) -> dict:
     """
     th = t["memory_leak"]
     cpu = cpu_only_hosts(m)
-    # a view read twice, not a copy (one row per request: kept in DuckDB when large, issue 16 item 4)
+    # a view read twice, not a copy (one row per request: kept in DuckDB when large)
     deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = ref_attribute_deltas(deltas, "gpu_delta_mb")
     sessions: dict[str, dict] = {}
@@ -199,7 +199,7 @@ def ref_memory_leak_verdicts(m: dict, t: dict) -> dict:
         v = sessions.get(r["session_id"])
         if v is not None:
             v.update(host=r.get("host"), pid=r.get("pid"))
-    # a generator: the table may hold 400 k+ sessions, read once (issue 16 item 4)
+    # a generator: the table may hold 400 k+ sessions, read once
     snaps = (r for r in m.get("memory_per_session", [])
              if r.get("host") not in cpu and r["session_id"] not in rates
              and (r.get("samples") or 0) >= th["min_samples"] and r.get("reserved_first_mb") is not None)

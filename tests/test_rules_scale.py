@@ -1,4 +1,4 @@
-"""Rules at scale (issue 16 item 4): a finding over many sessions lists the worst ones, not the
+"""Rules at scale: a finding over many sessions lists the worst ones, not the
 first ids in alphabetical order (session_count keeps the full number)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_a_finding_over_many_sessions_lists_the_worst_ones():
 def test_rules_over_compact_tables_keep_only_the_hits():
     # The per-session tables of a large window as rows.Rows (30 k sessions): the rules give what
     # they give over lists, and read them as streams: at no point do they hold a row dict per
-    # session (their peak stays under one table's worth of dicts; issue 16 item 4).
+    # session (their peak stays under one table's worth of dicts).
     import tracemalloc
 
     import duckdb

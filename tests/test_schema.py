@@ -120,7 +120,8 @@ def test_every_simulated_v1_event_validates(scenario):
         unknown = set(event) - set(stage_fields(stage)) - ({"level", "debug"} if scenario == "log_volume" else set())
         assert not unknown, (rel, i, unknown)
         stages_seen[stage] = stages_seen.get(stage, 0) + 1
-        # DESIGN.md §3 common fields: every line carries them, ids null only for samplers.
+        # The trace schema's common fields (collector/schema.py): every line carries them, ids null
+        # only for samplers.
         assert event["v"] == 1 and RFC3339_MS.match(event["ts"]), (rel, i)
         assert isinstance(event["host"], str) and isinstance(event["pid"], int), (rel, i)
         assert "session_id" in event and "request_id" in event, (rel, i)

@@ -1,7 +1,7 @@
 """The fault simulator: determinism, files (rotation, gzip, local days), truth.json against the
-files, each scenario showing exactly its fault under an independent reading of DESIGN.md §6,
-the legacy writer matching article 003 §2.2, the CLI contract, and sample_logs/ being what
-scripts/make_sample_logs.py produces."""
+files, each scenario showing exactly its fault under an independent reading of the rules' thresholds
+(docs/rules.md), the legacy writer matching article 003 §2.2, the CLI contract, and sample_logs/
+being what scripts/make_sample_logs.py produces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Spark engine gives DuckDB's answers (DESIGN.md §9): Spark runs the DuckDB analysis per
+"""The Spark engine gives DuckDB's answers (docs/scale.md): Spark runs the DuckDB analysis per
 set of hosts and merges (analyzer/engines/merge.py); same views, same metric tables, same report model, on
 sample_logs/ and on a simulated multi-host set read back from compacted Parquet.
 

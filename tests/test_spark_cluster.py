@@ -1,4 +1,4 @@
-"""`--engine spark --master spark://…` on a real standalone cluster (DESIGN.md §9).
+"""`--engine spark --master spark://…` on a real standalone cluster (docs/scale.md).
 
 The other Spark tests use ``local[2]``: one JVM that reads the files and runs every task itself.
 Here a standalone master and a worker are started from pyspark's own ``spark-class`` (what

@@ -1,4 +1,4 @@
-"""Every log-derived string is safe for its medium (issue 13 item 4): charts (vl-convert aborts
+"""Every log-derived string is safe for its medium: charts (vl-convert aborts
 on control characters), terminal tables, Markdown, CSV (formulas), suggested shell commands."""
 
 from __future__ import annotations

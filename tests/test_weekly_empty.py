@@ -1,4 +1,4 @@
-"""Weekly with an empty week (issue 12 item 5): it names the weeks that hold logs, and when the
+"""Weekly with an empty week: it names the weeks that hold logs, and when the
 default (last full) week is empty it shows this week so far."""
 
 from __future__ import annotations

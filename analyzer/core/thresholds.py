@@ -11,8 +11,8 @@ The file mirrors ``DEFAULTS``: one table per rule id, declared with the rule (pl
 
 A key that is not in ``DEFAULTS`` is a ``UsageError`` naming the key and the file (a typo must
 not silently keep the default). Values must have the default's type (ints are accepted for
-floats). Each default cites the section of ``../shared/seeds`` it comes from; the few that are
-ours (no seed gives a number) say so.
+floats). Each default cites the section of the seed article it comes from (docs/sources.md);
+the few that are ours (no seed gives a number) say so.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What of dslogs this checkout has, for assertions that need another branch's work.
 
-The apps need the collector's request-span API (TEAM.md's collector contract:
+The apps need the collector's request-span API (docs/collector.md:
 ``Tracer(memory_probe=)``, ``tracer.request()``, ``tracer.stream_generate()``, from branch
 stream), which this branch has merged. The analyzer side (branch diagnosis) is detected here so
 that its assertions are marked xfail(strict) on a checkout without it: once it is there they

@@ -189,7 +189,7 @@ def test_article_no_finding_names_a_healthy_session(article_run, article_report)
 
 def checklist_agrees_with_memory_leak(run, report, leaky_keys):
     """003 §5.3's "reserved_mb within ±200 MiB" checklist item and the memory_leak rule name
-    the same sessions, the leaking ones (issue 12: they contradicted each other)."""
+    the same sessions, the leaking ones (two readings of one verdict must agree)."""
     item = next(c for c in report["checklist"] if c["id"] == "reserved_band")
     leaky = {run["sid_of"][k] for k in leaky_keys}
     assert item["status"] == "FAIL" and set(item.get("sessions") or []) == leaky, item

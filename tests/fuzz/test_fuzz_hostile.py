@@ -1,4 +1,4 @@
-"""Fuzz: hostile strings in every string field (issue 13 items 4 and 7).
+"""Fuzz: hostile strings in every string field.
 
 Each case puts hostile strings (script and markup injection, template syntax, terminal escapes,
 bidi overrides, NUL, spreadsheet formulas, option-looking ids, very long text) into every

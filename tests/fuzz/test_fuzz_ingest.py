@@ -1,4 +1,4 @@
-"""Fuzz: damaged logs cost exactly their own lines (issue 13 item 7).
+"""Fuzz: damaged logs cost exactly their own lines.
 
 Seeded and reproducible: case k of a class uses random.Random(f"{class}-{k}"). A failing case
 prints its seed and keeps its file under test-output/fuzz/. DSLOGS_FUZZ_CASES scales every

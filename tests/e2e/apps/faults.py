@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
-HOST_LEAK_MB = 40  # kept per request by host-leaking sessions (issue 12's measurement)
+HOST_LEAK_MB = 40  # kept per request by host-leaking sessions
 GPU_LEAK_MB = 512  # reserved left behind per request by GPU-leaking sessions
 HOST_TRANSIENT_MB = 200  # host memory a transient-heavy request holds while it generates, then frees (2 GiB-class on a GPU box)
 ACTIVATION_MB = 32  # what any request holds on the (fake) GPU while it runs: a 1.5B model's KV cache and logits for a short chat

@@ -1,7 +1,7 @@
 # utils/logger.py
 # Article 003 §2.2's logger, copied as printed. The one addition is `import streamlit as st`
 # (marked below): the printed module uses `st` without importing it. Its lines are the legacy
-# seed format dslogs reads as-is (DESIGN.md §4): no `v`, a naive local `timestamp`, -1 for
+# seed format dslogs reads as-is (its `legacy` format): no `v`, a naive local `timestamp`, -1 for
 # "not measured".
 import json
 import os  # noqa: F401 - as printed
