@@ -137,6 +137,22 @@ def number(help: str, option: str, integer: bool = False, minimum: float | None 
     return typer.Option(option, help=help, parser=parse, metavar="INTEGER" if integer else "NUMBER")
 
 
+def _print_notes(model: dict) -> None:
+    """A model's notes (an empty window, ids missing, estimates) on stderr, one line each."""
+    for note in model.get("notes") or []:
+        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
+
+
+def _warn_if_window_empty(db, paths, since, until, tz, cache, no_cache) -> None:
+    """A window that holds no events while the files hold some says so, as analyze's note does,
+    so that `--since 1d` over older logs is not a silent empty answer."""
+    if (since is not None or until is not None) and not (db.ingest or {}).get("events"):
+        from analyzer.model.report import empty_window_note
+
+        if note := empty_window_note(paths, since, until, tz, cache, not no_cache):
+            _print_notes({"notes": [note]})
+
+
 LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Window start: 30m, 12h, 1d, 7d, 2w or an ISO date.")
@@ -246,8 +262,7 @@ def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, f
         session_attr=session_attr,
     )
     progress.phase("rendering")
-    for note in model.get("notes") or []:
-        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
+    _print_notes(model)
     from analyzer.render.report import render_report
 
     text = render_report(model, format.value)
@@ -291,6 +306,7 @@ def capacity(
         model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
                      use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
         progress.phase("rendering")
+        _print_notes(model)
         text = _run(render_capacity, model, format.value)
     _write_or_print(text, out or (Path("dslogs-capacity.html") if format is ReportFormat.html else None))
 
@@ -425,6 +441,7 @@ def query(
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
             db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+            _run(_warn_if_window_empty, db, logs, since, until, tz, cache, no_cache)
             result = _run(run_user_query, db, sql, allow_files, stop)
     if out is not None:
         from analyzer.core.outfile import open_out
@@ -458,6 +475,7 @@ def session(
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+    _run(_warn_if_window_empty, db, paths, since, until, tz, cache, no_cache)
     session_id = _run(resolve_session, db, session_id)
     result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:

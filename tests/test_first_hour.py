@@ -37,6 +37,22 @@ def test_empty_window_before_the_data_suggests_until():
     assert "> **Note:** no events in the window" in res.stdout
 
 
+@pytest.mark.parametrize("command", [["capacity", HEALTHY, "--format", "md"], ["query", HEALTHY, "SELECT count(*) AS n FROM requests"],
+                                     ["session", HEALTHY, "no-such-id"]])  # fmt: skip
+def test_every_command_over_an_empty_window_says_where_the_data_is(command):
+    """capacity, query and session read a window too: one warning, as analyze gives, never a
+    silent empty answer; and the answer itself is unchanged (stdout stays what it was)."""
+    res = CliRunner().invoke(app, [*command, "--since", "2027-01-01", "--tz", "UTC", "--no-cache"])
+    warnings = [ln for ln in res.stderr.splitlines() if "no events in the window" in ln]
+    assert len(warnings) == 1 and "--since 2026-11-24 would include them" in warnings[0], res.output
+    if command[0] == "capacity":
+        assert "> **Note:** no events in the window" in res.stdout
+    if command[0] == "query":
+        assert res.exit_code == 0 and "no events in the window" not in res.stdout
+    res = CliRunner().invoke(app, [*command, "--since", "2026-11-24", "--tz", "UTC", "--no-cache"])
+    assert "no events in the window" not in res.stderr
+
+
 def _analyze_json(*args: str) -> dict:
     res = CliRunner().invoke(app, ["analyze", *args, "--format", "json", "--no-cache"])
     assert res.exit_code == 0, res.output

@@ -54,10 +54,13 @@ def _commands(logs: Path, report: Path, out: str) -> dict[str, list[str]]:
                    "--format", "md", "--out", out],
         "query": ["query", str(logs), "SELECT count(*) AS n FROM requests", "--no-cache", "--format", "csv",
                   "--out", out],
+        "capacity": ["capacity", str(logs), "--no-cache", "--format", "md", "--out", out],
+        "capacity-html": ["capacity", str(logs), "--no-cache", "--out", out],
     }
 
 
-COMMANDS = ["analyze-html", "analyze-json", "analyze-md", "render", "diff", "diff-html", "weekly", "query"]
+COMMANDS = ["analyze-html", "analyze-json", "analyze-md", "render", "diff", "diff-html", "weekly", "query", "capacity",
+            "capacity-html"]
 
 
 def _one_line(r, path: str, reason: str):
@@ -187,3 +190,12 @@ def test_compact_makes_a_missing_out_folder_with_its_parents(logs, tmp_path):
     r = CliRunner().invoke(app, ["compact", str(logs), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert list(out.rglob("*.parquet")) and not list(out.glob(".probe.*"))
+
+
+@pytest.mark.parametrize("command", ["analyze", "capacity"])
+def test_out_is_checked_before_the_logs_are_read(tmp_path, command):
+    """Minutes of reading are not spent on a result that cannot be written: the --out error
+    comes first, even over logs that would fail themselves."""
+    out = tmp_path / "no" / "r.html"
+    r = CliRunner().invoke(app, [command, str(tmp_path / "no-logs-here"), "--no-cache", "--out", str(out)])
+    _one_line(r, str(out), "folder does not exist")

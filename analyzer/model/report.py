@@ -122,7 +122,11 @@ def capacity_logs(
     source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
                          master=master, session_attr=session_attr)  # fmt: skip
     try:
-        return build_capacity(source, thresholds)
+        model = build_capacity(source, thresholds)
+        if (since is not None or until is not None) and not (source.ingest or {}).get("events") \
+                and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
+            model["notes"] = [note]
+        return model
     finally:
         source.close()
 

@@ -87,6 +87,8 @@ def render_capacity_markdown(model: dict) -> str:
     """``dslogs capacity --format md``."""
     w = model.get("window") or {}
     out = ["# dslogs capacity", "", f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}.", ""]
+    for note in model.get("notes") or []:
+        out += [f"> **Note:** {_text(note.get('message'))}", ""]
     for f in model.get("findings") or []:
         out += [f"- **{_text(f.get('rule'))}** ({_text(f.get('severity'))}): {_esc(f.get('message'))}",
                 f"  - fix: {_text(f.get('fix'))}"]
