@@ -9,6 +9,7 @@ import json
 import re
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,13 @@ from analyzer.core.format import terminal as _ms
 from analyzer.live.watch import Window
 
 runner = CliRunner()
+
+
+def _lines(path) -> list[bytes]:
+    import gzip
+
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).splitlines()
 
 
 def _iso(t: float) -> str:
@@ -150,3 +158,32 @@ def test_mixed_host_types_and_every_hostile_line_at_once(tmp_path):
     res = runner.invoke(app, ["watch", str(tmp_path / "logs"), "--once"])
     assert res.exit_code == 0, res.output
     assert f"{bad} unreadable lines" in res.output and "Traceback" not in res.output
+
+
+def test_watch_follows_otlp_traces_and_skips_prometheus_snapshots():
+    """sample_logs/vllm: OTLP/JSON spans written by the OpenTelemetry SDK beside Prometheus
+    snapshots. watch reads the spans as analyze does (same requests, errors, latency and the
+    overload rule) and takes the snapshots for what they are, not for unreadable lines."""
+    logs = "sample_logs/vllm"
+    res = runner.invoke(app, ["watch", logs, "--once", "--window", "3650d"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"since start: 533 requests, 2 errors, 0 unreadable lines", res.output), res.output
+    watched = _latency_rows(res.output)
+    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).output)
+    req = model["requests"]
+    assert req["count"] == 533 and req["errors"] == 2
+    for label, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("end-to-end", "e2e_ms")):
+        p = req[key]
+        assert watched[label] == (_ms(p["p50"]), _ms(p["p95"]), str(p["count"])), (label, p)
+    assert "queue_wait" in res.output and "queue_wait" in {f["rule"] for f in model["findings"]}
+
+
+def test_a_batch_of_mixed_lines_reads_the_traces_and_the_events_each_by_its_own_statement(tmp_path):
+    logs, now = _logs(tmp_path)
+    traces = [line for f in sorted(Path("sample_logs/vllm").glob("otel-traces*")) for line in _lines(f)]
+    win = Window(3650 * 86400)
+    mixed = [line for f in sorted(logs.iterdir()) for line in f.read_bytes().splitlines()] + traces
+    win.add(mixed)
+    frame = win.frame(now)
+    assert win.bad_lines == 0 and frame["requests"] == 533 + 37 + 1
+    win.close()

@@ -35,6 +35,8 @@ from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
 from analyzer.core.time import parse_duration
 from analyzer.ingest.discovery import discover, name_sort_key, printable
+from analyzer.ingest.formats import is_otlp_traces
+from analyzer.ingest.logs import is_snapshot
 from analyzer.ingest.validate import MAX_LINE_BYTES
 
 BACKFILL_BYTES = 32 << 20
@@ -97,8 +99,11 @@ class LogTail:
             return [], []  # nothing there yet (an empty folder): keep polling
         for display, why in found.unreadable:
             self._warn(display, why)
-        plain = [f.display for f in found.files if not f.compressed]
-        gz = [f.display for f in found.files if f.compressed]
+        # a Prometheus snapshot holds no events: analyze reads it for the server-metrics section,
+        # a live view of events has nothing to take from it
+        files = [f for f in found.files if not is_snapshot(f.path, f.display, f.size)]
+        plain = [f.display for f in files if not f.compressed]
+        gz = [f.display for f in files if f.compressed]
         # write order (day, then rotation index): the window then receives lines nearly in time order
         return sorted(plain, key=name_sort_key), sorted(gz, key=name_sort_key)
 
@@ -331,11 +336,22 @@ class Window:
     def add(self, lines: list[bytes]) -> None:
         """Read ``lines`` (complete lines, no newline) through ingest's reader: the line judge
         of analyze, bad lines counted, the events normalised by events.sql."""
+        if not lines:
+            return
+        # OTLP/JSON trace lines (one ExportTraceServiceRequest each) are read by their own
+        # statement, as analyze reads a traces file: they go to a batch of their own
+        traces = [raw for raw in lines if is_otlp_traces(raw[:64].lstrip())]
+        if traces and len(traces) < len(lines):
+            kept = set(map(id, traces))
+            self._add_batch([raw for raw in lines if id(raw) not in kept])
+            self._add_batch(traces)
+        else:
+            self._add_batch(lines)
+
+    def _add_batch(self, lines: list[bytes]) -> None:
         from analyzer.ingest import catalogue, storage
         from analyzer.ingest.catalogue import FileStats
 
-        if not lines:
-            return
         fid = self.next_id
         self.next_id += 1
         path = Path(self._tmp.name) / f"batch-{fid}.jsonl"

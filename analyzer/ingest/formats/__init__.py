@@ -34,8 +34,13 @@ class Format:
     sniff: Callable[[bytes, dict | None], bool]  # (first bytes, first line as JSON object)
 
 
-def _otlp(head: bytes, first: dict | None) -> bool:
+def is_otlp_traces(head: bytes) -> bool:
+    """Whether a line (or a file's first bytes) is an OTLP/JSON ExportTraceServiceRequest."""
     return bool(_OTLP_KEY.match(head)) and b'"resourceSpans"' in head[:64]
+
+
+def _otlp(head: bytes, first: dict | None) -> bool:
+    return is_otlp_traces(head)
 
 
 def _v1(head: bytes, first: dict | None) -> bool:
