@@ -88,6 +88,10 @@ def test_vllm_overload_found_and_unavailable_checks_named(vllm_run):
     assert items["ttft_p50"]["status"] in ("PASS", "FAIL")
     rules = {r["rule"]: r for r in model["rules"]}
     assert "not available for this source" in rules["slow_tokenize"]["reason"]
+    # vLLM spans never carry the reasoning block: no "0 %" share is quoted for them
+    note = items["short_prompt_e2e_p50"].get("note") or ""
+    assert "median reasoning share" not in note
+    assert "reasoning share not available for this source" in note
 
 
 def test_inflight_from_overlapping_spans(tmp_path):

@@ -575,11 +575,16 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
     kv_size = max((r["kv_cache_size_max_mb"] for r in metrics.get("kv_cache_per_session", [])
                    if r.get("kv_cache_size_max_mb") is not None), default=None)
     short_cls = classes.get("short") or classes.get("unknown")
+    from analyzer.ingest.formats import unavailable
+
     reasoning = short_e2e.get("reasoning_share_p50")
+    # a source that never carries the reasoning block (vLLM, GenAI spans) has no share to quote
+    share = ("reasoning share not available for this source" if unavailable(formats, "reasoning")
+             else f"median reasoning share {reasoning or 0:.0%}")
     cut = short_e2e.get("cut_count") or 0
     e2e_note = (
         f"{cut:,} of {short_e2e.get('count'):,} replies were longer than {c['short_answer_tokens']} tokens "
-        f"(median reasoning share {reasoning or 0:.0%}) and count their first {c['short_answer_tokens']} "
+        f"({share}) and count their first {c['short_answer_tokens']} "
         "only: the article's budget is for a short answer (docs/sources.md#003-5-2)"
         if cut else None
     )
