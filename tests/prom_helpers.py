@@ -58,3 +58,59 @@ class VllmServer:
         path = Path(folder) / f"metrics-{t}.prom"
         path.write_bytes(generate_latest(self.registry))
         return path
+
+
+class SglangServer:
+    """SGLang's /metrics (sglang/srt/metrics/collector.py): prometheus_client, as vLLM, with the
+    ``sglang:`` names and a ``model_name`` label."""
+
+    def __init__(self):
+        self.registry = r = CollectorRegistry()
+        labels = ["model_name"]
+        self.running = Gauge("sglang:num_running_reqs", "The number of running requests.", labels,
+                             registry=r).labels(MODEL)  # fmt: skip
+        self.queued = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels,
+                            registry=r).labels(MODEL)  # fmt: skip
+        self.token_usage = Gauge("sglang:token_usage", "The token usage.", labels, registry=r).labels(MODEL)
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", labels,
+                                     registry=r).labels(MODEL)  # fmt: skip
+        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",
+                                         labels, registry=r).labels(MODEL)  # fmt: skip
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                              labels, buckets=TTFT_BUCKETS, registry=r).labels(MODEL)  # fmt: skip
+
+    def finish(self, ttft: float, prompt: int, generated: int) -> None:
+        self.ttft.observe(ttft)
+        self.prompt_tokens.inc(prompt)
+        self.generation_tokens.inc(generated)
+
+    def scrape(self, folder: Path, t: int) -> Path:
+        path = Path(folder) / f"sglang-{t}.prom"
+        path.write_bytes(generate_latest(self.registry))
+        return path
+
+
+def llamacpp_text(prompt_total: int, predicted_total: int, processing: int, deferred: int) -> str:
+    """llama.cpp's ``llama-server --metrics``: the server formats the text itself (tools/server,
+    ``handle_metrics``), a HELP and a TYPE line per metric, no labels, no histograms."""
+    rows = [("prompt_tokens_total", "counter", "Number of prompt tokens processed.", prompt_total),
+            ("tokens_predicted_total", "counter", "Number of generation tokens processed.", predicted_total),
+            ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", 812.5),
+            ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", 41.25),
+            ("requests_processing", "gauge", "Number of requests processing.", processing),
+            ("requests_deferred", "gauge", "Number of requests deferred.", deferred)]
+    return "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {k}\nllamacpp:{n} {v}\n" for n, k, h, v in rows)
+
+
+def tgi_text(durations: list[float], queue_size: int, batch_size: int, buckets: list[float]) -> str:
+    """TGI's /metrics, written by the Rust ``metrics-exporter-prometheus`` with TGI's buckets for
+    its ``*_duration`` histograms: TYPE lines only, ``le`` labels, ``_sum`` and ``_count``."""
+    out = [f"# TYPE tgi_queue_size gauge\ntgi_queue_size {queue_size}\n",
+           f"# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size {batch_size}\n",
+           f"# TYPE tgi_request_count counter\ntgi_request_count {len(durations)}\n",
+           "# TYPE tgi_request_duration histogram\n"]
+    for le in buckets:
+        out.append(f'tgi_request_duration_bucket{{le="{le}"}} {sum(d <= le for d in durations)}\n')
+    out.append(f'tgi_request_duration_bucket{{le="+Inf"}} {len(durations)}\n')
+    out.append(f"tgi_request_duration_sum {sum(durations)}\ntgi_request_duration_count {len(durations)}\n")
+    return "".join(out)

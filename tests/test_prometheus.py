@@ -126,3 +126,57 @@ def test_server_gauges_chart_is_a_plain_vega_lite_dict(scrapes):
     assert CHARTS["server_gauges"].section == "server"
     json.dumps(chart.spec)  # plain JSON: no altair objects
     assert chart.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+def test_sglang_tgi_and_llamacpp_names_give_the_same_figures(tmp_path):
+    """The other servers' /metrics, each two scrapes a minute apart: percentiles from SGLang's
+    and TGI's histograms with their bucket, llama.cpp's counters as rates, and every server's
+    queue and batch gauges in the charted series."""
+    from prom_helpers import SglangServer, llamacpp_text, tgi_text
+
+    rng = random.Random(5)
+    sg = SglangServer()
+    (tmp_path / "sglang").mkdir()
+    sg.scrape(tmp_path / "sglang", T0)
+    window = [rng.uniform(0.05, 0.6) for _ in range(80)]
+    for ttft in window:
+        sg.finish(ttft, 120, 300)
+    sg.queued.set(7)
+    sg.running.set(3)
+    sg.scrape(tmp_path / "sglang", T0 + 60)
+    (tmp_path / "llamacpp").mkdir()
+    (tmp_path / "llamacpp" / f"llamacpp-{T0}.prom").write_text(llamacpp_text(1000, 4000, 0, 0))
+    (tmp_path / "llamacpp" / f"llamacpp-{T0 + 60}.prom").write_text(llamacpp_text(7000, 16000, 4, 9))
+    (tmp_path / "tgi").mkdir()
+    buckets = [0.5, 1.0, 2.0, 5.0, 10.0, 30.0]
+    first = [rng.uniform(0.3, 4) for _ in range(20)]
+    later = [rng.uniform(0.3, 4) for _ in range(60)]
+    (tmp_path / "tgi" / f"tgi-{T0}.prom").write_text(tgi_text(first, 0, 1, buckets))
+    (tmp_path / "tgi" / f"tgi-{T0 + 60}.prom").write_text(tgi_text(first + later, 12, 4, buckets))
+    files = sorted(tmp_path.rglob("*.prom"))
+    assert all(formats.sniff_file(f).name == "prometheus" for f in files)
+    servers, bad = prometheus.read_servers([(f, str(f.relative_to(tmp_path))) for f in files])
+    assert bad == [] and len(servers) == 3
+    by = {s["server"].split("/")[0]: s for s in servers}
+
+    ttft = {h["metric"]: h for h in by["sglang"]["histograms"]}["sglang:time_to_first_token_seconds"]
+    assert ttft["count"] == 80 and ttft["mean"] == pytest.approx(statistics.fmean(window))
+    true = sorted(window)[39]
+    lo, hi = ttft["p50_bucket"]
+    assert lo <= ttft["p50"] <= hi and lo <= true <= hi
+    rates = {c["metric"]: c for c in by["sglang"]["counters"]}
+    assert rates["sglang:generation_tokens"]["increase"] == 80 * 300
+
+    dur = {h["metric"]: h for h in by["tgi"]["histograms"]}["tgi_request_duration"]
+    assert dur["count"] == 60 and dur["mean"] == pytest.approx(statistics.fmean(later))
+    lo, hi = dur["p50_bucket"]
+    assert lo <= sorted(later)[29] <= hi and hi in buckets
+
+    rates = {c["metric"]: c for c in by["llamacpp"]["counters"]}
+    assert rates["llamacpp:tokens_predicted"]["per_s"] == pytest.approx(12000 / 60)
+
+    series = prometheus.gauge_rows(servers)
+    last = {(r["server"].split("/")[0], r["gauge"]): r["value"] for r in sorted(series, key=lambda r: r["ts"])}
+    assert last[("sglang", "waiting")] == 7 and last[("sglang", "running")] == 3
+    assert last[("tgi", "waiting")] == 12 and last[("tgi", "running")] == 4
+    assert last[("llamacpp", "waiting")] == 9 and last[("llamacpp", "running")] == 4
