@@ -152,6 +152,22 @@ def test_session_attr_names_the_session(tmp_path):
         assert db.con.execute("SELECT session_id FROM requests").fetchall() == [("c-9",)]
 
 
+def test_genai_time_per_output_token_is_the_requests_tpot(tmp_path):
+    """gen_ai.server.time_per_output_token (seconds) with the output tokens gives the decode
+    time, so TPOT is the span's own; a span without it has none (never a guess)."""
+    rec = Recorder({"service.name": "x", "host.name": "h"})
+    genai_call(rec, 1_796_000_000.0, 3.0, attrs={"gen_ai.system": "hf", "gen_ai.usage.output_tokens": 101,
+                                                 "gen_ai.server.time_to_first_token": 0.25,
+                                                 "gen_ai.server.time_per_output_token": 0.0275})
+    genai_call(rec, 1_796_000_005.0, 2.0, attrs={"gen_ai.system": "hf", "gen_ai.usage.output_tokens": 50})
+    rec.write(tmp_path / "t.json")
+    with open_logs([str(tmp_path)], use_cache=False) as db:
+        rows = db.con.execute("SELECT output_len, tpot_ms, ttft_ms, e2e_ms FROM requests ORDER BY output_len DESC").fetchall()
+    assert rows[0][0] == 101 and rows[0][1] == pytest.approx(27.5) and rows[0][2] == pytest.approx(250)
+    assert rows[0][3] == pytest.approx(3000)  # end-to-end stays the span's duration
+    assert rows[1][0] == 50 and rows[1][1] is None
+
+
 def test_discovery_takes_otlp_json_not_other_json(tmp_path):
     write_vllm(tmp_path / "traces.json", vllm_workload(5))
     (tmp_path / "report.json").write_text(json.dumps({"schema": "dslogs.report/1", "findings": []}))

@@ -8,8 +8,8 @@
 --          finish reasons as a JSON-encoded string, finish reason "abort" = an aborted request;
 --   genai: any other span with gen_ai.* attributes (OpenTelemetry GenAI semantic conventions,
 --          old and new token names; openlit, OpenLLMetry): the span's duration is end-to-end,
---          gen_ai.server.time_to_first_token the TTFT, an `exception` event or an ERROR status
---          an error. openlit's spans (its instrumentation scope, or telemetry.sdk.name on the span) are this
+--          gen_ai.server.time_to_first_token the TTFT, gen_ai.server.time_per_output_token times
+--          (output - 1) the decode, an `exception` event or an ERROR status an error. openlit's spans (its instrumentation scope, or telemetry.sdk.name on the span) are this
 --          profile under a name of their own, otlp:openlit: openlit counts tokens from the text's
 --          characters, so their token counts are estimates (the report says so).
 -- Ids are opaque strings (hex as OTLP/JSON writes them; base64 from a protobuf JSON dump reads
@@ -57,6 +57,7 @@ WITH lines AS (
         coalesce(TRY_CAST(otlp_attr(a, 'gen_ai.latency.time_in_model_decode').doubleValue AS DOUBLE), TRY_CAST(otlp_attr(a, 'gen_ai.latency.time_in_model_decode').intValue AS DOUBLE)) * 1000 AS decode_ms,
         coalesce(otlp_attr(a, 'gen_ai.latency.time_to_first_token').doubleValue, TRY_CAST(otlp_attr(a, 'gen_ai.latency.time_to_first_token').intValue AS DOUBLE),
                  otlp_attr(a, 'gen_ai.server.time_to_first_token').doubleValue, TRY_CAST(otlp_attr(a, 'gen_ai.server.time_to_first_token').intValue AS DOUBLE)) * 1000 AS ttft_ms,
+        coalesce(otlp_attr(a, 'gen_ai.server.time_per_output_token').doubleValue, TRY_CAST(otlp_attr(a, 'gen_ai.server.time_per_output_token').intValue AS DOUBLE)) * 1000 AS tpot_attr_ms,
         coalesce(otlp_attr(a, 'gen_ai.latency.e2e').doubleValue, TRY_CAST(otlp_attr(a, 'gen_ai.latency.e2e').intValue AS DOUBLE)) * 1000 AS e2e_s_ms,
         TRY_CAST(coalesce(otlp_attr(a, 'gen_ai.usage.input_tokens').intValue, otlp_attr(a, 'gen_ai.usage.prompt_tokens').intValue) AS BIGINT) AS input_len,
         TRY_CAST(coalesce(otlp_attr(a, 'gen_ai.usage.output_tokens').intValue, otlp_attr(a, 'gen_ai.usage.completion_tokens').intValue) AS BIGINT) AS output_len,
@@ -78,7 +79,9 @@ WITH lines AS (
         list_filter(exc.attributes, lambda x: x."key" = 'exception.message')[1]."value".stringValue AS exc_message
     FROM kv
 ), g AS (
-    SELECT *,
+    -- a GenAI span's time per output token (semconv, seconds) gives its decode time, so that
+    -- TPOT = decode / (output - 1) is the span's own figure
+    SELECT * REPLACE (coalesce(decode_ms, CASE WHEN output_len > 1 THEN tpot_attr_ms * (output_len - 1) END) AS decode_ms),
         coalesce(e2e_s_ms, (end_us - start_us) / 1000.0) AS e2e_ms,
         (has_exc OR status_error OR finish_reason = 'abort') AS failed,
         -- a CUDA OOM by its type's last name or its message, as the oom rule knows it
