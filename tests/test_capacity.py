@@ -221,3 +221,26 @@ def test_a_level_whose_requests_ran_out_of_memory_is_left_out_of_the_memory_fit(
     assert [lv for lv, _ in memory_points([*levels, rising], 8.0)] == [1, 2, 3, 4, 5]
     # too few readings left to fit: all of them count
     assert len(memory_points([levels[0], levels[1], {**capped, "level": 3, "reserved_peak_mb": 2000.0}], 8.0)) == 3
+
+
+def test_diff_shows_both_capacity_curves(tmp_path):
+    """`dslogs diff` of two services: per host pair the knee, the limit and MiB per request in
+    flight before → after, and the levels side by side, in Markdown and JSON."""
+    from analyzer.model.diff import build_diff
+    from analyzer.render.diff_md import render_markdown_diff
+
+    before, after = REPO / "sample_logs" / "concurrency_cliff", REPO / "sample_logs" / "oom_at_concurrency"
+    model = build_diff(before=[str(before)], after=[str(after)], use_cache=False)
+    (cap,) = model["capacity"]
+    sides = {side: _model(path)["capacity"][0] for side, path in (("before", before), ("after", after))}
+    for side, c in sides.items():
+        assert cap[f"{side}_knee"] == c["knee"] and cap[f"{side}_limit"] == c["recommendation"]["limit"]
+        assert cap[f"{side}_mb_per_request"] == pytest.approx(c["mb_per_request"])
+    assert (cap["before_knee"], cap["after_knee"]) == (3, 4)
+    levels = {r["level"]: r for r in cap["levels"]}
+    assert set(levels) == {lv["level"] for c in sides.values() for lv in c["levels"]}
+    top_before = max(lv["level"] for lv in sides["before"]["levels"])
+    assert levels[top_before]["before"]["requests"] > 0
+    text = render_markdown_diff(model)
+    assert "knee 3 → 4; recommended limit 3 → 4; MiB per request in flight" in text
+    assert "| in flight | requests | tokens/s | TPOT p95 (ms) | peak reserved (MiB) |" in text

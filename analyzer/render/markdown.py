@@ -69,8 +69,9 @@ def capacity_markdown(capacity: list[dict]) -> list[str]:
                f"GPU total {_num(c.get('gpu_total_mb'))} MiB") if c.get("mb_per_request") is not None else ""
         slo = "missed at every level" if c.get("slo_unmet") else (
             f"crossed at {_num(c['slo_level'])}" if c.get("slo_level") is not None else "met at every level")
-        out += [f"knee {seen(c.get('knee'))}; SLO {slo}; OOM likely from "
-                f"{_num(c['oom_level']) if c.get('oom_level') is not None else 'no level seen'}{mem}.", ""]
+        oom = (f"OOM likely from {_num(c['oom_level'])}" if c.get("oom_level") is not None
+               else "no OOM level predicted")
+        out += [f"knee {seen(c.get('knee'))}; SLO {slo}; {oom}{mem}.", ""]
         rows = [[_num(lv.get("level")) + ("*" if lv.get("sparse") else ""), _num(lv.get("requests")),
                  _num(lv.get("time_s")), _num(lv.get("ttft_p95_ms")), _num(lv.get("tpot_p50_ms")),
                  _num(lv.get("tpot_p95_ms")), _num(lv.get("e2e_p95_ms")), _num(lv.get("queue_p95_ms")),
