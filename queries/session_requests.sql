@@ -19,7 +19,7 @@ SELECT
     r.tpot_ms, r.e2e_ms, r.gpu_wait_pct, r.gpu_util_pct, r.kv_seq_len, r.num_beams, r.max_new_tokens,
     mem.reserved_mb, mem.allocated_mb, r.status, r.error_type, r.inflight,
     r.allocated_mb_before, r.allocated_mb_after, r.reserved_mb_before, r.reserved_mb_after,
-    r.failed_num_beams, r.failed_max_new_tokens
+    r.rss_mb_before, r.rss_mb_after, r.failed_num_beams, r.failed_max_new_tokens
 FROM r
 LEFT JOIN mem ON mem.request_id = r.request_id
 WHERE r.rn <= $max_requests

@@ -161,6 +161,27 @@ def test_memory_findings_carry_the_requests_that_kept_memory():
     assert page.count('class="kept-chart"') == len(ev["requests"]) and "Attribution by request" in page
 
 
+def test_host_ram_findings_carry_the_requests_that_kept_it():
+    """rss_growth names sessions too: each comes with the requests that kept host RAM, their RSS
+    before and after and what else was in flight, as a GPU memory finding does."""
+    model = _analyze_json("sample_logs/rss_staircase")
+    (rss,) = [f for f in model["findings"] if f["rule"] == "rss_growth" and f["scope"] == "session"]
+    ev = rss["evidence"]
+    assert ev["doc"] == "docs/rules.md#attribution-by-request"
+    assert {e["session_id"] for e in ev["requests"]} == set(rss["session_ids"])
+    for e in ev["requests"]:
+        assert e["basis"] == "host RAM (RSS) before/after each request" and e["requests"]
+        by_id = {r["request_id"]: r for r in model["session_details"][e["session_id"]]}
+        for r in e["requests"]:
+            src = by_id[r["request_id"]]
+            assert r["rss_before_mb"] == src["rss_mb_before"] and r["rss_after_mb"] == src["rss_mb_after"]
+            assert r["kept_mb"] == round(src["rss_mb_after"] - src["rss_mb_before"], 1)
+    from analyzer.render.html import render_html
+
+    page = render_html(model)
+    assert "Evidence: the requests that kept memory, per session (host RAM (RSS) before/after each request)" in page
+
+
 def test_oom_fix_names_only_the_causes_present():
     from analyzer.rules import defaults
     from analyzer.rules.evidence import fix_for, request_factors

@@ -3,8 +3,8 @@
 The rules judge metric tables; the report then has the request rows of the sessions it names
 (the drill-down, ``queries/session_requests.sql``). From those rows this module gives each finding
 that names sessions
-- for memory findings, the requests that kept memory: before, after, what they kept and how many
-  requests were in flight when they started (``memory_requests``);
+- for memory findings (GPU memory, host RAM), the requests that kept memory: before, after, what
+  they kept and how many requests were in flight when they started (``memory_requests``);
 - for findings whose fix names causes (OOM), the factors present or absent in the affected
   requests: beams, input length, history length, max_new_tokens (``request_factors``), and a fix
   text that names only the present ones (``fix_for``).
@@ -16,28 +16,30 @@ from analyzer.core import format as fmt
 
 ATTRIBUTION_DOC = "docs/rules.md#attribution-by-request"
 EVIDENCE_REQUESTS = 8  # requests shown per session in a memory finding's evidence
-MEMORY_RULES = ("memory_leak",)
+# the readings a memory rule's evidence is taken from, in order of preference
+MEMORY_RULES = {"memory_leak": ("allocated", "reserved"), "rss_growth": ("rss",)}
 FACTOR_RULES = ("oom",)
 # 003 §4.3: keep the last 8 turns of history (about 1500 tokens); a later turn carries more
 HISTORY_TURNS = 8
 
 
-def _kept(row: dict) -> tuple[str, float] | None:
+def _kept(row: dict, bases: tuple[str, ...] = ("allocated", "reserved")) -> tuple[str, float] | None:
     """(basis, MiB) a request kept: allocated after − before (the collector's own reading), else
-    reserved after − before; None without a before/after pair."""
-    for basis in ("allocated", "reserved"):
+    reserved after − before (or the process's RSS for host RAM); None without a pair."""
+    for basis in bases:
         before, after = row.get(f"{basis}_mb_before"), row.get(f"{basis}_mb_after")
         if before is not None and after is not None:
             return basis, after - before
     return None
 
 
-def memory_requests(rows: list[dict], limit: int = EVIDENCE_REQUESTS) -> dict:
+def memory_requests(rows: list[dict], limit: int = EVIDENCE_REQUESTS,
+                    bases: tuple[str, ...] = ("allocated", "reserved")) -> dict:
     """A session's requests that kept the most memory, in time order, with their before/after
     reading and the requests in flight when they started; without before/after pairs (article
     003's snapshots) the snapshot after each request and its rise over the previous one."""
     out = []
-    deltas = [(r, k) for r in rows if (k := _kept(r)) is not None]
+    deltas = [(r, k) for r in rows if (k := _kept(r, bases)) is not None]
     if deltas:
         basis = deltas[0][1][0]
         top = sorted(deltas, key=lambda rk: -rk[1][1])[:limit]
@@ -46,7 +48,10 @@ def memory_requests(rows: list[dict], limit: int = EVIDENCE_REQUESTS) -> dict:
                         "start_ts": r.get("start_ts"), f"{b}_before_mb": r.get(f"{b}_mb_before"),
                         f"{b}_after_mb": r.get(f"{b}_mb_after"), "kept_mb": round(kept, 1),
                         "inflight": r.get("inflight")})  # fmt: skip
-        return {"basis": f"{basis} before/after each request", "requests": out}
+        return {"basis": f"{'host RAM (RSS)' if basis == 'rss' else basis} before/after each request",
+                "requests": out}
+    if "reserved" not in bases:
+        return {"basis": "no before/after reading per request", "requests": []}
     snaps = [r for r in rows if r.get("reserved_mb") is not None]
     prev = None
     rises = []
@@ -121,7 +126,8 @@ def attach(findings: list[dict], details: dict[str, list[dict]], t: dict) -> Non
             continue
         ev = f.setdefault("evidence", {})
         if f["rule"] in MEMORY_RULES and f.get("scope") == "session":
-            ev["requests"] = [{"session_id": s, **memory_requests(details[s])} for s in sids]
+            bases = MEMORY_RULES[f["rule"]]
+            ev["requests"] = [{"session_id": s, **memory_requests(details[s], bases=bases)} for s in sids]
             ev["doc"] = ATTRIBUTION_DOC
         if f["rule"] in FACTOR_RULES:
             rows = [r for s in sids for r in _affected(details[s], f["rule"])]
