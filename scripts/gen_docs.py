@@ -29,6 +29,18 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _cited(source) -> str:
+    """A rule's source with each article section it cites linked to docs/sources.md."""
+    from analyzer.render.glossary import citations
+
+    text, out, last = str(source), [], 0
+    for m, key, anchor in citations(text):
+        out.append(_cell(text[last:m.start()]))
+        out.append(f"[{m.group(0)}](sources.md#{anchor})" if key else _cell(m.group(0)))
+        last = m.end()
+    return "".join(out) + _cell(text[last:])
+
+
 def _codes(names) -> str:
     return ", ".join(f"`{n}`" for n in names) or "—"
 
@@ -42,7 +54,7 @@ def rules_table() -> str:
     for rid, s in RULE_SPECS.items():
         area = s.fn.__module__.rpartition(".")[2] + (" (GPU)" if s.gpu else "")
         keys = ", ".join(f"`{k}` {v}" for k, v in table.get(rid, {}).items()) or "—"
-        out.append(f"| `{rid}` | {area} | {s.severity} | {_codes(s.inputs)} | {keys} | {_cell(s.source)} | "
+        out.append(f"| `{rid}` | {area} | {s.severity} | {_codes(s.inputs)} | {keys} | {_cited(s.source)} | "
                    f"{_codes(s.sections)} | {_codes(s.charts)} | {_cell(s.fix)} |")
     return "\n".join(out) + "\n"
 
@@ -54,7 +66,7 @@ def thresholds_table() -> str:
     out = ["| table | key | default | source |", "|---|---|---|---|"]
     for table, keys in DEFAULTS.items():
         for key, value in keys.items():
-            out.append(f"| `[{table}]` | `{key}` | {value} | {_cell(SOURCES[table][key])} |")
+            out.append(f"| `[{table}]` | `{key}` | {value} | {_cited(SOURCES[table][key])} |")
     return "\n".join(out) + "\n"
 
 

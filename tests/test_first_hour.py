@@ -4,6 +4,7 @@ session prefixes, progress, the cache)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -518,13 +519,14 @@ def test_every_citation_is_explained_and_documented():
 
     from analyzer import rules  # noqa: F401  (its rules declare their threshold tables)
     from analyzer.core.thresholds import SOURCES as WHYS
-    from analyzer.render.glossary import SOURCES
-    from analyzer.render.html import _CITATION, cite
+    from analyzer.render.glossary import _CITATION, SOURCES
+    from analyzer.render.html import cite, render_html
     from analyzer.rules.registry import RULE_SPECS
     from tests.test_lint import UNSHIPPED_REFERENCE
 
     cited = [s.source for s in RULE_SPECS.values()] + [c["source"] for c in _analyze_json(HEALTHY)["checklist"]]
     docs = Path("docs/sources.md").read_text(encoding="utf-8")
+    cited_ids: set[str] = set()
     for source in cited:
         article = None
         for m in _CITATION.finditer(source):
@@ -532,7 +534,13 @@ def test_every_citation_is_explained_and_documented():
             key = f"{article} §{m.group(2)}"
             assert key in SOURCES, (source, key)
             assert f'<a id="{article}-{m.group(2).replace(".", "-")}"></a>' in docs, key
-        assert "<abbr" in cite(source) or not _CITATION.search(source)
+        # each citation links to the report's own list of sources, which holds the section
+        page_ids = {f"src-{a}-{m.group(2).replace('.', '-')}" for m in _CITATION.finditer(source) for a in ("000", "003")}
+        links = re.findall(r'<a class="cite" href="#(src-[0-9-]+)"', str(cite(source)))
+        assert len(links) == len(_CITATION.findall(source)) and set(links) <= page_ids, (source, links)
+        cited_ids.update(links)
+    page = render_html(_analyze_json(HEALTHY))
+    assert cited_ids and all(f'id="{i}"' in page for i in cited_ids), cited_ids - set(re.findall(r'id="(src-[0-9-]+)"', page))
     whys = [why for table in WHYS.values() for why in table.values()]
     assert whys and not [w for w in whys if UNSHIPPED_REFERENCE.search(str(w))]
 

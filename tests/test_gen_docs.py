@@ -41,3 +41,13 @@ def test_a_stale_part_is_found_and_an_unknown_one_named():
     assert gen.regenerate(fresh) == fresh
     with pytest.raises(ValueError, match="unknown generated part 'nope'"):
         gen.regenerate("<!-- generated: nope -->\n<!-- end generated -->", "x.md")
+
+
+def test_every_citation_in_the_generated_tables_links_to_its_section_of_sources_md():
+    import re
+
+    gen = _gen()
+    sources = (REPO / "docs" / "sources.md").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([0-9-]+)"></a>', sources))
+    links = re.findall(r"\]\(sources\.md#([0-9-]+)\)", gen.rules_table() + gen.thresholds_table())
+    assert links and set(links) <= anchors, set(links) - anchors

@@ -3,6 +3,8 @@ tooltips, the Markdown report's glossary)."""
 
 from __future__ import annotations
 
+import re
+
 GLOSSARY: dict[str, str] = {
     "TTFT": "time to first token: from the request's start (queue wait included) to the first output token, ms",
     "TPOT": "time per output token after the first: decode time / (output tokens − 1), ms per token",
@@ -48,3 +50,38 @@ SOURCES: dict[str, str] = {
     "000 §5": "article 000, diagnosis table: memory creeping > 50 MiB/min = KV cache not shared; logs > 1 MB/s",
 }
 SOURCES["000 §5 table"] = SOURCES["000 §5"]
+
+# The two articles, by title (docs/sources.md says what each cited section says, in English).
+ARTICLES: dict[str, str] = {
+    "003": "“DeepSeek-R1-Distill-Qwen-1.5B 实操手册：日志监控 + 响应延迟埋点 + 性能瓶颈定位方法” "
+           "(hands-on manual: log monitoring, latency instrumentation and locating performance bottlenecks)",
+    "000": "“DeepSeek-R1-Distill-Qwen-1.5B 性能瓶颈定位：系统资源监控指南” "
+           "(locating performance bottlenecks: a guide to monitoring system resources)",
+}
+
+_CITATION = re.compile(r"(?:(000|003) )?§(\d+(?:\.\d+)?)( table)?")
+
+
+def citations(text: str):
+    """Each citation in a source text such as "000 §5 table; 003 §4.1, §5.3": (match, key in
+    SOURCES or None, anchor), a later "§5.3" taking the article named before it. The anchor is
+    docs/sources.md's (and the HTML report's) id of the section: "003-4-1"."""
+    article = None
+    for m in _CITATION.finditer(text):
+        article = m.group(1) or article
+        if article is None:
+            yield m, None, None
+            continue
+        key = f"{article} §{m.group(2)}"
+        yield m, (key if key in SOURCES else None), f"{article}-{m.group(2).replace('.', '-')}"
+
+
+def source_sections() -> list[tuple[str, str, str]]:
+    """(anchor, section, meaning) of every section the reports cite, article by article."""
+    out = []
+    for key, meaning in SOURCES.items():
+        if key.endswith(" table"):
+            continue
+        article, _, section = key.partition(" §")
+        out.append((f"{article}-{section.replace('.', '-')}", key, meaning))
+    return sorted(out, key=lambda t: (t[1][:3] != "003", [int(x) for x in t[1].split("§")[1].split(".")]))

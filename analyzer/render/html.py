@@ -90,25 +90,20 @@ def fmt_ts_short(value) -> str:
     return f"{m.group(1)} {m.group(2)}" if m else full
 
 
-_CITATION = re.compile(r"(?:(000|003) )?§(\d+(?:\.\d+)?)( table)?")
-
-
 def cite(source) -> Markup:
-    """A source like "000 §5 table; 003 §4.1, §5.3" with each section it cites explained in a
-    tooltip (glossary.SOURCES; docs/sources.md has the long form)."""
+    """A source like "000 §5 table; 003 §4.1, §5.3" with each section it cites linked to the
+    report's own list of sources (its one-line meaning as the tooltip; docs/sources.md has the
+    long form)."""
     from markupsafe import escape
 
-    from analyzer.render.glossary import SOURCES
+    from analyzer.render.glossary import SOURCES, citations
 
     text = "" if source is None else str(source)
-    out, last, article = [], 0, None
-    for m in _CITATION.finditer(text):
-        article = m.group(1) or article
-        key = f"{article} §{m.group(2)}{m.group(3) or ''}" if article else None
+    out, last = [], 0
+    for m, key, anchor in citations(text):
         out.append(str(escape(text[last:m.start()])))
-        meaning = SOURCES.get(key) or SOURCES.get(f"{article} §{m.group(2)}") if key else None
         span = str(escape(m.group(0)))
-        out.append(f'<abbr class="cite" title="{escape(meaning)}">{span}</abbr>' if meaning else span)
+        out.append(f'<a class="cite" href="#src-{anchor}" title="{escape(SOURCES[key])}">{span}</a>' if key else span)
         last = m.end()
     out.append(str(escape(text[last:])))
     return Markup("".join(out))
@@ -519,11 +514,13 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
             data_span = human_duration((parse_iso(window["last_event"]) - parse_iso(window["first_event"])).total_seconds())
         except ValueError:
             data_span = None
-    from analyzer.render.glossary import GLOSSARY
+    from analyzer.render.glossary import ARTICLES, GLOSSARY, source_sections
 
     return {
         "model": model,
         "glossary": GLOSSARY,
+        "articles": ARTICLES,
+        "source_sections": source_sections(),
         "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
