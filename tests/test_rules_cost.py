@@ -18,6 +18,7 @@ from analyzer.rules.attribution import (
     _beyond_load,
     _overlap,
     _process_key,
+    _Verdict,
     attribute_deltas,
     cpu_only_hosts,
     largest_rise,
@@ -141,34 +142,9 @@ class RefOverlaps:
         return out
 
 
-class RefVerdict:
-    """One session's memory_leak verdict, read and written as the dict it was (``v["rise_mb"]``,
-    ``v.get("pid")``, ``v["flagged"] = False``; a key never set reads as missing) in slots: one
-    per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory."""
-
-    __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
-                 "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
-                 "first_ts", "last_ts", "flagged", "process_scoped")  # fmt: skip
-
-    def __init__(self, **values):
-        for k, v in values.items():
-            setattr(self, k, v)
-
-    def get(self, key: str, default=None):
-        return getattr(self, key, default)
-
-    def __getitem__(self, key: str):
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def __setitem__(self, key: str, value) -> None:
-        setattr(self, key, value)
-
-    def update(self, **values) -> None:
-        for k, v in values.items():
-            setattr(self, k, v)
+# The verdict's storage (a dict's interface in slots) is not what changed: the reference keeps
+# its verdicts in the rules' own class.
+RefVerdict = _Verdict
 
 
 def ref_memory_leak_verdicts(m: dict, t: dict) -> dict:

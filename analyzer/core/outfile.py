@@ -54,20 +54,30 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-@contextlib.contextmanager
-def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """A text stream whose content replaces ``path`` only when the block ends without error."""
+def _file_target(path: Path | str, option: str) -> Path:
+    """The file a write replaces: a link is followed (the file it points at is replaced, not the
+    link itself); a directory is refused."""
     target = Path(path)
-    # A link is followed: the file it points at is replaced, not the link itself.
     if target.is_symlink():
         target = Path(os.path.realpath(target))
     if target.is_dir():
         raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
-    folder = target.parent
+    return target
+
+
+def _temporary(target: Path, folder: Path, option: str) -> tuple[int, str]:
+    """A new temporary file in ``folder`` (beside ``target``): (descriptor, path)."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
+        return tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise _error(target, exc, option) from None
+
+
+@contextlib.contextmanager
+def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """A text stream whose content replaces ``path`` only when the block ends without error."""
+    target = _file_target(path, option)
+    fd, tmp = _temporary(target, target.parent, option)
     try:
         try:
             os.fchmod(fd, _mode_for(target))
@@ -91,20 +101,13 @@ def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -
 def check_out(path: Path | str, option: str = "--out") -> None:
     """Fail now, before minutes of work, when ``path`` clearly cannot be written: its folder is
     missing or not writable, or it is a directory. The write itself still reports a full disk."""
-    target = Path(path)
-    if target.is_symlink():
-        target = Path(os.path.realpath(target))
-    if target.is_dir():
-        raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
+    target = _file_target(path, option)
     folder = target.parent
     if not folder.is_dir():
         code = errno.ENOTDIR if folder.exists() else errno.ENOENT
         raise _error(target, OSError(code, os.strerror(code)), option)
     # A real probe rather than os.access: root passes access() on read-only mounts and /sys.
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise _error(target, exc, option) from None
+    fd, probe = _temporary(target, folder, option)
     os.close(fd)
     _remove(probe)
 
@@ -117,9 +120,9 @@ def out_folder(path: Path | str, option: str = "--out") -> Path:
         raise UsageError(f"{option} {visible(str(folder))}: not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise _error(folder, exc, option) from None
+    fd, probe = _temporary(folder / "probe", folder, option)
     os.close(fd)
     _remove(probe)
     return folder
