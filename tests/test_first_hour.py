@@ -248,18 +248,20 @@ def test_time_fits_the_data(tmp_path):
     assert "%b" not in _time_axis_def(TimeAxis(domain=[0, 3_600_000]))["format"]["hours"]
 
 
-def _run_with_pty_stderr(args: list[str], env_extra: dict | None = None) -> tuple[bytes, bytes]:
-    """(stdout, what the terminal on stderr received) of ``python -m analyzer ARGS``."""
+def _run_in_pty(args: list[str], terminal: str, env: dict) -> tuple[bytes, bytes, int]:
+    """``python -m analyzer ARGS`` with ``terminal`` ("stdout" or "stderr") on a pseudo-terminal:
+    (what the other stream wrote, what the terminal received, exit code)."""
     import os
     import pty
     import subprocess
     import sys
+    import threading
 
     master, slave = pty.openpty()
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "DSLOGS_PROGRESS_DELAY": "0",
-           **(env_extra or {})}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdout=subprocess.PIPE, stderr=slave,
-                            stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    other = subprocess.PIPE if terminal == "stderr" else subprocess.DEVNULL
+    streams = {"stdout": slave, "stderr": other} if terminal == "stdout" else {"stdout": other, "stderr": slave}
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdin=subprocess.DEVNULL,
+                            env={**os.environ, **env}, **streams)  # fmt: skip
     os.close(slave)
     chunks: list[bytes] = []
 
@@ -273,16 +275,20 @@ def _run_with_pty_stderr(args: list[str], env_extra: dict | None = None) -> tupl
                 return
             chunks.append(chunk)
 
-    import threading
-
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    out = proc.stdout.read()
-    proc.wait(timeout=120)
+    out = proc.stdout.read() if proc.stdout is not None else b""
+    rc = proc.wait(timeout=120)
     reader.join(timeout=10)
     os.close(master)
-    seen = b"".join(chunks)
-    assert proc.returncode == 0, seen[-2000:]
+    return out, b"".join(chunks), rc
+
+
+def _run_with_pty_stderr(args: list[str], env_extra: dict | None = None) -> tuple[bytes, bytes]:
+    """(stdout, what the terminal on stderr received) of ``python -m analyzer ARGS``."""
+    env = {"TERM": "xterm-256color", "COLUMNS": "120", "DSLOGS_PROGRESS_DELAY": "0", **(env_extra or {})}
+    out, seen, rc = _run_in_pty(args, "stderr", env)
+    assert rc == 0, seen[-2000:]
     return out, seen
 
 
@@ -415,34 +421,8 @@ def test_help_has_no_type_tags_and_markdown_on_a_terminal_has_no_entities():
 
 
 def _run_with_pty_stdout(args: list[str]) -> tuple[str, int]:
-    import os
-    import pty
-    import subprocess
-    import sys
-    import threading
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdout=slave, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, env={**os.environ, "TERM": "xterm"})  # fmt: skip
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain():
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            chunks.append(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    rc = proc.wait(timeout=120)
-    reader.join(timeout=10)
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n"), rc
+    _, seen, rc = _run_in_pty(args, "stdout", {"TERM": "xterm"})
+    return seen.decode("utf-8", "replace").replace("\r\n", "\n"), rc
 
 
 def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
