@@ -25,14 +25,14 @@ if TYPE_CHECKING:
     from os import PathLike
 
     from dslogs._capacity import Capacity, Level, ProcessCapacity, Recommendation
-    from dslogs._diff import Diff
+    from dslogs._diff import Diff, FindingChange, MetricChange, PercentileChange, RateChange
     from dslogs._logs import Logs
     from dslogs._report import ChecklistItem, Finding, LatencyStats, Report, Requests, Stage
 
 __all__ = [
     "__version__", "open", "diff", "load_report", "Logs", "Report", "Diff", "Finding",
     "ChecklistItem", "Stage", "Requests", "LatencyStats", "Capacity", "ProcessCapacity", "Level",
-    "Recommendation", "DslogsError",
+    "Recommendation", "MetricChange", "PercentileChange", "RateChange", "FindingChange", "DslogsError",
 ]
 
 _LAZY = {
@@ -44,6 +44,10 @@ _LAZY = {
     "Requests": "dslogs._report",
     "LatencyStats": "dslogs._report",
     "Diff": "dslogs._diff",
+    "MetricChange": "dslogs._diff",
+    "PercentileChange": "dslogs._diff",
+    "RateChange": "dslogs._diff",
+    "FindingChange": "dslogs._diff",
     "Capacity": "dslogs._capacity",
     "ProcessCapacity": "dslogs._capacity",
     "Level": "dslogs._capacity",

@@ -276,6 +276,29 @@ def test_diff_renders_in_every_format_as_the_cli_does():
     assert change._repr_html_().startswith("<iframe title=\"dslogs diff\"")
 
 
+def test_diff_has_typed_parts_that_say_what_its_model_says():
+    """Diff's typed parts carry the model's numbers as they are: every stage and request metric
+    with its percentiles, every rate, every finding change, and one DataFrame of them all."""
+    change = dslogs.diff(str(REPO / "sample_logs" / "healthy"), str(REPO / "sample_logs" / "slow_decode"))
+    m = change.model
+    rows = m["stages"] + m["request_metrics"]
+    assert [c.metric for c in change.changes] == [r["metric"] for r in rows]
+    for c, r in zip(change.changes, rows, strict=True):
+        assert c.verdict == r["verdict"] and c.count_before == r["count_before"]
+        for q, pc in c.percentiles.items():
+            assert (pc.before, pc.after, pc.change_pct, pc.verdict) == (
+                r[q]["before"], r[q]["after"], r[q]["change_pct"], r[q]["verdict"])
+            assert pc.ci_pct is None or list(pc.ci_pct) == r[q]["ci_pct"]
+    assert [(x.metric, x.after, x.verdict) for x in change.rates] == [(r["metric"], r["after"], r["verdict"]) for r in m["rates"]]
+    assert change.regressions == m["regressions"] == ["goodput"]
+    assert [(f.change, f.rule, f.sessions) for f in change.findings] == [("new", "slow_decode", 4)]
+    table = change.table()
+    assert len(table) == sum(len(c.percentiles) for c in change.changes)
+    tpot = table[(table.metric == "tpot_ms") & (table.percentile == "p95")].iloc[0]
+    assert tpot.before == m["request_metrics"][[r["metric"] for r in m["request_metrics"]].index("tpot_ms")]["p95"]["before"]
+    assert "regression=True" in repr(change) and "1 new finding" in repr(change)
+
+
 def test_save_to_a_path_it_cannot_write_names_it_and_leaves_nothing(report, tmp_path):
     from analyzer.core.errors import UsageError
 
