@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import gzip
+import io
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from pathlib import Path
 
@@ -258,3 +260,30 @@ def test_live_view_in_a_pty_follows_a_writer_and_quits_on_ctrl_c(tmp_path):
             watch.send_signal(signal.SIGKILL)
             watch.wait()
         os.close(master)
+
+
+def test_ctrl_c_inside_a_duckdb_statement_ends_watch_cleanly(tmp_path, monkeypatch):
+    """Ctrl-C that lands while a frame's SQL runs: DuckDB fails the statement (a RuntimeError,
+    not a KeyboardInterrupt), and watch still stops with "stopped" and exit 0, never a traceback."""
+    from rich.console import Console
+
+    from analyzer.live import watch as watch_module
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    real_frame = watch_module.Window.frame
+    calls = []
+
+    def frame_interrupted(self, now, rules=True):
+        calls.append(now)
+        if len(calls) == 2:  # the first frame of the loop: Ctrl-C while a long statement runs
+            threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            self.con.execute("SELECT count(*) FROM range(100000000000) a").fetchall()
+        return real_frame(self, now, rules=rules)
+
+    monkeypatch.setattr(watch_module.Window, "frame", frame_interrupted)
+    out = io.StringIO()
+    code = watch_module.watch([str(logs)], interval="0.2s", console=Console(file=out, width=120), max_frames=50)
+    assert code == 0 and len(calls) == 2
+    assert "dslogs watch: stopped" in out.getvalue()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

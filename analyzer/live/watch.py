@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -594,21 +596,32 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
     console = console or Console()
     tail = LogTail(list(paths))
     win = Window(window_s, tz=tz)
+    # Ctrl-C may land inside a DuckDB statement, which then fails as a RuntimeError rather than
+    # a KeyboardInterrupt: the handler marks the stop and interrupts the statement, and the loop
+    # ends cleanly (exit 0) whatever it was doing.
+    stopping = threading.Event()
+
+    def stop(signum, frame) -> None:
+        stopping.set()
+        with contextlib.suppress(Exception):
+            win.con.interrupt()
+
+    previous = signal.signal(signal.SIGINT, stop) if threading.current_thread() is threading.main_thread() else None
     try:
-        now = time.time()
-        win.add(tail.start(now - window_s))
-        if tail.partial_backfill:
-            win.complete_from = now
-        win.bad_lines += tail.bad_lines
-        if once:
-            console.print(render_frame(win.frame(time.time()), paths))
-            return 0
-        frames = 0
         try:
+            now = time.time()
+            win.add(tail.start(now - window_s))
+            if tail.partial_backfill:
+                win.complete_from = now
+            win.bad_lines += tail.bad_lines
+            if once:
+                console.print(render_frame(win.frame(time.time()), paths))
+                return 0
+            frames = 0
             last_rules = time.time()
             with Live(render_frame(win.frame(last_rules), paths), console=console,
                       refresh_per_second=4, screen=False, transient=False) as live:  # fmt: skip
-                while max_frames is None or frames < max_frames:
+                while not stopping.is_set() and (max_frames is None or frames < max_frames):
                     before = tail.bad_lines
                     win.add(tail.poll())
                     win.bad_lines += tail.bad_lines - before
@@ -619,11 +632,18 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
                     last_rules = now if rules else last_rules
                     frames += 1
                     # a frame that costs more than the interval paces the loop (stays responsive)
-                    time.sleep(max(interval_s - win.last_cost_s, 0.05))
+                    stopping.wait(max(interval_s - win.last_cost_s, 0.05))
+        except Exception:
+            if not stopping.is_set():
+                raise  # a real error, not the statement a Ctrl-C interrupted
         except KeyboardInterrupt:
+            stopping.set()
+        if stopping.is_set():
             console.print("dslogs watch: stopped")
         return 0
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         win.close()
 
 
