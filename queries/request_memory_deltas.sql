@@ -62,7 +62,10 @@ WITH counted AS (
                AS step_group
     FROM (
         SELECT *,
-               sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND THEN 0 ELSE 1 END)
+               -- only a request that started before the previous completion could have kept its
+               -- memory before that completion's reading: one that started after it is apart
+               sum(CASE WHEN chained AND end_ts <= prev_end + INTERVAL 25 MILLISECOND AND done_before < prev_seq
+                        THEN 0 ELSE 1 END)
                    OVER (PARTITION BY host, pid ORDER BY done_seq, end_ts ROWS UNBOUNDED PRECEDING) AS run
         FROM steps
     )

@@ -364,3 +364,22 @@ def test_sessions_together_keep_no_more_than_their_process(tmp_path):
                          "step_group": len(rows), "step_transient_coef": 0, "gpu_kept_bound_mb": 3.0})
     rates = attribute_deltas(rows, "gpu_delta_mb", min_requests=3)
     assert rates["a"][0] * rates["a"][1] == pytest.approx(3.0) and rates["b"][0] <= 0
+
+
+def test_fast_sequential_turns_are_not_grouped_with_the_turn_before():
+    """Recorded from the real Streamlit app (tests/e2e/test_streamlit.py) on a busy CI box: the
+    tiny model answers in 15-30 ms, so s04's and s05's turns complete less than 25 ms apart. The
+    turns never overlap (each starts after the one before completed), so each turn's own step is
+    its own: s05 (38bc0570) keeps 512 MiB of GPU per turn and s04 (0d393043) 40 MiB of RSS. Grouped
+    as near-simultaneous completions, s05's GPU leak was pinned on s04."""
+    from pathlib import Path
+
+    from analyzer.ingest.logs import open_logs
+    from analyzer.model.report import build_report
+
+    logs = Path(__file__).parent / "fixtures" / "streamlit_fast_turns"
+    with open_logs([str(logs)], use_cache=False) as db:
+        model = build_report(db)
+    named = {f["rule"]: {s[:8] for s in f.get("session_ids") or []} for f in model["findings"] if f["scope"] == "session"}
+    assert named["memory_leak"] == {"38bc0570"}
+    assert named["rss_growth"] == {"0d393043"}

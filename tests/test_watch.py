@@ -282,8 +282,9 @@ def test_ctrl_c_inside_a_duckdb_statement_ends_watch_cleanly(tmp_path, monkeypat
         return real_frame(self, now, rules=rules)
 
     monkeypatch.setattr(watch_module.Window, "frame", frame_interrupted)
+    handler = signal.getsignal(signal.SIGINT)  # the test process's own (pyspark may have set one)
     out = io.StringIO()
     code = watch_module.watch([str(logs)], interval="0.2s", console=Console(file=out, width=120), max_frames=50)
     assert code == 0 and len(calls) == 2
     assert "dslogs watch: stopped" in out.getvalue()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler  # watch put it back
