@@ -26,7 +26,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import sys
 import tempfile
 import threading
@@ -66,12 +65,6 @@ class RealCuda:
 
 def has(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load_model(hidden: int, layers: int):
@@ -122,6 +115,7 @@ def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden
     import gradio.queueing
 
     from tests.e2e.apps.gradio_chat import build_demo
+    from tests.e2e.apps.serving import free_port
 
     gradio.queueing.PROFILING_ENABLED = True
     gradio.profiling.PROFILING_ENABLED = True
@@ -140,10 +134,10 @@ def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden
 
 def gradio_clients(url: str, timeout_s: float):
     """new_client() for drive(): one gradio_client.Client per user, (call(message), close)."""
-    import gradio_client
+    from tests.e2e.apps.serving import patient_client
 
     def new_client():
-        c = gradio_client.Client(url, verbose=False, download_files=False)
+        c = patient_client(url, timeout_s)
         return (lambda message: c.submit(message, api_name="/chat").result(timeout=timeout_s)), c.close
 
     return new_client
@@ -234,6 +228,8 @@ def serve_in_subprocess(log_dir: Path, device: str, concurrency_limit: int, hidd
     """The app in its own process, as in production: the driver's client threads must not share
     the server's interpreter lock (they would be the bottleneck the curve shows). (url, close)."""
     import subprocess
+
+    from tests.e2e.apps.serving import free_port
 
     port = free_port()
     proc = subprocess.Popen(

@@ -161,24 +161,22 @@ def has(*modules: str) -> bool:
 
 class GradioServer:
     def __init__(self, app, concurrency: int):
-        import socket
-
         import gradio.profiling
         import gradio.queueing
-        import gradio_client
 
         from tests.e2e.apps.gradio_chat import build_demo
+        from tests.e2e.apps.serving import free_port
 
         gradio.queueing.PROFILING_ENABLED = gradio.profiling.PROFILING_ENABLED = True
         self.demo = build_demo(app, concurrency_limit=concurrency)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         self.demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-        self.url, self.gradio_client, self.clients = f"http://127.0.0.1:{port}/", gradio_client, []
+        self.url, self.clients = f"http://127.0.0.1:{port}/", []
 
     def client(self, key: str):
-        c = self.gradio_client.Client(self.url, verbose=False, download_files=False)
+        from tests.e2e.apps.serving import patient_client
+
+        c = patient_client(self.url, CALL_TIMEOUT_S)
         self.clients.append(c)
 
         def call(message: str, api: str):

@@ -7,7 +7,6 @@ Gradio's queue wait (GRADIO_PROFILING=1) lands in the request's duration and ttf
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import uuid
@@ -28,6 +27,7 @@ from tests.collector_hf_helpers import (  # noqa: E402
     tiny_qwen2,
     word_tokenizer,
 )
+from tests.e2e.apps.serving import free_port  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -187,12 +187,6 @@ def test_user_stopping_criteria_still_apply(model, tokenizer, tmp_path):
 
 
 # -- a real Gradio server -------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def gradio_mods():

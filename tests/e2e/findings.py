@@ -12,9 +12,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # The model really runs on CPU while the fake GPU's probe reports memory on cuda:0, so dslogs
 # judges the host as a GPU host: gpu_wait_pct, (wall - process CPU) / wall, then measures how much
-# CPU this shared box gave the process, not the app. Those findings are shown in the tables (in
-# brackets), not asserted either way.
-CPU_TIMING_RULES = frozenset({"gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash"})
+# CPU this shared box gave the process, not the app. The latency rules' thresholds are a GPU's
+# (003 §5.2: decode < 130 ms per token); the tiny model on this shared 2-core box meets them
+# while the box is quiet and misses them, for whichever session runs then, when CI's other
+# worker is busy. Those findings are shown in the tables (in brackets), not asserted either way.
+CPU_TIMING_RULES = frozenset({"gpu_wait", "cpu_bound", "low_gpu_util", "gpu_starved", "memory_thrash",
+                              "slow_tokenize", "slow_prefill", "slow_decode", "slow_ttft"})
 # one per app: filled by the tests through record_table, printed by conftest at the end
 TABLES: list[dict] = []
 

@@ -8,7 +8,6 @@ the table: leaking sessions named, innocent sessions named, per run).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,23 +24,17 @@ TRANSIENT_PLAN = {"s01": "host_transient", "s04": "host_transient", "s07": "host
 STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, turns: int,
                     sessions: int = SESSIONS, sample_interval_s: float = 0.5) -> dict:
     """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns log_dir/sid_of/key_of/errors/drive_s."""
     import gradio.profiling
     import gradio.queueing
-    import gradio_client
 
     from collector import Tracer
     from tests.e2e.apps.fake_gpu import FakeCuda
     from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.gradio_chat import ChatApp, build_demo
+    from tests.e2e.apps.serving import free_port, patient_client
 
     # GRADIO_PROFILING is read when gradio is imported: switch the queue's profiling on here
     saved = gradio.queueing.PROFILING_ENABLED, gradio.profiling.PROFILING_ENABLED
@@ -55,11 +48,11 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
     url = f"http://127.0.0.1:{port}/"
     keys = [f"s{i:02d}" for i in range(sessions)]
     clients: dict = {}
-    errors: dict[str, int] = {}
+    errors: dict[str, list[str]] = {}  # session key -> what each failed call raised
     t0 = time.perf_counter()
     try:
         for k in keys:
-            clients[k] = gradio_client.Client(url, verbose=False, download_files=False)
+            clients[k] = patient_client(url, CALL_TIMEOUT_S)
         start = threading.Barrier(len(keys), timeout=60)
 
         def user(k: str) -> None:
@@ -69,8 +62,8 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
                 try:
                     clients[k].submit(f"[{k}] w{turn} w{turn + 7} question {turn}", api_name=api).result(
                         timeout=CALL_TIMEOUT_S)
-                except Exception:  # noqa: BLE001 - counted: a run with errors is reported as such
-                    errors[k] = errors.get(k, 0) + 1
+                except Exception as e:  # noqa: BLE001 - kept: a run with errors is reported as such
+                    errors.setdefault(k, []).append(f"turn {turn}: {type(e).__name__}: {e}"[:300])
 
         with ThreadPoolExecutor(len(keys)) as pool:
             for f in [pool.submit(user, k) for k in keys]:

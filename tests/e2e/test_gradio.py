@@ -8,7 +8,6 @@ run at most 4 requests at once; 10 sessions use /chat, so its queue is where wai
 
 from __future__ import annotations
 
-import socket
 import statistics
 import threading
 import time
@@ -19,6 +18,7 @@ import pytest
 from collector import Tracer
 from tests.e2e.apps.fake_gpu import FakeCuda
 from tests.e2e.apps.faults import HOST_LEAK_MB, Plan
+from tests.e2e.apps.serving import free_port, patient_client
 from tests.e2e.compat import HAS_DIAGNOSIS
 from tests.e2e.findings import (
     CPU_TIMING_RULES,
@@ -31,7 +31,7 @@ from tests.e2e.findings import (
 from tests.e2e.logs import by_request, read_events
 
 gradio = pytest.importorskip("gradio")
-gradio_client = pytest.importorskip("gradio_client")
+pytest.importorskip("gradio_client")
 
 SESSIONS, TURNS, CONCURRENCY = 16, 4, 4
 CALL_TIMEOUT_S = 60
@@ -69,12 +69,6 @@ EXPECTED = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(log_root, model, tokenizer):
     """Serve, drive, close; returns what the test needs to judge the logs."""
@@ -102,7 +96,7 @@ def served(log_root, model, tokenizer):
     t0 = time.perf_counter()
     try:
         for k in KEYS + CALM:
-            clients[k] = gradio_client.Client(url, verbose=False, download_files=False)
+            clients[k] = patient_client(url, CALL_TIMEOUT_S)
 
         def user(k: str, turns: int = TURNS, together: bool = True) -> None:
             api = "/chat_stream" if k in STREAMING else "/chat"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.apps.faults import HOST_LEAK_MB
 from tests.e2e.findings import analyze
 from tests.e2e.host_memory import LEAK_PLAN, TRANSIENT_PLAN, judged, serve_and_drive
 
@@ -40,8 +41,11 @@ def test_every_late_host_leak_is_named_and_no_innocent(leak_run):
     assert j["found"] == j["leaking"] and not j["innocent"], j
     (f,) = [f for f in report["findings"] if f["rule"] == "rss_growth" and f["scope"] == "session"]
     for row in f["evidence"]["details"]["sessions"]:
-        # per request from the first that kept: the 40 MiB each leaking turn keeps
-        assert 30 <= row["rss_kept_per_request_mb"] <= 50, row
+        # per request from the first that kept: the 40 MiB each leaking turn keeps, within the
+        # GPU leak's 30 % (test_gradio). A reading holds the process's RSS, so another thread's
+        # heap growth lands in it too: 30.1 to 50.9 MiB over 28 runs of bench/host_ram_e2e.py and
+        # this test; a double count would read 80, a missed turn 20.
+        assert 0.7 * HOST_LEAK_MB <= row["rss_kept_per_request_mb"] <= 1.3 * HOST_LEAK_MB, row
         assert 120 <= row["rss_kept_mb"] <= 200, row
 
 
