@@ -27,7 +27,7 @@ from tests.collector_hf_helpers import (  # noqa: E402
     tiny_qwen2,
     word_tokenizer,
 )
-from tests.e2e.apps.serving import free_port  # noqa: E402
+from tests.e2e.apps.serving import free_port, patient_client  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -213,7 +213,7 @@ def serve(gr, demo):
 
 
 def test_gradio_streaming_handler_oom_reaches_the_client(gradio_mods, model, tokenizer, tmp_path):
-    gr, client_mod = gradio_mods
+    gr, _ = gradio_mods
     t = Tracer(tmp_path)
 
     def chat(message, history):
@@ -233,7 +233,7 @@ def test_gradio_streaming_handler_oom_reaches_the_client(gradio_mods, model, tok
 
     demo, url = serve(gr, gr.ChatInterface(chat))
     try:
-        client = client_mod.Client(url, verbose=False)
+        client = patient_client(url, 60)
         t0 = time.perf_counter()
         with pytest.raises(Exception) as got:  # noqa: PT011 (gradio_client's AppError)
             client.submit("oom", api_name="/chat").result(timeout=60)
@@ -272,7 +272,7 @@ def test_gradio_streaming_handler_oom_reaches_the_client(gradio_mods, model, tok
 
 
 def test_gradio_queue_wait_is_recorded(gradio_mods, model, tokenizer, tmp_path):
-    gr, client_mod = gradio_mods
+    gr, _ = gradio_mods
     t = Tracer(tmp_path)
 
     def answer(message):
@@ -288,7 +288,7 @@ def test_gradio_queue_wait_is_recorded(gradio_mods, model, tokenizer, tmp_path):
     demo, url = serve(gr, gr.Interface(answer, "text", "text", concurrency_limit=1))
     timings = {}
     try:
-        clients = [client_mod.Client(url, verbose=False) for _ in range(3)]
+        clients = [patient_client(url, 60) for _ in range(3)]
         start = threading.Barrier(3, timeout=30)
 
         def call(i):
