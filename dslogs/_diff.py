@@ -163,9 +163,11 @@ class Diff(Page):
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
             limit: float | None = None, session_attr: str | None = None) -> Diff:
-    from analyzer.model.diff import REGRESSION_PCT, build_diff
+    import analyzer.rules  # noqa: F401  (the rules declare their threshold tables)
+    from analyzer.core.selection import Selection
+    from analyzer.model.diff import REGRESSION_PCT
+    from analyzer.usecases.diff import diff
 
-    model = build_diff(before=_paths(before), after=_paths(after), tz=tz,
-                       thresholds_file=thresholds,
-                       limit=REGRESSION_PCT if limit is None else limit, session_attr=session_attr)
+    side = Selection.build(_paths(before), tz=tz, thresholds_file=thresholds, session_attr=session_attr)
+    model = diff(side, side.with_paths(_paths(after)), REGRESSION_PCT if limit is None else limit)
     return Diff(model)

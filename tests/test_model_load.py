@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
-from analyzer.model.report import analyze_logs
 from analyzer.model.schemas import BUILDERS, schema_text
+from analyzer.usecases.analyze import analyze_logs
 
 SAMPLES = sorted(glob.glob("sample_logs/*/"))
 

@@ -71,7 +71,7 @@ def fleet(tmp_path_factory):
 @needs_spark
 @pytest.mark.spark
 def test_report_model_equal_on_sample_logs(spark):
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     duck = analyze_logs([str(REPO / "sample_logs")], use_cache=False)
     spk = analyze_logs([str(REPO / "sample_logs")], engine="spark", master=MASTER)
@@ -259,7 +259,7 @@ def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm
 
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     for i, host in enumerate(("gpu-a", "gpu-b")):
         (tmp_path / host).mkdir()

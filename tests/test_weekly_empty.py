@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.model.weekly import build_weekly, weeks_with_data
+from analyzer.core.selection import Selection
+from analyzer.usecases.weekly import build_weekly, weeks_with_data
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def fresh_logs(tmp_path_factory):
 
 
 def test_weeks_with_data_from_file_names(fresh_logs):
-    assert weeks_with_data([str(fresh_logs)], "UTC") == ["2026-W49"]
+    assert weeks_with_data(Selection.build([str(fresh_logs)], tz="UTC")) == ["2026-W49"]
 
 
 def test_default_week_falls_back_to_this_week_so_far(fresh_logs):

@@ -11,7 +11,7 @@ import duckdb
 
 from analyzer.core.resources import load_query, memory_limit
 from analyzer.engines.contract import MetricSource
-from analyzer.ingest.columns import sql_literal
+from analyzer.ingest import sql_literal
 from analyzer.metrics import results
 from analyzer.metrics.registry import query_params
 from analyzer.metrics.results import (

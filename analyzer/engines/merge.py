@@ -32,8 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from analyzer.core.resources import load_query
-from analyzer.ingest.columns import EVENT_COLUMNS, event_type
-from analyzer.ingest.viewdefs import view_sql
+from analyzer.ingest import EVENT_COLUMNS, event_type, view_sql
 from analyzer.metrics.registry import query_params
 from analyzer.metrics.results import result_rows
 

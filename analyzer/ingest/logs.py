@@ -83,6 +83,9 @@ class LogDB:
         self.close()
 
 
+LogSet = LogDB  # the name the layers above use (analyzer.ingest.open returns one)
+
+
 # -- open_logs -----------------------------------------------------------------------------------
 
 
@@ -316,6 +319,9 @@ def _load(
 def _sql_error(exc: Exception) -> str:
     text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     return text[:500]
+
+
+sql_error = _sql_error
 
 
 def execute(db: LogDB, sql: str, params: list | dict | None = None) -> duckdb.DuckDBPyConnection:

@@ -143,7 +143,7 @@ def vega_bundle() -> str:
     vl-convert takes seconds to build the bundle, so it is built once per vl-convert version:
     shipped in templates/vendor/ (scripts/vendor_vega.py), else built on first use and kept in
     the user's cache folder; a file that fails to read or looks cut short is rebuilt."""
-    from analyzer.ingest.cache import cache_home
+    from analyzer.ingest import cache_home
 
     name = bundle_file_name()
     text = read_bundle(name)
@@ -180,7 +180,7 @@ def content_security_policy(scripts: list[str]) -> str:
 def _bytecode_cache() -> FileSystemBytecodeCache | None:
     """Compiled templates kept in the user's cache folder: compiling them is a third of a
     report's render time. Jinja2 checks each entry against the template's source checksum."""
-    from analyzer.ingest.cache import cache_home
+    from analyzer.ingest import cache_home
 
     folder = cache_home() / "templates"
     try:
