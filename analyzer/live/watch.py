@@ -320,7 +320,8 @@ class Window:
         self.batches: dict = {}  # file_id -> FileStats of a batch of lines still holding events
         self.next_id = 1
         self.total_requests = 0
-        self.total_errors = 0
+        self.total_errors = 0  # failed requests
+        self.total_error_events = 0
         self.bad_lines = 0
         self.newest: float | None = None
         # Since when the window's events are all there: None means the whole window (the
@@ -372,11 +373,22 @@ class Window:
         if not f.rows:
             return
         self.batches[fid] = f
-        requests, errors, newest = self.con.execute(
-            f"SELECT count(*) FILTER (WHERE stage = 'request'), count(*) FILTER (WHERE stage = 'error'), "
-            f"epoch(max(ts)) FROM {STORE}.events WHERE file_id = ?", [fid]).fetchone()  # fmt: skip
+        # A failed request as the requests view defines one (its request event's status, else
+        # an error event): the frame's "errors" and these totals count the same thing; error
+        # events (OOMs and other exceptions, retried or not) are a count of their own.
+        requests, failed, error_events, newest = self.con.execute(
+            f"""WITH b AS (SELECT * FROM {STORE}.events WHERE file_id = ?),
+                r AS (SELECT coalesce(max(CASE WHEN stage = 'request' THEN status END),
+                                      CASE WHEN count(CASE WHEN stage = 'error' THEN 1 END) > 0
+                                           THEN 'error' ELSE 'ok' END) AS status
+                      FROM b WHERE request_id IS NOT NULL GROUP BY session_id, request_id)
+            SELECT (SELECT count(*) FROM b WHERE stage = 'request'),
+                   (SELECT count(*) FROM r WHERE status = 'error'),
+                   (SELECT count(*) FROM b WHERE stage = 'error'),
+                   (SELECT epoch(max(ts)) FROM b)""", [fid]).fetchone()  # fmt: skip
         self.total_requests += requests
-        self.total_errors += errors
+        self.total_errors += failed
+        self.total_error_events += error_events
         if newest is not None:
             self.newest = newest if self.newest is None else max(self.newest, newest)
 
@@ -467,6 +479,7 @@ class Window:
             "newest_event_age_s": round(now - self.newest, 1) if self.newest is not None else None,
             "total_requests": self.total_requests,
             "total_errors": self.total_errors,
+            "total_error_events": self.total_error_events,
             "bad_lines": self.bad_lines,
             "cost_s": round(self.last_cost_s, 3),
         }
@@ -518,8 +531,10 @@ def render_frame(frame: dict, paths: list[str]):
     from rich.text import Text
 
     stamp = datetime.fromtimestamp(frame["now"]).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    window_m = frame["window_s"] / 60
-    head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""), f"  ·  {stamp}  ·  window {window_m:g} min")
+    from analyzer.core.time import human_duration
+
+    head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""),
+                         f"  ·  {stamp}  ·  window {human_duration(frame['window_s'])}")
     age = frame["newest_event_age_s"]
     head.append(f"  ·  newest event {fmt.duration(age)} ago" if age is not None else "  ·  no events yet")
     if frame["covered_s"] < frame["window_s"]:
@@ -572,6 +587,7 @@ def render_frame(frame: dict, paths: list[str]):
         rule_table.add_row(Text(str(r["severity"]), style=style), Text(str(r["rule"])), str(r["sessions"] or ""),
                            Text(" ".join(str(r["message"] or "").split())[:160]))  # fmt: skip
     foot = Text(f"since start: {frame['total_requests']} requests, {frame['total_errors']} errors, "
+                f"{frame.get('total_error_events', 0)} error events (OOMs and other exceptions, retried ones too), "
                 f"{frame['bad_lines']} unreadable lines · Ctrl-C quits", style="dim")  # fmt: skip
     return Group(head, Text(""), top, Text(""), lat, Text(""), gpu, Text(""), proc, Text(""), rule_table, Text(""), foot)
 
