@@ -11,11 +11,7 @@ on first use (``dslogs --help`` imports none of them).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from analyzer.core.selection import Selection
-    from analyzer.ingest.logs import LogDB
+from typing import Any
 
 # public name -> the submodule that defines it
 PUBLIC: dict[str, str] = {
@@ -43,8 +39,9 @@ PUBLIC: dict[str, str] = {
 }  # fmt: skip
 
 
-def open(selection: Selection, materialize: bool = True) -> LogDB:  # noqa: A001 - the layer's verb
-    """The logs ``selection`` names, read into DuckDB (``logs.open_logs``). ``materialize``
+def open(selection, materialize: bool = True):  # noqa: A001 - the layer's verb
+    """The logs ``selection`` (a ``core.selection.Selection``) names, read into DuckDB: a
+    ``LogSet`` (``logs.open_logs``; no annotation, so that this entry imports nothing). ``materialize``
     computes requests and sessions once (many queries, as in ``analyze``); False keeps them as
     views (one query, as in ``dslogs query``)."""
     from analyzer.ingest.logs import open_logs
