@@ -209,68 +209,103 @@ class ErrorRow(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TableRow(Row):
-    """A row of a chart's series or of a session's request drill-down: the columns charts and
-    the drill-down compute with, typed."""
+class SeriesRow(Row):
+    """A row of a chart's series: the columns a query declares for it (``-- series key: ...``)
+    and the servers' gauges, typed."""
 
-    host: str | None = None
-    session_id: str | None = None
-    request_id: str | None = None
-    first_ts: str | None = None
-    last_ts: str | None = None
+    bucket: str | None = None  # the time bucket (series_bucket wide)
     ts: str | None = None
-    start_ts: str | None = None
-    bucket: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    session_id: str | None = None
+    server: str | None = None
+    gauge: str | None = None
     metric: str | None = None
     stage: str | None = None
     error_type: str | None = None
-    status: str | None = None
-    source_format: str | None = None
-    allocated_mb: float | None = None
-    bin_end: float | None = None
+    level: int | None = None  # requests in flight
+    gpu_index: int | None = None
+    turn_index: int | None = None
     bin_start: float | None = None
-    bytes: float | None = None
-    bytes_written: float | None = None
-    count: float | None = None
-    decode_ms: float | None = None
-    dropped: float | None = None
-    e2e_ms: float | None = None
-    events: float | None = None
-    format_ms: float | None = None
-    gpu_index: float | None = None
-    gpu_util_pct: float | None = None
-    gpu_wait_pct: float | None = None
-    inference_ms: float | None = None
-    input_len: float | None = None
+    bin_end: float | None = None
     input_len_bin: float | None = None
-    input_len_p50: float | None = None
-    kv_cache_size_mb: float | None = None
-    kv_seq_len: float | None = None
-    max_ms: float | None = None
-    max_new_tokens: float | None = None
-    mem_used_mb_max: float | None = None
-    num_beams: float | None = None
-    output_len: float | None = None
+    count: int | None = None
+    events: int | None = None
+    bytes: int | None = None
+    written: int | None = None
+    dropped: int | None = None
+    queued: int | None = None
+    bytes_written: int | None = None
+    requests: int | None = None
+    oom_requests: int | None = None
+    value: float | None = None
+    time_s: float | None = None
     p50_ms: float | None = None
     p90_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
-    prefill_max_ms: float | None = None
-    prefill_ms: float | None = None
+    max_ms: float | None = None
     prefill_p50_ms: float | None = None
     prefill_p95_ms: float | None = None
-    queue_ms: float | None = None
-    queued: float | None = None
-    reasoning_len: float | None = None
-    reserved_mb: float | None = None
-    rss_mb: float | None = None
-    tokenize_ms: float | None = None
-    tpot_ms: float | None = None
-    ttft_ms: float | None = None
-    turn_index: float | None = None
+    prefill_max_ms: float | None = None
+    input_len_p50: float | None = None
+    ttft_p95_ms: float | None = None
+    service_ttft_p95_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    queue_p95_ms: float | None = None
+    tokens_per_s: float | None = None
     util_avg: float | None = None
     util_max: float | None = None
-    written: float | None = None
+    mem_used_mb_max: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_total_mb: float | None = None
+    reserved_mb: float | None = None
+    allocated_mb: float | None = None
+    reserved_peak_mb: float | None = None
+    allocated_peak_mb: float | None = None
+    kv_seq_len: int | None = None
+    kv_cache_size_mb: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestRow(Row):
+    """One request of a session's drill-down, in turn order."""
+
+    request_id: str | None = None
+    turn_index: int | None = None
+    start_ts: str | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    reasoning_len: int | None = None
+    tokenize_ms: float | None = None
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    inference_ms: float | None = None
+    format_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    gpu_wait_pct: float | None = None
+    gpu_util_pct: float | None = None
+    kv_seq_len: int | None = None
+    num_beams: int | None = None
+    max_new_tokens: int | None = None
+    reserved_mb: float | None = None  # the request's last reserved reading
+    allocated_mb: float | None = None  # the request's last allocated reading
+    status: str | None = None
+    error_type: str | None = None
+    inflight: int | None = None  # requests in flight when it started
+    allocated_mb_before: float | None = None
+    allocated_mb_after: float | None = None
+    reserved_mb_before: float | None = None
+    reserved_mb_after: float | None = None
+    rss_mb_before: float | None = None
+    rss_mb_after: float | None = None
+    failed_num_beams: int | None = None  # the generation parameters of a request that failed
+    failed_max_new_tokens: int | None = None
 
 
 # -- dslogs.report/1 -------------------------------------------------------------------------
@@ -293,6 +328,15 @@ class Ingest(Model):
     events: int
     bad_lines: int
     skipped_files: int = 0
+    read_files: int | None = None  # files parsed in this run
+    cached_files: int | None = None  # files whose rows the cache held
+    renamed_files: int | None = None  # cached files found under another name
+    duplicate_files: int | None = None  # files with the content of another, read once
+    pruned_files: int | None = None  # files outside the window, not opened
+    unreadable_files: int | None = None
+    bytes: int | None = None
+    seconds: float | None = None  # time spent reading
+    cache: str | None = None  # the cache file, if any
     bad_line_samples: list[FileProblem] = field(default_factory=list)  # the first few bad lines
     formats: dict[str, int] = field(default_factory=dict)  # events per source format
     skipped: list[FileProblem] = field(default_factory=list)  # files left out, and why
@@ -584,8 +628,8 @@ class ReportModel(Model):
     processes: list[ProcessRow] = field(default_factory=list)
     capacity: list[ProcessCapacity] = field(default_factory=list)
     series_bucket: str | None = None  # the time bucket of the series (minute, hour, day)
-    series: dict[str, list[TableRow]] = field(default_factory=dict)  # chart name -> its rows
-    session_details: dict[str, list[TableRow]] = field(default_factory=dict)  # session id -> its requests
+    series: dict[str, list[SeriesRow]] = field(default_factory=dict)  # chart name -> its rows
+    session_details: dict[str, list[RequestRow]] = field(default_factory=dict)  # session id -> its requests
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)  # every threshold the rules used
     server_metrics: list[ServerMetrics] | None = None
 
@@ -604,7 +648,7 @@ class CapacityModel(Model):
     capacity: list[ProcessCapacity]
     findings: list[Finding]
     rules: list[RuleStatus] = field(default_factory=list)
-    series: dict[str, list[TableRow]] = field(default_factory=dict)
+    series: dict[str, list[SeriesRow]] = field(default_factory=dict)
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[Note | str] = field(default_factory=list)
 
@@ -844,7 +888,7 @@ class DiffModel(Model):
     findings: FindingChanges
     regressions: list[str] = field(default_factory=list)  # the metrics that regressed
     notes: list[str] = field(default_factory=list)
-    series: dict[str, dict[str, list[TableRow]]] = field(default_factory=dict)  # side -> chart name -> rows
+    series: dict[str, dict[str, list[SeriesRow]]] = field(default_factory=dict)  # side -> chart name -> rows
     summary: list[str] = field(default_factory=list)  # the changes in words
 
 
