@@ -195,10 +195,8 @@ def test_the_api_exposes_every_key_the_model_holds(sample_reports, other_models)
     cap = dslogs.Capacity(other_models["capacity"][0])
     assert cap.processes and cap.processes[0].levels
     _same(cap.processes, other_models["capacity"][0]["capacity"])
-    from dslogs._diff import Diff
-
     diff_model = other_models["diff"][0]
-    change = Diff(diff_model)
+    change = dslogs.Diff(diff_model)
     _same(change.changes, diff_model["stages"] + diff_model["request_metrics"])
     _same(change.rates, diff_model["rates"])
     found = diff_model["findings"]
