@@ -5,7 +5,6 @@ it by JSON path, exit 2; a report is recognised by parsing, not by its first byt
 from __future__ import annotations
 
 import copy
-import glob
 import json
 import random
 import shutil
@@ -19,13 +18,6 @@ from analyzer.cli import app
 from analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
 from analyzer.model.schemas import BUILDERS, schema_text
 from analyzer.usecases.analyze import analyze_logs
-
-SAMPLES = sorted(glob.glob("sample_logs/*/"))
-
-
-@pytest.fixture(scope="module")
-def sample_reports():
-    return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in SAMPLES}
 
 
 @pytest.fixture(scope="module")
