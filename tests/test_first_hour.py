@@ -51,7 +51,7 @@ def test_every_command_over_an_empty_window_says_where_the_data_is(command):
         assert "> **Note:** no events in the window" in res.stdout
     if command[0] == "query":
         assert res.exit_code == 0 and "no events in the window" not in res.stdout
-    res = CliRunner().invoke(app, [*command, "--since", "2026-11-24", "--tz", "UTC", "--no-cache"])
+    res = CliRunner().invoke(app, [*command, "--since", "2026-11-23", "--tz", "UTC", "--no-cache"])
     assert "no events in the window" not in res.stderr
 
 
