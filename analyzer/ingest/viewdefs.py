@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from analyzer.ingest import cache as cache_mod
+from analyzer.ingest import formats
 from analyzer.ingest import session_tables
 from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
@@ -18,7 +19,9 @@ VIEWS_DIR = Path(__file__).resolve().parent / "views"
 
 @cache
 def view_sql(name: str) -> str:
-    return (VIEWS_DIR / f"{name}.sql").read_text(encoding="utf-8")
+    sql = (VIEWS_DIR / f"{name}.sql").read_text(encoding="utf-8")
+    # which format wrote each event: the formats' registry says
+    return sql.replace("{source_format}", formats.source_format_sql()) if name == "events" else sql
 
 
 def derived_key(run: list[FileStats], lo, hi) -> str | None:
