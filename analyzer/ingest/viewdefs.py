@@ -9,8 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import formats
-from analyzer.ingest import session_tables
+from analyzer.ingest import formats, session_tables
 from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
 
