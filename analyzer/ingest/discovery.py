@@ -22,9 +22,8 @@ from pathlib import Path
 
 from analyzer.core.errors import InputError
 from analyzer.ingest import formats
+from analyzer.ingest.names import name_date, name_sort_key, rotation_index  # noqa: F401 (discovery's names)
 
-_NAME_DATE = re.compile(r"(?:^|[_.-])(\d{4})-?(\d{2})-?(\d{2})(?=[_.-])")
-_ROTATION = re.compile(r"\.(\d+)\.jsonl(?:\.gz)?$|\.jsonl\.(\d+)(?:\.gz)?$")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 # Folders never searched: VCS metadata and dslogs' own Parquet output.
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
@@ -66,39 +65,6 @@ class Discovery:
 def is_log_name(name: str) -> bool:
     """A log of JSON lines by its name (``*.jsonl`` and its rotations, optionally .gz)."""
     return formats.is_line_log_name(name)
-
-
-def name_date(name: str) -> date | None:
-    """The YYYYMMDD (or YYYY-MM-DD) day in a log file name, if any."""
-    for m in _NAME_DATE.finditer(Path(name).name):
-        try:
-            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        except ValueError:
-            continue
-    return None
-
-
-def rotation_index(name: str) -> int:
-    m = _ROTATION.search(name)
-    if not m:
-        return 0
-    return int(m.group(1) or m.group(2))
-
-
-def name_sort_key(path: str) -> tuple:
-    """Write order of log files: folder, then day, then rotation (``x.jsonl`` before ``x.1.jsonl``);
-    a gzipped file sorts as its plain self. logrotate's ``x.jsonl.1`` is older than ``x.jsonl``."""
-    p = Path(str(path))
-    name = p.name[:-3] if p.name.endswith(".gz") else p.name
-    day = name_date(name)
-    logrotate = re.search(r"\.jsonl\.(\d+)$", name)
-    stem = re.sub(r"(\.\d+)?\.jsonl(\.\d+)?$", "", name)
-    if logrotate:
-        # app.jsonl.2 (oldest) < app.jsonl.1 < app.jsonl
-        order = -int(logrotate.group(1))
-    else:
-        order = rotation_index(name)
-    return (str(p.parent), day or date.min, re.sub(r"\d{8}", "", stem), order, name)
 
 
 def outside_window(day: date | None, since: datetime | None, until: datetime | None) -> bool:

@@ -18,7 +18,6 @@ from pathlib import Path
 import duckdb
 
 from analyzer.ingest import formats
-from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import (
     EVENT_COLUMNS,
     RAW_COLUMNS,
@@ -26,6 +25,7 @@ from analyzer.ingest.columns import (
     event_type,
     sql_literal,
 )
+from analyzer.ingest.filestats import FileStats
 from analyzer.ingest.validate import (
     MAX_LINE_BYTES,
     Line,
@@ -39,7 +39,7 @@ from analyzer.ingest.validate import (
     rule_reasons,
     short,
 )
-from analyzer.ingest.viewdefs import view_sql
+from analyzer.ingest.views import view_sql
 
 BATCH_BYTES = 512 << 20  # decompressed bytes per batch (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading

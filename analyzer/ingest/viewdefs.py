@@ -6,23 +6,15 @@ tables (requests_all, sessions_all) reused while the run's files are unchanged.
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import formats, session_tables
-from analyzer.ingest.catalogue import FileStats
+from analyzer.ingest import session_tables
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-
-VIEWS_DIR = Path(__file__).resolve().parent / "views"
+from analyzer.ingest.filestats import FileStats
+from analyzer.ingest.views import view_sql
 
 
 @cache
-def view_sql(name: str) -> str:
-    sql = (VIEWS_DIR / f"{name}.sql").read_text(encoding="utf-8")
-    # which format wrote each event: the formats' registry says
-    return sql.replace("{source_format}", formats.source_format_sql()) if name == "events" else sql
-
-
 def derived_key(run: list[FileStats], lo, hi) -> str | None:
     """What the cached requests/sessions tables were computed from: the run's files, no window."""
     if lo is not None or hi is not None or not run:
