@@ -5,8 +5,6 @@ tables (requests_all, sessions_all) reused while the run's files are unchanged.
 
 from __future__ import annotations
 
-from functools import cache
-
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest import session_tables
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
@@ -14,7 +12,6 @@ from analyzer.ingest.filestats import FileStats
 from analyzer.ingest.views import view_sql
 
 
-@cache
 def derived_key(run: list[FileStats], lo, hi) -> str | None:
     """What the cached requests/sessions tables were computed from: the run's files, no window."""
     if lo is not None or hi is not None or not run:
