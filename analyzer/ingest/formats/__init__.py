@@ -217,14 +217,16 @@ def split_lines(lines: list[bytes]) -> list[list[bytes]]:
     """Lines (one event source each, as watch gathers them) in batches for the reader: the lines
     of each statement format apart (the reader reads a file of them by its own statement), the
     rest together first."""
-    own = [f for f in registry() if f.read == STATEMENT]
+    own = [(f.sniff, apart) for f in registry() if f.read == STATEMENT for apart in [[]]]
     rest: list[bytes] = []
-    apart: dict[str, list[bytes]] = {}
     for raw in lines:
-        first = functools.cache(lambda raw=raw: first_object(raw))
-        fmt = next((f for f in own if f.sniff(raw, first)), None)
-        (apart.setdefault(fmt.name, []) if fmt else rest).append(raw)
-    return [batch for batch in (rest, *apart.values()) if batch]
+        for sniff_line, apart in own:
+            if sniff_line(raw, lambda raw=raw: first_object(raw)):
+                apart.append(raw)
+                break
+        else:
+            rest.append(raw)
+    return [batch for batch in (rest, *(apart for _, apart in own)) if batch]
 
 
 # -- file names ----------------------------------------------------------------------------------
