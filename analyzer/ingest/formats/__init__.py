@@ -214,14 +214,14 @@ def sniff_file(path: str | Path) -> Format | None:
 
 
 def split_lines(lines: list[bytes]) -> list[list[bytes]]:
-    """Lines (one event source each, as watch gathers them) in batches for the reader: the lines
+    """Lines as watch gathers them from every file, in batches for the reader: the lines
     of each statement format apart (the reader reads a file of them by its own statement), the
     rest together first."""
-    own = [(f.sniff, apart) for f in registry() if f.read == STATEMENT for apart in [[]]]
+    own: list[tuple[Format, list[bytes]]] = [(f, []) for f in registry() if f.read == STATEMENT]
     rest: list[bytes] = []
     for raw in lines:
-        for sniff_line, apart in own:
-            if sniff_line(raw, lambda raw=raw: first_object(raw)):
+        for fmt, apart in own:
+            if fmt.sniff(raw, lambda raw=raw: first_object(raw)):
                 apart.append(raw)
                 break
         else:
