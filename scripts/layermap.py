@@ -42,8 +42,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 # Inside the ingest layer, its steps in order: each imports only the steps before it, so the
 # orchestration (logs) stays on top and a step never reaches back into it.
-INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.viewdefs",
-                "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
+INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.names", "analyzer.ingest.filestats",
+                "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.views",
+                "analyzer.ingest.viewdefs", "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
 
 
 def ingest_internals_reached(graph: dict[str, set[str]]) -> list[str]:

@@ -109,6 +109,16 @@ def test_the_import_graph_is_lower_than_the_flat_folders():
     assert all(b in imports(_modules())[a] for a, b in zip(chain, chain[1:], strict=False)), chain
 
 
+def test_ingest_is_at_most_four_imports_deep_inside():
+    """A step of ingest reaches the leaves (formats, names, filestats, columns) in a few imports:
+    the orchestration stays on top of short chains."""
+    graph = without_reexports(imports(_modules()))
+    inside = {a: {b for b in bs if b.startswith("analyzer.ingest")} for a, bs in graph.items()
+              if a.startswith("analyzer.ingest")}  # fmt: skip
+    chain = longest_chain(inside)
+    assert len(chain) - 1 <= 4, " -> ".join(chain)
+
+
 def test_longest_chain_takes_the_longest_path_and_breaks_ties_alphabetically():
     graph = {"analyzer.a": {"analyzer.b", "analyzer.c"}, "analyzer.b": {"analyzer.d"}, "analyzer.c": {"analyzer.d"},
              "analyzer.d": set(), "analyzer.e": {"collector.x"}, "collector.x": set()}

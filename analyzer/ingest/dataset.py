@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from analyzer.core.errors import InputError
-from analyzer.ingest.discovery import name_sort_key
+from analyzer.ingest.names import name_sort_key
 
 MANIFEST = "_dslogs_manifest.json"
 FORMAT = "dslogs.compact/1"

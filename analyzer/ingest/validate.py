@@ -16,8 +16,8 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from analyzer.ingest.catalogue import SAMPLES_PER_FILE, FileStats
 from analyzer.ingest.columns import RAW_COLUMNS, STRUCT_TYPES
+from analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
 
 MAX_LINE_BYTES = (
     16 << 20

@@ -37,7 +37,7 @@ from analyzer.core import format as fmt
 from analyzer.core.errors import DslogsError, UsageError
 from analyzer.core.time import parse_duration
 from analyzer.ingest.discovery import discover, name_sort_key, printable
-from analyzer.ingest.formats import is_otlp_traces
+from analyzer.ingest.formats import split_lines
 from analyzer.ingest.logs import is_snapshot
 from analyzer.ingest.validate import MAX_LINE_BYTES
 
@@ -341,15 +341,10 @@ class Window:
         of analyze, bad lines counted, the events normalised by events.sql."""
         if not lines:
             return
-        # OTLP/JSON trace lines (one ExportTraceServiceRequest each) are read by their own
-        # statement, as analyze reads a traces file: they go to a batch of their own
-        traces = [raw for raw in lines if is_otlp_traces(raw[:64].lstrip())]
-        if traces and len(traces) < len(lines):
-            kept = set(map(id, traces))
-            self._add_batch([raw for raw in lines if id(raw) not in kept])
-            self._add_batch(traces)
-        else:
-            self._add_batch(lines)
+        # lines of a format read by its own statement (OTLP/JSON traces) go to a batch of their
+        # own, as analyze reads a file of them
+        for batch in split_lines(lines):
+            self._add_batch(batch)
 
     def _add_batch(self, lines: list[bytes]) -> None:
         from analyzer.ingest import catalogue, storage
