@@ -45,7 +45,7 @@ class Logs:
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
                  use_cache: bool = True, session_attr: str | None = None) -> None:
-        from analyzer.rules import load_thresholds
+        from analyzer.core.thresholds import load_thresholds
 
         self.paths = _paths(paths)
         self.since, self.until, self.tz = since, until, tz

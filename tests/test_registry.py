@@ -17,7 +17,7 @@ import pytest
 
 from analyzer import rules
 from analyzer.core.resources import query_names
-from analyzer.core.thresholds import DEFAULTS
+from analyzer.core.thresholds import DEFAULTS, defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
@@ -26,7 +26,7 @@ from analyzer.model.report import INGEST_SERIES, REPORT_INPUTS, SERIES, build_re
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
-from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, registry
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
 from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
 

@@ -87,9 +87,9 @@ def load_side(paths: list[str], label: str, since: str | None = None, until: str
               tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True,
               session_attr: str | None = None) -> Side:
     """A saved report model (one .json path) or logs read and analysed with their request values."""
+    from analyzer.core.thresholds import load_thresholds
     from analyzer.model.load import saved_report
     from analyzer.model.report import build_report
-    from analyzer.rules import load_thresholds
 
     saved = saved_report(paths[0]) if len(paths) == 1 else None
     if saved is not None:
