@@ -219,14 +219,12 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
 
     kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",)}
     with pytest.raises(ValueError, match="registered twice"):
-        registry.rule("oom", **kw, thresholds={"x": (1, "ours")})(fn)
-    with pytest.raises(TypeError, match="thresholds"):
-        registry.rule("no_such_rule", **kw)(fn)  # a rule's numbers are declared with it
+        registry.rule("oom", **kw)(fn)
+    # a rule's numbers are its table in analyzer/core/thresholds.py
+    with pytest.raises(ValueError, match=r"no threshold table \[no_such_rule\]"):
+        registry.rule("no_such_rule", **kw)(fn)
     with pytest.raises(ValueError, match="severity"):
-        registry.rule("no_such_rule", **{**kw, "severity": "fatal", "thresholds": {"x": (1, "ours")}})(fn)
-    # the tables are sealed once analyzer.rules has imported every area: a late rule is refused
-    with pytest.raises(RuntimeError, match="registered after"):
-        registry.rule("no_such_rule", **kw, thresholds={"x": (1, "ours")})(fn)
+        registry.rule("no_such_rule", **{**kw, "severity": "fatal"})(fn)
     with pytest.raises(ValueError, match="registered twice"):
         charts.chart("gpu_timeline", section="gpu", series=())(fn)
     assert "no_such_rule" not in RULE_SPECS
