@@ -195,7 +195,6 @@ def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, 
             master="local[*]", session_attr=None):
     """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
     file is exit 2 here, before any log is read)."""
-    import analyzer.rules  # noqa: F401  (the rules declare their threshold tables)
     from analyzer.core.selection import Selection
 
     return _run(Selection.build, logs, since=since, until=until, tz=tz, session_attr=session_attr,

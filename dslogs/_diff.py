@@ -87,7 +87,6 @@ class Diff(Page):
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
             limit: float | None = None, session_attr: str | None = None) -> Diff:
-    import analyzer.rules  # noqa: F401  (the rules declare their threshold tables)
     from analyzer.core.selection import Selection
     from analyzer.model.diff import REGRESSION_PCT
     from analyzer.usecases.diff import diff

@@ -44,7 +44,6 @@ class Logs:
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
                  use_cache: bool = True, session_attr: str | None = None) -> None:
-        import analyzer.rules  # noqa: F401  (the rules declare their threshold tables)
         from analyzer.core.selection import Selection
         from analyzer.engines.registry import ENGINE_MODULES
 

@@ -13,9 +13,9 @@ from random import Random
 
 import pytest
 
+from analyzer.core.thresholds import defaults
 from analyzer.ingest.logs import open_logs
 from analyzer.model.report import build_report
-from analyzer.rules import defaults
 from analyzer.rules.capacity_curve import process_curve
 from analyzer.simulate.concurrent import simulate_concurrent
 

@@ -205,9 +205,9 @@ def test_latency_hist_bins_resolve_sub_second_and_sub_millisecond_values():
     (fixed 1000 ms bins put all of them in one), each value inside its bin, counts complete."""
     import duckdb
 
+    from analyzer.core.thresholds import defaults
     from analyzer.metrics.registry import parameters
     from analyzer.metrics.results import run_metric
-    from analyzer.rules import defaults
 
     values = [0.2, 0.9, 40.0, 400.0, 900.0, 45_000.0, 0.0, 1e12]
     con = duckdb.connect()

@@ -185,7 +185,7 @@ def test_host_ram_findings_carry_the_requests_that_kept_it():
 
 
 def test_oom_fix_names_only_the_causes_present():
-    from analyzer.rules import defaults
+    from analyzer.core.thresholds import defaults
     from analyzer.rules.evidence import fix_for, request_factors
 
     t = defaults()

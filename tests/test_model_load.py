@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from analyzer.cli import app
 from analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
 from analyzer.model.schemas import BUILDERS, schema_text
-from analyzer.usecases.analyze import analyze_logs
 
 
 @pytest.fixture(scope="module")

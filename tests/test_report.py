@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.model.report import (
     SCHEMA,
@@ -22,7 +23,7 @@ from analyzer.model.report import (
     report_to_json,
 )
 from analyzer.render.markdown import render_markdown
-from analyzer.rules import RULE_IDS, defaults
+from analyzer.rules import RULE_IDS
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -3,7 +3,7 @@ first ids in alphabetical order (session_count keeps the full number)."""
 
 from __future__ import annotations
 
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
 from analyzer.rules.decode import rule_gpu_wait
 from analyzer.rules.registry import MAX_FINDING_SESSIONS
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analyzer.core.thresholds import load_thresholds
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.ingest import session_tables
 from analyzer.ingest.logs import open_logs
 from analyzer.model.report import report_to_json
-from analyzer.rules import load_thresholds
 from analyzer.simulate import simulate
 from analyzer.usecases.analyze import analyze_logs
 from tests.model_helpers import record_windows, stable

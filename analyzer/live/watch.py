@@ -299,11 +299,11 @@ class Window:
         import duckdb
 
         from analyzer.core.resources import memory_limit
+        from analyzer.core.thresholds import defaults
         from analyzer.core.time import zone_name
         from analyzer.ingest import storage
         from analyzer.ingest.columns import sql_literal
         from analyzer.ingest.reader import Reader
-        from analyzer.rules import defaults
 
         self.seconds = seconds
         self.tz = tz

@@ -13,7 +13,7 @@ from functools import cache
 from itertools import starmap
 
 from analyzer.core.resources import load_query
-from analyzer.metrics.registry import query_params
+from analyzer.metrics.registry import bind
 from analyzer.metrics.rows import LazyRows, Rows, build_rows, row_maker
 
 
@@ -202,9 +202,9 @@ def _arrow_times(col, to_text) -> list:
 
 def run_metric(con, name: str, params: dict[str, object], sql: str | None = None) -> Sequence[dict]:
     """Run queries/<name>.sql (or ``sql``, a form of it: session_tables.metric_sql) with the
-    parameters it names; rows as dicts of JSON values."""
+    parameters its header declares; rows as dicts of JSON values."""
+    used = bind(name, params, sql)
     sql = load_query(name) if sql is None else sql
-    used = {k: params[k] for k in query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
     return result_rows(cursor)
 

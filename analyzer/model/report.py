@@ -16,12 +16,13 @@ from datetime import datetime
 from analyzer import __version__
 from analyzer.core import progress
 from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.duckdb import as_source
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
-from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, evidence
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, evidence
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.memory import oom_count

@@ -85,7 +85,7 @@ def _future_events(db, thresholds: dict) -> list:
 
     params = {
         "now": datetime.now(UTC).isoformat(),
-        "future_margin_min": int(thresholds["report"]["future_margin_min"]),
+        "report_future_margin_min": int(thresholds["report"]["future_margin_min"]),
     }
     return run_metric(db.con, "future_events", params)
 
