@@ -397,7 +397,8 @@ def watch(
     """A live terminal view of the logs being written (reads only appended bytes)."""
     from analyzer.live.watch import watch as run_watch
 
-    raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
+    selection = _select(logs, tz=tz)
+    raise typer.Exit(_run(run_watch, selection, interval=interval, window=window, once=once))
 
 
 @app.command()

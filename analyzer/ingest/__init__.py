@@ -33,9 +33,11 @@ PUBLIC: dict[str, str] = {
     "compact_logs": "compact", "dataset_ingest": "dataset", "MANIFEST": "dataset",
     "gauge_rows": "prometheus", "ESTIMATED_TOKENS": "formats", "NOT_AVAILABLE": "formats",
     "unavailable": "formats", "is_otlp_traces": "formats",
+    # logs that grow while they are read (watch)
+    "LogTail": "tail", "LogStream": "tail",
     # the views and the cached per-session tables (engines)
     "view_sql": "viewdefs", "define_views": "viewdefs", "writable_moment": "session_tables",
-    "session_tables": None, "dataset": None, "discovery": None,
+    "session_tables": None, "dataset": None, "discovery": None, "tail": None,
 }  # fmt: skip
 
 
