@@ -1,6 +1,6 @@
 """The DuckDB analysis by host partition, and the one merge that makes the fleet's tables from it.
 
-A distributed engine (``analyzer.spark_engine``) does not restate the metric SQL: it splits the
+A distributed engine (``analyzer.engines.spark``) does not restate the metric SQL: it splits the
 events by host, runs the unchanged views (``analyzer/ingest/views``) and metric queries (``queries/``) on
 each host's events with DuckDB (``partition_tables``, inside an executor), and merges what the
 partitions return on the driver (``merge_tables``). Splitting by host is exact because a session

@@ -117,7 +117,7 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (analyzer.engines.spark)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
