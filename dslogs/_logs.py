@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
+from analyzer.core.views import VIEWS
 
 if TYPE_CHECKING:
     import duckdb
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
     from analyzer.ingest.logs import LogDB
     from dslogs._capacity import Capacity
     from dslogs._report import Report
-
-VIEWS = ("events", "requests", "sessions")
 
 # The most Arrow data a whole view may fetch before the API stops and points to ``relation``.
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
@@ -211,9 +210,7 @@ def _frame(cur: Any) -> pd.DataFrame:
     the logs' zone); an error is one line."""
     import duckdb
 
-    from analyzer.ingest.logs import _sql_error
-
     try:
         return cur.df()
     except duckdb.Error as exc:
-        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+        raise UsageError(f"SQL error: {one_line(exc, every_line=True, limit=500)}") from None

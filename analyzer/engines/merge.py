@@ -32,12 +32,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from analyzer.core.resources import load_query
+from analyzer.core.views import VIEWS
 from analyzer.ingest.columns import EVENT_COLUMNS, event_type
 from analyzer.ingest.viewdefs import view_sql
 from analyzer.metrics.registry import query_params
 from analyzer.metrics.results import result_rows
-
-VIEWS = ("events", "requests", "sessions")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from analyzer.core import progress
-from analyzer.core.errors import InputError, UsageError
+from analyzer.core.errors import InputError, UsageError, one_line
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
 from analyzer.core.textsafe import visible
@@ -314,8 +314,7 @@ def _load(
 
 
 def _sql_error(exc: Exception) -> str:
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return text[:500]
+    return one_line(exc, every_line=True, limit=500)
 
 
 def execute(db: LogDB, sql: str, params: list | dict | None = None) -> duckdb.DuckDBPyConnection:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.core.errors import one_line
 from analyzer.ingest import formats
 from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import (
@@ -33,7 +34,6 @@ from analyzer.ingest.validate import (
     clean_bytes,
     duckdb_reason,
     judge,
-    one_line,
     parse_line,
     raw_chunks,
     rule_reasons,
@@ -368,7 +368,7 @@ class Reader:
                 except _OUR_BUGS:
                     raise
                 except duckdb.Error as exc:
-                    f.unreadable = f"OTLP traces DuckDB cannot read ({one_line(exc)[:160]})"
+                    f.unreadable = f"OTLP traces DuckDB cannot read ({one_line(exc, limit=160)})"
         finally:
             clean.unlink(missing_ok=True)
             for line, reason in sorted(pending):
@@ -417,7 +417,7 @@ class Reader:
                 try:
                     self._insert([(str(clean), f.file_id)], lenient=True)
                 except duckdb.Error:
-                    f.unreadable = f"rejected by the reader ({one_line(exc)[:160]})"
+                    f.unreadable = f"rejected by the reader ({one_line(exc, limit=160)})"
                     continue
             kept_no.extend(no for no, _ in kept)
         clean.unlink(missing_ok=True)

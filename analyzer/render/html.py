@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
+from analyzer.core.severity import SEVERITIES
 from analyzer.core.time import human_duration, parse_iso
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
@@ -500,7 +501,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
     findings = _findings(model, links, charts_by_id)
     rules = model.get("rules") or []
-    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
+    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in SEVERITIES}
     series = model.get("series") or {}
     requests = model.get("requests") or {}
     section_findings: dict[str, list[dict]] = {}

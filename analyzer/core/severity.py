@@ -1,0 +1,11 @@
+"""Finding severities, most severe first: the one order findings are judged and listed in."""
+
+from __future__ import annotations
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def severity_rank(severity: str | None) -> int:
+    """A severity's place in ``SEVERITIES``; an unknown or missing one sorts after them all."""
+    return SEVERITY_RANK.get(severity or "", len(SEVERITIES))
