@@ -54,15 +54,15 @@ def _text(value: Any, short: bool = False) -> str:
     return str(value)
 
 
-def _one_line(text: str) -> str:
+def _cell_line(text: str) -> str:
     # Tabs and newlines as spaces (the table stays aligned); every other control character,
     # bidi override and terminal escape (ESC, OSC 52, CSI) shown as an escape, never sent raw.
     return textsafe.visible(text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
 
 
 def _write_table(result: QueryResult, stream: IO[str]) -> None:
-    cols = [_one_line(str(c)) for c in result.columns]
-    cells = [[_one_line(_text(v, short=True)) for v in row] for row in result.rows]
+    cols = [_cell_line(str(c)) for c in result.columns]
+    cells = [[_cell_line(_text(v, short=True)) for v in row] for row in result.rows]
     for row in cells:
         for i, cell in enumerate(row):
             if len(cell) > MAX_CELL:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from analyzer.core.severity import SEVERITIES
 from analyzer.model.load import SCHEMA_DIR, SCHEMA_IDS
 from analyzer.model.report import SCHEMA as REPORT_SCHEMA
 from analyzer.model.report import SESSION_KEYS
@@ -86,7 +87,7 @@ def report_schema() -> dict:
     """``dslogs.report/1``: what ``build_report`` returns and ``analyze --format json`` writes."""
     finding = obj(
         {
-            "rule": STR, "severity": {"enum": ["critical", "warning", "info"]}, "scope": STR,
+            "rule": STR, "severity": {"enum": list(SEVERITIES)}, "scope": STR,
             "session_ids": arr(STR), "session_count": opt(INT), "hosts": arr(opt(STR)),
             "value": opt(NUM), "threshold": opt(NUM), "unit": opt(STR), "message": STR, "fix": opt(STR),
             "source": opt(STR),
