@@ -145,7 +145,8 @@ def _print_notes(model: dict) -> None:
 
 def _warn_if_window_empty(db, paths, since, until, tz, cache, no_cache) -> None:
     """A window that holds no events while the files hold some says so, as analyze's note does,
-    so that `--since 1d` over older logs is not a silent empty answer."""
+    so that `--since 1d` over older logs is not a silent empty answer. ``db`` is closed first:
+    the note opens the logs again, and one connection of a process attaches the cache at a time."""
     if (since is not None or until is not None) and not (db.ingest or {}).get("events"):
         from analyzer.model.report import empty_window_note
 
@@ -441,8 +442,11 @@ def query(
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
             db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+            try:
+                result = _run(run_user_query, db, sql, allow_files, stop)
+            finally:
+                db.close()
             _run(_warn_if_window_empty, db, logs, since, until, tz, cache, no_cache)
-            result = _run(run_user_query, db, sql, allow_files, stop)
     if out is not None:
         from analyzer.core.outfile import open_out
         from analyzer.core.results import write_result
@@ -475,9 +479,12 @@ def session(
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
     db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
+    try:
+        session_id = _run(resolve_session, db, session_id)
+        result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
+    finally:
+        db.close()
     _run(_warn_if_window_empty, db, paths, since, until, tz, cache, no_cache)
-    session_id = _run(resolve_session, db, session_id)
-    result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible
 

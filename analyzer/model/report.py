@@ -65,6 +65,9 @@ def analyze_logs(
         if db is None or empty:
             # an empty window is not kept in the result cache: its note reads the files outside it
             model = build_report(source, thresholds)
+            # the note opens the logs again: DuckDB lets one connection of a process attach the
+            # cache file at a time, so this run's lets go of it first
+            source.close()
             if empty and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
                 model["notes"].insert(0, note)
             return model
@@ -123,6 +126,7 @@ def capacity_logs(
                          master=master, session_attr=session_attr)  # fmt: skip
     try:
         model = build_capacity(source, thresholds)
+        source.close()  # before the note opens the logs again (analyze_logs)
         if (since is not None or until is not None) and not (source.ingest or {}).get("events") \
                 and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
             model["notes"] = [note]
