@@ -145,9 +145,11 @@ def _print_notes(model: dict) -> None:
 
 def _warn_if_window_empty(selection, db) -> None:
     """A window that holds no events while the files hold some says so, as analyze's note does,
-    so that `--since 1d` over older logs is not a silent empty answer."""
+    so that `--since 1d` over older logs is not a silent empty answer. ``db`` is closed first:
+    the note opens the logs again, and one connection of a process attaches the cache at a time."""
     from analyzer.usecases.window import note_if_empty
 
+    db.close()
     if note := note_if_empty(selection, db.ingest):
         _print_notes({"notes": [note]})
 
@@ -436,8 +438,11 @@ def query(
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
             db = _open(selection, materialize=False)
+            try:
+                result = _run(run_user_query, db, sql, allow_files, stop)
+            finally:
+                db.close()
             _run(_warn_if_window_empty, selection, db)
-            result = _run(run_user_query, db, sql, allow_files, stop)
     if out is not None:
         from analyzer.core.outfile import open_out
         from analyzer.core.results import write_result
@@ -471,9 +476,12 @@ def session(
     *paths, session_id = logs
     selection = _select(paths, since, until, tz, None, cache, no_cache, None, "local[*]", session_attr)
     db = _open(selection, materialize=False)
+    try:
+        session_id = _run(resolve_session, db, session_id)
+        result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
+    finally:
+        db.close()
     _run(_warn_if_window_empty, selection, db)
-    session_id = _run(resolve_session, db, session_id)
-    result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     if not result.rows:
         from analyzer.core.textsafe import visible
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
+from analyzer.core.views import VIEWS
 
 if TYPE_CHECKING:
     import duckdb
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     from analyzer.ingest import LogSet
     from dslogs._capacity import Capacity
     from dslogs._report import Report
-
-VIEWS = ("events", "requests", "sessions")
 
 # The most Arrow data a whole view may fetch before the API stops and points to ``relation``.
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
@@ -206,9 +205,7 @@ def _frame(cur: Any) -> pd.DataFrame:
     the logs' zone); an error is one line."""
     import duckdb
 
-    from analyzer.ingest import sql_error
-
     try:
         return cur.df()
     except duckdb.Error as exc:
-        raise UsageError(f"SQL error: {sql_error(exc)}") from None
+        raise UsageError(f"SQL error: {one_line(exc, every_line=True, limit=500)}") from None

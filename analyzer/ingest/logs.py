@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from analyzer.core import progress
-from analyzer.core.errors import InputError, UsageError
+from analyzer.core.errors import InputError, UsageError, one_line
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
 from analyzer.core.textsafe import visible
@@ -120,7 +120,7 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (analyzer.engines.spark)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
@@ -310,8 +310,7 @@ def _load(
 
 
 def _sql_error(exc: Exception) -> str:
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return text[:500]
+    return one_line(exc, every_line=True, limit=500)
 
 
 sql_error = _sql_error

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.core.errors import one_line
 from analyzer.ingest import formats
 from analyzer.ingest.columns import (
     EVENT_COLUMNS,
@@ -33,7 +34,6 @@ from analyzer.ingest.validate import (
     clean_bytes,
     duckdb_reason,
     judge,
-    one_line,
     parse_line,
     raw_chunks,
     rule_reasons,
@@ -363,7 +363,7 @@ class Reader:
                 except _OUR_BUGS:
                     raise
                 except duckdb.Error as exc:
-                    f.unreadable = f"{fmt.unreadable} DuckDB cannot read ({one_line(exc)[:160]})"
+                    f.unreadable = f"{fmt.unreadable} DuckDB cannot read ({one_line(exc, limit=160)})"
         finally:
             clean.unlink(missing_ok=True)
             for line, reason in sorted(pending):
@@ -412,7 +412,7 @@ class Reader:
                 try:
                     self._insert([(str(clean), f.file_id)], lenient=True)
                 except duckdb.Error:
-                    f.unreadable = f"rejected by the reader ({one_line(exc)[:160]})"
+                    f.unreadable = f"rejected by the reader ({one_line(exc, limit=160)})"
                     continue
             kept_no.extend(no for no, _ in kept)
         clean.unlink(missing_ok=True)

@@ -25,6 +25,7 @@ from datetime import datetime
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
+from analyzer.core.severity import severity_rank
 
 SCHEMA = "dslogs.diff/1"
 REGRESSION_PCT = 20.0
@@ -449,9 +450,6 @@ def _shares_changed(before: list[dict], after: list[dict]) -> bool:
 
 # -- findings, memory, errors ---------------------------------------------------------------------
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
 def finding_key(f: dict) -> tuple:
     # Session ids differ between periods, so a session-scoped finding is matched on its rule
     # alone; host- and process-scoped ones also on their hosts.
@@ -472,7 +470,7 @@ def compare_findings(before: dict, after: dict) -> dict:
 
     def listed(keys, source):
         return sorted((finding_summary(source[k]) for k in keys),
-                      key=lambda f: (SEVERITY_ORDER.get(f["severity"], 3), str(f["rule"])))
+                      key=lambda f: (severity_rank(f["severity"]), str(f["rule"])))
 
     persisting = []
     for k in now.keys() & prev.keys():
@@ -481,7 +479,7 @@ def compare_findings(before: dict, after: dict) -> dict:
         row["sessions_prev"] = prev[k].get("session_count") or len(prev[k].get("session_ids") or [])
         row["severity_prev"] = prev[k].get("severity")
         persisting.append(row)
-    persisting.sort(key=lambda f: (SEVERITY_ORDER.get(f["severity"], 3), str(f["rule"])))
+    persisting.sort(key=lambda f: (severity_rank(f["severity"]), str(f["rule"])))
     return {"new": listed(now.keys() - prev.keys(), now), "resolved": listed(prev.keys() - now.keys(), prev),
             "persisting": persisting}
 

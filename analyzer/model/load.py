@@ -18,7 +18,7 @@ import math
 from functools import cache
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
 from analyzer.core.textsafe import visible
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
@@ -117,7 +117,7 @@ def parse_json(path: Path | str, label: str | None = None):
     except json.JSONDecodeError as exc:
         raise UsageError(f"{label}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except ValueError as exc:  # NaN/Infinity, an integer past Python's digit limit
-        raise UsageError(f"{label}: not valid JSON ({visible(str(exc).splitlines()[0])})") from None
+        raise UsageError(f"{label}: not valid JSON ({visible(one_line(exc))})") from None
     except RecursionError:
         raise UsageError(f"{label}: not valid JSON (nested too deeply)") from None
 

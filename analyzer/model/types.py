@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal, Self
 
+from analyzer.core.severity import Severity
+
 LIMIT = 2**53
 
 
@@ -49,7 +51,6 @@ class Range:
 Count = Annotated[int, Range(0, LIMIT)]
 Share = Annotated[float, Range(0, 1)]  # a fraction: rates and shares
 Scalar = str | float | bool | None  # any JSON scalar
-Severity = Literal["critical", "warning", "info"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from analyzer.core.errors import UsageError
+from analyzer.core.severity import SEVERITIES
 from analyzer.core.textsafe import visible
 from analyzer.core.thresholds import WEEK_MIN_COVERAGE
 from analyzer.core.time import parse_iso
@@ -112,7 +113,7 @@ def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> di
         "sessions": int(total) if total is not None else len(sessions),
         "sessions_affected": affected, "sessions_affected_at_least": capped,
         "findings": {sev: sum(1 for f in findings if f.get("severity") == sev)
-                     for sev in ("critical", "warning", "info")},
+                     for sev in SEVERITIES},
     }  # fmt: skip
 
 

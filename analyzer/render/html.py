@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
+from analyzer.core.severity import SEVERITIES
 from analyzer.core.time import human_duration, parse_iso
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
@@ -486,6 +487,25 @@ def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
     return (flagged + rest)[:max(limit, len(flagged[:limit]))]
 
 
+def collector_absent(formats: dict | None) -> str:
+    """Why the collector section is empty, from the formats the run's events came in: v1 logs
+    are the collector's format, so they lack only its health lines; other formats were written
+    by something else."""
+    read = {name: n for name, n in (formats or {}).items() if n}
+    if read.get("v1"):
+        return (f"No collector events: the {fmt.prose(read['v1'])} trace schema v1 events hold no collector "
+                "health line, which the dslogs collector writes when it starts and every minute (queued, written, "
+                "dropped), so its health cannot be shown. Another v1 writer wrote them, or those lines were "
+                "left out of the files read.")
+    if read.get("legacy") and len(read) == 1:
+        return ("No collector events: these logs were written by article 003's logger (legacy format), "
+                "not by the dslogs collector, which reports its own health.")
+    if read:
+        return (f"No collector events: these logs are {', '.join(sorted(read))}, not written by the dslogs "
+                "collector, which reports its own health.")
+    return "No collector events: no events were read."
+
+
 def view_model(model: dict, fallback_svg: bool = True) -> dict:
     # The ingest block's run counters (seconds, files read this run...) describe the run, not
     # the logs: the page never shows them, so a page kept for the model's logs (page_cache)
@@ -500,7 +520,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
     findings = _findings(model, links, charts_by_id)
     rules = model.get("rules") or []
-    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
+    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in SEVERITIES}
     series = model.get("series") or {}
     requests = model.get("requests") or {}
     section_findings: dict[str, list[dict]] = {}
@@ -548,6 +568,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "collector_absent": collector_absent(ingest.get("formats")),
         "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],

@@ -6,9 +6,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from analyzer.core import thresholds as _thresholds
+from analyzer.core.severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (the rules' names for them)
 
-SEVERITIES = ("critical", "warning", "info")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_FINDING_SESSIONS = 200  # ids listed in one finding; session_count has the full number
 MAX_DETAIL_ROWS = 50
 

@@ -23,6 +23,9 @@ def analyze(selection: Selection) -> dict:
         if db is None or empty:
             # an empty window is not kept in the result cache: its note reads the files outside it
             model = report_model.build_report(source, thresholds)
+            # the note opens the logs again: DuckDB lets one connection of a process attach the
+            # cache file at a time, so this run's lets go of it first
+            source.close()
             if empty and (note := note_if_empty(selection, source.ingest)):
                 model["notes"].insert(0, note)
             return model
@@ -43,6 +46,7 @@ def capacity(selection: Selection) -> dict:
     source = open_engine(selection)
     try:
         model = report_model.build_capacity(source, selection.threshold_tables())
+        source.close()  # before the note opens the logs again (see analyze)
         if note := note_if_empty(selection, source.ingest):
             model["notes"] = [note]
         return model

@@ -9,7 +9,8 @@ import os
 import warnings
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
+from analyzer.core.views import VIEWS
 from analyzer.engines.registry import engine
 from analyzer.engines.spark.executors import (
     GroupFile,
@@ -19,7 +20,7 @@ from analyzer.engines.spark.executors import (
     _iso_micros,
     _Task,
 )
-from analyzer.engines.spark.session import GROUP_SCHEMA, _one_line, get_spark
+from analyzer.engines.spark.session import GROUP_SCHEMA, get_spark
 from analyzer.engines.spark.sources import (
     _collect,
     _escape_glob,
@@ -313,7 +314,7 @@ class SparkSource:
             rows = df.toArrow()
         except Exception as exc:
             if _is_spark_error(exc):
-                raise UsageError(f"Spark failed to analyse the logs: {_one_line(exc)}") from None
+                raise UsageError(f"Spark failed to analyse the logs: {one_line(exc)}") from None
             raise
         return list(zip(*(rows.column(c).to_pylist() for c in ("group", "name", "data")), strict=True))
 
@@ -421,7 +422,7 @@ def spark_views(source: SparkSource) -> None:
     con = _driver_connection(source.zone)
     try:
         load_partition(con, empty_events_sql())
-        schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in ("events", "requests", "sessions")}
+        schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in VIEWS}
     finally:
         con.close()
     import pyarrow as pa
@@ -453,7 +454,7 @@ def spark_query(selection, sql: str):
             columns, rows = _collect(source.spark.sql(sql), source.zone)
         except Exception as exc:
             if _is_spark_error(exc):
-                raise UsageError(f"query failed: {_one_line(exc)}") from None
+                raise UsageError(f"query failed: {one_line(exc)}") from None
             raise
     finally:
         source.close()

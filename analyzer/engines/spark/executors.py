@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from analyzer.core.resources import memory_limit
+from analyzer.core.views import VIEWS
 
 # -- in the executors ----------------------------------------------------------------------------
 #
@@ -212,7 +213,7 @@ def _run_group(task: _Task, files: list[GroupFile], contents: dict, mode: str, n
         try:
             meta = _group_meta(con, ingest, shown)
             if mode == "views":
-                out.extend((view, _ipc(_view_table(con, view, shown))) for view in ("events", "requests", "sessions"))
+                out.extend((view, _ipc(_view_table(con, view, shown))) for view in VIEWS)
             elif sum(meta["formats"].values()):
                 buckets = _candidate_buckets(task.zone, meta["first_us"], meta["last_us"]) if speculative else None
                 out.extend((name, _ipc(t)) for name, t in partition_tables(con, names, params, buckets))
