@@ -3,7 +3,9 @@
 -- < 1.2 s (docs/sources.md). That budget holds a short answer; an R1-style reply reasons for
 -- hundreds of tokens first, so like is compared with like: a reply longer than
 -- $checklist_short_answer_tokens tokens counts only its first that many (e2e − decode + that
--- many × its own TPOT). A short reply counts whole. Unit: ms.
+-- many × its own TPOT). A short reply counts whole, and so does a longer one without decode
+-- timing to cut it at (the seed logger times inference only): whole_long_count says how many.
+-- Unit: ms.
 WITH short AS (
     SELECT
         CASE
@@ -12,6 +14,7 @@ WITH short AS (
             ELSE e2e_ms
         END AS e2e_ms,
         output_len > $checklist_short_answer_tokens AND decode_ms IS NOT NULL AND tpot_ms IS NOT NULL AS cut,
+        output_len > $checklist_short_answer_tokens AS long_reply,
         reasoning_share
     FROM requests
     WHERE input_len < $short_input_tokens AND e2e_ms IS NOT NULL
@@ -22,5 +25,6 @@ SELECT
     quantile_cont(e2e_ms, 0.90) AS p90_ms,
     max(e2e_ms) AS max_ms,
     count(*) FILTER (WHERE cut) AS cut_count,
+    count(*) FILTER (WHERE long_reply AND NOT cut) AS whole_long_count,
     quantile_cont(reasoning_share, 0.50) AS reasoning_share_p50
 FROM short

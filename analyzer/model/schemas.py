@@ -96,7 +96,7 @@ def report_schema() -> dict:
     )  # fmt: skip
     checklist = obj(
         {"id": STR, "label": STR, "status": STR, "value": opt(NUM), "threshold": opt(NUM), "unit": opt(STR),
-         "source": opt(STR), "note": opt(STR), "sessions": arr(STR)},
+         "source": opt(STR), "note": opt(STR), "sessions": arr(STR), "findings": arr(STR), "no_finding": STR},
         required=("id", "label", "status"),
     )  # fmt: skip
     requests = obj(

@@ -16,6 +16,7 @@ from analyzer.rules.registry import RuleOutcome, _host_findings, _plural, findin
         "(000 §3.2, §5; 003 §2.1)."
     ),
     inputs=("log_volume_peak_minute", "collector_write_rate"),
+    needs=(),
     sections=("collector",),
     charts=("log_volume",),
     thresholds={
@@ -60,6 +61,7 @@ def rule_log_volume(m, ingest, t) -> RuleOutcome:
         "raise the collector's queue size or sample less often."
     ),
     inputs=("collector_health",),
+    needs=(),
     sections=("collector",),
     thresholds={
         "dropped": (0, "ours: any dropped event is a hole in the data"),
@@ -90,6 +92,7 @@ def rule_collector_drops(m, ingest, t) -> RuleOutcome:
         "writer that died mid-line or two writers interleaving; the logs were not modified."
     ),
     inputs=(),
+    needs=(),
     sections=("header",),
     thresholds={
         "lines": (0, "ours: any skipped line is reported (info)"),

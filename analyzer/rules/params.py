@@ -30,6 +30,7 @@ def _beam_search_scan(t):
         "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
     thresholds={
         "num_beams": (1, "003 §3.2: num_beams=5 by mistake, should be 1"),
@@ -79,6 +80,7 @@ def _high_max_tokens_scan(t):
         "thousands of decode steps and hold the GPU (000 §2.2, §4.2)."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
     thresholds={
         "max_new_tokens": (4096, "000 §2.2: max_tokens set too large (e.g. 4096)"),
@@ -112,6 +114,7 @@ def _long_output_scan(t):
         "max_tokens in the front end and max_new_tokens in generate (000 §4.2)."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
     thresholds={
         "output_len": (3000, "000 §4.2: 3000+ token outputs slow post-processing"),
