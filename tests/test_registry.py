@@ -217,7 +217,7 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
     def fn(m, ingest, t):
         return None
 
-    kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",)}
+    kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",), "needs": ()}
     with pytest.raises(ValueError, match="registered twice"):
         registry.rule("oom", **kw, thresholds={"x": (1, "ours")})(fn)
     with pytest.raises(TypeError, match="thresholds"):

@@ -13,6 +13,7 @@ appears in one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import import_module
 
@@ -124,9 +125,8 @@ def _threshold(t: dict, key: str | float):
 
 def _citation(key: str) -> str:
     """The seed section a threshold's source cites first ("003 §5.2: ..." -> "003 §5.2")."""
-    import re
-
-    source = _thresholds.SOURCES[key.split(".")[0]][key.split(".")[1]]
+    table, name = key.split(".")
+    source = _thresholds.SOURCES[table][name]
     m = re.match(r"\d{3} §[\d.]+", source)
     return m.group(0) if m else source
 
@@ -148,12 +148,11 @@ def evaluate_checks(
     reserved_band row."""
     fired = {f["rule"] for f in findings}
     status_of = {r["rule"]: r for r in rule_status}
-    gpu_metrics = without_cpu_hosts(metrics)
     ctx = {"leak": leak, "formats": formats}
     rows = []
     for spec in CHECK_SPECS.values():
-        # a GPU check reads the tables its rules read: without the rows of CPU-only hosts
-        measured = spec.fn(gpu_metrics if spec.gpu else metrics, thresholds, ctx)
+        # a GPU check leaves CPU-only hosts out itself, as its rule does (the leak verdicts skip them)
+        measured = spec.fn(metrics, thresholds, ctx)
         threshold = _threshold(thresholds, spec.threshold)
         value = measured.value
         if value is None:

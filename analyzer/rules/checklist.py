@@ -13,7 +13,14 @@ from analyzer.rules.attribution import largest_rise
 from analyzer.rules.hosts import host_gpu_peaks
 from analyzer.rules.latency import _metric_row
 from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import MAX_FINDING_SESSIONS, Measure, below, check, not_carried
+from analyzer.rules.registry import (
+    MAX_FINDING_SESSIONS,
+    Measure,
+    below,
+    check,
+    cpu_only_hosts,
+    not_carried,
+)
 
 
 def _p50(row: dict | None, key: str = "p50_ms"):
@@ -123,7 +130,9 @@ def _reserved_band(m, t, ctx) -> Measure:
 @check("gpu_util_peak", rules=("low_gpu_util",), threshold="low_gpu_util.peak_pct", unit="%", needs=("gpu_util",),
        fails=below)  # fmt: skip
 def _gpu_util_peak(m, t, ctx) -> Measure:
-    peaks = [p["util_peak"] for p in host_gpu_peaks(m).values()]
+    # the hosts low_gpu_util judges: not the CPU-only ones
+    cpu = cpu_only_hosts(m)
+    peaks = [p["util_peak"] for host, p in host_gpu_peaks(m).items() if host not in cpu]
     return Measure(f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host", min(peaks) if peaks else None)
 
 
