@@ -287,3 +287,91 @@ def test_simulate_change_options_are_checked(tmp_path):
     assert ok.exit_code == 0, ok.output
     change = json.loads((tmp_path / "c" / "truth.json").read_text())["change"]
     assert change["at"] == "2026-11-23T12:00:00" and change["at_offset_ms"] == 12 * 3_600_000
+
+
+# -- the report's percentiles, whatever the size; no numpy ------------------------------------
+
+
+def test_percentiles_are_analyzes_over_each_window_even_when_sampled(changes, monkeypatch):
+    """Above MAX_VALUES the test reads a sample, never the percentiles: with the limit set low,
+    every p50/p95/p99 of both windows equals ``analyze``'s over that window, exactly."""
+    import analyzer.model.diff as diff_model
+    from analyzer.usecases.analyze import analyze_logs
+
+    folder = str(changes["prefill_slower"][0])
+    monkeypatch.setattr(diff_model, "MAX_VALUES", 50)
+    d = build_diff(logs=[folder], before_range=BEFORE, after_range=AFTER, tz="UTC", use_cache=False)
+    assert d["before"]["values_sampled"] and d["after"]["values_sampled"]
+    assert any("repeatable sample of 50" in n for n in d["notes"]) and "50" in d["method"]["sample"]
+    models = {"before": analyze_logs([folder], since="2026-11-23", until="2026-11-24", tz="UTC", use_cache=False),
+              "after": analyze_logs([folder], since="2026-11-24", tz="UTC", use_cache=False)}  # fmt: skip
+    compared = 0
+    for side, model in models.items():
+        assert model["requests"]["count"] > 300
+        stages = {s["stage"]: s for s in model["stages"]}
+        for row in d["stages"]:
+            stage = stages[row["label"]]
+            assert row[f"count_{side}"] == stage["count"]  # every value, not the sample's 50
+            for q in ("p50", "p95", "p99"):
+                assert row[q][side] == stage[f"{q}_ms"], (row["label"], q, side)
+                compared += 1
+        for row in d["request_metrics"]:
+            metric = model["requests"][row["metric"]]
+            assert row[f"count_{side}"] == metric["count"]
+            for q in ("p50", "p95", "p99"):
+                assert row[q][side] == metric[q], (row["label"], q, side)
+                compared += 1
+    assert compared >= 2 * 3 * 8
+    prefill = next(r for r in d["stages"] if r["metric"] == "prefill_ms")
+    assert prefill["rank_test"]["n_before"] == prefill["rank_test"]["n_after"] == 50  # the test did sample
+    again = build_diff(logs=[folder], before_range=BEFORE, after_range=AFTER, tz="UTC", use_cache=False)
+    assert {k: v for k, v in again.items() if k != "generated_at"} == {k: v for k, v in d.items() if k != "generated_at"}
+
+
+def test_the_values_are_the_ones_behind_the_reports_percentiles(changes):
+    """Unsampled, each metric's values give the report's percentile (to its rounding): the test
+    and the intervals are about the population the shown number describes."""
+    import analyzer.rules  # noqa: F401
+    from analyzer import ingest
+    from analyzer.core.selection import Selection
+    from analyzer.model.diff import read_values
+
+    folder = str(changes["prompt_shift"][0])
+    _, _, d = changes["prompt_shift"]
+    with ingest.open(Selection.build([folder], since="2026-11-24", tz="UTC", use_cache=False)) as db:
+        values, sampled = read_values(db.con)
+    assert not sampled
+    for row in d["stages"] + d["request_metrics"]:
+        vals = values.metrics[row["metric"]][0]
+        assert len(vals) == row["count_after"] and list(vals) == sorted(vals)
+        for q, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+            assert quantile(vals, qv) == pytest.approx(row[q]["after"], abs=6e-4), (row["label"], q)
+
+
+def test_diff_imports_no_numpy(tmp_path):
+    """The documented install has no numpy, pandas or pyarrow: ``dslogs diff`` of a log folder
+    split by time runs with each of them made unimportable (and never tries to import one)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    blocked = tmp_path / "blocked"
+    tried = tmp_path / "tried"
+    for name in ("numpy", "pandas", "pyarrow"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(
+            f"import pathlib\npathlib.Path({str(tried)!r}).open('a').write('{name}\\n')\n"
+            f"raise ImportError('{name} is not installed here')\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(repo)]), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    args = [sys.executable, "-m", "analyzer", "diff", str(repo / "sample_logs" / "healthy"), "--tz", "UTC",
+            "--before", "2026-11-23..2026-11-23T23:00", "--after", "2026-11-23T23:00..", "--format", "json"]  # fmt: skip
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not tried.exists(), tried.read_text()
+    d = json.loads(r.stdout)
+    assert d["schema"] == "dslogs.diff/1" and d["significance"] and d["mix"]["available"]
+    assert d["before"]["requests"] > 0 and d["after"]["requests"] > 0
+    e2e = next(row for row in d["request_metrics"] if row["metric"] == "e2e_ms")
+    assert e2e["p95"]["ci_pct"] is not None and e2e["rank_test"]["p_value"] is not None
