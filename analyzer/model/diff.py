@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate, chain, islice, repeat
+from operator import add, eq, mul, sub
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
@@ -139,15 +141,15 @@ def _columns(rows: Iterable[tuple]) -> tuple[array, array, array]:
 # request metrics are the requests view's columns (queries/request_latency_percentiles.sql). k
 # picks the sample: a hash of the row's identity, so a run reads the same rows every time.
 _STAGE_SQL = """
-SELECT CAST(e.duration_ms AS DOUBLE) AS v, CAST(r.input_len AS DOUBLE) AS input_len,
-       CAST(r.output_len AS DOUBLE) AS output_len, hash(e.session_id, e.request_id, e.ts, e.duration_ms) AS k
+SELECT CAST(e.duration_ms AS DOUBLE) AS v, coalesce(CAST(r.input_len AS DOUBLE), 'NaN') AS input_len,
+       coalesce(CAST(r.output_len AS DOUBLE), 'NaN') AS output_len, hash(e.session_id, e.request_id, e.ts, e.duration_ms) AS k
 FROM events AS e
 LEFT JOIN requests AS r ON e.session_id IS NOT DISTINCT FROM r.session_id AND e.request_id = r.request_id
 WHERE e.stage = '{stage}' AND e.duration_ms IS NOT NULL
 """
 _REQUEST_SQL = """
-SELECT CAST({name} AS DOUBLE) AS v, CAST(input_len AS DOUBLE) AS input_len, CAST(output_len AS DOUBLE) AS output_len,
-       hash(session_id, request_id) AS k
+SELECT CAST({name} AS DOUBLE) AS v, coalesce(CAST(input_len AS DOUBLE), 'NaN') AS input_len,
+       coalesce(CAST(output_len AS DOUBLE), 'NaN') AS output_len, hash(session_id, request_id) AS k
 FROM requests WHERE {name} IS NOT NULL
 """
 
@@ -171,20 +173,29 @@ def read_values(con, limit: int | None = None) -> tuple[Values, bool]:
     for name, sql in specs:
         sql, cut = _sample(con, sql, limit)
         sampled |= cut
-        values.metrics[name] = _columns(con.execute(f"SELECT v, input_len, output_len FROM ({sql}) ORDER BY v, k").fetchall())
-    cols = ", ".join(f"CAST({c} AS DOUBLE)" for c in MIX_COLUMNS)
+        rows = con.execute(f"SELECT v, input_len, output_len FROM ({sql}) ORDER BY v, k").fetchall()
+        v, i, o = _transposed(rows, 3)
+        values.metrics[name] = (v, i, o)
+    cols = ", ".join(f"coalesce(CAST({c} AS DOUBLE), 'NaN')" for c in MIX_COLUMNS)
     sql, cut = _sample(con, f"SELECT {cols}, hash(session_id, request_id) AS k FROM requests", limit)
     sampled |= cut
     rows = con.execute(f"SELECT * EXCLUDE (k) FROM ({sql})").fetchall()
-    values.requests = {c: array("d", (_num(r[i]) for r in rows)) for i, c in enumerate(MIX_COLUMNS)}
+    values.requests = dict(zip(MIX_COLUMNS, _transposed(rows, len(MIX_COLUMNS)), strict=True))
     return values, sampled
+
+
+def _transposed(rows: list[tuple], width: int) -> tuple[array, ...]:
+    """Rows of floats (NaN, never None) as one array per column."""
+    if not rows:
+        return tuple(array("d") for _ in range(width))
+    return tuple(array("d", col) for col in zip(*rows, strict=True))
 
 
 # -- statistics (pure Python) -------------------------------------------------------------------
 
 
 def _finite(values: Iterable[float]) -> list[float]:
-    return [v for v in values if v is not None and math.isfinite(v)]
+    return list(filter(math.isfinite, values))
 
 
 def quantile(sorted_vals: Sequence[float], q: float) -> float:
@@ -210,24 +221,31 @@ def quantile_ci(sorted_vals: Sequence[float], q: float) -> tuple[float, float, f
     return quantile(sorted_vals, q), float(sorted_vals[lo]), float(sorted_vals[hi])
 
 
-def weighted_quantile(sorted_vals: Sequence[float], weights: Sequence[float], q: float) -> float | None:
-    """The q-quantile of ascending values with weights: each value stands at the middle of its
+def weighted_quantiles(sorted_vals: Sequence[float], weights: Sequence[float],
+                       qs: Sequence[float]) -> list[float] | None:  # fmt: skip
+    """The qs-quantiles of ascending values with weights: each value stands at the middle of its
     weight on the cumulative axis, linear in between (flat beyond the ends)."""
     total = math.fsum(weights)
     if total <= 0 or not len(sorted_vals):
         return None
-    cum, run = [], 0.0
-    for w in weights:
-        run += w
-        cum.append(run - 0.5 * w)
-    x = q * total
-    j = bisect_right(cum, x) - 1
-    if j < 0:
-        return float(sorted_vals[0])
-    if j >= len(cum) - 1:
-        return float(sorted_vals[-1])
-    a, b = float(sorted_vals[j]), float(sorted_vals[j + 1])
-    return a + (b - a) * (x - cum[j]) / (cum[j + 1] - cum[j])
+    cum = list(map(sub, accumulate(weights), map(mul, weights, repeat(0.5))))
+    out = []
+    for q in qs:
+        x = q * total
+        j = bisect_right(cum, x) - 1
+        if j < 0:
+            out.append(float(sorted_vals[0]))
+        elif j >= len(cum) - 1:
+            out.append(float(sorted_vals[-1]))
+        else:
+            a, b = float(sorted_vals[j]), float(sorted_vals[j + 1])
+            out.append(a + (b - a) * (x - cum[j]) / (cum[j + 1] - cum[j]))
+    return out
+
+
+def weighted_quantile(sorted_vals: Sequence[float], weights: Sequence[float], q: float) -> float | None:
+    got = weighted_quantiles(sorted_vals, weights, [q])
+    return got[0] if got else None
 
 
 def mann_whitney(a: Iterable[float], b: Iterable[float]) -> dict | None:
@@ -237,25 +255,14 @@ def mann_whitney(a: Iterable[float], b: Iterable[float]) -> dict | None:
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return None
-    # one pass over both in order: each run of equal values gets its average rank
-    i = j = 0
-    seen = 0
-    r2 = 0.0
-    tie = 0
-    while i < n1 or j < n2:
-        v = a[i] if j >= n2 or (i < n1 and a[i] <= b[j]) else b[j]
-        ca = cb = 0
-        while i < n1 and a[i] == v:
-            i += 1
-            ca += 1
-        while j < n2 and b[j] == v:
-            j += 1
-            cb += 1
-        c = ca + cb
-        r2 += cb * (seen + (c + 1) / 2.0)
-        tie += c**3 - c
-        seen += c
-    u2 = r2 - n2 * (n2 + 1) / 2.0
+    # U_after: each after value counts the before values below it and half of those equal to
+    # it, Σ (below + below-or-equal) / 2; bisect under map runs in C, and without ties one
+    # count is both
+    both = sorted(chain(a, b))  # two ascending runs: one merge
+    tied = any(map(eq, both, islice(both, 1, None)))
+    below = sum(map(bisect_left, repeat(a, n2), b))
+    u2 = (below + sum(map(bisect_right, repeat(a, n2), b))) / 2.0 if tied else float(below)
+    tie = sum(t**3 - t for t in Counter(both).values() if t > 1) if tied else 0
     mu = n1 * n2 / 2.0
     n = n1 + n2
     var = n1 * n2 / 12.0 * ((n + 1) - tie / (n * (n - 1))) if n > 1 else 0.0
@@ -306,8 +313,10 @@ def _edges(pooled: Iterable[float], bins: int) -> list[float]:
 
 
 def _stratum_ids(lengths: Sequence[float], edges: list[float]) -> list[int]:
-    missing = len(edges) + 1  # a missing length is its own stratum
-    return [bisect_right(edges, v) if math.isfinite(v) else missing for v in lengths]
+    """The bin of each length among ``edges``; a missing length (NaN) is its own bin, past the
+    last: against a closing +inf no comparison with NaN is true, so bisect ends beyond it."""
+    bounds = [*edges, math.inf]
+    return list(map(bisect_right, repeat(bounds, len(lengths)), lengths))
 
 
 def mix_edges(before: Values, after: Values) -> tuple[list[float], list[float]]:
@@ -326,7 +335,7 @@ def strata(lengths: tuple[Sequence[float], Sequence[float]], edges: tuple[list[f
     if kind != "io":
         return ids
     k = len(edges[1]) + 2
-    return [x * k + y for x, y in zip(ids, _stratum_ids(lengths[1], edges[1]), strict=True)]
+    return list(map(add, map(mul, ids, repeat(k)), _stratum_ids(lengths[1], edges[1])))
 
 
 def mix_weights(sb: Sequence[int], sa: Sequence[int]) -> tuple[list[float], float]:
@@ -336,7 +345,7 @@ def mix_weights(sb: Sequence[int], sa: Sequence[int]) -> tuple[list[float], floa
     cb, ca = Counter(sb), Counter(sa)
     uncovered = sum(c for s, c in ca.items() if s not in cb) / na if na else 0.0
     per = {s: (ca.get(s, 0) / max(na, 1)) / (c / max(nb, 1)) for s, c in cb.items()}
-    return [per[s] for s in sb], uncovered
+    return list(map(per.__getitem__, sb)), uncovered
 
 
 # -- comparing ---------------------------------------------------------------------------------
@@ -408,10 +417,11 @@ def _compare_values(row: dict, mb: dict, ma: dict, before: Values, after: Values
     if len(vb) and len(va):
         sb, sa = strata(mb_vals[1:], edges, strata_kind), strata(ma_vals[1:], edges, strata_kind)
         weights, uncovered = mix_weights(sb, sa)
-    sum_w2 = math.fsum(w * w for w in weights) if weights is not None else 0.0
+    sum_w2 = math.fsum(map(mul, weights, weights)) if weights is not None else 0.0
     n_eff = math.fsum(weights) ** 2 / sum_w2 if sum_w2 > 0 else 0.0
     row["mix_uncovered_share"] = _r(uncovered, 4)
-    for q, qv in QUANTILES:
+    expected_q = weighted_quantiles(vb, weights, [qv for _, qv in QUANTILES]) if weights is not None else None
+    for i, (q, qv) in enumerate(QUANTILES):
         b, a = mb.get(q), ma.get(q)
         cell = {"before": b, "after": a, "change_pct": None, "ci_pct": None, "significant": None,
                 "expected_after": None, "mix_pct": None, "service_pct": None, "verdict": "n/a"}
@@ -426,7 +436,7 @@ def _compare_values(row: dict, mb: dict, ma: dict, before: Values, after: Values
         if b:
             cell["ci_pct"] = [_r((a - b - Z95 * se) / abs(b) * 100, 1), _r((a - b + Z95 * se) / abs(b) * 100, 1)]
         total_sig = abs(a - b) > Z_VERDICT * se and not _negligible(row, a - b)
-        expected = weighted_quantile(vb, weights, qv) if weights is not None else None
+        expected = expected_q[i] if expected_q else None
         service_sig = None
         if expected is not None:
             cell["expected_after"] = _r(expected)
