@@ -97,7 +97,8 @@ class Values:
         metrics = {}
         for name, *_ in STAGE_METRICS + REQUEST_METRICS:
             rows = sorted((v, inp[i], out[i]) for i, v in enumerate(cols[name]) if math.isfinite(v))
-            metrics[name] = _columns(rows)
+            v, i, o = _transposed(rows, 3)
+            metrics[name] = (v, i, o)
         return cls(metrics, {c: array("d", cols[c]) for c in MIX_COLUMNS})
 
 
@@ -125,15 +126,6 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
 
 def _num(x) -> float:
     return NAN if x is None else float(x)
-
-
-def _columns(rows: Iterable[tuple]) -> tuple[array, array, array]:
-    v, i, o = array("d"), array("d"), array("d")
-    for value, inp, out in rows:
-        v.append(value)
-        i.append(_num(inp))
-        o.append(_num(out))
-    return v, i, o
 
 
 # Each metric's values as the report's SQL reads them: a stage's durations are the events of that
