@@ -143,8 +143,8 @@ def test_every_rule_and_check_declares_what_it_needs():
 def test_a_fail_row_with_no_finding_says_what_its_rules_said():
     """The oom rule fires at [oom] min_events OOMs in a session; the no_oom row fails at any OOM.
     With min_events raised above what a session had, the row fails and says why no finding."""
-    from analyzer.model.report import build_checklist
     from analyzer.core.thresholds import defaults
+    from analyzer.model.report import build_checklist
     from analyzer.rules import evaluate_rules
 
     t = defaults()
