@@ -15,7 +15,7 @@ TEST_EXTRAS := test_gpu_hf_spark
 # the CPU wheel, installed explicitly before the extras (pip finds it in its configured index).
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test install system-deps lint bench collector-wheel
+.PHONY: demo test install system-deps lint bench wheels collector-wheel
 
 # $* is the extras set with "_" for ",", or "base" for none.
 $(VENV)/.installed-%: pyproject.toml
@@ -45,6 +45,15 @@ bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/accuracy.py
 
+# Wheels are stamped with the last commit's time, so one commit builds the same bytes anywhere
+# (hatchling writes SOURCE_DATE_EPOCH into every entry; outside a git clone, its fixed default).
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+BUILD_ENV := $(if $(SOURCE_DATE_EPOCH),SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH))
+
+# dist/dslogs_llm-*.whl (CLI, analyzer, API) and dist/dslogs_collector-*.whl
+wheels:
+	$(BUILD_ENV) python3 -m pip wheel -q --no-deps -w dist . ./packaging/collector
+
 # dist/dslogs_collector-*.whl: the collector alone, no dependencies, for inference environments
 collector-wheel:
-	python3 -m pip wheel -q --no-deps -w dist ./packaging/collector
+	$(BUILD_ENV) python3 -m pip wheel -q --no-deps -w dist ./packaging/collector

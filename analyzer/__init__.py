@@ -1,3 +1,5 @@
 """dslogs analyzer: ingest trace logs into DuckDB, compute metrics, diagnose, render reports."""
 
-__version__ = "0.1.0"
+from collector._version import __version__
+
+__all__ = ["__version__"]

@@ -80,6 +80,23 @@ report_app = typer.Typer(help="Periodic reports.", no_args_is_help=True)
 app.add_typer(report_app, name="report")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from analyzer import __version__
+
+        typer.echo(f"dslogs {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    # no docstring: the app's help stays the one Typer(help=...) gives
+    pass
+
+
 class ReportFormat(StrEnum):
     html = "html"
     json = "json"

@@ -12,7 +12,7 @@ report that renders inline in a notebook (docs/python.md).
     dslogs.diff("./before", "./after")
 
 Importing this package is cheap: the analyzer, DuckDB, pandas and altair load when first used.
-pandas and altair come with the ``notebook`` extra: ``pip install 'dslogs[notebook]'``.
+pandas and altair come with the ``notebook`` extra: ``pip install 'dslogs-llm[notebook]'``.
 """
 
 from __future__ import annotations

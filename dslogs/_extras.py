@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-EXTRA_HINT = "pip install 'dslogs[notebook]'"
+EXTRA_HINT = "pip install 'dslogs-llm[notebook]'"
 
 
 def need(module: str, what: str) -> ModuleType:

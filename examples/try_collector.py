@@ -3,7 +3,7 @@ architecture of DeepSeek-R1-Distill-Qwen-1.5B, built from a config on the CPU, a
 tests do) answers a few chats through ``Tracer.generate``, then ``dslogs analyze`` reads what it
 wrote.
 
-    pip install 'dslogs[hf]'            # or, in a clone: pip install -e '.[hf]' (plus a torch wheel)
+    pip install 'dslogs-llm[hf]'            # or, in a clone: pip install -e '.[hf]' (plus a torch wheel)
     python examples/try_collector.py [LOG_DIR]
 
 The answers are random tokens; the timings, parameters and events are real. Default LOG_DIR: a

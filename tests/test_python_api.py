@@ -258,7 +258,7 @@ def test_without_pandas_the_error_names_the_extra(tmp_path):
                 tmp_path)
     assert r.returncode == 1 and r.stdout.strip() == "5110"
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError") and "dslogs[notebook]" in last, last
+    assert last.startswith("ImportError") and "dslogs-llm[notebook]" in last, last
 
 
 def test_the_api_passes_mypy_strict(tmp_path):

@@ -270,7 +270,7 @@ def test_spark_engine_missing_is_a_usage_error(monkeypatch):
     # an engine module that cannot be imported (as when its dependency is not installed)
     monkeypatch.delitem(OPENERS, "spark", raising=False)
     monkeypatch.setitem(sys.modules, "analyzer.engines.spark.driver", None)
-    with pytest.raises(UsageError, match=r"--engine spark is not available .*install dslogs\[spark\]"):
+    with pytest.raises(UsageError, match=r"--engine spark is not available .*install dslogs-llm\[spark\]"):
         analyze_logs(["nowhere"], engine="spark")
     with pytest.raises(UsageError, match="unknown engine 'presto'; valid: duckdb, spark"):
         analyze_logs(["nowhere"], engine="presto")

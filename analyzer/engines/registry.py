@@ -48,7 +48,7 @@ def opener(name: str) -> Opener:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            hint = f"; install dslogs[{extra}]" if extra else ""
+            hint = f"; install dslogs-llm[{extra}]" if extra else ""
             raise UsageError(f"--engine {name} is not available ({exc}){hint}") from None
     return OPENERS[name]
 

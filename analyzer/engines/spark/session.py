@@ -75,7 +75,7 @@ def _import_pyspark():
             import pyspark  # noqa: F401
             from pyspark.sql import SparkSession
     except ImportError as exc:
-        raise UsageError(f"--engine spark needs pyspark ({exc}); install dslogs[spark]") from None
+        raise UsageError(f"--engine spark needs pyspark ({exc}); install dslogs-llm[spark]") from None
     return SparkSession
 
 
