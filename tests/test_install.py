@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import hashlib
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 import tomllib
+import zipfile
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -103,22 +107,78 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-@pytest.fixture(scope="module")
-def bare_venv(tmp_path_factory) -> Path:
-    """A venv holding dslogs from its wheel and what pip resolves for its base dependencies."""
-    started = time.monotonic()
-    out = tmp_path_factory.mktemp("install")
+# Any fixed instant: what `make wheels` sets (the last commit's time) is checked for its effect,
+# every entry stamped with it, not for its value.
+EPOCH = 1796515200  # 2026-12-06T00:00:00Z
+# What the root pyproject's wheel is built from: a copy of these is another clone.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "collector", "analyzer", "dslogs", "queries", "templates")
+
+
+def _build_wheel(src: Path, out: Path) -> Path:
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(out / "dist"), str(REPO)], capture_output=True, text=True, timeout=300)
+                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=300,
+                           env=_clean_env(SOURCE_DATE_EPOCH=str(EPOCH)))
     assert build.returncode == 0, build.stderr
-    (wheel,) = (out / "dist").glob("dslogs-*.whl")
-    env_dir = out / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300, env=_clean_env())
-    pip = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                         capture_output=True, text=True, timeout=600, env=_clean_env())
-    assert pip.returncode == 0, pip.stdout + pip.stderr
-    print(f"\nwheel built and installed into a bare venv in {time.monotonic() - started:.1f} s")
-    return env_dir
+    (wheel,) = out.glob("dslogs_llm-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The dslogs-llm wheel of this tree, stamped as `make wheels` stamps it."""
+    return _build_wheel(REPO, tmp_path_factory.mktemp("dist"))
+
+
+def _venv(where: Path, *requirements: str) -> Path:
+    """A new venv with ``requirements`` installed by pip from its configured index, one line
+    each, in order: nothing of this interpreter's site-packages or of the checkout."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300, env=_clean_env())
+    for req in requirements:
+        pip = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", req],
+                             capture_output=True, text=True, timeout=900, env=_clean_env())
+        assert pip.returncode == 0, f"pip install {req}\n{pip.stdout}{pip.stderr}"
+    print(f"\n{where.name}: {' '.join(Path(r).name for r in requirements)} installed in a new venv in "
+          f"{time.monotonic() - started:.1f} s")
+    return where
+
+
+@pytest.fixture(scope="module")
+def bare_venv(wheel, tmp_path_factory) -> Path:
+    """A venv holding dslogs from its wheel and what pip resolves for its base dependencies."""
+    return _venv(tmp_path_factory.mktemp("install") / "venv", str(wheel))
+
+
+def test_wheels_are_byte_identical_from_another_clone(wheel, tmp_path):
+    # another clone: the same files written at another time (fresh mtimes), under another path
+    clone = tmp_path / "elsewhere" / "dslogs"
+    for name in WHEEL_SOURCES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, clone / name, copy_function=shutil.copy,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            clone.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, clone / name)
+    again = _build_wheel(clone, tmp_path / "dist")
+    assert again.name == wheel.name
+    assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    stamp = time.gmtime(EPOCH)[:6]
+    assert {i.date_time for i in zipfile.ZipFile(wheel).infolist()} == {stamp}
+
+
+def test_the_installed_package_says_its_version(bare_venv, wheel, tmp_path):
+    meta = zipfile.ZipFile(wheel).read(wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
+                                       + ".dist-info/METADATA").decode()
+    version = re.search(r"^Version: (.+)$", meta, re.M).group(1)
+    assert wheel.name.startswith(f"dslogs_llm-{version}-")
+    env = _clean_env(PATH=f"{bare_venv / 'bin'}:{os.environ.get('PATH', '')}")
+    cli = subprocess.run(["dslogs", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert (cli.returncode, cli.stdout, cli.stderr) == (0, f"dslogs {version}\n", "")
+    api = subprocess.run(["python", "-c", "import dslogs, importlib.metadata as m; "
+                          "print(dslogs.__version__, m.version('dslogs-llm'))"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert api.returncode == 0 and api.stdout.split() == [version, version], api.stdout + api.stderr
 
 
 def test_the_bare_venv_has_the_base_dependencies_only(bare_venv, tmp_path):
@@ -208,3 +268,122 @@ def test_every_readme_command_runs_as_shown_in_the_installed_package(bare_venv, 
     commands = set(re.findall(r"^│ (\w+)\s", helped, re.M)) - {"weekly"}
     assert commands and commands <= verbs, f"commands of `dslogs --help` no test here runs: {commands - verbs}"
     assert len(timings) >= 25
+
+
+# -- each extra on its own ------------------------------------------------------------------------
+# A new venv per extra, holding the wheel with that extra and nothing else, runs what the extra is
+# for: a dependency an extra forgets (pandas under PySpark's Arrow path, say) fails here, where
+# the test extras installed together would hide it.
+
+
+def _python(venv: Path, script: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    # -I: neither PYTHONPATH, the user's site nor the working folder; the venv's site-packages only
+    return subprocess.run([str(venv / "bin" / "python"), "-I", "-c", script], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=_clean_env(TZ="UTC"))
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.skipif(shutil.which("java") is None, reason="--engine spark needs a Java runtime")
+def test_the_spark_extra_runs_analyze_on_spark(wheel, tmp_path):
+    venv = _venv(tmp_path / "venv-spark", f"{wheel}[spark]")
+    logs = REPO / "sample_logs" / "oom_fallback"  # small, and with findings to compare
+    reports = {}
+    for engine in ("duckdb", "spark"):
+        r = subprocess.run([str(venv / "bin" / "dslogs"), "analyze", str(logs), "--engine", engine, "--no-cache",
+                            "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           env=_clean_env(TZ="UTC"))
+        assert r.returncode == 0 and "Traceback" not in r.stderr, f"--engine {engine}\n{r.stderr[-3000:]}"
+        reports[engine] = json.loads(r.stdout)
+    spark, duck = reports["spark"], reports["duckdb"]
+    assert spark["requests"]["count"] > 0
+    assert spark["requests"] == duck["requests"]
+    assert [f["rule"] for f in spark["findings"]] == [f["rule"] for f in duck["findings"]] != []
+
+
+@pytest.mark.slow
+def test_the_notebook_extra_gives_the_api_its_dataframes(wheel, tmp_path):
+    venv = _venv(tmp_path / "venv-notebook", f"{wheel}[notebook]")
+    logs = REPO / "sample_logs" / "capacity_small"
+    r = _python(venv, f"""
+import json, dslogs
+logs = dslogs.open({str(logs)!r}, use_cache=False)
+df = logs.requests
+chart = logs.report().chart("latency_timeline")
+print(json.dumps({{"type": type(df).__module__ + "." + type(df).__name__, "rows": len(df),
+                   "chart": type(chart).__module__.split(".")[0], "file": dslogs.__file__}}))
+""", tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.splitlines()[-1])
+    count = subprocess.run([str(venv / "bin" / "dslogs"), "query", str(logs), "SELECT count(*) AS n FROM requests",
+                            "--format", "json", "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300, env=_clean_env(TZ="UTC"))
+    assert count.returncode == 0, count.stderr
+    assert got["type"] == "pandas.core.frame.DataFrame" and got["chart"] == "altair"
+    assert got["rows"] == json.loads(count.stdout)[0]["n"] > 0
+    assert str(REPO) not in got["file"]
+
+
+GPU_SCRIPT = """
+import json, sys, time
+from collector import Tracer
+t = Tracer("logs")
+status = t.start_samplers(["gpu", "process"], interval_s=0.05)
+time.sleep(0.3)
+t.close()
+lines = [json.loads(x) for p in __import__("pathlib").Path("logs").glob("*.jsonl") for x in p.read_text().splitlines()]
+print(json.dumps({"status": status, "stages": sorted({e["stage"] for e in lines}),
+                  "loaded": sorted(m for m in ("pynvml", "psutil") if m in sys.modules)}))
+"""
+
+
+@pytest.mark.slow
+def test_the_gpu_extra_samples_or_says_why_not(wheel, tmp_path):
+    venv = _venv(tmp_path / "venv-gpu", f"{wheel}[gpu]")
+    r = _python(venv, GPU_SCRIPT, tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout.splitlines()[-1])
+    # both packages of the extra were there and used; a host without a GPU or driver gets one
+    # line saying so, never an exception
+    assert got["loaded"] == ["psutil", "pynvml"], got
+    assert got["status"]["process"] == "on" and "process_sample" in got["stages"], got
+    gpu = got["status"]["gpu"]
+    if gpu == "on":
+        assert "gpu_sample" in got["stages"], got
+    else:
+        assert gpu.startswith("off: NVML") and "gpu_sample" not in got["stages"], got
+        assert "dslogs collector: " in r.stderr and "NVML" in r.stderr, r.stderr
+
+
+HF_SCRIPT = """
+import json, pathlib, torch, transformers
+from collector import Tracer
+torch.manual_seed(0)
+cfg = transformers.Qwen2Config(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256,
+                               eos_token_id=2, pad_token_id=0)
+model = transformers.Qwen2ForCausalLM(cfg).eval()
+ids = torch.randint(4, 96, (1, 12))
+with Tracer("logs") as t:
+    out = t.generate(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, session_id="s1",
+                     max_new_tokens=6, min_new_tokens=6, do_sample=False)
+lines = [json.loads(x) for p in pathlib.Path("logs").glob("*.jsonl") for x in p.read_text().splitlines()]
+print(json.dumps({"new_tokens": out.shape[1] - 12, "events": [(e["stage"], e.get("output_len")) for e in lines
+                                                              if e.get("session_id") == "s1"]}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.hf
+def test_the_hf_extra_traces_generate(wheel, tmp_path):
+    # torch first, as the Makefile does: the extra leaves torch's build to the user, and pip
+    # takes the CPU wheel from its index here rather than a CUDA build of several GB
+    torch = re.search(r"^TORCH \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
+    venv = _venv(tmp_path / "venv-hf", torch, f"{wheel}[hf]")
+    r = _python(venv, HF_SCRIPT, tmp_path, timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    got = json.loads(r.stdout.splitlines()[-1])
+    stages = [s for s, _ in got["events"]]
+    assert got["new_tokens"] == 6
+    assert {"prefill", "decode", "request"} <= set(stages), stages
+    assert dict(got["events"])["request"] == 6, got["events"]
