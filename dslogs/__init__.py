@@ -7,7 +7,7 @@ report that renders inline in a notebook (docs/python.md).
     logs.query("SELECT ... WHERE host = $host", host="gpu-01")
     report = logs.report()         # renders inline in Jupyter / VS Code
     report.findings[0].fix
-    report.chart("latency_timeline")   # an altair Chart to change
+    report.chart("latency_hist")       # an altair Chart to change
     logs.capacity()                # requests in flight the service holds, and the limit to set
     dslogs.diff("./before", "./after")
 

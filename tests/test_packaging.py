@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -32,7 +33,7 @@ def wheel(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
     )
-    (whl,) = out.glob("dslogs-*.whl")
+    (whl,) = out.glob("dslogs_llm-*.whl")
     return whl
 
 
@@ -170,11 +171,46 @@ def test_collector_wheel_declares_no_dependencies_and_ships_collector_only(colle
     assert not [line for line in meta.splitlines() if line.startswith(("Requires-Dist", "Provides-Extra"))], meta
     root = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     own = tomllib.loads((REPO / "packaging" / "collector" / "pyproject.toml").read_text())["project"]
-    assert own["version"] == root["version"] and own["dependencies"] == []
+    assert own["dependencies"] == []
+    assert f"Version: {_written_version()}\n" in meta
     # no extra of dslogs pins torch: a user's CUDA build must survive `pip install dslogs[hf]`
     for extra, reqs in root["optional-dependencies"].items():
         for req in reqs:
             assert not (req.startswith("torch") and "==" in req), (extra, req)
+
+
+def _written_version() -> str:
+    (version,) = re.findall(r'^__version__ = "([^"]+)"$', (REPO / "collector" / "_version.py").read_text(), re.M)
+    return version
+
+
+def test_the_version_is_written_once():
+    import tomllib
+
+    # neither pyproject writes it: hatch reads collector/_version.py for both distributions
+    for pyproject in (REPO / "pyproject.toml", REPO / "packaging" / "collector" / "pyproject.toml"):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        assert "version" not in project and "version" in project["dynamic"], pyproject
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["version"] == {
+        "path": "collector/_version.py"}
+    written = [str(p.relative_to(REPO)) for package in ("analyzer", "collector", "dslogs")
+               for p in (REPO / package).rglob("*.py") if re.search(r"^__version__ = ", p.read_text(), re.M)]
+    assert written == ["collector/_version.py"]
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    out = CliRunner().invoke(app, ["--version"])
+    assert (out.exit_code, out.output) == (0, f"dslogs {_written_version()}\n")
+
+
+def test_the_collector_wheel_is_byte_identical_built_again(collector_wheel, tmp_path):
+    again = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(REPO / "packaging" / "collector")], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    (whl,) = tmp_path.glob("dslogs_collector-*.whl")
+    assert whl.name == collector_wheel.name and whl.read_bytes() == collector_wheel.read_bytes()
 
 
 def test_collector_wheel_installs_into_a_fresh_venv_with_nothing_else(collector_wheel, tmp_path):
