@@ -9,6 +9,10 @@ whole module. The README's `$ dslogs …` blocks are run in order in a scratch f
 sample_logs/: each exits as the README implies (0; the number a following `echo $?` shows; 2
 where the README shows `dslogs: error:`), and the output the README shows (with `...` for lines
 left out) is lines of the real output, in order.
+
+The wheel is built once, stamped with SOURCE_DATE_EPOCH as `make wheels` does; a copy of its
+sources elsewhere builds the same bytes. Each extra gets a venv of its own (the wheel with that
+extra, nothing else) and runs what it is there for.
 """
 
 from __future__ import annotations
@@ -276,6 +280,20 @@ def test_every_readme_command_runs_as_shown_in_the_installed_package(bare_venv, 
 # the test extras installed together would hide it.
 
 
+@pytest.fixture
+def new_venv(tmp_path):
+    """_venv in this test's folder, removed after the test (torch's alone is 1.4 GB)."""
+    made = []
+
+    def make(name: str, *requirements: str) -> Path:
+        made.append(_venv(tmp_path / name, *requirements))
+        return made[-1]
+
+    yield make
+    for venv in made:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
 def _python(venv: Path, script: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     # -I: neither PYTHONPATH, the user's site nor the working folder; the venv's site-packages only
     return subprocess.run([str(venv / "bin" / "python"), "-I", "-c", script], cwd=cwd, capture_output=True,
@@ -285,8 +303,8 @@ def _python(venv: Path, script: str, cwd: Path, timeout: int = 300) -> subproces
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.skipif(shutil.which("java") is None, reason="--engine spark needs a Java runtime")
-def test_the_spark_extra_runs_analyze_on_spark(wheel, tmp_path):
-    venv = _venv(tmp_path / "venv-spark", f"{wheel}[spark]")
+def test_the_spark_extra_runs_analyze_on_spark(wheel, new_venv, tmp_path):
+    venv = new_venv("venv-spark", f"{wheel}[spark]")
     logs = REPO / "sample_logs" / "oom_fallback"  # small, and with findings to compare
     reports = {}
     for engine in ("duckdb", "spark"):
@@ -302,8 +320,8 @@ def test_the_spark_extra_runs_analyze_on_spark(wheel, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_notebook_extra_gives_the_api_its_dataframes(wheel, tmp_path):
-    venv = _venv(tmp_path / "venv-notebook", f"{wheel}[notebook]")
+def test_the_notebook_extra_gives_the_api_its_dataframes(wheel, new_venv, tmp_path):
+    venv = new_venv("venv-notebook", f"{wheel}[notebook]")
     logs = REPO / "sample_logs" / "capacity_small"
     r = _python(venv, f"""
 import json, dslogs, pandas
@@ -338,8 +356,8 @@ print(json.dumps({"status": status, "stages": sorted({e["stage"] for e in lines}
 
 
 @pytest.mark.slow
-def test_the_gpu_extra_samples_or_says_why_not(wheel, tmp_path):
-    venv = _venv(tmp_path / "venv-gpu", f"{wheel}[gpu]")
+def test_the_gpu_extra_samples_or_says_why_not(wheel, new_venv, tmp_path):
+    venv = new_venv("venv-gpu", f"{wheel}[gpu]")
     r = _python(venv, GPU_SCRIPT, tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     got = json.loads(r.stdout.splitlines()[-1])
@@ -375,11 +393,11 @@ print(json.dumps({"new_tokens": out.shape[1] - 12, "events": [(e["stage"], e.get
 
 @pytest.mark.slow
 @pytest.mark.hf
-def test_the_hf_extra_traces_generate(wheel, tmp_path):
+def test_the_hf_extra_traces_generate(wheel, new_venv, tmp_path):
     # torch first, as the Makefile does: the extra leaves torch's build to the user, and pip
     # takes the CPU wheel from its index here rather than a CUDA build of several GB
     torch = re.search(r"^TORCH \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
-    venv = _venv(tmp_path / "venv-hf", torch, f"{wheel}[hf]")
+    venv = new_venv("venv-hf", torch, f"{wheel}[hf]")
     r = _python(venv, HF_SCRIPT, tmp_path, timeout=600)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     got = json.loads(r.stdout.splitlines()[-1])
