@@ -24,10 +24,11 @@ from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameter
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, evidence, load_thresholds
-from analyzer.rules.attribution import largest_rise, memory_leak_verdicts
+from analyzer.rules.attribution import largest_rise, memory_leak_verdicts, snapshot_rise
 from analyzer.rules.capacity_curve import capacity_curves
+from analyzer.rules.hosts import rss_credits, rss_judgement
 from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import MAX_FINDING_SESSIONS, SEVERITY_RANK, cpu_only_hosts
+from analyzer.rules.registry import SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
 PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
@@ -193,7 +194,9 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     # once for the memory_leak rule and the checklist's reserved_band row (0.1-0.2 s at 1.57 M
     # events); the verdicts skip CPU-only hosts themselves, so the rule's GPU view gives the same
     leak = memory_leak_verdicts(metrics, thresholds)
-    findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak)
+    # once for rss_growth and the sessions table, which shows what it judged of every session
+    rss = rss_credits(metrics, thresholds)
+    findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak, rss)
     _rules_unavailable(rule_status, (ingest or {}).get("formats"))
     span = _one(metrics, "time_span")
     params = _one(metrics, "_params")
@@ -205,6 +208,8 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     cpu_hosts = cpu_only_hosts(metrics)
     host_names = {r.get("host") for r in metrics.get("hosts_summary", [])}
     no_gpu = bool(host_names) and host_names <= cpu_hosts
+    sessions = _sessions_block(metrics, by_session, findings, thresholds, leak, rss)
+    sessions_total = len(metrics.get("session_summary", []))
     checklist = build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats"))
     if no_gpu:
         checklist = [{**c, "status": NOT_APPLICABLE, "value": None, "note": "not applicable (no GPU)"}
@@ -234,8 +239,10 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             for r in metrics.get("stage_percentiles", [])
         ],
         "requests": _requests_block(metrics, thresholds),
-        "sessions": _sessions_block(metrics, by_session, findings, thresholds),
-        "sessions_total": len(metrics.get("session_summary", [])),
+        "sessions": sessions,
+        "sessions_total": sessions_total,
+        # the list holds every flagged session and at most report.max_sessions others
+        "sessions_truncated": len(sessions) < sessions_total,
         "findings": findings,
         "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu) + source_notes(ingest),
         "rules": rule_status,
@@ -339,8 +346,15 @@ SESSION_KEYS = (
 )  # fmt: skip
 
 
-def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict) -> list[dict]:
-    """Every flagged session, then the others in time order, up to report.max_sessions."""
+def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,
+                    leak: dict | None = None, rss=None) -> list[dict]:
+    """Every flagged session, then the others in time order, up to report.max_sessions. Each row
+    has the readings (``reserved_rise_mb``: last − first reserved snapshot, the slope) and, in
+    ``judged``, the figure each per-session memory rule judged of it (memory_leak: what
+    attribution credited its requests with, per request and in all; rss_growth: the same of host
+    RAM), under the names its finding gives them, flagged or not."""
+    leak = memory_leak_verdicts(metrics, thresholds) if leak is None else leak
+    rss = rss_credits(metrics, thresholds) if rss is None else rss
     worst = {}
     for f in findings:
         for sid in f["session_ids"]:
@@ -357,17 +371,18 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
             picked.append(r)
             others += 1
     wanted = {r["session_id"] for r in picked}
-    # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
-    # a short session is not a leak), so the tables can show why a session is or is not flagged
-    rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
-             for r in metrics.get("memory_per_session", [])
-             if r["session_id"] in wanted
-             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
+    # the process's reserved readings over the session (last − first snapshot), beside what
+    # memory_leak judged of the session itself
+    snaps = {r["session_id"]: r for r in metrics.get("memory_per_session", []) if r["session_id"] in wanted}
     rows = []
     for r in picked:
+        sid = r["session_id"]
         row = {k: r.get(k) for k in SESSION_KEYS}
-        row["reserved_rise_mb"] = rises.get(r["session_id"])
-        row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
+        snap = snaps.get(sid)
+        row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if snap is not None else None
+        judged = {"memory_leak": leak["sessions"].judgement(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds)}
+        row["judged"] = {rule: v for rule, v in judged.items() if v is not None}
+        row["findings"] = sorted(set(by_session.get(sid, [])), key=RULE_IDS.index)
         rows.append(row)
     flagged = [r for r in rows if r["findings"]]
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
@@ -606,7 +621,7 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
         {**_check("reserved_band", f"reserved_mb within ±{c['reserved_band_mb']:g} MiB in every session",
                   deviation, c["reserved_band_mb"], "MiB", "003 §5.3",
                   lambda v, th: not band_fails, note=band_note),
-         "sessions": band_sessions[:MAX_FINDING_SESSIONS]},
+         "sessions": band_sessions},
         _check("gpu_util_peak", f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host",
                min(peaks) if peaks else None, t["low_gpu_util"]["peak_pct"], "%", "003 §5.3", _gt),
         _check("no_oom", "no OOMError / CUDA out of memory", ooms_total if has_requests or ooms else None,
