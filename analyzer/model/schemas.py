@@ -61,7 +61,9 @@ def _session_row() -> dict:
     strings = ("session_id", "host", "first_ts", "last_ts", "source_format")
     integers = ("requests", "errors", "max_kv_seq_len", "max_output_len")
     numbers = tuple(k for k in SESSION_KEYS if k not in strings + integers) + ("reserved_rise_mb",)
-    return row(strings, numbers, integers, findings=opt(arr(STR)))
+    # judged: rule -> what it judged of the session (memory_leak, rss_growth), its finding's names
+    judged = obj({}, extra=obj({"basis": opt(STR)}, extra=opt(NUM)))
+    return row(strings, numbers, integers, findings=opt(arr(STR)), judged=judged)
 
 
 PCTS = row(numbers=("p50", "p90", "p95", "p99", "max"), integers=("count",))
@@ -138,6 +140,7 @@ def report_schema() -> dict:
             "requests": requests,
             "sessions": arr(_session_row()),
             "sessions_total": opt(INT),
+            "sessions_truncated": opt(BOOL),
             "findings": arr(finding),
             "notes": arr({"type": ["object", "string"]}),
             "rules": arr(row(("rule", "status", "reason", "severity", "source"), integers=("findings",))),

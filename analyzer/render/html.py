@@ -323,7 +323,8 @@ _WORDS = {"mb": "MiB", "rss": "RSS", "gpu": "GPU", "kv": "KV", "ttft": "TTFT", "
           "e2e": "e2e", "pid": "PID", "pct": "%", "r2": "R²", "id": "id", "oom": "OOM", "cpu": "CPU"}  # fmt: skip
 # The glossary word a column is an instance of, for its header's tooltip.
 _GLOSSED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("ttfa", "TTFA"), ("e2e", "e2e"), ("gpu_wait", "gpu_wait"),
-            ("inflight", "in flight"), ("kept", "kept"), ("slope", "slope"), ("reasoning", "reasoning share"),
+            ("inflight", "in flight"), ("credited", "credited"), ("kept", "kept"), ("slope", "slope"),
+            ("rss", "RSS"), ("reasoning", "reasoning share"),
             ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"))  # fmt: skip
 _GLOSSED_KEYS = {"rise_mb": "rise", "reserved_rise_mb": "rise"}
 
@@ -402,7 +403,8 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "kept": [dict(e, anchor=links.get(e.get("session_id")),
                           peak=max([abs(r.get("kept_mb") or 0) for r in e.get("requests") or []] + [1]))
                      for e in (evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS]],
-            "more_kept": max(0, len(evidence.get("requests") or []) - MAX_EVIDENCE_SESSIONS),
+            "more_kept": max(0, (f.get("session_count") or len(sids))
+                             - len((evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS])) if evidence.get("requests") else 0,
             "factors": evidence.get("factors") or [],
             "doc": evidence.get("doc"),
         })
@@ -524,6 +526,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
+        "judged_rss": any((s.get("judged") or {}).get("rss_growth") for s in sessions),
         "generated_at": model.get("generated_at") or "",
         "version": model.get("dslogs_version") or "",
         "window": model.get("window") or {},
