@@ -64,9 +64,9 @@ def _judged(s: dict, rule: str) -> str:
     if not j:
         return "—"
     if rule == "rss_growth":
-        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests'))})"
+        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))})"
     if j.get("basis") == "request deltas":
-        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests'))})"
+        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))})"
     return f"{_num(j.get('rise_mb'))} (reserved over turns)"
 
 

@@ -562,7 +562,7 @@ class SessionVerdicts:
 
     def judgement(self, sid: str, snapshots: dict | None = None) -> dict | None:
         """What memory_leak judged of one session, under the names its finding gives them
-        (``basis``, ``rise_mb``, ``leak_per_request_mb``, ``requests``), flagged or not; None
+        (``basis``, ``rise_mb``, ``leak_per_request_mb``, ``requests_counted``), flagged or not; None
         when it judged nothing of it. ``snapshots``: the session's memory_per_session row."""
         c = self.credits.get(sid)
         if c is not None:
@@ -570,7 +570,7 @@ class SessionVerdicts:
             if n < self.min_samples:
                 return None
             return {"basis": DELTA_BASIS, "rise_mb": kept_in_all(rate, n), "leak_per_request_mb": rate,
-                    "requests": n}
+                    "requests_counted": n}
         rise = snapshot_rise(snapshots, self.min_samples, self.cpu) if snapshots is not None else None
         if rise is None:
             return None

@@ -94,7 +94,7 @@ def memory_requests(rows: list[dict], limit: int | None = EVIDENCE_REQUESTS,
     if whole:
         # the verdict's rise is the session's last snapshot − its first, which need not be
         # those taken after its first and last request in the drill-down
-        entry["credited_mb"] = sum(r["kept_mb"] for r in out)
+        entry["credited_mb"] = sum(rise for _r, rise in top)
         entry["verdict_mb"] = verdict[figure]
         rest = verdict[figure] - (snaps[-1]["reserved_mb"] - snaps[0]["reserved_mb"] if snaps else 0.0)
         entry["left_out"] = ([{"request_id": None, "credited_mb": rest, "why": OUTSIDE_SNAPSHOTS}]

@@ -157,7 +157,8 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
     if c is None or c[1] < t["rss_growth"]["min_samples"]:
         return None
     rate, n = c
-    return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests": n}
+    # requests_counted: the requests per request × requests is over (from the first that kept)
+    return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests_counted": n}
 
 
 @rule(
@@ -213,7 +214,8 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
                      f"({fmt.prose(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
             section="memory", chart=None,
             details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "rss_kept_per_request_mb",
-                                                          "requests", "rss_kept_mb", "credited")} for v in leaky]},
+                                                          "requests_counted", "rss_kept_mb", "credited")}
+                                  for v in leaky]},
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
     pinned: dict[tuple, float] = {}

@@ -15,6 +15,8 @@ from analyzer.rules.registry import (
     rule,
 )
 
+COUNTED = {"requests": "requests_counted"}
+
 
 @rule(
     "memory_leak",
@@ -66,10 +68,13 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
             "memory_leak", scope="session", value=hit[0]["rise_mb"], threshold=th["rise_mb"], unit="MiB",
             message="; ".join(parts) + f" (more than {fmt.prose(th['rise_mb'])} MiB per session, 003 §5.3)",
             section="memory", chart="memory_timeline",
-            details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
-                                                          "leak_per_request_mb", "requests", "reserved_first_mb",
-                                                          "reserved_last_mb", "reserved_slope_mb_per_min",
-                                                          "samples", "minutes", "credited") if v.get(k) is not None}
+            # requests_counted: the requests per request × requests is over (from the first that
+            # kept), not the session's requests
+            details={"sessions": [{COUNTED.get(k, k): v.get(k)
+                                   for k in ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb",
+                                             "requests", "reserved_first_mb", "reserved_last_mb",
+                                             "reserved_slope_mb_per_min", "samples", "minutes", "credited")
+                                   if v.get(k) is not None}
                                   for v in hit],
                      "checked_sessions": len(sessions)},
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
