@@ -379,7 +379,8 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         sid = r["session_id"]
         row = {k: r.get(k) for k in SESSION_KEYS}
         snap = snaps.get(sid)
-        row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if snap is not None else None
+        has_both = snap is not None and snap.get("reserved_last_mb") is not None
+        row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
         judged = {"memory_leak": leak["sessions"].judgement(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds)}
         row["judged"] = {rule: v for rule, v in judged.items() if v is not None}
         row["findings"] = sorted(set(by_session.get(sid, [])), key=RULE_IDS.index)

@@ -607,10 +607,9 @@ def snapshot_rise(r: dict, min_samples: int, cpu: set | frozenset) -> float | No
     """A session's reserved_mb at its last turn minus its first (003 §5.3's turn check), the
     figure memory_leak judges of a session without before/after deltas; None when it has too few
     snapshots, none, or ran on a CPU-only host."""
-    if (r.get("host") in cpu or (r.get("samples") or 0) < min_samples
-            or r.get("reserved_first_mb") is None or r.get("reserved_last_mb") is None):
+    if r.get("host") in cpu or (r.get("samples") or 0) < min_samples or r.get("reserved_first_mb") is None:
         return None
-    return r["reserved_last_mb"] - r["reserved_first_mb"]
+    return (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
 
 
 def largest_rise(sessions) -> float | None:
