@@ -374,6 +374,8 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
     # the process's reserved readings over the session (last − first snapshot), beside what
     # memory_leak judged of the session itself
     snaps = {r["session_id"]: r for r in metrics.get("memory_per_session", []) if r["session_id"] in wanted}
+    # verdicts given as a plain dict (another engine, a stand-in) say nothing of healthy sessions
+    leak_judged = getattr(leak["sessions"], "judgement", lambda sid, snap: None)
     rows = []
     for r in picked:
         sid = r["session_id"]
@@ -381,7 +383,7 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         snap = snaps.get(sid)
         has_both = snap is not None and snap.get("reserved_last_mb") is not None
         row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
-        judged = {"memory_leak": leak["sessions"].judgement(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds)}
+        judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds)}
         row["judged"] = {rule: v for rule, v in judged.items() if v is not None}
         row["findings"] = sorted(set(by_session.get(sid, [])), key=RULE_IDS.index)
         rows.append(row)
