@@ -22,12 +22,12 @@ from analyzer.engines.compute import compute_metrics
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
 from analyzer.model import report
-from analyzer.rules.attribution import Credits
 from analyzer.model.report import INGEST_SERIES, REPORT_INPUTS, SERIES, build_report_from_metrics
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
 from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, registry
+from analyzer.rules.attribution import Credits
 from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
 
