@@ -95,7 +95,11 @@ def _truncation_marks(obj, where: str = "") -> list[str]:
                 base = k[: -len("_truncated")]
                 total = obj.get(f"{base}_total")
                 listed = obj.get(base)
-                if not (isinstance(total, int) and isinstance(listed, list) and len(listed) < total):
+                if isinstance(total, dict) and isinstance(listed, dict):
+                    # a list per key (the drill-down's requests per session): each one named is cut
+                    if not total or any(len(listed.get(key) or []) >= n for key, n in total.items()):
+                        bad.append(f"{where}.{k}")
+                elif not (isinstance(total, int) and isinstance(listed, list) and len(listed) < total):
                     bad.append(f"{where}.{k}")
             bad += _truncation_marks(v, f"{where}.{k}")
     elif isinstance(obj, list):
@@ -121,6 +125,12 @@ def test_json_lists_are_whole_or_say_they_are_cut(reports, name):
         if "requests" in ev:
             cut = ev.get("requests_truncated")
             assert len(ev["requests"]) == len(ids) or (cut and ev.get("requests_total") == len(ids)), f["rule"]
+    # the drill-down holds every request of a session, or says how many it has
+    counts = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
+    cut = model.get("session_details_total") or {}
+    for sid, rows in (model.get("session_details") or {}).items():
+        if sid in counts:
+            assert len(rows) == counts[sid] or cut.get(sid) == counts[sid] > len(rows), sid
     sessions, total = model["sessions"], model["sessions_total"]
     assert len(sessions) == total or (model.get("sessions_truncated") and len(sessions) < total)
     assert bool(model.get("sessions_truncated")) == (len(sessions) < total)

@@ -181,6 +181,13 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     del metrics
     ids = detail_session_ids(model, thresholds)
     model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+    # report.detail_requests per session at most: a session cut so says how many it has
+    totals = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
+    cut = {sid: totals[sid] for sid, rows in model["session_details"].items()
+           if (totals.get(sid) or 0) > len(rows)}
+    if cut:
+        model["session_details_truncated"] = True
+        model["session_details_total"] = cut
     # each finding's sessions with the evidence that pinned it (memory kept per request; the
     # causes present in the affected requests, and a fix naming only those)
     evidence.attach(model["findings"], model["session_details"], thresholds)
@@ -294,6 +301,9 @@ def _ingest_block(ingest: dict | None) -> dict:
         "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
         "formats": dict(ingest.pop("formats", {}) or {}),
     }
+    if len(out["bad_line_samples"]) < out["bad_lines"]:
+        # samples of the bad lines (a few per file), not all of them
+        out.update(bad_line_samples_truncated=True, bad_line_samples_total=out["bad_lines"])
     servers = ingest.pop("server_metrics", None)
     if servers:
         out["snapshots"] = sum(int(s.get("snapshots") or 0) for s in servers)

@@ -116,6 +116,8 @@ def report_schema() -> dict:
         {
             **{k: INT for k in ("files", "events", "bad_lines", "skipped_files")},
             "bad_line_samples": arr(row(("file", "reason"), integers=("line",))),
+            "bad_line_samples_truncated": opt(BOOL),
+            "bad_line_samples_total": opt(COUNT),
             "formats": obj({}, extra=INT),
             "skipped": arr(row(("file", "reason"))),
         },
@@ -158,6 +160,8 @@ def report_schema() -> dict:
             "series_bucket": opt(STR),
             "series": obj({}, extra=table),
             "session_details": obj({}, extra=table),
+            "session_details_truncated": opt(BOOL),
+            "session_details_total": obj({}, extra=COUNT),  # session -> its requests, when cut
             "thresholds": obj({}, extra=obj({}, extra=NUM)),  # every threshold is a number
             "cpu_hosts": arr(STR),
             "no_gpu": BOOL,

@@ -367,8 +367,10 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
         for r in value:
             columns += [c for c in r if c not in columns and not isinstance(r[c], (dict, list))]
         rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
+        # a list the model cut says how long it was (``<key>_total``)
+        total = details.get(f"{key}_total") if details.get(f"{key}_truncated") else None
         tables.append({"key": key, "columns": columns, "rows": rows,
-                       "more": max(0, len(value) - MAX_FINDING_SESSIONS),
+                       "more": max(0, (total or len(value)) - len(rows)),
                        "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
     return tables
 
@@ -397,7 +399,8 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "all_ids": sids, "ids_in_model": len(sids) < (f.get("session_count") or len(sids)),
             "section": section if section in SECTION_IDS else None,
             "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
-            "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
+            "details": [(detail_label(k), v) for k, v in details.items()
+                        if not isinstance(v, (dict, list)) and not k.endswith(("_truncated", "_total"))]
             if isinstance(details, dict) else [],
             "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
             "kept": [dict(e, anchor=links.get(e.get("session_id")),
@@ -426,6 +429,7 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     order = sorted(range(len(sessions)), key=lambda i: (flagged.get(sessions[i].get("session_id"), 9), i))
     sessions = [sessions[i] for i in order]
     details = model.get("session_details") or {}
+    totals = model.get("session_details_total") or {}
     drill_ids = [s.get("session_id") for s in sessions if s.get("session_id") in flagged]
     drill_ids += [sid for sid in details if sid not in drill_ids]
     drill_ids = drill_ids[:MAX_DRILLDOWNS]
@@ -437,8 +441,8 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
         shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
         left -= len(shown)
         drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
-                      "columns": _detail_columns(shown), "rows": shown, "total_rows": len(rows),
-                      "more_rows": len(rows) - len(shown)})
+                      "columns": _detail_columns(shown), "rows": shown, "total_rows": totals.get(sid, len(rows)),
+                      "more_rows": totals.get(sid, len(rows)) - len(shown)})
     drill_set = set(drill_ids)
     # A session links to its drill-down, else to its row in the sessions table.
     rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
