@@ -26,6 +26,7 @@ from analyzer.cli import app
 from analyzer.core import format as fmt
 from analyzer.render.html import MAX_SESSION_ROWS, anchor
 from analyzer.render.report import render_report
+from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(p.name for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
@@ -177,11 +178,24 @@ def test_a_session_figure_is_the_same_in_the_finding_and_the_sessions_table(repo
                     assert r.get(k) == v, (f["rule"], r["session_id"], k, v, r.get(k))
         if f["rule"] in FIGURE:
             assert f["value"] == max(r[FIGURE[f["rule"]]] for r in _detail_rows(f)), f["rule"]
-    # an unflagged session is not one the rule would flag by what the table shows of it
+    # a session is flagged exactly when the rule's own test passes on what the table shows of it
     th = model["thresholds"]
     for s in model["sessions"]:
+        # the rules judged by columns the row shows under their names (gpu_wait_pct_p50...)
+        for rule in ("gpu_wait", "cpu_bound", "slow_decode"):
+            _table, has, fires = SESSION_SCANS[rule](th)
+            cpu = RULE_SPECS[rule].gpu and (s.get("host") or "") in model.get("cpu_hosts", [])
+            if has(s) and not cpu:
+                assert fires(s) == (rule in (s.get("findings") or [])), (rule, s["session_id"])
         for rule, j in (s.get("judged") or {}).items():
             flagged = rule in (s.get("findings") or [])
+            if rule in SESSION_SCANS:
+                assert SESSION_SCANS[rule](th)[2]({**s, **j}) == flagged, (rule, s["session_id"], j)
+            elif rule == "ghost_memory":
+                fires = j["ghost_p50_mb"] > th[rule]["ghost_mb"] and j["ghost_share_p50"] > th[rule]["ghost_share"]
+                assert fires == flagged, (rule, s["session_id"], j)
+            elif rule == "oom":
+                assert (j["ooms"] >= th[rule]["min_events"]) == flagged, (rule, s["session_id"], j)
             if rule == "memory_leak" and j.get("basis") == "request deltas":
                 fires = j["leak_per_request_mb"] > th[rule]["leak_per_request_mb"] and j[FIGURE[rule]] > th[rule]["rise_mb"]
             elif rule == "rss_growth":

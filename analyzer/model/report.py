@@ -28,7 +28,7 @@ from analyzer.rules.attribution import largest_rise, memory_leak_verdicts, snaps
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.hosts import rss_credits, rss_judgement
 from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import SEVERITY_RANK, cpu_only_hosts
+from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
 PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
@@ -356,6 +356,37 @@ SESSION_KEYS = (
 )  # fmt: skip
 
 
+# Per-session rules judged by columns of one per-session table each (rules.registry.SESSION_SCANS:
+# the table and which rows they judge): rule -> the columns their verdict compares with thresholds,
+# under the names its finding's details give them. A session's ``judged`` holds those the row does
+# not already show under that name (SESSION_KEYS: gpu_wait_pct_p50, tpot_p50_ms...).
+JUDGED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_wait": ("gpu_wait_pct_p50",), "cpu_bound": ("gpu_util_pct_p50", "tpot_p50_ms"),
+    "slow_decode": ("tpot_p50_ms",), "beam_search": ("num_beams_max",),
+    "high_max_tokens": ("max_new_tokens_max",), "long_output": ("output_len_max",),
+}  # fmt: skip
+
+
+def _judged_by_scans(metrics: dict, thresholds: dict, wanted: set) -> dict[str, dict]:
+    """session -> {rule: the columns it judged} for the rules of JUDGED_COLUMNS and the sessions
+    in ``wanted``, each table read once; a GPU rule judges no CPU-only host's session."""
+    cpu = cpu_only_hosts(metrics)
+    by_table: dict[str, list[tuple]] = {}
+    for rid, cols in JUDGED_COLUMNS.items():
+        table, has, _fires = SESSION_SCANS[rid](thresholds)
+        by_table.setdefault(table, []).append((rid, has, cols, RULE_SPECS[rid].gpu))
+    out: dict[str, dict] = {}
+    for table, scans in by_table.items():
+        for r in metrics.get(table, []):
+            if r.get("session_id") not in wanted:
+                continue
+            for rid, has, cols, gpu in scans:
+                shown = {k: r.get(k) for k in cols if k not in SESSION_KEYS}
+                if shown and has(r) and not (gpu and r.get("host") in cpu):
+                    out.setdefault(r["session_id"], {})[rid] = shown
+    return out
+
+
 def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,
                     leak: dict | None = None, rss=None) -> list[dict]:
     """Every flagged session, then the others in time order, up to report.max_sessions. Each row
@@ -386,6 +417,10 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
     snaps = {r["session_id"]: r for r in metrics.get("memory_per_session", []) if r["session_id"] in wanted}
     # verdicts given as a plain dict (another engine, a stand-in) say nothing of healthy sessions
     leak_judged = getattr(leak["sessions"], "judgement", lambda sid, snap: None)
+    scanned = _judged_by_scans(metrics, thresholds, wanted)
+    ooms = {r["session_id"]: oom_count(r) for r in metrics.get("oom_per_session", [])
+            if r.get("session_id") in wanted}
+    cpu = cpu_only_hosts(metrics)
     rows = []
     for r in picked:
         sid = r["session_id"]
@@ -393,8 +428,13 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         snap = snaps.get(sid)
         has_both = snap is not None and snap.get("reserved_last_mb") is not None
         row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
-        judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds)}
-        row["judged"] = {rule: v for rule, v in judged.items() if v is not None}
+        judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds),
+                  "ghost_memory": ({k: snap.get(k) for k in ("ghost_p50_mb", "ghost_share_p50")}
+                                   if snap is not None and snap.get("ghost_p50_mb") is not None
+                                   and snap.get("host") not in cpu else None),
+                  "oom": {"ooms": ooms[sid]} if sid in ooms else None,
+                  **scanned.get(sid, {})}
+        row["judged"] = {rule: judged[rule] for rule in RULE_IDS if judged.get(rule) is not None}
         row["findings"] = sorted(set(by_session.get(sid, [])), key=RULE_IDS.index)
         rows.append(row)
     flagged = [r for r in rows if r["findings"]]
@@ -428,6 +468,8 @@ REPORT_INPUTS: tuple[str, ...] = (
     "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
     "oom_per_session", "kv_cache_per_session", "host_devices",
+    # what the per-session rules judged of each session in the sessions table (JUDGED_COLUMNS)
+    "gpu_wait_per_session", "decode_per_session", "generate_params_per_session",
 )  # fmt: skip
 
 

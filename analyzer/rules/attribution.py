@@ -574,8 +574,7 @@ class SessionVerdicts:
         rise = snapshot_rise(snapshots, self.min_samples, self.cpu) if snapshots is not None else None
         if rise is None:
             return None
-        return {"basis": SNAPSHOT_BASIS, "rise_mb": rise, "reserved_first_mb": snapshots["reserved_first_mb"],
-                "reserved_last_mb": snapshots["reserved_last_mb"], "samples": snapshots.get("samples")}
+        return {"basis": SNAPSHOT_BASIS, "rise_mb": rise, "samples": snapshots.get("samples")}
 
     def judged(self, rise: float) -> None:
         """One more session judged, of movement ``rise`` (max() over them in this order)."""
