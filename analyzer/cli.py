@@ -143,14 +143,15 @@ def _print_notes(model: dict) -> None:
         typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
 
 
-def _warn_if_window_empty(db, paths, since, until, tz, cache, no_cache) -> None:
+def _warn_if_window_empty(selection, db) -> None:
     """A window that holds no events while the files hold some says so, as analyze's note does,
-    so that `--since 1d` over older logs is not a silent empty answer."""
-    if (since is not None or until is not None) and not (db.ingest or {}).get("events"):
-        from analyzer.model.report import empty_window_note
+    so that `--since 1d` over older logs is not a silent empty answer. ``db`` is closed first:
+    the note opens the logs again, and one connection of a process attaches the cache at a time."""
+    from analyzer.usecases.window import note_if_empty
 
-        if note := empty_window_note(paths, since, until, tz, cache, not no_cache):
-            _print_notes({"notes": [note]})
+    db.close()
+    if note := note_if_empty(selection, db.ingest):
+        _print_notes({"notes": [note]})
 
 
 LogsArg = Annotated[list[str], typer.Argument(help="Log directories (recursive), files or globs.")]
@@ -192,11 +193,21 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(exc.exit_code) from None
 
 
-def _open(logs, since, until, tz, cache, no_cache, materialize=True, session_attr=None):
-    from analyzer.ingest.logs import open_logs
+def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, no_cache=False, engine=None,
+            master="local[*]", session_attr=None):
+    """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
+    file is exit 2 here, before any log is read)."""
+    from analyzer.core.selection import Selection
 
-    return _run(open_logs, logs, since=since, until=until, tz=tz, cache=cache, use_cache=not no_cache,
-                materialize=materialize, session_attr=session_attr)
+    return _run(Selection.build, logs, since=since, until=until, tz=tz, session_attr=session_attr,
+                thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
+                engine=engine.value if engine is not None else "duckdb", master=master)  # fmt: skip
+
+
+def _open(selection, materialize=True):
+    from analyzer import ingest
+
+    return _run(ingest.open, selection, materialize)
 
 
 def _check_out(out: Path | None) -> None:
@@ -239,28 +250,17 @@ def analyze(
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
     from analyzer.core import progress
 
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
     with progress.run("analyze", quiet):
-        _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master, session_attr)
+        _analyze(selection, format, out, fail_on)
 
 
-def _analyze(logs, since, until, format, out, tz, thresholds, cache, no_cache, fail_on, engine, master,
-             session_attr=None) -> None:
+def _analyze(selection, format, out, fail_on) -> None:
     from analyzer.core import progress
-    from analyzer.model.report import analyze_logs, has_findings_at
+    from analyzer.model.report import has_findings_at
+    from analyzer.usecases.analyze import analyze
 
-    model = _run(
-        analyze_logs,
-        logs,
-        since=since,
-        until=until,
-        tz=tz,
-        thresholds_file=thresholds,
-        cache=cache,
-        use_cache=not no_cache,
-        engine=engine.value,
-        master=master,
-        session_attr=session_attr,
-    )
+    model = _run(analyze, selection)
     progress.phase("rendering")
     _print_notes(model)
     from analyzer.render.report import render_report
@@ -299,12 +299,12 @@ def capacity(
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"))
     from analyzer.core import progress
-    from analyzer.model.report import capacity_logs
     from analyzer.render.report import render_capacity
+    from analyzer.usecases.analyze import capacity as run_capacity
 
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
     with progress.run("capacity", quiet):
-        model = _run(capacity_logs, logs, since=since, until=until, tz=tz, thresholds_file=thresholds, cache=cache,
-                     use_cache=not no_cache, engine=engine.value, master=master, session_attr=session_attr)
+        model = _run(run_capacity, selection)
         progress.phase("rendering")
         _print_notes(model)
         text = _run(render_capacity, model, format.value)
@@ -331,17 +331,16 @@ def report_weekly(
     lists the weeks that hold events."""
     _check_out(out)
     from analyzer.core import progress
-    from analyzer.model.weekly import build_weekly, weeks_with_data
     from analyzer.render.weekly import render_weekly
+    from analyzer.usecases.weekly import weekly, weeks_with_data
 
+    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
     if week is not None and not week.strip():
-        weeks = _run(weeks_with_data, logs, tz, engine.value, master, cache, not no_cache)
+        weeks = _run(weeks_with_data, selection)
         typer.echo("\n".join(weeks) if weeks else "no week holds events")
         return
     with progress.run("report weekly", quiet):
-        model = _run(build_weekly, logs, week=week, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                     engine=engine.value, master=master, previous=previous,
-                     session_attr=session_attr)  # fmt: skip
+        model = _run(weekly, selection, week=week, previous=previous)
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)
@@ -369,19 +368,16 @@ def diff(
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
     from analyzer.core import progress
-    from analyzer.model.diff import REGRESSION_PCT, build_diff, has_regression
+    from analyzer.model.diff import REGRESSION_PCT, has_regression
     from analyzer.render.diff_html import render_diff
+    from analyzer.usecases.diff import diff as run_diff
+    from analyzer.usecases.diff import sides
 
-    if before is not None or after is not None:
-        kwargs = {"logs": logs, "before_range": before, "after_range": after}
-    elif len(logs) == 2:
-        kwargs = {"before": [logs[0]], "after": [logs[1]]}
-    else:
-        _fail("usage: dslogs diff BEFORE AFTER, or dslogs diff LOGS... --before START..END --after START..END")
+    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, None, "local[*]", session_attr)
+    before_side, after_side = _run(sides, selection, before, after)
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
     with progress.run("diff", quiet):
-        model = _run(build_diff, **kwargs, tz=tz, thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                     limit=limit, session_attr=session_attr)  # fmt: skip
+        model = _run(run_diff, before_side, after_side, limit)
         progress.phase("rendering")
         text = _run(render_diff, model, format.value)
     if format is ReportFormat.html:
@@ -403,7 +399,8 @@ def watch(
     """A live terminal view of the logs being written (reads only appended bytes)."""
     from analyzer.live.watch import watch as run_watch
 
-    raise typer.Exit(_run(run_watch, logs, interval=interval, window=window, once=once, tz=tz))
+    selection = _select(logs, tz=tz)
+    raise typer.Exit(_run(run_watch, selection, interval=interval, window=window, once=once))
 
 
 @app.command()
@@ -425,24 +422,27 @@ def query(
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     _check_out(out)
+    selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr)
     if engine is Engine.spark:
         from analyzer.engines.spark.driver import spark_query
 
-        result = _run(spark_query, logs, sql, since=since, until=until, tz=tz, master=master,
-                      session_attr=session_attr)  # fmt: skip
+        result = _run(spark_query, selection, sql)
     else:
         # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
         # Ctrl-C or SIGTERM: one line, exit 130 / 143 (the cache is only read)
         import duckdb
 
-        from analyzer.ingest.sandbox import check_statement, run_user_query, stop_on_signals
+        from analyzer.ingest import check_statement, run_user_query, stop_on_signals
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
-            db = _run(_open, logs, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
-            _run(_warn_if_window_empty, db, logs, since, until, tz, cache, no_cache)
-            result = _run(run_user_query, db, sql, allow_files, stop)
+            db = _open(selection, materialize=False)
+            try:
+                result = _run(run_user_query, db, sql, allow_files, stop)
+            finally:
+                db.close()
+            _run(_warn_if_window_empty, selection, db)
     if out is not None:
         from analyzer.core.outfile import open_out
         from analyzer.core.results import write_result
@@ -469,15 +469,19 @@ def session(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
-    from analyzer.ingest.logs import resolve_session, session_events
+    from analyzer.ingest import resolve_session, session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
     *paths, session_id = logs
-    db = _open(paths, since, until, tz, cache, no_cache, materialize=False, session_attr=session_attr)
-    _run(_warn_if_window_empty, db, paths, since, until, tz, cache, no_cache)
-    session_id = _run(resolve_session, db, session_id)
-    result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
+    selection = _select(paths, since, until, tz, None, cache, no_cache, None, "local[*]", session_attr)
+    db = _open(selection, materialize=False)
+    try:
+        session_id = _run(resolve_session, db, session_id)
+        result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
+    finally:
+        db.close()
+    _run(_warn_if_window_empty, selection, db)
     if not result.rows:
         from analyzer.core.textsafe import visible
 
@@ -587,7 +591,7 @@ def compact(
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
     from analyzer.core import progress
-    from analyzer.ingest.compact import compact_logs
+    from analyzer.ingest import compact_logs
 
     with progress.run("compact", quiet):
         progress.phase("compacting")
@@ -601,7 +605,7 @@ def schema(
 ) -> None:
     """Print the trace schema v1 (JSON Schema, draft 2020-12), or the events table (--format md)."""
     if format == SchemaFormat.md:
-        from analyzer.ingest.columns import events_table_md
+        from analyzer.ingest import events_table_md
 
         sys.stdout.write(events_table_md())
         return
@@ -620,7 +624,7 @@ def cache_cmd(
     import time
 
     from analyzer.core.textsafe import visible
-    from analyzer.ingest.cache import cache_home, list_caches, prune_caches, remove_cache
+    from analyzer.ingest import cache_home, list_caches, prune_caches, remove_cache
 
     if unused_days is not None and not prune:
         _fail("--unused-days goes with --prune")

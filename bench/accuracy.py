@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from analyzer.model.report import analyze_logs  # noqa: E402
 from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
 from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
+from analyzer.usecases.analyze import analyze_logs  # noqa: E402
 
 FLAG_SEVERITIES = ("warning", "critical")
 

@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analyzer.core.thresholds import defaults  # noqa: E402
 from analyzer.ingest.logs import open_logs  # noqa: E402
 from analyzer.metrics.registry import load_query, parameters  # noqa: E402
 from analyzer.metrics.results import run_metric  # noqa: E402
-from analyzer.rules import defaults  # noqa: E402
 
 NAME = "capacity_per_level"
 

@@ -216,7 +216,7 @@ def sweep_thresholds(per_client: int) -> dict:
     """Default thresholds with the sparse-level cut sized to the sweep: a level needs two clients'
     worth of requests (a step of N clients holds N x per_client, spread over the levels below N
     as clients come and go), not the 20 a production day gives."""
-    from analyzer.rules import defaults
+    from analyzer.core.thresholds import defaults
 
     t = defaults()
     t["concurrency_cliff"].update(min_level_requests=2 * per_client, min_requests=per_client * 4)

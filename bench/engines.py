@@ -122,9 +122,9 @@ def data_shape(logs: Path, parquet: Path, db) -> dict:
 
 
 def bench_duckdb(source: Path) -> dict:
+    from analyzer.core.thresholds import defaults
     from analyzer.engines.compute import compute_metrics
     from analyzer.ingest.logs import open_logs
-    from analyzer.rules import defaults
 
     c0, t0 = _cpu_self(), time.perf_counter()
     db = open_logs([str(source)], use_cache=False)
@@ -136,10 +136,10 @@ def bench_duckdb(source: Path) -> dict:
 
 
 def bench_spark(source: Path, master: str) -> dict:
+    from analyzer.core.thresholds import defaults
     from analyzer.engines.compute import compute_metrics
     from analyzer.engines.spark.driver import open_spark
     from analyzer.engines.spark.session import get_spark
-    from analyzer.rules import defaults
 
     spark = get_spark(master)
     c0, j0, t0 = _cpu_self(), _cpu_jvm(spark), time.perf_counter()

@@ -55,8 +55,8 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 def check(con, label: str, rev: str, failures: list, noise: list) -> int:
     from analyzer.core.resources import load_query
-    from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_params
-    from analyzer.rules import defaults
+    from analyzer.core.thresholds import defaults
+    from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, sql_params
 
     first, last = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()
     params = parameters(
@@ -80,7 +80,7 @@ def check(con, label: str, rev: str, failures: list, noise: list) -> int:
         mine, theirs = load_query(name), base_sql(rev, name)
 
         def run(sql: str, p: dict = p) -> list[tuple]:
-            return con.execute(sql, {k: p[k] for k in query_params(sql)}).fetchall()
+            return con.execute(sql, {k: p[k] for k in sql_params(sql)}).fetchall()
 
         if mine == theirs:
             continue  # unchanged: its own run-to-run noise is not this branch's

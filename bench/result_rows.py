@@ -31,7 +31,7 @@ from analyzer.engines import duckdb as duckdb_engine
 from analyzer.metrics import registry
 from analyzer.metrics import results
 from analyzer.ingest.logs import open_logs
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
 out, since, tz, *paths = sys.argv[1:]
 db = open_logs(paths, since=since or None, tz=tz or None)
 con = db.con
@@ -40,7 +40,7 @@ params = registry.parameters(defaults(), registry.bucket_for_span(first, last))
 con.execute(f"ATTACH '{out}' AS kept")
 for name in registry.METRIC_QUERIES:
     sql = resources.load_query(name).strip().rstrip(";")
-    used = {k: params[k] for k in registry.query_params(sql)}
+    used = registry.bind(name, params, sql)
     try:
         con.execute(f'CREATE TABLE kept."{name}" AS SELECT * FROM (\n{sql}\n)', used)
     except Exception as e:  # a query the logs lack a column for

@@ -45,7 +45,7 @@ from analyzer.rules.attribution import memory_leak_verdicts
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.engines.compute import compute_metrics
 from analyzer.ingest.logs import open_logs
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
 
 paths, since, repeat, lazy = json.loads(sys.argv[1])
 db = open_logs(paths, since=since)

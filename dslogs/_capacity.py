@@ -1,109 +1,17 @@
-"""``Capacity``: the ``dslogs.capacity/1`` model (``dslogs capacity``) as typed objects."""
+"""``Capacity``: the ``dslogs.capacity/1`` model (``dslogs capacity``) as typed objects, the
+model's own declarations (``analyzer.model.types``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dslogs._report import Finding, Page, _float, _int, _str
+from analyzer.model.types import Finding, Level, ProcessCapacity, Recommendation
+from dslogs._report import Page
 
 if TYPE_CHECKING:
     import pandas as pd
 
-
-def _opt_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True)
-class Level:
-    """One in-flight level of a process: its requests, latency percentiles (ms), aggregate
-    output rate, memory and GPU utilisation while the process ran at that level."""
-
-    level: int
-    requests: int
-    time_s: float | None
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    service_ttft_p95_ms: float | None  # TTFT less the queue wait
-    tpot_p50_ms: float | None
-    tpot_p95_ms: float | None
-    e2e_p50_ms: float | None
-    e2e_p95_ms: float | None
-    queue_p50_ms: float | None
-    queue_p95_ms: float | None
-    tokens_per_s: float | None
-    reserved_peak_mb: float | None
-    allocated_peak_mb: float | None
-    gpu_util_pct: float | None
-    error_requests: int
-    oom_requests: int
-    sparse: bool  # fewer requests than capacity.min_level_requests: left out of the verdicts
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> Level:
-        f = {k: _float(d.get(k)) for k in (
-            "time_s", "ttft_p50_ms", "ttft_p95_ms", "service_ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms",
-            "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tokens_per_s",
-            "reserved_peak_mb", "allocated_peak_mb", "gpu_util_pct")}
-        return cls(level=_int(d.get("level")), requests=_int(d.get("requests")),
-                   error_requests=_int(d.get("error_requests")), oom_requests=_int(d.get("oom_requests")),
-                   sparse=bool(d.get("sparse")), **f)
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The concurrency setting that keeps a process below its knee, SLO and OOM levels, with the
-    evidence in words ("set concurrency_limit=N: at N+1 ...")."""
-
-    limit: int
-    text: str
-
-
-@dataclass(frozen=True)
-class ProcessCapacity:
-    """One process's capacity curve and its verdicts (levels in requests in flight; memory in MiB).
-
-    ``recommendation`` is None when the logs hold too little traffic or show no limit; ``needs``
-    then says what traffic would settle it."""
-
-    host: str | None
-    pid: int | None
-    requests: int
-    top_level: int
-    knee: int | None  # where aggregate throughput stops rising
-    slo_level: int | None  # the first level whose p95 service TTFT or TPOT is over the SLO
-    slo_over: list[str]
-    slo_unmet: bool  # the SLO is missed already at the lowest measured level
-    oom_level: int | None  # where the fitted peak reserved memory passes the GPU's share
-    mb_per_request: float | None
-    base_mb: float | None
-    fit_r2: float | None
-    gpu_total_mb: float | None
-    recommendation: Recommendation | None
-    needs: str | None
-    levels: list[Level] = field(default_factory=list)
-
-    @property
-    def process(self) -> str:
-        name = self.host or "unnamed host"
-        return f"{name}/{self.pid}" if self.pid is not None else name
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> ProcessCapacity:
-        rec = d.get("recommendation")
-        host, needs = d.get("host"), d.get("needs")
-        return cls(host=None if host is None else str(host), pid=_opt_int(d.get("pid")),
-                   requests=_int(d.get("requests")), top_level=_int(d.get("top_level")),
-                   knee=_opt_int(d.get("knee")), slo_level=_opt_int(d.get("slo_level")),
-                   slo_over=[str(x) for x in d.get("slo_over") or []], slo_unmet=bool(d.get("slo_unmet")),
-                   oom_level=_opt_int(d.get("oom_level")), mb_per_request=_float(d.get("mb_per_request")),
-                   base_mb=_float(d.get("base_mb")), fit_r2=_float(d.get("fit_r2")),
-                   gpu_total_mb=_float(d.get("gpu_total_mb")),
-                   recommendation=Recommendation(limit=_int(rec.get("limit")), text=_str(rec.get("text")))
-                   if isinstance(rec, dict) else None,
-                   needs=None if needs is None else str(needs),
-                   levels=[Level.from_model(lv) for lv in d.get("levels") or []])
+__all__ = ["Capacity", "Finding", "Level", "ProcessCapacity", "Recommendation"]
 
 
 class Capacity(Page):

@@ -1,17 +1,19 @@
-"""``dslogs.diff``: before against after, as ``dslogs diff BEFORE AFTER``."""
+"""``dslogs.diff``: before against after, as ``dslogs diff BEFORE AFTER``; its typed objects are
+the diff model's own declarations (``analyzer.model.types``)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dslogs._report import Page, _float, _int, _str
+from analyzer.model.types import FindingSummary, MetricChange, PercentileChange, RateChange
+from dslogs._report import Page
 
 if TYPE_CHECKING:
     import pandas as pd
 
-PERCENTILES = ("p50", "p95", "p99")
+__all__ = ["Diff", "FindingChange", "MetricChange", "PercentileChange", "RateChange", "compare"]
 
 
 def _paths(side: Any) -> list[str]:
@@ -20,90 +22,12 @@ def _paths(side: Any) -> list[str]:
     return [os.fspath(p) for p in side]
 
 
-@dataclass(frozen=True)
-class PercentileChange:
-    """One percentile of a metric, before → after, with its confidence interval and verdict."""
-
-    before: float | None
-    after: float | None
-    change_pct: float | None
-    ci_pct: tuple[float, float] | None  # the change's interval (bootstrap), %
-    significant: bool
-    verdict: str  # regression, improvement, steady, mix, too few
-
-    @classmethod
-    def from_model(cls, d: Any) -> PercentileChange | None:
-        if not isinstance(d, dict):
-            return None
-        ci = d.get("ci_pct")
-        return cls(before=_float(d.get("before")), after=_float(d.get("after")),
-                   change_pct=_float(d.get("change_pct")),
-                   ci_pct=(float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2
-                   and all(_float(x) is not None for x in ci) else None,
-                   significant=bool(d.get("significant")), verdict=_str(d.get("verdict")))
-
-
-@dataclass(frozen=True)
-class MetricChange:
-    """A stage's or a request metric's latency before → after (TTFT, TPOT, prefill, ...)."""
-
-    metric: str  # ttft_ms, prefill_ms, ...
-    label: str
-    kind: str  # stage or request
-    unit: str
-    verdict: str
-    count_before: int
-    count_after: int
-    percentiles: dict[str, PercentileChange] = field(default_factory=dict)  # p50, p95, p99
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> MetricChange:
-        pcts = {q: pc for q in PERCENTILES if (pc := PercentileChange.from_model(d.get(q))) is not None}
-        return cls(metric=_str(d.get("metric")), label=_str(d.get("label")), kind=_str(d.get("kind")),
-                   unit=_str(d.get("unit")), verdict=_str(d.get("verdict")),
-                   count_before=_int(d.get("count_before")), count_after=_int(d.get("count_after")),
-                   percentiles=pcts)
-
-
-@dataclass(frozen=True)
-class RateChange:
-    """A rate before → after (error rate, goodput, ...), in points, with its test."""
-
-    metric: str
-    label: str
-    before: float | None
-    after: float | None
-    change_pts: float | None
-    p_value: float | None
-    significant: bool
-    verdict: str
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> RateChange:
-        return cls(metric=_str(d.get("metric")), label=_str(d.get("label")), before=_float(d.get("before")),
-                   after=_float(d.get("after")), change_pts=_float(d.get("change_pts")),
-                   p_value=_float(d.get("p_value")), significant=bool(d.get("significant")),
-                   verdict=_str(d.get("verdict")))
-
-
-@dataclass(frozen=True)
-class FindingChange:
-    """A finding that is new after, resolved since before, or there on both sides."""
+@dataclass(frozen=True, kw_only=True)
+class FindingChange(FindingSummary):
+    """A finding that is new after, resolved since before, or there on both sides: the diff's
+    finding summary with the list it sits in."""
 
     change: str  # new, resolved or persisting
-    rule: str
-    severity: str
-    scope: str
-    message: str
-    fix: str
-    sessions: int
-    hosts: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_model(cls, change: str, d: dict[str, Any]) -> FindingChange:
-        return cls(change=change, rule=_str(d.get("rule")), severity=_str(d.get("severity")),
-                   scope=_str(d.get("scope")), message=_str(d.get("message")), fix=_str(d.get("fix")),
-                   sessions=_int(d.get("sessions")), hosts=[str(h) for h in d.get("hosts") or []])
 
 
 class Diff(Page):
@@ -118,7 +42,7 @@ class Diff(Page):
         self.changes: list[MetricChange] = [MetricChange.from_model(r) for r in rows]
         self.rates: list[RateChange] = [RateChange.from_model(r) for r in model.get("rates") or [] if isinstance(r, dict)]
         found: dict[str, Any] = model["findings"] if isinstance(model.get("findings"), dict) else {}
-        self.findings: list[FindingChange] = [FindingChange.from_model(change, f)
+        self.findings: list[FindingChange] = [FindingChange.from_model({**f, "change": change})
                                               for change in ("new", "resolved", "persisting")
                                               for f in found.get(change) or [] if isinstance(f, dict)]
         self.regressions: list[str] = [str(r) for r in model.get("regressions") or []]
@@ -163,9 +87,10 @@ class Diff(Page):
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
             limit: float | None = None, session_attr: str | None = None) -> Diff:
-    from analyzer.model.diff import REGRESSION_PCT, build_diff
+    from analyzer.core.selection import Selection
+    from analyzer.model.diff import REGRESSION_PCT
+    from analyzer.usecases.diff import diff
 
-    model = build_diff(before=_paths(before), after=_paths(after), tz=tz,
-                       thresholds_file=thresholds,
-                       limit=REGRESSION_PCT if limit is None else limit, session_attr=session_attr)
+    side = Selection.build(_paths(before), tz=tz, thresholds_file=thresholds, session_attr=session_attr)
+    model = diff(side, side.with_paths(_paths(after)), REGRESSION_PCT if limit is None else limit)
     return Diff(model)

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
+from analyzer.core.views import VIEWS
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-    from analyzer.ingest.logs import LogDB
+    from analyzer.ingest import LogSet
     from dslogs._capacity import Capacity
     from dslogs._report import Report
-
-VIEWS = ("events", "requests", "sessions")
 
 # The most Arrow data a whole view may fetch before the API stops and points to ``relation``.
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
@@ -45,35 +43,37 @@ class Logs:
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
                  use_cache: bool = True, session_attr: str | None = None) -> None:
-        from analyzer.rules import load_thresholds
+        from analyzer.core.selection import Selection
+        from analyzer.engines.registry import ENGINE_MODULES
 
-        self.paths = _paths(paths)
+        if engine not in ENGINE_MODULES:
+            raise UsageError(f"unknown engine {engine!r}; valid: {', '.join(ENGINE_MODULES)}")
+        # built once, as the command line builds it: a bad since/until or a typo in the
+        # thresholds file fails here, before any log is read
+        self.selection = Selection.build(_paths(paths), since=since, until=until, tz=tz,
+                                         session_attr=session_attr, thresholds_file=thresholds,
+                                         cache=cache, use_cache=use_cache, engine=engine)
+        self.paths = list(self.selection.paths)
         self.since, self.until, self.tz = since, until, tz
-        self.thresholds_file = os.fspath(thresholds) if thresholds is not None else None
-        if engine not in ("duckdb", "spark"):
-            raise UsageError(f"unknown engine {engine!r}; valid: duckdb, spark")
+        self.thresholds_file = self.selection.thresholds_file
         self.engine = engine
-        self.cache = Path(cache) if cache is not None else None
+        self.cache = self.selection.cache
         self.use_cache = use_cache
         self.session_attr = session_attr
-        # a typo in the thresholds file fails before any log is read, as in `dslogs analyze`
-        self.thresholds: dict[str, Any] = load_thresholds(self.thresholds_file)
-        self._db: LogDB | None = None
+        self.thresholds: dict[str, Any] = self.selection.threshold_tables()
+        self._db: LogSet | None = None
         self._frames: dict[str, pd.DataFrame] = {}
         self._open()
 
     # -- the connection ---------------------------------------------------------------------
 
-    def _open(self) -> LogDB:
+    def _open(self) -> LogSet:
         if self._db is None:
-            from analyzer.ingest.logs import open_logs
-            from analyzer.ingest.sandbox import lock_down
+            from analyzer import ingest
 
             # as `dslogs query` opens them: the views computed as far as each query needs
-            db = open_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
-                           cache=self.cache, use_cache=self.use_cache, materialize=False,
-                           session_attr=self.session_attr)
-            lock_down(db.con)
+            db = ingest.open(self.selection, materialize=False)
+            ingest.lock_down(db.con)
             self._db = db
         return self._db
 
@@ -135,7 +135,7 @@ class Logs:
         from dslogs._extras import need
 
         need("pandas", "Logs.query")
-        from analyzer.ingest.sandbox import user_cursor
+        from analyzer.ingest import user_cursor
 
         return _frame(user_cursor(self._open(), sql, params=params or None))
 
@@ -145,7 +145,7 @@ class Logs:
         from dslogs._extras import need
 
         need("pandas", "Logs.session")
-        from analyzer.ingest.logs import execute, resolve_session, session_sql
+        from analyzer.ingest import execute, resolve_session, session_sql
 
         db = self._open()
         session_id = resolve_session(db, id_or_prefix)
@@ -183,27 +183,21 @@ class Logs:
 
     def report(self) -> Report:
         """The diagnosis (``dslogs analyze``) of these logs and window, as a ``Report``."""
-        from analyzer.model.report import analyze_logs
+        from analyzer.usecases.analyze import analyze
         from dslogs._report import Report
 
-        # analyze_logs opens the logs (and their cache file) itself: this connection lets go
-        # of the cache first, and is opened again when next needed.
+        # analyze opens the logs (and their cache file) on the selection's engine itself: this
+        # connection lets go of the cache first, and is opened again when next needed.
         self.close()
-        model = analyze_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
-                             thresholds_file=self.thresholds_file, cache=self.cache,
-                             use_cache=self.use_cache, engine=self.engine, session_attr=self.session_attr)
-        return Report(model)
+        return Report(analyze(self.selection))
 
     def capacity(self) -> Capacity:
         """How many requests in flight the service holds (``dslogs capacity``), as a ``Capacity``."""
-        from analyzer.model.report import capacity_logs
+        from analyzer.usecases.analyze import capacity
         from dslogs._capacity import Capacity
 
-        self.close()  # as report(): capacity_logs opens the logs (and their cache file) itself
-        model = capacity_logs(self.paths, since=self.since, until=self.until, tz=self.tz,
-                              thresholds_file=self.thresholds_file, cache=self.cache,
-                              use_cache=self.use_cache, engine=self.engine, session_attr=self.session_attr)
-        return Capacity(model)
+        self.close()  # as report(): capacity opens the logs (and their cache file) itself
+        return Capacity(capacity(self.selection))
 
 
 def _frame(cur: Any) -> pd.DataFrame:
@@ -211,9 +205,7 @@ def _frame(cur: Any) -> pd.DataFrame:
     the logs' zone); an error is one line."""
     import duckdb
 
-    from analyzer.ingest.logs import _sql_error
-
     try:
         return cur.df()
     except duckdb.Error as exc:
-        raise UsageError(f"SQL error: {_sql_error(exc)}") from None
+        raise UsageError(f"SQL error: {one_line(exc, every_line=True, limit=500)}") from None

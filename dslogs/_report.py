@@ -1,153 +1,27 @@
-"""``Report``: the ``dslogs.report/1`` model as typed objects, rendered inline in a notebook."""
+"""``Report``: the ``dslogs.report/1`` model as typed objects, rendered inline in a notebook.
+
+The typed objects are the model's own declarations (``analyzer.model.types``), re-exported: a
+field of the model is a field here."""
 
 from __future__ import annotations
 
 import html
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analyzer.core.errors import UsageError
+from analyzer.model.types import ChecklistItem, Finding, LatencyStats, Requests, Stage
 
 if TYPE_CHECKING:
     import altair as alt
 
+__all__ = ["ChecklistItem", "Finding", "LatencyStats", "Page", "Report", "Requests", "Stage", "altair_chart",
+           "inline_frame", "load"]
+
 # Suffix of Report.save's path -> format (render_report's).
 SAVE_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule that fired: what, how sure (value against threshold), where, and the fix."""
-
-    rule: str
-    severity: str  # critical, warning or info
-    scope: str  # session, host, process or service
-    message: str
-    fix: str
-    source: str  # the article section the threshold and fix come from
-    value: Any
-    threshold: Any
-    unit: str
-    session_ids: list[str] = field(default_factory=list)  # the first few, worst first
-    session_count: int = 0
-    hosts: list[str] = field(default_factory=list)
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> Finding:
-        return cls(rule=_str(d.get("rule")), severity=_str(d.get("severity")),
-                   scope=_str(d.get("scope")), message=_str(d.get("message")),
-                   fix=_str(d.get("fix")), source=_str(d.get("source")), value=d.get("value"),
-                   threshold=d.get("threshold"), unit=_str(d.get("unit")),
-                   session_ids=[str(s) for s in d.get("session_ids") or []],
-                   session_count=_int(d.get("session_count")),
-                   hosts=[str(h) for h in d.get("hosts") or []],
-                   evidence=dict(d.get("evidence") or {}))
-
-
-@dataclass(frozen=True)
-class ChecklistItem:
-    """One line of the article's checklist: PASS, FAIL or NO DATA, with the measured value."""
-
-    id: str
-    label: str
-    status: str
-    value: Any
-    threshold: Any
-    unit: str
-    source: str
-    note: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "PASS"
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> ChecklistItem:
-        note = d.get("note")
-        return cls(id=_str(d.get("id")), label=_str(d.get("label")), status=_str(d.get("status")),
-                   value=d.get("value"), threshold=d.get("threshold"), unit=_str(d.get("unit")),
-                   source=_str(d.get("source")), note=None if note is None else str(note))
-
-
-@dataclass(frozen=True)
-class Stage:
-    """Duration percentiles of one pipeline stage (tokenize, prefill, decode, ...), in ms."""
-
-    stage: str
-    count: int
-    p50_ms: float | None
-    p90_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    max_ms: float | None
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> Stage:
-        return cls(stage=_str(d.get("stage")), count=_int(d.get("count")),
-                   p50_ms=_float(d.get("p50_ms")), p90_ms=_float(d.get("p90_ms")),
-                   p95_ms=_float(d.get("p95_ms")), p99_ms=_float(d.get("p99_ms")),
-                   max_ms=_float(d.get("max_ms")))
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    """Percentiles of one request metric over the window."""
-
-    count: int
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
-    max: float | None
-
-    @classmethod
-    def from_model(cls, d: Any) -> LatencyStats | None:
-        if not isinstance(d, dict):
-            return None
-        return cls(count=_int(d.get("count")), p50=_float(d.get("p50")), p90=_float(d.get("p90")),
-                   p95=_float(d.get("p95")), p99=_float(d.get("p99")), max=_float(d.get("max")))
-
-
-@dataclass(frozen=True)
-class Requests:
-    """The requests of the window: counts, latency percentiles, goodput; ``raw`` holds every
-    other figure of the model's ``requests`` block (prefill/decode ratios, reasoning share)."""
-
-    count: int
-    ok: int
-    errors: int
-    ttft_ms: LatencyStats | None
-    tpot_ms: LatencyStats | None
-    e2e_ms: LatencyStats | None
-    ttfa_ms: LatencyStats | None
-    tokens_per_s: LatencyStats | None
-    goodput: float | None
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_model(cls, d: dict[str, Any]) -> Requests:
-        stats = LatencyStats.from_model
-        return cls(count=_int(d.get("count")), ok=_int(d.get("ok")), errors=_int(d.get("errors")),
-                   ttft_ms=stats(d.get("ttft_ms")), tpot_ms=stats(d.get("tpot_ms")),
-                   e2e_ms=stats(d.get("e2e_ms")), ttfa_ms=stats(d.get("ttfa_ms")),
-                   tokens_per_s=stats(d.get("tokens_per_s")), goodput=_float(d.get("goodput")),
-                   raw=dict(d))
 
 
 class Page:

@@ -1,8 +1,9 @@
 -- Log write rate per host from the collector's own cumulative bytes_written counter: the largest
 -- increase between two consecutive collector heartbeats of one process, divided by the seconds
--- between them (pairs more than $max_heartbeat_gap_s apart are skipped). Units: bytes, bytes/s.
--- Used by the log_volume rule when ingest gives no line sizes. Source: article 000 §3.2,
+-- between them (pairs more than $log_volume_max_heartbeat_gap_s apart are skipped). Units: bytes,
+-- bytes/s. Used by the log_volume rule when ingest gives no line sizes. Source: article 000 §3.2,
 -- §5 table (iotop WRITE > 1 MB/s from app.py).
+-- params: log_volume_max_heartbeat_gap_s
 WITH c AS (
     SELECT host, pid, ts, bytes_written,
            lag(bytes_written) OVER (PARTITION BY host, pid ORDER BY ts) AS prev_bytes,
@@ -14,7 +15,7 @@ WITH c AS (
            epoch(ts) - epoch(prev_ts) AS dt_s
     FROM c
     WHERE prev_ts IS NOT NULL AND bytes_written >= prev_bytes
-      AND epoch(ts) > epoch(prev_ts) AND epoch(ts) - epoch(prev_ts) <= $max_heartbeat_gap_s
+      AND epoch(ts) > epoch(prev_ts) AND epoch(ts) - epoch(prev_ts) <= $log_volume_max_heartbeat_gap_s
 )
 SELECT
     host,

@@ -3,6 +3,7 @@
 -- Unit: fraction 0..1, NULL when no request has a measured ttft (legacy logs).
 -- Also the request counts (requests, ok, errors). Source: docs/rules.md ([slo] defaults
 -- 1000 / 130 ms, article 003 §5.2).
+-- params: slo_ttft_ms, slo_tpot_ms
 SELECT
     count(*) AS requests,
     sum(CASE WHEN coalesce(is_error, false) THEN 0 ELSE 1 END) AS ok,

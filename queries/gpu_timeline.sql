@@ -4,6 +4,7 @@
 -- util_avg is a sum of integers (1/1000 %) divided once, as in gpu_per_host.sql: a floating sum
 -- depended on how DuckDB's threads split the rows.
 -- series gpu_timeline: bucket, host, gpu_index, util_avg, util_max, mem_used_mb_max
+-- params: bucket
 WITH u AS (
     -- the pre-aggregation unit: a second for 'second' buckets (a few minutes of data), else a minute
     SELECT CASE WHEN $bucket = 'second' THEN 1000000 ELSE 60000000 END AS unit_us

@@ -1,7 +1,9 @@
--- KV cache length and size over time for the $max_sessions sessions with the longest KV cache,
--- each thinned to about $max_points points (rows stay bounded). Units: tokens, MiB.
+-- KV cache length and size over time for the $report_timeline_sessions sessions with the longest KV
+-- cache, each thinned to about $report_timeline_points points (rows stay bounded). Units: tokens,
+-- MiB.
 -- Source: article 003 §4.3 (kv_seq_len > 2048, kv_cache_size_mb 1.8 -> 12.4 GB).
 -- series kv_growth: ts, session_id, kv_seq_len, kv_cache_size_mb
+-- params: report_timeline_sessions, report_timeline_points
 WITH k AS (
     SELECT session_id, ts, kv_seq_len,
            CASE WHEN stage = 'kv_cache' THEN kv_cache_size_mb END AS kv_cache_size_mb
@@ -13,7 +15,7 @@ WITH k AS (
     FROM k
     GROUP BY session_id
     ORDER BY max(coalesce(kv_seq_len, 0)) DESC, max(coalesce(kv_cache_size_mb, 0)) DESC, session_id
-    LIMIT $max_sessions
+    LIMIT $report_timeline_sessions
 ), numbered AS (
     SELECT k.session_id, k.ts, k.kv_seq_len, k.kv_cache_size_mb, c.n,
            row_number() OVER (PARTITION BY k.session_id ORDER BY k.ts) AS rn
@@ -21,5 +23,5 @@ WITH k AS (
 )
 SELECT ts, session_id, kv_seq_len, kv_cache_size_mb
 FROM numbered
-WHERE (rn - 1) % CAST(ceil(n * 1.0 / $max_points) AS BIGINT) = 0 OR rn = n
+WHERE (rn - 1) % CAST(ceil(n * 1.0 / $report_timeline_points) AS BIGINT) = 0 OR rn = n
 ORDER BY session_id, ts

@@ -3,6 +3,7 @@
 -- own bins; values under $hist_min_ms share the first bin, values past $max_bins bins the
 -- last, so rows are bounded. Unit: ms (bin edges), requests (count). Definitions: docs/sql.md.
 -- series latency_hist: metric, bin_start, bin_end, count
+-- params: hist_min_ms, bins_per_decade, max_bins
 WITH v AS (
     SELECT 'ttft_ms' AS metric, ttft_ms AS x FROM requests WHERE ttft_ms IS NOT NULL
     UNION ALL

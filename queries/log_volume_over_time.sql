@@ -4,6 +4,7 @@
 -- Summed per UTC minute first (integer arithmetic per row), then per bucket: date_trunc in the
 -- reader's zone runs once per minute, not per line (zone offsets are whole minutes).
 -- series log_volume: bucket, host, bytes, events
+-- params: bucket
 WITH u AS (
     -- the pre-aggregation unit: a second for 'second' buckets (a few minutes of data), else a minute
     SELECT CASE WHEN $bucket = 'second' THEN 1000000 ELSE 60000000 END AS unit_us

@@ -1,12 +1,15 @@
--- Reserved and allocated GPU memory over time for at most $max_sessions sessions with two or more
--- snapshots (one point draws no line and shows no trend): those a memory rule may flag first (an
--- OOM error or num_ooms rise, as in oom_per_session.sql; a leak-like trend, slope >
--- $leak_slope_mb_per_min and rise > $leak_rise_mb; median reserved - allocated > $ghost_mb),
--- taking turns, so a flagged session's memory is on the chart, then the steepest others. Each
--- session is thinned to about $max_points points (every k-th sample, last one kept).
+-- Reserved and allocated GPU memory over time for at most $report_timeline_sessions sessions with
+-- two or more snapshots (one point draws no line and shows no trend): those a memory rule may flag
+-- first (an OOM error or num_ooms rise, as in oom_per_session.sql; a leak-like trend, slope >
+-- $memory_leak_slope_mb_per_min and rise > $memory_leak_rise_mb; median reserved - allocated >
+-- $ghost_memory_ghost_mb), taking turns, so a flagged session's memory is on the chart, then the
+-- steepest others. Each session is thinned to about $report_timeline_points points (every k-th
+-- sample, last one kept).
 -- Units: MiB (torch's *_mb fields). Sources: article 003 §4.1 (reserved rising one way), §3.2
 -- (OOM), 000 §1.1 (ghost memory).
 -- series memory_timeline: ts, session_id, reserved_mb, allocated_mb
+-- params: memory_leak_slope_mb_per_min, memory_leak_rise_mb, ghost_memory_ghost_mb
+-- params: report_timeline_sessions, report_timeline_points
 WITH g AS MATERIALIZED (
     -- the session's gpu_memory snapshots, read once for the points, the first instant and the
     -- OOM counter below
@@ -69,8 +72,8 @@ WITH g AS MATERIALIZED (
 ), ranked AS (
     SELECT p.session_id, p.n,
            CASE WHEN o.session_id IS NOT NULL THEN 1
-                WHEN p.slope > $leak_slope_mb_per_min AND p.rise > $leak_rise_mb THEN 2
-                WHEN p.ghost > $ghost_mb THEN 3
+                WHEN p.slope > $memory_leak_slope_mb_per_min AND p.rise > $memory_leak_rise_mb THEN 2
+                WHEN p.ghost > $ghost_memory_ghost_mb THEN 3
                 ELSE 4 END AS kind,
            -- snapshots at one instant give a NaN slope, which sorts above every number
            CASE WHEN isnan(p.slope) THEN 0 ELSE coalesce(p.slope, 0) END AS slope_key
@@ -86,7 +89,7 @@ WITH g AS MATERIALIZED (
         FROM ranked
     ) AS r
     ORDER BY kind = 4, rk, kind
-    LIMIT $max_sessions
+    LIMIT $report_timeline_sessions
 ), numbered AS (
     SELECT m.session_id, m.ts, m.reserved_mb, m.allocated_mb, c.n,
            row_number() OVER (PARTITION BY m.session_id ORDER BY m.ts) AS rn
@@ -94,5 +97,5 @@ WITH g AS MATERIALIZED (
 )
 SELECT ts, session_id, reserved_mb, allocated_mb
 FROM numbered
-WHERE (rn - 1) % CAST(ceil(n * 1.0 / $max_points) AS BIGINT) = 0 OR rn = n
+WHERE (rn - 1) % CAST(ceil(n * 1.0 / $report_timeline_points) AS BIGINT) = 0 OR rn = n
 ORDER BY session_id, ts

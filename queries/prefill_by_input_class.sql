@@ -1,9 +1,10 @@
--- Prefill percentiles for short prompts (input_len < $long_input_tokens) and long ones (>=).
--- Unit: ms. Thresholds differ by class: 900 ms short (article 003 §5.2), 2500 ms for a
+-- Prefill percentiles for short prompts (input_len < $slow_prefill_long_input_tokens) and long ones
+-- (>=). Unit: ms. Thresholds differ by class: 900 ms short (article 003 §5.2), 2500 ms for a
 -- 1200-token prompt (003 §5.4). Prompts without a token count are class 'unknown'.
+-- params: slow_prefill_long_input_tokens
 SELECT
     CASE WHEN input_len IS NULL THEN 'unknown'
-         WHEN input_len >= $long_input_tokens THEN 'long'
+         WHEN input_len >= $slow_prefill_long_input_tokens THEN 'long'
          ELSE 'short' END AS input_class,
     count(*) AS count,
     quantile_cont(prefill_ms, 0.50) AS p50_ms,

@@ -2,6 +2,7 @@
 -- $input_bin_tokens; inputs beyond $max_input_tokens share the last bin (bounded rows).
 -- Unit: ms. Shows whether prefill cost follows context length (article 003 §4.3, §5.4).
 -- series prefill_vs_input: input_len_bin, count, prefill_p50_ms, prefill_p95_ms, prefill_max_ms
+-- params: input_bin_tokens, max_input_tokens
 SELECT
     least(floor(input_len / $input_bin_tokens), floor($max_input_tokens / $input_bin_tokens))
         * $input_bin_tokens AS input_len_bin,

@@ -2,6 +2,7 @@
 -- $max_turn share the last row. Unit: ms (input_len in tokens). Context growth shows as prefill
 -- rising with turns: article 003 §4.3 ("over 20 turns prefill 800 ms -> 4.2 s").
 -- series prefill_by_turn: turn_index, count, prefill_p50_ms, prefill_p95_ms, input_len_p50
+-- params: max_turn
 SELECT
     least(turn_index, $max_turn) AS turn_index,
     count(*) AS count,

@@ -1,8 +1,9 @@
 -- The requests of the sessions in $session_ids (the report's drill-down for flagged and slowest
--- sessions), at most $max_requests per session, in turn order, with the gpu_memory snapshot taken
--- after each request (003 §4.1), the requests in flight at its start and the memory before/after
--- it (the evidence of memory findings, rules.evidence). Units: ms, tokens, %, MiB.
+-- sessions), at most $report_detail_requests per session, in turn order, with the gpu_memory
+-- snapshot taken after each request (003 §4.1), the requests in flight at its start and the memory
+-- before/after it (the evidence of memory findings, rules.evidence). Units: ms, tokens, %, MiB.
 -- The list is a bound parameter, never spliced into the SQL.
+-- params: session_ids, report_detail_requests
 WITH r AS (
     SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY turn_index) AS rn
     FROM requests
@@ -22,5 +23,5 @@ SELECT
     r.rss_mb_before, r.rss_mb_after, r.failed_num_beams, r.failed_max_new_tokens
 FROM r
 LEFT JOIN mem ON mem.request_id = r.request_id
-WHERE r.rn <= $max_requests
+WHERE r.rn <= $report_detail_requests
 ORDER BY r.session_id, r.turn_index

@@ -1,9 +1,10 @@
--- End-to-end latency of short prompts (input_len < $short_input_tokens tokens), the "simple
--- question" case of article 003 §5.2: the same prompt ("1+1等于几？") five times, median total
+-- End-to-end latency of short prompts (input_len < $checklist_short_input_tokens tokens), the
+-- "simple question" case of article 003 §5.2: the same prompt ("1+1等于几？") five times, median total
 -- < 1.2 s (docs/sources.md). That budget holds a short answer; an R1-style reply reasons for
 -- hundreds of tokens first, so like is compared with like: a reply longer than
--- $checklist_short_answer_tokens tokens counts only its first that many (e2e − decode + that
--- many × its own TPOT). A short reply counts whole. Unit: ms.
+-- $checklist_short_answer_tokens tokens counts only its first that many (e2e − decode + that many ×
+-- its own TPOT). A short reply counts whole. Unit: ms.
+-- params: checklist_short_answer_tokens, checklist_short_input_tokens
 WITH short AS (
     SELECT
         CASE
@@ -14,7 +15,7 @@ WITH short AS (
         output_len > $checklist_short_answer_tokens AND decode_ms IS NOT NULL AND tpot_ms IS NOT NULL AS cut,
         reasoning_share
     FROM requests
-    WHERE input_len < $short_input_tokens AND e2e_ms IS NOT NULL
+    WHERE input_len < $checklist_short_input_tokens AND e2e_ms IS NOT NULL
 )
 SELECT
     count(e2e_ms) AS count,

@@ -1,5 +1,7 @@
--- The $limit slowest sessions by median end-to-end latency, with their request count, ttft and
--- tpot medians and worst e2e. Units: ms. Definitions: docs/sql.md (the requests view).
+-- The $report_slowest_sessions slowest sessions by median end-to-end latency, with their request
+-- count, ttft and tpot medians and worst e2e. Units: ms. Definitions: docs/sql.md (the requests
+-- view).
+-- params: report_slowest_sessions
 SELECT
     session_id,
     min(host) AS host,
@@ -12,4 +14,4 @@ FROM requests
 WHERE session_id IS NOT NULL AND e2e_ms IS NOT NULL
 GROUP BY session_id
 ORDER BY e2e_p50_ms DESC, session_id
-LIMIT $limit
+LIMIT $report_slowest_sessions

@@ -4,6 +4,7 @@
 -- date_trunc in the reader's zone is costly per row, so it runs once per distinct UTC minute
 -- (integer arithmetic per row): zone offsets are whole minutes, so a UTC minute lies in one bucket.
 -- series stage_latency_by_hour: bucket, stage, count, p50_ms, p90_ms, p95_ms, p99_ms, max_ms
+-- params: bucket
 WITH u AS (
     -- the pre-aggregation unit: a second for 'second' buckets (a few minutes of data), else a minute
     SELECT CASE WHEN $bucket = 'second' THEN 1000000 ELSE 60000000 END AS unit_us

@@ -9,9 +9,9 @@ A generated part sits between two marker comments in a Markdown file:
 ``python scripts/gen_docs.py`` rewrites every such part in README.md and docs/*.md;
 ``--check`` rewrites nothing and exits 1 naming the stale files (tests/test_gen_docs.py runs
 the same check). Parts: ``rules`` (analyzer.rules.RULE_SPECS), ``thresholds``
-(analyzer.core.thresholds, filled by the rules), ``charts``
-(analyzer.render.charts.specs.CHARTS), ``modules`` and ``import_height`` (the layer map and the
-import graph of scripts/layermap.py).
+(analyzer.core.thresholds.TABLES), ``charts``
+(analyzer.render.charts.specs.CHARTS), ``modules``, ``packages`` and ``import_height`` (the layer
+map and the import graph of scripts/layermap.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _codes(names) -> str:
 
 
 def rules_table() -> str:
-    from analyzer.rules import RULE_SPECS, defaults
+    from analyzer.core.thresholds import defaults
+    from analyzer.rules import RULE_SPECS
 
     table = defaults()
     out = ["| rule | area | severity | metric tables | thresholds (default) | source | report sections | charts | fix |",
@@ -60,7 +61,6 @@ def rules_table() -> str:
 
 
 def thresholds_table() -> str:
-    import analyzer.rules  # noqa: F401  (the rules declare their tables)
     from analyzer.core.thresholds import DEFAULTS, SOURCES
 
     out = ["| table | key | default | source |", "|---|---|---|---|"]
@@ -96,6 +96,19 @@ def modules_table() -> str:
     return "\n".join(out) + "\n"
 
 
+def packages_table() -> str:
+    """The analyzer's packages (and the CLI module), in layer order: README's map of analyzer/."""
+    lm = _layermap()
+    mods = lm.modules(REPO)
+    rows = [m for m, path in mods.items() if m.startswith("analyzer.") and (path.name == "__init__.py" or m == "analyzer.cli")]
+    out = ["| path | layer | what it is |", "|---|---|---|"]
+    for name in sorted(rows, key=lambda m: (lm.layer_of(m), m)):
+        path = mods[name].relative_to(REPO)
+        shown = f"{path.parent.as_posix()}/" if path.name == "__init__.py" else path.as_posix()
+        out.append(f"| `{shown}` | {lm.LAYERS[lm.layer_of(name)][0]} | {_cell(lm.first_sentence(mods[name])) or '—'} |")
+    return "\n".join(out) + "\n"
+
+
 def import_height() -> str:
     lm = _layermap()
     chain = lm.longest_chain(lm.without_reexports(lm.imports(lm.modules(REPO))))
@@ -109,6 +122,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "thresholds": thresholds_table,
     "charts": charts_table,
     "modules": modules_table,
+    "packages": packages_table,
     "import_height": import_height,
 }
 

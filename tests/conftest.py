@@ -6,7 +6,20 @@ playwright, torch, pyspark, java), so the run fails instead of passing quietly.
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def sample_reports():
+    """The report model of every sample_logs/ folder, as JSON reads it back (built once for
+    every test file that checks models against their declarations and schemas)."""
+    from analyzer.usecases.analyze import analyze_logs
+
+    return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in sorted(glob.glob("sample_logs/*/"))}
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -113,7 +113,7 @@ SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_
 @needs_ingest
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)
 def test_sample_logs_folders_report_exactly_their_truth(folder):
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
     tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.ingest.logs import open_logs
-from analyzer.model.report import analyze_logs
 from analyzer.rules.attribution import attribute_deltas
+from analyzer.usecases.analyze import analyze_logs
 from tests.diag_sim import HOSTS, SEED, analysed, simulated
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"

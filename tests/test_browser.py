@@ -263,7 +263,7 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 def test_vllm_sample_draws_its_server_metrics_without_horizontal_scroll(browser, tmp_path):
     """sample_logs/vllm (OTLP spans + Prometheus snapshots): the server metrics section and its
     gauges chart are drawn, the queue_wait finding shows, and the page fits 1280 px."""
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     page_path = tmp_path / "vllm.html"
     page_path.write_text(render_html(analyze_logs([str(REPO / "sample_logs" / "vllm")], use_cache=False)),

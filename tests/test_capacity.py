@@ -13,9 +13,9 @@ from random import Random
 
 import pytest
 
+from analyzer.core.thresholds import defaults
 from analyzer.ingest.logs import open_logs
 from analyzer.model.report import build_report
-from analyzer.rules import defaults
 from analyzer.rules.capacity_curve import process_curve
 from analyzer.simulate.concurrent import simulate_concurrent
 
@@ -226,8 +226,8 @@ def test_a_level_whose_requests_ran_out_of_memory_is_left_out_of_the_memory_fit(
 def test_diff_shows_both_capacity_curves(tmp_path):
     """`dslogs diff` of two services: per host pair the knee, the limit and MiB per request in
     flight before → after, and the levels side by side, in Markdown and JSON."""
-    from analyzer.model.diff import build_diff
     from analyzer.render.diff_md import render_markdown_diff
+    from analyzer.usecases.diff import build_diff
 
     before, after = REPO / "sample_logs" / "concurrency_cliff", REPO / "sample_logs" / "oom_at_concurrency"
     model = build_diff(before=[str(before)], after=[str(after)], use_cache=False)

@@ -205,9 +205,9 @@ def test_latency_hist_bins_resolve_sub_second_and_sub_millisecond_values():
     (fixed 1000 ms bins put all of them in one), each value inside its bin, counts complete."""
     import duckdb
 
+    from analyzer.core.thresholds import defaults
     from analyzer.metrics.registry import parameters
     from analyzer.metrics.results import run_metric
-    from analyzer.rules import defaults
 
     values = [0.2, 0.9, 40.0, 400.0, 900.0, 45_000.0, 0.0, 1e12]
     con = duckdb.connect()
@@ -259,11 +259,14 @@ def test_diff_and_weekly_charts_are_registered_and_valid_vega_lite():
     from altair.utils.schemapi import validate_jsonschema
     from altair.vegalite.v6.schema import core
 
-    from analyzer.model.diff import diff_sides, load_side
+    from analyzer.core.selection import Selection
+    from analyzer.model.diff import diff_sides
+    from analyzer.usecases.diff import load_side
 
     pages = {spec.page for spec in charts.CHARTS.values()}
     assert {"report", "diff", "weekly"} <= pages
-    d = diff_sides(load_side(["sample_logs/healthy"], "before"), load_side(["sample_logs/memory_leak"], "after"))
+    d = diff_sides(load_side(Selection.build(["sample_logs/healthy"]), "before"),
+                   load_side(Selection.build(["sample_logs/memory_leak"]), "after"))
     week = {"week": "2026-W48", "previous_week": "2026-W47",
             "stages": [{"stage": "prefill", "p95_ms": 120.0, "p95_ms_prev": 100.0, "p95_verdict": "regression"},
                        {"stage": "decode\x07", "p95_ms": 900.0, "p95_ms_prev": 1000.0, "p95_verdict": "steady"}]}

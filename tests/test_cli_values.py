@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.core.errors import UsageError
-from analyzer.rules import load_thresholds
+from analyzer.core.thresholds import load_thresholds
 from tests.ingest_lines import v1, write_lines
 
 DSLOGS = [sys.executable, "-m", "analyzer"]

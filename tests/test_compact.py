@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.ingest.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
 from analyzer.ingest.logs import open_logs, run_query
-from analyzer.rules import defaults
 from tests.engine_compare import INGEST_KEYS, assert_same
 from tests.ingest_lines import legacy_turn, v1_request, write_lines
 

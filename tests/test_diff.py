@@ -17,7 +17,6 @@ from analyzer.core.errors import UsageError
 from analyzer.model.diff import (
     VALUE_COLUMNS,
     Side,
-    build_diff,
     diff_sides,
     mann_whitney,
     parse_range,
@@ -25,6 +24,7 @@ from analyzer.model.diff import (
     weighted_quantile,
 )
 from analyzer.render.diff_html import render_diff
+from analyzer.usecases.diff import build_diff
 
 BEFORE, AFTER = "2026-11-23..2026-11-24", "2026-11-24.."
 

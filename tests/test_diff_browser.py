@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import open_offline
 
-from analyzer.model.diff import build_diff
 from analyzer.render.diff_html import render_diff
+from analyzer.usecases.diff import build_diff
 
 pytestmark = pytest.mark.browser
 

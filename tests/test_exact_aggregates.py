@@ -15,12 +15,12 @@ import pytest
 from ingest_lines import v1
 
 from analyzer.core.resources import load_query
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import all_query_names
 from analyzer.ingest.logs import open_logs
-from analyzer.metrics.registry import bucket_for_span, parameters, query_params
+from analyzer.metrics.registry import bucket_for_span, parameters, sql_params
 from analyzer.metrics.results import run_metric
 from analyzer.model import report
-from analyzer.rules import defaults
 from analyzer.rules import hosts as host_rules
 from analyzer.rules import memory as memory_rules
 
@@ -52,7 +52,7 @@ def _snapshot(con, tables: dict[str, str], params: dict) -> dict[str, list[str]]
     (a table's own ORDER BY may leave ties; only the values are compared here)."""
     out = {}
     for name, sql in tables.items():
-        used = {k: params[k] for k in query_params(sql)}
+        used = {k: params[k] for k in sql_params(sql)}
         rows = con.execute(sql, used).fetchall() if used else con.execute(sql).fetchall()
         out[name] = sorted(map(repr, rows))
     return out

@@ -21,13 +21,14 @@ def test_empty_window_says_where_the_data_is():
     warnings = [ln for ln in res.stderr.splitlines() if "no events in the window" in ln]
     assert len(warnings) == 1
     line = warnings[0]
-    assert "2 log file(s)" in line and "2026-11-24 00:02:00" in line and "--since 2026-11-24" in line
+    assert "2 log file(s) hold 5,215 events" in line and "2026-11-24 00:02:00" in line
+    assert "--since 2026-11-23 would include them" in line  # the first event's day, not the last's
     model = json.loads(res.stdout)
     assert model["notes"][0]["id"] == "empty_window"
-    # the hint is a window that does hold the data
-    res = CliRunner().invoke(app, ["analyze", HEALTHY, "--since", "2026-11-24", "--tz", "UTC",
+    # the hint is a window that holds all the data it names (the newest day's would hold 9 events)
+    res = CliRunner().invoke(app, ["analyze", HEALTHY, "--since", "2026-11-23", "--tz", "UTC",
                                    "--format", "json", "--no-cache"])  # fmt: skip
-    assert json.loads(res.stdout)["ingest"]["events"] > 0
+    assert json.loads(res.stdout)["ingest"]["events"] == 5215
     assert "no events in the window" not in res.stderr
 
 
@@ -45,12 +46,12 @@ def test_every_command_over_an_empty_window_says_where_the_data_is(command):
     silent empty answer; and the answer itself is unchanged (stdout stays what it was)."""
     res = CliRunner().invoke(app, [*command, "--since", "2027-01-01", "--tz", "UTC", "--no-cache"])
     warnings = [ln for ln in res.stderr.splitlines() if "no events in the window" in ln]
-    assert len(warnings) == 1 and "--since 2026-11-24 would include them" in warnings[0], res.output
+    assert len(warnings) == 1 and "--since 2026-11-23 would include them" in warnings[0], res.output
     if command[0] == "capacity":
         assert "> **Note:** no events in the window" in res.stdout
     if command[0] == "query":
         assert res.exit_code == 0 and "no events in the window" not in res.stdout
-    res = CliRunner().invoke(app, [*command, "--since", "2026-11-24", "--tz", "UTC", "--no-cache"])
+    res = CliRunner().invoke(app, [*command, "--since", "2026-11-23", "--tz", "UTC", "--no-cache"])
     assert "no events in the window" not in res.stderr
 
 
@@ -184,7 +185,7 @@ def test_host_ram_findings_carry_the_requests_that_kept_it():
 
 
 def test_oom_fix_names_only_the_causes_present():
-    from analyzer.rules import defaults
+    from analyzer.core.thresholds import defaults
     from analyzer.rules.evidence import fix_for, request_factors
 
     t = defaults()

@@ -15,7 +15,7 @@ import pytest
 
 from analyzer.ingest import viewdefs
 from analyzer.ingest.logs import open_logs
-from analyzer.model import report
+from analyzer.usecases.analyze import analyze_logs
 from collector import Tracer
 from tests.collector_helpers import log_files
 from tests.model_helpers import record_windows, stable
@@ -72,8 +72,8 @@ class App:
 
 
 def both(logs: Path, cache: Path, **window) -> tuple[dict, dict]:
-    warm = report.analyze_logs([str(logs)], cache=cache, **window)
-    cold = report.analyze_logs([str(logs)], use_cache=False, **window)
+    warm = analyze_logs([str(logs)], cache=cache, **window)
+    cold = analyze_logs([str(logs)], use_cache=False, **window)
     return warm, cold
 
 
@@ -247,7 +247,7 @@ def time_at(local: str) -> str:
 
 
 def _fresh(logs: Path, cache: Path) -> Path:
-    report.analyze_logs([str(logs)], cache=cache)
+    analyze_logs([str(logs)], cache=cache)
     return cache
 
 
@@ -259,7 +259,7 @@ def test_a_window_after_a_grow_uses_the_derived_tables(tmp_path, monkeypatch):
         app.session(f"s{i}", BASE + i * 500, turns=4)
     app.samples(BASE, BASE + 3600)
     app.flush()
-    report.analyze_logs([str(logs)], cache=cache)  # builds requests_all / sessions_all
+    analyze_logs([str(logs)], cache=cache)  # builds requests_all / sessions_all
     for hour in range(1, 4):  # each hour: more lines, --since an hour later
         app.session(f"h{hour}", BASE + hour * 3600 + 60, turns=3)
         app.session("s5", BASE + hour * 3600 + 120, turns=1)  # a session that spans the hours
@@ -267,9 +267,9 @@ def test_a_window_after_a_grow_uses_the_derived_tables(tmp_path, monkeypatch):
         app.flush()
         since = time_at(f"2026-11-24T{8 + hour - 1:02d}:30:00")
         calls.clear()
-        warm = report.analyze_logs([str(logs)], cache=cache, since=since)
+        warm = analyze_logs([str(logs)], cache=cache, since=since)
         assert calls and all(calls)  # the window came from the updated derived tables
-        cold = report.analyze_logs([str(logs)], use_cache=False, since=since)
+        cold = analyze_logs([str(logs)], use_cache=False, since=since)
         assert stable(warm) == stable(cold)
     app.t.close()
 
@@ -391,7 +391,7 @@ def test_a_growing_file_beside_new_and_deleted_ones(tmp_path, reads):
     (day1,) = src.rglob("*.jsonl.gz")
     (logs / day1.parent.name).mkdir(parents=True)
     (logs / day1.parent.name / day1.name).write_bytes(day1.read_bytes())
-    report.analyze_logs([str(logs)], cache=cache)  # the first day alone: derived tables of it
+    analyze_logs([str(logs)], cache=cache)  # the first day alone: derived tables of it
     _grow_in_steps(src, logs, cache, 3, reads, in_step=True)  # the next day's file, growing
     (logs / day1.parent.name / day1.name).unlink()
     reads.clear()

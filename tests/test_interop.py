@@ -20,10 +20,10 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 
 from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm  # noqa: E402
 
+from analyzer.core.thresholds import defaults  # noqa: E402
 from analyzer.ingest import formats  # noqa: E402
 from analyzer.ingest.logs import open_logs  # noqa: E402
 from analyzer.model.report import build_report  # noqa: E402
-from analyzer.rules import defaults  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

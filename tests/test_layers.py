@@ -3,7 +3,7 @@ layer or below, imports inside functions included, and no two modules import eac
 any path. Every module has a layer: a new module fails here until it is placed (add it to LAYERS in
 scripts/layermap.py; the module table in docs/architecture.md is generated from it).
 
-    collector <- core <- ingest <- metrics <- engines <- rules <- model <- render <- live <- cli
+    collector <- core <- ingest <- metrics <- engines <- rules <- model <- usecases <- render <- live <- cli
                                                                                    dslogs (Python API)
 """
 
@@ -19,6 +19,7 @@ from layermap import (  # noqa: E402
     INGEST_STEPS,
     LAYERS,
     imports,
+    ingest_internals_reached,
     layer_of,
     longest_chain,
     modules,
@@ -108,7 +109,24 @@ def test_the_import_graph_is_lower_than_the_flat_folders():
     assert all(b in imports(_modules())[a] for a, b in zip(chain, chain[1:], strict=False)), chain
 
 
+def test_ingest_is_at_most_four_imports_deep_inside():
+    """A step of ingest reaches the leaves (formats, names, filestats, columns) in a few imports:
+    the orchestration stays on top of short chains."""
+    graph = without_reexports(imports(_modules()))
+    inside = {a: {b for b in bs if b.startswith("analyzer.ingest")} for a, bs in graph.items()
+              if a.startswith("analyzer.ingest")}  # fmt: skip
+    chain = longest_chain(inside)
+    assert len(chain) - 1 <= 4, " -> ".join(chain)
+
+
 def test_longest_chain_takes_the_longest_path_and_breaks_ties_alphabetically():
     graph = {"analyzer.a": {"analyzer.b", "analyzer.c"}, "analyzer.b": {"analyzer.d"}, "analyzer.c": {"analyzer.d"},
              "analyzer.d": set(), "analyzer.e": {"collector.x"}, "collector.x": set()}
     assert longest_chain(graph) == ["analyzer.a", "analyzer.b", "analyzer.d"]
+
+
+def test_nothing_above_ingest_reaches_into_its_internals():
+    """The layers above read the logs through ``analyzer.ingest`` alone (``ingest.open`` and the
+    names in ``ingest.PUBLIC``), so ingest's modules can move without a command noticing."""
+    reached = ingest_internals_reached(imports(_modules()))
+    assert not reached, "use analyzer.ingest's public names (add one to PUBLIC if it is missing):\n" + "\n".join(reached)

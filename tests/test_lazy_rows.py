@@ -13,12 +13,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analyzer.core.thresholds import defaults
 from analyzer.engines import compute
 from analyzer.engines import duckdb as duckdb_engine
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics import results
 from analyzer.metrics.rows import LazyRows
-from analyzer.rules import defaults
 from analyzer.simulate import simulate
 from tests.model_helpers import uncached_report_text
 

@@ -6,7 +6,7 @@ built only for the sessions it lists (report._sessions_block)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
 from analyzer.rules.attribution import _overlap, _Overlaps
 
 TIMES = [f"2026-11-23T10:{m:02d}:00.000+00:00" for m in range(12)]

@@ -15,12 +15,12 @@ import pytest
 
 from analyzer.core.errors import UsageError
 from analyzer.core.resources import load_query
+from analyzer.core.thresholds import defaults
 from analyzer.engines import merge as M
 from analyzer.engines.compute import compute_metrics
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters
-from analyzer.rules import defaults
 from tests.engine_compare import assert_same
 
 REPO = Path(__file__).resolve().parents[1]

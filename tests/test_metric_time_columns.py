@@ -10,9 +10,9 @@ import duckdb
 import pytest
 
 from analyzer.core.resources import load_query
+from analyzer.core.thresholds import defaults
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics import registry, results
-from analyzer.rules import defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America/St_Johns",
@@ -21,7 +21,7 @@ ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America
 
 def reference(con, sql: str, params: dict) -> list[dict]:
     """The cursor path: DuckDB's tuples and datetimes, then isoformat."""
-    used = {k: params[k] for k in registry.query_params(sql)}
+    used = {k: params[k] for k in registry.sql_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
     saved = results.ARROW_ROWS
     results.ARROW_ROWS = 10**12

@@ -5,7 +5,6 @@ it by JSON path, exit 2; a report is recognised by parsing, not by its first byt
 from __future__ import annotations
 
 import copy
-import glob
 import json
 import random
 import shutil
@@ -17,15 +16,7 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
-from analyzer.model.report import analyze_logs
 from analyzer.model.schemas import BUILDERS, schema_text
-
-SAMPLES = sorted(glob.glob("sample_logs/*/"))
-
-
-@pytest.fixture(scope="module")
-def sample_reports():
-    return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in SAMPLES}
 
 
 @pytest.fixture(scope="module")

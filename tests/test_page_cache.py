@@ -16,9 +16,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.model import report, result_cache
+from analyzer.model import result_cache
 from analyzer.render import page_cache
 from analyzer.render.html import render_html
+from analyzer.usecases.analyze import analyze_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = [
@@ -44,7 +45,7 @@ def mixed(tmp_path):
 
 
 def analyze(logs, cache, **kw) -> dict:
-    return report.analyze_logs([str(logs)], cache=cache, **kw)
+    return analyze_logs([str(logs)], cache=cache, **kw)
 
 
 def kept_pages(cache: Path) -> list[tuple[str, str, int]]:

@@ -17,6 +17,7 @@ pd = pytest.importorskip("pandas")
 
 import dslogs  # noqa: E402
 from analyzer.core.errors import UsageError  # noqa: E402
+from analyzer.core.jsonable import jsonable  # noqa: E402
 from analyzer.model.result_cache import RUN_KEYS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ def _cell(value):
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
     if isinstance(value, pd.Timestamp):
-        return value.to_pydatetime().isoformat()
+        return jsonable(value.to_pydatetime())  # the one JSON form of a time
     if isinstance(value, np.generic):
         return value.item()
     return value

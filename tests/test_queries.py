@@ -14,10 +14,18 @@ import numpy as np
 import pytest
 
 from analyzer.core.resources import load_query, query_names
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES, parameters, query_params
+from analyzer.metrics import registry
+from analyzer.metrics.registry import (
+    DRILLDOWN_QUERIES,
+    METRIC_QUERIES,
+    bind,
+    parameters,
+    query_params,
+    sql_params,
+)
 from analyzer.metrics.results import run_metric
-from analyzer.rules import defaults
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -42,9 +50,50 @@ def test_every_query_file_is_registered_and_documented():
         assert header.startswith("-- "), f"{name}.sql has no header comment"
         comment = " ".join(line for line in sql.splitlines() if line.startswith("--"))
         assert re.search(r"\bUnits?\b", comment), f"{name}.sql header does not give the unit"
-        assert query_params(sql) <= all_params, f"{name}.sql uses unknown parameters"
+        # what it binds: what its header declares (query_params refuses a mismatch), each a
+        # threshold as $<table>_<key> or one of the registry's own
+        assert sql_params(sql) == set(query_params(name)), name
+        assert set(query_params(name)) <= all_params, f"{name}.sql uses unknown parameters"
         # Percentiles are linear (quantile_cont), never quantile_disc / approx.
         assert "quantile_disc" not in sql and "approx_quantile" not in sql
+
+
+
+@pytest.mark.parametrize("text, needle", [
+    # a parameter used but not declared: it would be bound from nowhere
+    ("-- params: slo_ttft_ms\nSELECT $slo_ttft_ms, $slo_tpot_ms", "does not declare"),
+    # declared but not used
+    ("-- params: slo_ttft_ms, slo_tpot_ms\nSELECT $slo_ttft_ms", "does not use"),
+    # a name in no threshold table (the former alias of memory_thrash.util_pct)
+    ("-- params: thrash_util_pct\nSELECT $thrash_util_pct", "neither a threshold"),
+    # a $name in a comment is prose, not a parameter
+    ("-- at most $report_timeline_sessions sessions\nSELECT $slo_ttft_ms", "does not declare"),
+])
+def test_a_query_header_that_does_not_match_its_parameters_is_refused(monkeypatch, text, needle):
+    monkeypatch.setattr(registry, "load_query", lambda name: text)
+    with pytest.raises(ValueError, match=needle) as err:
+        registry.query_params.__wrapped__("scratch")
+    assert "scratch.sql" in str(err.value)
+
+
+def test_the_registry_binds_each_query_its_declared_parameters_and_no_other():
+    params = {**parameters(defaults(), "hour"), "session_ids": ["a"]}
+    assert set(bind("memory_timeline", params)) == {
+        "memory_leak_slope_mb_per_min", "memory_leak_rise_mb", "ghost_memory_ghost_mb",
+        "report_timeline_sessions", "report_timeline_points",
+    }
+    assert bind("session_requests", params) == {"session_ids": ["a"], "report_detail_requests": 100}
+    assert bind("time_span", params) == {}
+    # a form of the query (stored rows, a merge of partitions) binds those of them it uses
+    assert bind("slowest_sessions", params, "SELECT 1") == {}
+    with pytest.raises(ValueError, match="does not declare"):
+        bind("slowest_sessions", params, "SELECT * FROM t LIMIT $report_timeline_points")
+    # every threshold is there under its canonical name, in its default's type, and nothing else
+    t = defaults()
+    t["slo"]["ttft_ms"] = 800  # an int from a hand-made table binds as the DOUBLE the SQL compares
+    p = parameters(t, "hour")
+    assert p["slo_ttft_ms"] == 800.0 and isinstance(p["slo_ttft_ms"], float)
+    assert set(p) == set(registry.THRESHOLD_PARAMS) | set(registry.OTHER_PARAMS) - {"session_ids"}
 
 
 # -- numbers against numpy --------------------------------------------------------------------
@@ -158,7 +207,7 @@ def test_binned_series_are_bounded(latency_db):
 
 def test_short_prompt_and_input_class_split(latency_db):
     con, _, requests = latency_db
-    (short,) = run_metric(con, "short_prompt_e2e", {"short_input_tokens": 200, "checklist_short_answer_tokens": 16})
+    (short,) = run_metric(con, "short_prompt_e2e", {"checklist_short_input_tokens": 200, "checklist_short_answer_tokens": 16})
     # a reply longer than 16 tokens counts its first 16 (003 §5.2's budget is for a short answer)
     values = [
         r["e2e_ms"] - r["decode_ms"] + 16 * r["tpot_ms"]
@@ -167,7 +216,7 @@ def test_short_prompt_and_input_class_split(latency_db):
     ]
     assert short["count"] == len(values)
     assert short["p50_ms"] == approx(np.percentile(values, 50, method="linear"))
-    classes = {r["input_class"]: r for r in run_metric(con, "prefill_by_input_class", {"long_input_tokens": 1200})}
+    classes = {r["input_class"]: r for r in run_metric(con, "prefill_by_input_class", {"slow_prefill_long_input_tokens": 1200})}
     long_values = [r["prefill_ms"] for r in requests if r["input_len"] >= 1200]
     assert classes["long"]["count"] == len(long_values)
     assert classes["long"]["p50_ms"] == approx(np.percentile(long_values, 50, method="linear"))
@@ -287,7 +336,7 @@ def test_collector_write_rate_from_cumulative_bytes():
            "bytes_written": 1000 * k + (84_000_000 if k >= 5 else 0)} for k in range(10)]
     ev.append({"ts": T0 + timedelta(minutes=30), "stage": "collector", "host": "h", "pid": 1,
                "bytes_written": 500_000_000})  # after a 20-minute gap: not a rate
-    (row,) = run_metric(fixture_connection(ev), "collector_write_rate", {"max_heartbeat_gap_s": 120.0})
+    (row,) = run_metric(fixture_connection(ev), "collector_write_rate", {"log_volume_max_heartbeat_gap_s": 120.0})
     assert row["intervals"] == 9
     assert row["peak_bytes_per_s"] == pytest.approx((84_000_000 + 1000) / 60)
     assert row["peak_from"].startswith("2026-12-01T08:04")
@@ -312,11 +361,11 @@ def test_timelines_are_bounded():
     p = parameters(defaults(), "hour")
     mem = run_metric(con, "memory_timeline", p)
     sessions = {r["session_id"] for r in mem}
-    assert len(sessions) == p["max_sessions"] and "s17" in sessions  # the leaking one is shown
-    assert len(mem) <= p["max_sessions"] * (p["max_points"] + 2)
+    assert len(sessions) == p["report_timeline_sessions"] and "s17" in sessions  # the leaking one is shown
+    assert len(mem) <= p["report_timeline_sessions"] * (p["report_timeline_points"] + 2)
     kv = run_metric(con, "kv_growth_timeline", p)
     assert {r["session_id"] for r in kv} >= {"s29", "s28"}
-    assert len(kv) <= p["max_sessions"] * (p["max_points"] + 2)
+    assert len(kv) <= p["report_timeline_sessions"] * (p["report_timeline_points"] + 2)
 
 
 def test_session_requests_binds_the_id_list():
@@ -342,9 +391,7 @@ SAMPLES = REPO / "sample_logs"
 
 
 def _columns(con, name, params):
-    sql = load_query(name)
-    used = {k: params[k] for k in query_params(sql)}
-    return [d[0] for d in con.execute(sql, used).description]
+    return [d[0] for d in con.execute(load_query(name), bind(name, params)).description]
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir() or importlib.util.find_spec("analyzer.ingest.logs") is None,

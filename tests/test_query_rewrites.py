@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from analyzer.core.resources import load_query
-from analyzer.metrics.registry import parameters, query_params
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
+from analyzer.metrics.registry import parameters, sql_params
 from tests.diag_fixture_db import fixture_connection
 
 ORACLES = Path(__file__).resolve().parent / "fixtures" / "query_oracles"
@@ -44,7 +44,7 @@ def both(con, name: str, params: dict) -> tuple[list[tuple], list[tuple]]:
     old, new = (ORACLES / f"{name}.sql").read_text(), load_query(name)
 
     def run(sql: str) -> tuple[list[str], list[tuple]]:
-        cur = con.execute(sql, {k: params[k] for k in query_params(sql)})
+        cur = con.execute(sql, {k: params[k] for k in sql_params(sql)})
         return [d[0] for d in cur.description], cur.fetchall()
 
     (old_cols, old_rows), (new_cols, new_rows) = run(old), run(new)
@@ -106,7 +106,7 @@ def _memory_views(seed: int, t0: datetime):
 def test_memory_rewrites_equal_their_former_sql(name, seed):
     events, requests = _memory_views(seed, datetime(2026, 12, 1, 8, tzinfo=UTC))
     con = fixture_connection(events, requests)
-    params = {**parameters(defaults(), "hour"), "max_sessions": 5, "max_points": 3}
+    params = {**parameters(defaults(), "hour"), "report_timeline_sessions": 5, "report_timeline_points": 3}
     old, new = both(con, name, params)
     assert same(old, new), (old, new)
     if name == "oom_per_session":

@@ -17,7 +17,7 @@ import pytest
 
 from analyzer import rules
 from analyzer.core.resources import query_names
-from analyzer.core.thresholds import DEFAULTS
+from analyzer.core.thresholds import DEFAULTS, defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
@@ -26,7 +26,7 @@ from analyzer.model.report import INGEST_SERIES, REPORT_INPUTS, SERIES, build_re
 from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
-from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, registry
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
 from analyzer.rules.attribution import Credits
 from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
@@ -220,14 +220,12 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
 
     kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",)}
     with pytest.raises(ValueError, match="registered twice"):
-        registry.rule("oom", **kw, thresholds={"x": (1, "ours")})(fn)
-    with pytest.raises(TypeError, match="thresholds"):
-        registry.rule("no_such_rule", **kw)(fn)  # a rule's numbers are declared with it
+        registry.rule("oom", **kw)(fn)
+    # a rule's numbers are its table in analyzer/core/thresholds.py
+    with pytest.raises(ValueError, match=r"no threshold table \[no_such_rule\]"):
+        registry.rule("no_such_rule", **kw)(fn)
     with pytest.raises(ValueError, match="severity"):
-        registry.rule("no_such_rule", **{**kw, "severity": "fatal", "thresholds": {"x": (1, "ours")}})(fn)
-    # the tables are sealed once analyzer.rules has imported every area: a late rule is refused
-    with pytest.raises(RuntimeError, match="registered after"):
-        registry.rule("no_such_rule", **kw, thresholds={"x": (1, "ours")})(fn)
+        registry.rule("no_such_rule", **{**kw, "severity": "fatal"})(fn)
     with pytest.raises(ValueError, match="registered twice"):
         charts.chart("gpu_timeline", section="gpu", series=())(fn)
     assert "no_such_rule" not in RULE_SPECS

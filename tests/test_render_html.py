@@ -386,3 +386,18 @@ def test_memory_labels_and_axes_say_mib(model):
     for cid in ("memory_timeline", "gpu_timeline"):
         assert "(MiB)" in specs[cid] and "(MB)" not in specs[cid], cid
     assert "MB written per" in specs["log_volume"]
+
+
+@pytest.mark.parametrize(("logs", "says", "never"), [
+    # v1 events (the collector's format) without its health lines: never "not written by the collector"
+    ("sample_logs/concurrent_leak", "the 3,312 trace schema v1 events hold no collector health line", "legacy"),
+    ("sample_logs/seed_format", "written by article 003's logger (legacy format), not by the dslogs collector", "v1"),
+])  # fmt: skip
+def test_an_empty_collector_section_says_why_for_the_formats_read(logs, says, never):
+    from analyzer.usecases.analyze import analyze_logs
+
+    model = analyze_logs([logs], use_cache=False)
+    assert not (model.get("series") or {}).get("collector")
+    section = re.search(r'<section id="sec-collector">(.*?)</section>', render_html(model), re.S).group(1)
+    text = " ".join(re.sub(r"<[^>]+>", " ", section).replace("&#39;", "'").split())
+    assert says in text and never not in text.split("No collector events", 1)[1], text

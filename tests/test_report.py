@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.model.report import (
     SCHEMA,
@@ -22,7 +23,7 @@ from analyzer.model.report import (
     report_to_json,
 )
 from analyzer.render.markdown import render_markdown
-from analyzer.rules import RULE_IDS, defaults
+from analyzer.rules import RULE_IDS
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -244,7 +245,7 @@ def test_cli_thresholds_file_changes_findings_and_rejects_unknown_keys(tmp_path)
 def test_analyze_reads_the_logs_once(monkeypatch):
     """Every metric runs on the one connection open_logs built; nothing else opens the logs."""
     import analyzer.ingest.logs as ingest
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
     from tests.diag_sim import simulated
 
     folder, _ = simulated("healthy")
@@ -264,7 +265,7 @@ def test_spark_engine_missing_is_a_usage_error(monkeypatch):
     import sys
 
     from analyzer.engines.registry import OPENERS
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     # an engine module that cannot be imported (as when its dependency is not installed)
     monkeypatch.delitem(OPENERS, "spark", raising=False)
@@ -281,7 +282,8 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     import shutil
 
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import analyze_logs, build_report
+    from analyzer.model.report import build_report
+    from analyzer.usecases.analyze import analyze_logs
     from tests.diag_sim import simulated
 
     folder, _ = simulated("oom")
@@ -345,8 +347,8 @@ def test_sample_oom_sessions_are_on_the_memory_chart():
     """sample_logs/oom: every session the oom finding names has 5+ snapshots; each is drawn."""
     from pathlib import Path
 
-    from analyzer.model.report import analyze_logs
     from analyzer.render.charts.specs import build_charts
+    from analyzer.usecases.analyze import analyze_logs
 
     folder = Path(__file__).resolve().parents[1] / "sample_logs" / "oom"
     model = analyze_logs([str(folder)], use_cache=False)
@@ -386,9 +388,9 @@ def test_a_count_of_one_reads_in_the_singular_in_md_and_html():
     """'threshold 1 OOMs' read wrong: count units take the singular for exactly one."""
     from pathlib import Path
 
-    from analyzer.model.report import analyze_logs
     from analyzer.render.html import render_html
     from analyzer.rules.registry import unit_for
+    from analyzer.usecases.analyze import analyze_logs
 
     repo = Path(__file__).resolve().parents[1]
     assert unit_for(1, "OOMs") == "OOM" and unit_for(2, "OOMs") == "OOMs" and unit_for(1.0, "beams") == "beam"

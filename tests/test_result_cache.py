@@ -16,6 +16,7 @@ import pytest
 
 from analyzer.ingest.logs import open_logs, run_query, session_events
 from analyzer.model import report, result_cache
+from analyzer.usecases.analyze import analyze_logs
 from tests.ingest_lines import v1_request
 from tests.model_helpers import stable
 
@@ -52,7 +53,7 @@ def legacy(tmp_path):
 
 
 def analyze(logs, cache, **kw) -> dict:
-    return report.analyze_logs([str(logs)], cache=cache, **kw)
+    return analyze_logs([str(logs)], cache=cache, **kw)
 
 
 def stored_keys(cache: Path) -> list[str]:

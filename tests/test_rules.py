@@ -11,7 +11,8 @@ import pytest
 
 from analyzer.core import thresholds as declared
 from analyzer.core.errors import UsageError
-from analyzer.rules import RULE_IDS, RULE_INFO, RULES, defaults, evaluate_rules, load_thresholds
+from analyzer.core.thresholds import defaults, load_thresholds
+from analyzer.rules import RULE_IDS, RULE_INFO, RULES, evaluate_rules
 
 # The rules the seed articles define: each must stay registered. Rules added since need no entry here;
 # docs/rules.md's generated table and test_registry's scenario check cover every registration.
@@ -68,45 +69,33 @@ def test_default_thresholds_are_the_seeds():
             assert src, f"{table}.{key} has no source"
 
 
-def test_threshold_tables_are_refused_until_the_rules_have_declared_theirs():
-    """A rule declares its table with @rule; core cannot import the rules, so before
-    analyzer.rules has run, asking for the tables is a clear error, never a partial table that
-    the metric SQL's $<table>_<key> parameters or a user's TOML would trip over later."""
+def test_the_threshold_table_is_whole_without_the_rules():
+    """Core holds every table itself: asking before any rule is imported gives them all, the
+    rules' included (the metric SQL binds them as $<table>_<key>, a user's TOML may name any)."""
     code = (
+        "import sys\n"
         "from analyzer.core import thresholds as t\n"
-        "for ask in (t.defaults, lambda: t.load_thresholds(None), lambda: t.DEFAULTS):\n"
-        "    try:\n"
-        "        ask()\n"
-        "    except RuntimeError as e:\n"
-        "        assert 'analyzer.rules' in str(e), e\n"
-        "    else:\n"
-        "        raise SystemExit('answered before the rules registered')\n"
+        "assert 'analyzer.rules' not in sys.modules\n"
+        "assert t.load_thresholds(None)['memory_leak']['rise_mb'] == 200.0\n"
+        "names = set(t.defaults())\n"
         "import analyzer.rules\n"
-        "assert set(t.defaults()) == set(analyzer.rules.RULE_IDS) | {'slo', 'checklist', 'report'}\n"
-        "try:\n"
-        "    t.register('late_rule', {'x': (1, 'ours')})\n"
-        "except RuntimeError:\n"
-        "    pass\n"
-        "else:\n"
-        "    raise SystemExit('a table registered after the seal')\n"
+        "assert names == set(analyzer.rules.RULE_IDS) | {'slo', 'checklist', 'report'}, names\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr + done.stdout
 
 
 @pytest.mark.parametrize("spec, needle", [
-    ({}, "has no keys"),
-    ({"x": 1}, "(default number, source text)"),
-    ({"x": (1, "")}, "(default number, source text)"),
-    ({"x": (True, "ours")}, "(default number, source text)"),
+    ({"scratch": {}}, "has no keys"),
+    ({"scratch": {"x": 1}}, "(default number, source text)"),
+    ({"scratch": {"x": (1, "")}}, "(default number, source text)"),
+    ({"scratch": {"x": (True, "ours")}}, "(default number, source text)"),
 ])
-def test_a_rule_declares_each_threshold_with_its_default_and_source(spec, needle):
-    code = (
-        "from analyzer.core import thresholds\n"  # what @rule calls with its thresholds=
-        f"thresholds.register('scratch', {spec!r})\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and needle in done.stderr, done.stderr
+def test_each_threshold_has_its_default_and_source(spec, needle):
+    with pytest.raises(ValueError) as err:
+        declared._checked(spec)
+    assert needle in str(err.value)
+    assert declared._checked(declared.TABLES) is declared.TABLES
 
 
 # -- thresholds file ---------------------------------------------------------------------------

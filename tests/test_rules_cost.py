@@ -11,8 +11,9 @@ import random
 import pytest
 
 from analyzer import rules
+from analyzer.core.thresholds import defaults
 from analyzer.model import report
-from analyzer.rules import defaults, registry
+from analyzer.rules import registry
 from analyzer.rules.attribution import (
     SessionVerdicts,
     _beyond_load,

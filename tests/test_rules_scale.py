@@ -3,7 +3,7 @@ details, and holds no session it did not flag."""
 
 from __future__ import annotations
 
-from analyzer.rules import defaults
+from analyzer.core.thresholds import defaults
 from analyzer.rules.decode import rule_gpu_wait
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analyzer.core.thresholds import load_thresholds
 from analyzer.engines.duckdb import DuckDBSource
 from analyzer.ingest import session_tables
 from analyzer.ingest.logs import open_logs
-from analyzer.model import report
 from analyzer.model.report import report_to_json
-from analyzer.rules import load_thresholds
 from analyzer.simulate import simulate
+from analyzer.usecases.analyze import analyze_logs
 from tests.model_helpers import record_windows, stable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def text(model: dict) -> str:
 
 
 def uncached(folder: Path, **kw) -> str:
-    return text(report.analyze_logs([str(folder)], use_cache=False, **kw))
+    return text(analyze_logs([str(folder)], use_cache=False, **kw))
 
 
 def tables(folder: Path, **kw) -> dict[str, list]:
@@ -135,9 +135,9 @@ def test_a_window_reads_the_stored_rows_and_equals_the_logs_alone(
 ):
     since, until = edge(since, cuts), edge(until, cuts)
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)  # unwindowed: derived and session tables
+    analyze_logs([str(logs)], cache=cache)  # unwindowed: derived and session tables
     stored_equal_fresh(cache)
-    warm = report.analyze_logs([str(logs)], since=since, until=until, cache=cache)
+    warm = analyze_logs([str(logs)], since=since, until=until, cache=cache)
     assert all_window(reused)
     assert text(warm) == uncached(logs, since=since, until=until)
     got = tables(logs, since=since, until=until, cache=cache)
@@ -147,7 +147,7 @@ def test_a_window_reads_the_stored_rows_and_equals_the_logs_alone(
 
 def test_the_edges_cut_sessions_on_both_sides(logs, cuts, tmp_path):
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)
+    analyze_logs([str(logs)], cache=cache)
     with open_logs([str(logs)], since=cuts[0], until=cuts[2], cache=cache, materialize=False) as db:
         lo, hi = db.con.execute(
             "SELECT count(*) FILTER (WHERE s.first_ts < $lo), count(*) FILTER (WHERE s.last_ts >= $hi) "
@@ -160,10 +160,10 @@ def test_the_edges_cut_sessions_on_both_sides(logs, cuts, tmp_path):
 
 def test_the_unwindowed_recompute_reads_the_stored_tables(logs, tmp_path, reused):
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)
+    analyze_logs([str(logs)], cache=cache)
     th = tmp_path / "t.toml"
     th.write_text("[slo]\nttft_ms = 1234\n")  # no stored model: metrics computed again
-    warm = report.analyze_logs([str(logs)], cache=cache, thresholds_file=th)
+    warm = analyze_logs([str(logs)], cache=cache, thresholds_file=th)
     assert reused[-1] == {n: "whole" for n in session_tables.SESSION_QUERIES}
     assert text(warm) == uncached(logs, thresholds_file=th)
 
@@ -173,9 +173,9 @@ def test_sample_logs_windows_equal_the_logs_alone(folder, tmp_path, reused):
     cuts = cuts_of(folder, 2)
     assert len(cuts) == 2, f"{folder.name}: no two distinct instants to cut at"
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(folder)], cache=cache)
+    analyze_logs([str(folder)], cache=cache)
     for since, until in ((cuts[0], None), (cuts[0], cuts[1])):
-        warm = report.analyze_logs([str(folder)], since=since, until=until, cache=cache)
+        warm = analyze_logs([str(folder)], since=since, until=until, cache=cache)
         assert all_window(reused)
         assert text(warm) == uncached(folder, since=since, until=until)
 
@@ -188,8 +188,8 @@ def test_non_default_thresholds(logs, cuts, tmp_path, reused):
     )
     load_thresholds(th)  # a valid file
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)
-    warm = report.analyze_logs([str(logs)], since=cuts[1], cache=cache, thresholds_file=th)
+    analyze_logs([str(logs)], cache=cache)
+    warm = analyze_logs([str(logs)], since=cuts[1], cache=cache, thresholds_file=th)
     assert all_window(reused)
     assert text(warm) == uncached(logs, since=cuts[1], thresholds_file=th)
 
@@ -220,26 +220,26 @@ def test_grown_and_dropped_files_and_requests_without_a_session(logs, cuts, tmp_
     plain = sorted(copy_.rglob("*.jsonl"))[-1]
     lines = plain.read_bytes().splitlines(keepends=True)
     plain.write_bytes(b"".join(lines[: len(lines) * 2 // 3]))  # as it was earlier
-    report.analyze_logs([str(copy_)], cache=cache)  # derived and session tables of it
-    warm = report.analyze_logs([str(copy_)], since=cuts[0], cache=cache)
+    analyze_logs([str(copy_)], cache=cache)  # derived and session tables of it
+    warm = analyze_logs([str(copy_)], since=cuts[0], cache=cache)
     assert all_window(reused)
     assert text(warm) == uncached(copy_, since=cuts[0])
 
     plain.write_bytes(b"".join(lines))  # grown: only its tail read, the tables kept in step
-    warm = report.analyze_logs([str(copy_)], since=cuts[0], cache=cache)
+    warm = analyze_logs([str(copy_)], since=cuts[0], cache=cache)
     assert all_window(reused)
     stored_equal_fresh(cache)
     assert text(warm) == uncached(copy_, since=cuts[0])
 
     _free_requests(plain, plain.parent / "extra_free.jsonl")  # a new file, requests without a session
-    warm = report.analyze_logs([str(copy_)], since=cuts[1], cache=cache)
+    warm = analyze_logs([str(copy_)], since=cuts[1], cache=cache)
     assert all_window(reused)
     stored_equal_fresh(cache)
     assert text(warm) == uncached(copy_, since=cuts[1])
 
     first = sorted(copy_.rglob("*.jsonl.gz"))[0]  # the first day's, sessions crossing midnight
     first.unlink()  # a file gone: its sessions' rows computed again (or gone)
-    warm = report.analyze_logs([str(copy_)], since=cuts[0], until=cuts[2], cache=cache)
+    warm = analyze_logs([str(copy_)], since=cuts[0], until=cuts[2], cache=cache)
     assert all_window(reused)
     stored_equal_fresh(cache)
     assert text(warm) == uncached(copy_, since=cuts[0], until=cuts[2])
@@ -252,7 +252,7 @@ def test_stale_when_the_derived_tables_are_built_again_or_a_query_changes(
     logs, cuts, tmp_path, monkeypatch, reused
 ):
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)
+    analyze_logs([str(logs)], cache=cache)
     con = duckdb.connect(str(cache))
     key = con.execute("SELECT value FROM meta WHERE key = 'derived_key'").fetchall()[0][0]
     assert session_tables.in_step(con, "main", key) == list(session_tables.SESSION_QUERIES)
@@ -263,7 +263,7 @@ def test_stale_when_the_derived_tables_are_built_again_or_a_query_changes(
     edited = lambda name: original(name) + "\n-- edited"  # noqa: E731
     monkeypatch.setattr(session_tables, "load_query", edited)
     session_tables._order.cache_clear()
-    warm = report.analyze_logs([str(logs)], since=cuts[0], cache=cache)
+    warm = analyze_logs([str(logs)], since=cuts[0], cache=cache)
     assert all_window(reused)
     con = duckdb.connect(str(cache), read_only=True)
     assert session_tables.in_step(con, "main", key) == list(session_tables.SESSION_QUERIES)
@@ -280,7 +280,7 @@ def test_a_query_run_and_a_windowed_run_without_derived_tables_build_nothing(
     used = record_windows(monkeypatch)
     cache = tmp_path / "c.duckdb"
     # only windowed runs: no derived tables, so nothing to build the session tables from
-    report.analyze_logs([str(logs)], since=cuts[0], cache=cache)
+    analyze_logs([str(logs)], since=cuts[0], cache=cache)
     assert used == [False] and reused == [{}]
     with open_logs([str(logs)], cache=cache, materialize=False) as db:  # `dslogs query`
         run_query(db, "SELECT count(*) FROM sessions")

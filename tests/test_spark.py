@@ -71,7 +71,7 @@ def fleet(tmp_path_factory):
 @needs_spark
 @pytest.mark.spark
 def test_report_model_equal_on_sample_logs(spark):
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     duck = analyze_logs([str(REPO / "sample_logs")], use_cache=False)
     spk = analyze_logs([str(REPO / "sample_logs")], engine="spark", master=MASTER)
@@ -84,13 +84,13 @@ def test_report_model_equal_on_sample_logs(spark):
 def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
     """JSONL on DuckDB against the compacted Parquet on Spark, through the one engine contract:
     views row for row, every metric table, the drill-down rows, the model."""
+    from analyzer.core.thresholds import defaults
     from analyzer.engines.compute import compute_metrics, session_requests
     from analyzer.engines.spark.driver import open_spark, spark_views
     from analyzer.engines.spark.sources import _collect
     from analyzer.ingest.logs import open_logs, run_query
     from analyzer.metrics.results import jsonable
     from analyzer.model.report import build_report_from_metrics, detail_session_ids
-    from analyzer.rules import defaults
 
     logs, parquet = fleet
     db = open_logs([str(logs)], use_cache=False)
@@ -217,11 +217,11 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     numbered as DuckDB numbers it: local files share their first line's host (none) and go to one
     group; read as URLs the guess is the folder, the two groups both hold host NULL and are merged
     and read again before any table is used."""
+    from analyzer.core.thresholds import defaults
     from analyzer.engines.compute import compute_metrics
     from analyzer.engines.spark import driver as se
     from analyzer.engines.spark import sources as spark_sources
     from analyzer.ingest.logs import open_logs, run_query
-    from analyzer.rules import defaults
 
     lines = (REPO / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl").read_text().splitlines(keepends=True)
     half = len(lines) // 2
@@ -259,7 +259,7 @@ def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm
 
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     for i, host in enumerate(("gpu-a", "gpu-b")):
         (tmp_path / host).mkdir()

@@ -112,7 +112,7 @@ def parquet(tmp_path_factory):
 
 
 def test_analyze_on_a_standalone_cluster_equals_duckdb(cluster, parquet, tmp_path):
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     out = tmp_path / "spark.json"
     # Two shuffle partitions: the cluster has two cores (spark-defaults.conf's job on a real one).

@@ -267,6 +267,7 @@ def test_ctrl_c_inside_a_duckdb_statement_ends_watch_cleanly(tmp_path, monkeypat
     not a KeyboardInterrupt), and watch still stops with "stopped" and exit 0, never a traceback."""
     from rich.console import Console
 
+    from analyzer.core.selection import Selection
     from analyzer.live import watch as watch_module
 
     logs = tmp_path / "logs"
@@ -284,7 +285,7 @@ def test_ctrl_c_inside_a_duckdb_statement_ends_watch_cleanly(tmp_path, monkeypat
     monkeypatch.setattr(watch_module.Window, "frame", frame_interrupted)
     handler = signal.getsignal(signal.SIGINT)  # the test process's own (pyspark may have set one)
     out = io.StringIO()
-    code = watch_module.watch([str(logs)], interval="0.2s", console=Console(file=out, width=120), max_frames=50)
+    code = watch_module.watch(Selection.build([str(logs)]), interval="0.2s", console=Console(file=out, width=120), max_frames=50)
     assert code == 0 and len(calls) == 2
     assert "dslogs watch: stopped" in out.getvalue()
     assert signal.getsignal(signal.SIGINT) is handler  # watch put it back

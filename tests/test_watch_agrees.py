@@ -167,7 +167,8 @@ def test_watch_follows_otlp_traces_and_skips_prometheus_snapshots():
     logs = "sample_logs/vllm"
     res = runner.invoke(app, ["watch", logs, "--once", "--window", "3650d"])
     assert res.exit_code == 0, res.output
-    assert re.search(r"since start: 533 requests, 2 errors, 0 unreadable lines", res.output), res.output
+    flat = " ".join(res.output.split())
+    assert re.search(r"since start: 533 requests, 2 errors, \d+ error events .*?, 0 unreadable lines", flat), res.output
     watched = _latency_rows(res.output)
     model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).output)
     req = model["requests"]
@@ -187,3 +188,19 @@ def test_a_batch_of_mixed_lines_reads_the_traces_and_the_events_each_by_its_own_
     frame = win.frame(now)
     assert win.bad_lines == 0 and frame["requests"] == 533 + 37 + 1
     win.close()
+
+
+def test_watch_counts_errors_as_analyze_does():
+    """One definition of an error, a failed request: sample_logs/oom has 8 failed requests and 14
+    OOM error events (some requests failed an attempt and then succeeded on the greedy
+    fallback). The frame's table, its since-start line and analyze all say 8; the 14 events are
+    their own, labelled count."""
+    logs = "sample_logs/oom"
+    res = runner.invoke(app, ["watch", logs, "--once", "--window", "3650d"])
+    assert res.exit_code == 0, res.output
+    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).output)
+    count, errors = model["requests"]["count"], model["requests"]["errors"]
+    flat = " ".join(res.output.split())
+    assert f"since start: {count} requests, {errors} errors, 14 error events (OOMs" in flat, res.output
+    row = re.search(r"^\s*\S+\s+\S+\s+(\d+)\s+\d+\s+(\d+)\s+[\d.]+ ?%", res.output, re.M)
+    assert row and (int(row.group(1)), int(row.group(2))) == (count, errors), res.output

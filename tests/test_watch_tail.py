@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.core.format import duration as human_age
-from analyzer.live import watch as watch_mod
-from analyzer.live.watch import LogTail
+from analyzer.ingest import LogTail
+from analyzer.ingest import tail as watch_mod
 
 
 def _line(i: int, tag: str = "a") -> bytes:

@@ -12,15 +12,16 @@ from fixtures.html_checks import parse_page
 from fixtures.report_models import XSS_MESSAGE, build_model
 
 from analyzer.core.errors import UsageError
+from analyzer.core.selection import Selection
 from analyzer.model.weekly import (
     compare_models,
     default_week,
-    newest_log_day,
     parse_week,
     previous_week,
     week_bounds,
 )
 from analyzer.render.weekly import render_weekly
+from analyzer.usecases.weekly import newest_log_day
 
 UTC = ZoneInfo("UTC")
 
@@ -52,7 +53,7 @@ def test_newest_log_day_reads_file_names(tmp_path):
     for name in ("ds15b_20261129.jsonl", "ds15b_20261206.1.jsonl.gz", "ds15b_20261201.jsonl"):
         (tmp_path / "h").mkdir(exist_ok=True)
         (tmp_path / "h" / name).write_bytes(b"")
-    assert newest_log_day([str(tmp_path)], None) == date(2026, 12, 6)
+    assert newest_log_day(Selection.build([str(tmp_path)])) == date(2026, 12, 6)
 
 
 def _two_weeks():

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.ingest.discovery import discover_log_files
-from analyzer.model.weekly import build_weekly, compare_models
+from analyzer.model.weekly import compare_models
 from analyzer.render.weekly import render_weekly
+from analyzer.usecases.weekly import build_weekly
 
 UTC = ZoneInfo("UTC")
 

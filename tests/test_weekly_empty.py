@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.model.weekly import build_weekly, weeks_with_data
+from analyzer.core.selection import Selection
+from analyzer.usecases.weekly import build_weekly, weeks_with_data
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def fresh_logs(tmp_path_factory):
 
 
 def test_weeks_with_data_from_file_names(fresh_logs):
-    assert weeks_with_data([str(fresh_logs)], "UTC") == ["2026-W49"]
+    assert weeks_with_data(Selection.build([str(fresh_logs)], tz="UTC")) == ["2026-W49"]
 
 
 def test_default_week_falls_back_to_this_week_so_far(fresh_logs):
@@ -55,3 +56,26 @@ def test_empty_week_note_in_md_and_html(fresh_logs, tmp_path, monkeypatch):
     assert res.exit_code == 0
     html = (tmp_path / "dslogs-weekly-2026-W49.html").read_text()
     assert 'class="nodata week-note"' in html and "showing 2026-W49 so far" in html
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "weekly", "sample_logs/memory_leak", "--format", "md"],  # its last full week is empty
+    ["analyze", "sample_logs/memory_leak", "--format", "json"],
+    ["capacity", "sample_logs/memory_leak", "--format", "json"],
+    ["query", "sample_logs/memory_leak", "SELECT count(*) AS n FROM events"],
+    ["session", "sample_logs/memory_leak", "653f6e4a"],
+])  # fmt: skip
+def test_an_empty_window_over_the_cache_prints_notes_and_no_engine_error(command, tmp_path, monkeypatch):
+    """With the cache on (the default), the empty window's note reads the logs again: the run's
+    own connection has let go of the cache file by then, so DuckDB's "already attached" never
+    reaches the terminal; every stderr line is dslogs' own note."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    window = [] if command[0] == "report" else ["--since", "2026-11-16", "--until", "2026-11-23T12:00"]
+    for run in ("cold", "warm"):
+        res = CliRunner().invoke(app, [*command, *window, "--tz", "UTC"])
+        assert res.exit_code in (0, 2), res.output  # session: no such session in the empty window
+        lines = res.stderr.splitlines()
+        assert lines and all(ln.startswith(("dslogs: note:", "dslogs: warning:", "dslogs: error: no events"))
+                             for ln in lines), (run, res.stderr)
+        assert "Error" not in res.stderr and "attach" not in res.stderr, (run, res.stderr)
+    assert any((tmp_path / "xdg" / "dslogs").glob("*.duckdb"))  # the cache was used, not skipped

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from analyzer.ingest import viewdefs
-from analyzer.model import report
 from analyzer.simulate import simulate
+from analyzer.usecases.analyze import analyze_logs
 from tests.model_helpers import record_windows, stable
 
 SCENARIOS = ["healthy", "memory_leak", "oom", "rss_growth", "beam_search", "bad_lines"]
@@ -67,10 +67,10 @@ def test_a_window_over_the_derived_tables_equals_the_full_computation(
 ):
     since, until = edge(since, cuts), edge(until, cuts)
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)  # unwindowed: stores requests_all, sessions_all
-    warm = report.analyze_logs([str(logs)], since=since, until=until, cache=cache)
+    analyze_logs([str(logs)], cache=cache)  # unwindowed: stores requests_all, sessions_all
+    warm = analyze_logs([str(logs)], since=since, until=until, cache=cache)
     assert used[-1] is True  # the window was built from the derived tables
-    cold = report.analyze_logs([str(logs)], since=since, until=until, use_cache=False)
+    cold = analyze_logs([str(logs)], since=since, until=until, use_cache=False)
     assert stable(warm) == stable(cold)
 
 
@@ -78,7 +78,7 @@ def test_the_derived_window_holds_sessions_inside_and_cut_like_the_views(logs, c
     from analyzer.ingest.logs import open_logs
 
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(logs)], cache=cache)
+    analyze_logs([str(logs)], cache=cache)
     with open_logs([str(logs)], since=cuts[0], until=cuts[2], cache=cache, materialize=False) as db:
         con = db.con
         assert con.execute("SELECT count(*) FROM _dslogs_inner").fetchall()[0][0] > 10
@@ -95,9 +95,9 @@ def test_the_derived_window_holds_sessions_inside_and_cut_like_the_views(logs, c
 def test_a_cache_without_derived_tables_computes_the_window_from_events(logs, cuts, tmp_path, used):
     cache = tmp_path / "c.duckdb"
     # only windowed runs: the derived tables are never built, the window is computed as before
-    warm = report.analyze_logs([str(logs)], since=cuts[0], cache=cache)
+    warm = analyze_logs([str(logs)], since=cuts[0], cache=cache)
     assert used == [False]
-    cold = report.analyze_logs([str(logs)], since=cuts[0], use_cache=False)
+    cold = analyze_logs([str(logs)], since=cuts[0], use_cache=False)
     assert stable(warm) == stable(cold)
 
 
@@ -110,13 +110,13 @@ def test_a_grown_file_keeps_the_window_on_the_derived_tables(logs, cuts, tmp_pat
     copy_ = tmp_path / "logs"
     shutil.copytree(logs, copy_)
     cache = tmp_path / "c.duckdb"
-    report.analyze_logs([str(copy_)], cache=cache)
+    analyze_logs([str(copy_)], cache=cache)
     plain = sorted(p for p in copy_.rglob("*.jsonl"))[-1]
     lines = plain.read_bytes().splitlines(keepends=True)
     plain.write_bytes(b"".join(lines[: len(lines) // 2]))  # as it was an hour earlier
-    report.analyze_logs([str(copy_)], cache=cache)  # derived tables of the shorter file
+    analyze_logs([str(copy_)], cache=cache)  # derived tables of the shorter file
     plain.write_bytes(b"".join(lines))  # grown
-    warm = report.analyze_logs([str(copy_)], since=cuts[0], cache=cache)
+    warm = analyze_logs([str(copy_)], since=cuts[0], cache=cache)
     assert used[-1] is True
-    cold = report.analyze_logs([str(copy_)], since=cuts[0], use_cache=False)
+    cold = analyze_logs([str(copy_)], since=cuts[0], use_cache=False)
     assert stable(warm) == stable(cold)

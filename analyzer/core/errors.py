@@ -27,3 +27,15 @@ class Interrupted(BaseException):
         except ValueError:
             name = f"signal {self.signum}"
         super().__init__(f"{what} was stopped by {name}; nothing was written")
+
+
+def one_line(exc: BaseException, *, every_line: bool = False, limit: int | None = None) -> str:
+    """An exception's message on one line, for a message that names what failed: its first
+    non-blank line (a Java exception's ``getMessage()``, not its stack), or with ``every_line``
+    all its lines joined (DuckDB's SQL errors put the offending text on the lines after the
+    first); the exception's type when the message is empty; cut to ``limit`` characters."""
+    get_message = getattr(exc, "getMessage", None)
+    text = str((get_message() if callable(get_message) else None) or exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    out = (" ".join(lines) if every_line else lines[0]) if lines else type(exc).__name__
+    return out if limit is None else out[:limit]

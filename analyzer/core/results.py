@@ -13,12 +13,12 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time
 from decimal import Decimal
 from typing import IO, Any
-from uuid import UUID
 
 from analyzer.core import textsafe
+from analyzer.core.jsonable import jsonable
 
 FORMATS = ("table", "csv", "json", "jsonl")
 # A table cell longer than this is cut (the full value is in the other formats).
@@ -33,30 +33,6 @@ class QueryResult:
 
     def dicts(self) -> list[dict]:
         return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
-
-
-def jsonable(value: Any) -> Any:
-    """A value JSON can carry exactly (no NaN, ISO times)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    return str(value)
 
 
 def _text(value: Any, short: bool = False) -> str:
@@ -74,19 +50,19 @@ def _text(value: Any, short: bool = False) -> str:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
     if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
+        return jsonable(value)
     return str(value)
 
 
-def _one_line(text: str) -> str:
+def _cell_line(text: str) -> str:
     # Tabs and newlines as spaces (the table stays aligned); every other control character,
     # bidi override and terminal escape (ESC, OSC 52, CSI) shown as an escape, never sent raw.
     return textsafe.visible(text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
 
 
 def _write_table(result: QueryResult, stream: IO[str]) -> None:
-    cols = [_one_line(str(c)) for c in result.columns]
-    cells = [[_one_line(_text(v, short=True)) for v in row] for row in result.rows]
+    cols = [_cell_line(str(c)) for c in result.columns]
+    cells = [[_cell_line(_text(v, short=True)) for v in row] for row in result.rows]
     for row in cells:
         for i, cell in enumerate(row):
             if len(cell) > MAX_CELL:

@@ -1,7 +1,12 @@
-"""Rule thresholds: defaults from the seed articles, overridable from a TOML file.
+"""Thresholds: every number a rule, the checklist or the report judges by, with its default and
+where that default comes from, overridable from a TOML file.
 
-The file mirrors ``DEFAULTS``: one table per rule id, declared with the rule (plus ``[slo]``,
-``[checklist]`` and ``[report]``, declared here), e.g.::
+``TABLES`` holds them all, table -> key -> (default, source): one table per rule id (the rule
+reads ``thresholds[<its id>]``), plus ``[slo]``, ``[checklist]`` and ``[report]``. The metric
+queries bind a threshold as the parameter ``$<table>_<key>`` (``metrics.registry.parameters``),
+so this table is the only place a default is written.
+
+The file mirrors ``DEFAULTS``, e.g.::
 
     [memory_leak]
     slope_mb_per_min = 30
@@ -12,7 +17,7 @@ The file mirrors ``DEFAULTS``: one table per rule id, declared with the rule (pl
 A key that is not in ``DEFAULTS`` is a ``UsageError`` naming the key and the file (a typo must
 not silently keep the default). Values must have the default's type (ints are accepted for
 floats). Each default cites the section of the seed article it comes from (docs/sources.md);
-the few that are ours (no seed gives a number) say so.
+the few that are ours (no seed gives a number) say so ("ours: " and the reason).
 """
 
 from __future__ import annotations
@@ -30,14 +35,146 @@ from analyzer.core.errors import UsageError
 # three times. The other condition, 30 requests a side, is the diff's MIN_COUNT.
 WEEK_MIN_COVERAGE = 0.5
 
+Spec = dict[str, dict[str, tuple[int | float, str]]]
+
+
+def _checked(tables: Spec) -> Spec:
+    """``tables`` if every entry is (default number, source text); a mistake fails at import."""
+    for table, keys in tables.items():
+        if not keys:
+            raise ValueError(f"threshold table [{table}] has no keys")
+        for key, entry in keys.items():
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], str) and entry[1]
+                    and isinstance(entry[0], int | float) and not isinstance(entry[0], bool)):
+                raise ValueError(f"threshold {table}.{key} must be (default number, source text), got {entry!r}")
+    return tables
+
+
 # Table -> key -> (default, source). Seeds: 000 = system resource monitoring guide, 003 = JSONL
-# logger / latency slices / health-check list. A rule's table is declared with the rule
-# (``@rule(..., thresholds={...})`` in analyzer/rules/), which calls ``register``; the tables
-# below serve no single rule. The metric SQL binds every key as ``$<table>_<key>``, so a query
-# run on a partial registry would fail or, worse, a user's TOML naming a rule's key would be
-# refused: ``defaults`` and ``load_thresholds`` refuse to answer until ``analyzer.rules`` has
-# registered every rule and called ``seal`` (core sits below the rules and cannot import them).
-_CORE: dict[str, dict[str, tuple[object, str]]] = {
+# logger / latency slices / health-check list. The rules' tables come first, in the order the
+# rules are evaluated (analyzer.rules.AREAS, then each module's order), then the shared ones:
+# the order reports and docs/rules.md list them in.
+TABLES: Spec = _checked({
+    # memory rules (analyzer/rules/memory.py)
+    "memory_leak": {
+        "slope_mb_per_min": (50.0, "000 §5 table: nvidia-smi memory rising > 50 MiB/min"),
+        "rise_mb": (200.0, "003 §5.3: reserved_mb must stay within ±200 MB"),
+        "min_samples": (3, "ours: a trend needs at least three gpu_memory snapshots"),
+        "leak_per_request_mb": (48.0, "ours: allocated memory a session's requests keep on average, after "
+                                      "other requests' leaks are subtracted, above a 1.5B model's KV cache "
+                                      "and activations (~15-60 MiB per request)"),
+        "most_sessions_share": (0.5, "ours: flagging more than half the sessions active at once in one process "
+                                     "blames the process (torch reports memory per process)"),
+    },
+    "ghost_memory": {
+        "ghost_mb": (1024.0, "000 §1.1: reserved − allocated far above allocated"),
+        "ghost_share": (0.5, "000 §1.1: more than half of reserved is cache"),
+    },
+    "oom": {
+        "min_events": (1, "003 §5.3: no OOMError / CUDA out of memory at all"),
+    },
+    # decode rules (analyzer/rules/decode.py)
+    "gpu_wait": {
+        "gpu_wait_pct": (60.0, "003 §4.2: gpu_wait_pct > 60 %"),
+    },
+    "cpu_bound": {
+        "gpu_util_pct": (20.0, "003 §4.2: GPU utilisation below 20 %"),
+        "tpot_ms": (130.0, "003 §5.2: decode time per token < 130 ms"),
+    },
+    "kv_cache_bloat": {
+        "kv_seq_len": (2048, "003 §4.3: kv_seq_len > 2048 grows memory fast"),
+        "kv_cache_size_mb": (8192.0, "003 §5.4: kv_cache_size_mb < 8.0 GB"),
+        "prefill_growth_ratio": (2.0, "003 §5.4: a long context may double prefill, no more"),
+        "prefill_growth_min_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token prompt"),
+        "prefill_growth_min_r2": (0.8, "ours: same fit quality as rss_growth (000 §3.3)"),
+        "prefill_growth_min_turns": (5, "ours: growth needs a few turns to show"),
+    },
+    # params rules (analyzer/rules/params.py)
+    "beam_search": {
+        "num_beams": (1, "003 §3.2: num_beams=5 by mistake, should be 1"),
+    },
+    "high_max_tokens": {
+        "max_new_tokens": (4096, "000 §2.2: max_tokens set too large (e.g. 4096)"),
+    },
+    "long_output": {
+        "output_len": (3000, "000 §4.2: 3000+ token outputs slow post-processing"),
+    },
+    # latency rules (analyzer/rules/latency.py)
+    "slow_tokenize": {
+        "p50_ms": (100.0, "003 §5.2: tokenize_time < 100 ms (000 §4.2: 50 ms ideal)"),
+    },
+    "slow_prefill": {
+        "p50_ms": (900.0, "003 §5.2: prefill_time < 900 ms"),
+        "long_p50_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token input"),
+        "long_input_tokens": (1200, "003 §5.4: the 1200-token long-context test"),
+    },
+    "slow_decode": {
+        "tpot_p50_ms": (130.0, "003 §5.2: decode_time/token < 130 ms"),
+    },
+    "slow_ttft": {
+        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize); ours: the goodput SLO"),
+    },
+    "queue_wait": {
+        "p95_ms": (1000.0, "000 §4.1 (requests backing up); the TTFT SLO of 1 s spent waiting alone"),
+    },
+    "slow_format": {
+        "warning_p50_ms": (30.0, "000 §4.2: postprocess should be < 30 ms"),
+        "critical_p50_ms": (100.0, "000 §4.2: postprocess > 100 ms means oversized output"),
+    },
+    # hosts rules (analyzer/rules/hosts.py)
+    "low_gpu_util": {
+        "peak_pct": (65.0, "003 §5.3: gpu_util_pct peak > 65 %"),
+    },
+    "gpu_starved": {
+        "util_pct": (20.0, "000 §2.1: utilization.gpu long below 20 %"),
+        "mem_used_share": (0.9, "000 §2.1: memory.used near the limit (> 22 of 24 GB)"),
+        "min_time_share": (0.5, "ours: 'long-term' (长期) read as at least half of the sampled time"),
+        "max_sample_weight_s": (60.0, "ours: one sample stands for at most a minute (idle tick)"),
+    },
+    "memory_thrash": {
+        "util_pct": (80.0, "000 §2.1: utilization.gpu high (> 80 %)"),
+        "swing_mb_per_s": (2048.0, "000 §2.1: memory.used swinging ±2 GB per second"),
+        "min_pairs": (3, "ours: a few swings, not one allocation"),
+        "max_gap_s": (10.0, "ours: samples further apart than this are a gap, not a swing"),
+    },
+    "rss_growth": {
+        "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
+        "min_r2": (0.8, "ours: a steady one-way rise (R² ≥ 0.8)"),
+        "min_samples": (3, "ours: a trend needs at least three samples"),
+        "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
+                                      "leaks subtracted (tokenizer/Python buffers come and go)"),
+        "held_rise_mb": (100.0, "000 §3.3: a rise that holds (last third's low over first third's high), "
+                                "for step-shaped growth under concurrent traffic"),
+    },
+    # collector rules (analyzer/rules/collector.py)
+    "log_volume": {
+        "bytes_per_s": (1_000_000.0, "000 §5 table: iotop WRITE > 1 MB/s from app.py"),
+        "max_heartbeat_gap_s": (120.0, "ours: collector heartbeats further apart are a gap"),
+    },
+    "collector_drops": {
+        "dropped": (0, "ours: any dropped event is a hole in the data"),
+    },
+    "bad_lines": {
+        "lines": (0, "ours: any skipped line is reported (info)"),
+    },
+    # capacity rules (analyzer/rules/capacity.py)
+    "concurrency_cliff": {
+        "time_share": (0.1, "ours: the service spends more than a tenth of its busy time beyond its knee (000 §1.3)"),
+        "knee_share": (0.05, "ours: throughput within 5 % of its best has stopped rising (000 §1.3)"),
+        "min_level_requests": (20, "ours: a level with fewer requests is marked sparse and left out of the knee"),
+        "min_levels": (3, "ours: a knee needs a level below it, itself and one above"),
+        "min_requests": (200, "ours: traffic before a concurrency setting is recommended"),
+        "oom_share": (0.95, "ours: reserved memory past 95 % of the GPU's total makes an OOM likely (000 §1.3)"),
+        "min_mb_per_request": (8.0, "ours: a smaller fitted slope is noise, not memory per request"),
+    },
+    "oom_at_concurrency": {
+        "min_ooms": (2, "ours: OOMs at more than one request, so a level can be told"),
+        "top_share": (0.8, "ours: most OOMs at the highest in-flight levels (000 §1.3: past what the GPU holds)"),
+        "memory_share": (0.7, "ours: where memory is measured, the levels the OOMs cluster at hold 70 %+ of the "
+                              "GPU's total: OOMs from what requests ask (beams, long outputs) at a busy moment are not "
+                              "the concurrency's"),
+    },
+    # shared: the goodput SLO, the checklist's own checks, the report's sizes
     "slo": {
         "ttft_ms": (1000.0, "ours: the goodput SLO"),
         "tpot_ms": (130.0, "003 §5.2 (decode < 130 ms per token): the goodput SLO"),
@@ -59,55 +196,19 @@ _CORE: dict[str, dict[str, tuple[object, str]]] = {
         "future_margin_min": (60, "ours: naive timestamps this far after now mean a time-zone mix-up"),
         "unknown_session_share": (0.5, "ours: above this share of requests without a session id, say so"),
     },
+})
+
+DEFAULTS: dict[str, dict[str, int | float]] = {
+    table: {key: value for key, (value, _src) in keys.items()} for table, keys in TABLES.items()
 }
-
-_RULE_TABLES: dict[str, dict[str, tuple[object, str]]] = {}
-_sealed = False
-
-
-def register(table: str, spec: dict[str, tuple[object, str]]) -> None:
-    """Declare ``table``'s keys as ``{key: (default, source)}``; a mistake fails at import."""
-    if _sealed:
-        raise RuntimeError(f"threshold table [{table}] registered after analyzer.rules finished registering")
-    if table in _RULE_TABLES or table in _CORE:
-        raise ValueError(f"threshold table [{table}] registered twice")
-    if not spec:
-        raise ValueError(f"threshold table [{table}] has no keys")
-    for key, entry in spec.items():
-        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], str) and entry[1]
-                and isinstance(entry[0], int | float) and not isinstance(entry[0], bool)):
-            raise ValueError(f"threshold {table}.{key} must be (default number, source text), got {entry!r}")
-    _RULE_TABLES[table] = dict(spec)
-
-
-def seal() -> None:
-    """Every rule has registered: the tables are complete (called by ``analyzer.rules``)."""
-    global _sealed
-    _sealed = True
-
-
-def _spec() -> dict[str, dict[str, tuple[object, str]]]:
-    if not _sealed:
-        raise RuntimeError(
-            "the threshold tables are incomplete until analyzer.rules is imported (its rules declare "
-            "them): import defaults/load_thresholds from analyzer.rules"
-        )
-    # rule tables in registration order, then the shared ones (the order reports list them in)
-    return {**_RULE_TABLES, **_CORE}
-
-
-def __getattr__(name: str):
-    # DEFAULTS / SOURCES read like the constants they were, and only once the registry is whole.
-    if name == "DEFAULTS":
-        return {table: {key: value for key, (value, _src) in keys.items()} for table, keys in _spec().items()}
-    if name == "SOURCES":
-        return {table: {key: src for key, (_value, src) in keys.items()} for table, keys in _spec().items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+SOURCES: dict[str, dict[str, str]] = {
+    table: {key: src for key, (_value, src) in keys.items()} for table, keys in TABLES.items()
+}
 
 
 def defaults() -> dict[str, dict[str, object]]:
-    """A fresh copy of the default thresholds (every table: see ``_spec``)."""
-    return {table: {key: value for key, (value, _src) in keys.items()} for table, keys in _spec().items()}
+    """A fresh copy of the default thresholds."""
+    return {table: dict(keys) for table, keys in DEFAULTS.items()}
 
 
 def _check_type(path: Path, dotted: str, value: object, default: object) -> object:

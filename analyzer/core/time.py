@@ -132,16 +132,18 @@ def _in_range(value: datetime, text: str) -> datetime:
 
 
 def parse_window(
-    since: str | None, until: str | None, tz: str | None = None, now: datetime | None = None
+    since: str | datetime | None, until: str | datetime | None, tz: str | None = None,
+    now: datetime | None = None,
 ) -> tuple[datetime | None, datetime | None]:
-    """(since, until) as aware datetimes, the option named in any error."""
+    """(since, until) as aware datetimes, the option named in any error; an instant already
+    parsed (``Selection``) is taken as it is."""
     now = now or datetime.now(UTC)
     try:
-        lo = parse_when(since, now, tz) if since else None
+        lo = since if isinstance(since, datetime) else parse_when(since, now, tz) if since else None
     except UsageError as exc:
         raise UsageError(f"--since {exc}") from None
     try:
-        hi = parse_when(until, now, tz) if until else None
+        hi = until if isinstance(until, datetime) else parse_when(until, now, tz) if until else None
     except UsageError as exc:
         raise UsageError(f"--until {exc}") from None
     if lo is not None and hi is not None and lo >= hi:

@@ -12,7 +12,7 @@ from analyzer.metrics.results import row_per_session
 def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[dict]]:
     """Every metric table of METRIC_QUERIES from a MetricSource (or a LogDB / DuckDB connection
     holding the views events/requests/sessions): one function for every engine. Without
-    ``thresholds``, the defaults: a RuntimeError until ``analyzer.rules`` has declared them."""
+    ``thresholds``, the defaults."""
     thresholds = thresholds or defaults()
     src = as_source(source)
     event_columns = src.columns("events")
@@ -36,7 +36,7 @@ def session_requests(source, session_ids: list[str], thresholds: dict | None = N
     thresholds = thresholds or defaults()
     params = {
         "session_ids": list(session_ids),
-        "max_requests": int(thresholds["report"]["detail_requests"]),
+        "report_detail_requests": int(thresholds["report"]["detail_requests"]),
     }
     return as_source(source).run(["session_requests"], params)["session_requests"]
 

@@ -11,9 +11,9 @@ import duckdb
 
 from analyzer.core.resources import load_query, memory_limit
 from analyzer.engines.contract import MetricSource
-from analyzer.ingest.columns import sql_literal
+from analyzer.ingest import sql_literal
 from analyzer.metrics import results
-from analyzer.metrics.registry import query_params
+from analyzer.metrics.registry import bind
 from analyzer.metrics.results import (
     _TZ_TYPE,
     KEEP_DB,
@@ -105,7 +105,7 @@ class DuckDBSource:
         """queries/<name>.sql's rows as a table of ``KEEP_DB`` read in chunks (rows.LazyRows),
         or read whole as a list when it has at most ``lazy_rows`` rows (the table dropped)."""
         sql = self._stored_sql(name) or load_query(name).strip().rstrip(";")
-        used = {k: params[k] for k in query_params(sql)}
+        used = bind(name, params, sql)
         if not self._attached:
             self.con.execute(f"ATTACH IF NOT EXISTS {sql_literal(self._keep_path())} AS {KEEP_DB}")
             self._attached = True

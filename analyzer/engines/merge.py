@@ -1,6 +1,6 @@
 """The DuckDB analysis by host partition, and the one merge that makes the fleet's tables from it.
 
-A distributed engine (``analyzer.spark_engine``) does not restate the metric SQL: it splits the
+A distributed engine (``analyzer.engines.spark``) does not restate the metric SQL: it splits the
 events by host, runs the unchanged views (``analyzer/ingest/views``) and metric queries (``queries/``) on
 each host's events with DuckDB (``partition_tables``, inside an executor), and merges what the
 partitions return on the driver (``merge_tables``). Splitting by host is exact because a session
@@ -32,12 +32,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from analyzer.core.resources import load_query
-from analyzer.ingest.columns import EVENT_COLUMNS, event_type
-from analyzer.ingest.viewdefs import view_sql
-from analyzer.metrics.registry import query_params
+from analyzer.core.views import VIEWS
+from analyzer.ingest import EVENT_COLUMNS, event_type, view_sql
+from analyzer.metrics.registry import bind, query_params
 from analyzer.metrics.results import result_rows
-
-VIEWS = ("events", "requests", "sessions")
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,7 @@ def load_partition(con, events_sql: str, params: dict | None = None) -> None:
 
 def _arrow(con, name: str, params: dict):
     sql = load_query(name)
-    used = {k: params[k] for k in query_params(sql)}
+    used = bind(name, params)
     return con.sql(sql, params=used or None).to_arrow_table() if used else con.sql(sql).to_arrow_table()
 
 
@@ -202,7 +200,7 @@ def partition_tables(con, names: Sequence[str], params: dict, buckets: Sequence[
     out = []
     own: dict[str, object] = {}
     for name in names:
-        if buckets and merge_of(name).how != "rerun" and "bucket" in query_params(load_query(name)):
+        if buckets and merge_of(name).how != "rerun" and "bucket" in query_params(name):
             out.extend((bucket_key(name, b), _arrow(con, name, {**params, "bucket": b})) for b in buckets)
             continue
         table = _arrow(con, name, params)
@@ -261,7 +259,7 @@ def merge_tables(con, parts: dict[str, list], names: Iterable[str], params: dict
     if not any(parts.values()):
         # No events anywhere: the queries on empty views give exactly one connection's answer.
         load_partition(con, empty_events_sql())
-        return {name: _rows(con, load_query(name), params) for name in names}
+        return {name: _rows(con, name, params) for name in names}
     out: dict[str, list[dict]] = {}
     loaded: dict[str, str] = {}
     for name in names:
@@ -273,12 +271,12 @@ def merge_tables(con, parts: dict[str, list], names: Iterable[str], params: dict
                 if loaded.get(view) != key:
                     _register(con, view, _concat(parts[key]))
                     loaded[view] = key
-            out[name] = _rows(con, sql, params)
+            out[name] = _rows(con, name, params)
             continue
         _register(con, "_dslogs_part", _concat(parts[name]))
         tail = order_and_limit(sql)
         if merge.how == "union":
-            out[name] = _rows(con, f"SELECT * FROM _dslogs_part {tail}", params)
+            out[name] = _rows(con, name, params, f"SELECT * FROM _dslogs_part {tail}")
             continue
         cols = [r[0] for r in con.execute("DESCRIBE _dslogs_part").fetchall()]
         how = {**{c: "sum" for c in merge.sum}, **{c: "min" for c in merge.min}, **{c: "max" for c in merge.max}}
@@ -286,11 +284,13 @@ def merge_tables(con, parts: dict[str, list], names: Iterable[str], params: dict
             _ident(c) if c in merge.keys else f"{how[c]}({_ident(c)}) AS {_ident(c)}" for c in cols
         )
         group = f" GROUP BY {', '.join(_ident(k) for k in merge.keys)}" if merge.keys else ""
-        out[name] = _rows(con, f"SELECT {select} FROM _dslogs_part{group} {tail}", params)
+        out[name] = _rows(con, name, params, f"SELECT {select} FROM _dslogs_part{group} {tail}")
     return out
 
 
-def _rows(con, sql: str, params: dict) -> list[dict]:
-    used = {k: params[k] for k in query_params(sql)}
+def _rows(con, name: str, params: dict, sql: str | None = None) -> list[dict]:
+    """queries/<name>.sql's rows, or those of ``sql``, a merge of its partitions' rows."""
+    used = bind(name, params, sql)
+    sql = load_query(name) if sql is None else sql
     cursor = con.execute(sql, used) if used else con.execute(sql)
     return result_rows(cursor)

@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 
 from analyzer.core.errors import UsageError
+from analyzer.core.selection import Selection
 from analyzer.engines.contract import MetricSource
 
 # name -> the module whose @engine registers it (imported on first use), and the extra to install
@@ -52,6 +53,6 @@ def opener(name: str) -> Opener:
     return OPENERS[name]
 
 
-def open_engine(name: str, paths: list[str], **options) -> MetricSource:
-    """The logs under ``paths`` opened on engine ``name``."""
-    return opener(name)(list(paths), **options)
+def open_engine(selection: Selection, materialize: bool = True) -> MetricSource:
+    """The logs ``selection`` names, opened on its engine."""
+    return opener(selection.engine)(selection, materialize=materialize)

@@ -1,5 +1,5 @@
-"""The file catalogue: what the store knows of each log file (``FileStats``, the ``files``
-table) and the load plan, which of this run's files are reused from the cache, renamed (same
+"""The file catalogue: what the store knows of each log file (``FileStats``, in
+``analyzer.ingest.filestats``; the ``files`` table) and the load plan, which of this run's files are reused from the cache, renamed (same
 content fingerprint), skipped as copies, read, or dropped; and the records written after reading.
 """
 
@@ -10,35 +10,11 @@ import json
 import os
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest.discovery import Discovery, LogFile
-
-SAMPLES_PER_FILE = 5  # bad-line samples kept per file (validate.add_bad; record_tails)
-
-
-@dataclass
-class FileStats:
-    file_id: int
-    path: str  # resolved
-    display: str
-    size: int
-    mtime_ns: int
-    fingerprint: str | None
-    rows: int = 0
-    legacy_rows: int = 0
-    bad_lines: int = 0
-    samples: list[dict] = field(default_factory=list)
-    unreadable: str | None = None  # why the file (or its tail) could not be read
-    first_ts: datetime | None = None
-    last_ts: datetime | None = None
-    tz: str | None = None
-    line_base: int = 0  # lines before this read (a grown file's tail: the lines read before)
-    last_bad: int = 0  # the last bad line's number (is the unterminated last line one?)
-    scan: dict | None = None  # lines and read_end, from the fingerprint's pass (cache.fingerprint)
-    grow: dict | None = None  # a tail read: the record it extends (plan, record_tails)
+from analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
 
 
 def stats_from(lf: LogFile, resolved: str, file_id: int, fp: str | None) -> FileStats:

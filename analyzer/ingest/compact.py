@@ -24,7 +24,7 @@ across all its files: the manifest keeps each legacy source's per-session input 
 later source's numbers are shifted by the counts of the sources before it (name order), so a
 session spanning a day boundary or a rotation gets the ids a single read of all files gives.
 
-Readers: ``analyzer.ingest.logs`` (DuckDB) and ``analyzer.spark_engine`` recognise a folder holding
+Readers: ``analyzer.ingest.logs`` (DuckDB) and ``analyzer.engines.spark`` recognise a folder holding
 ``_dslogs_manifest.json`` through :func:`is_dataset` / :func:`dataset_files`.
 """
 

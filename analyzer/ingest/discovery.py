@@ -1,11 +1,12 @@
 """Which files LOGS names: directories searched recursively, files, globs.
 
-Log files are ``*.jsonl``, ``*.N.jsonl`` (our rotation), ``*.jsonl.N`` (logrotate) and any of them
-gzipped (``.gz``); in a folder also ``*.json`` / ``*.json.gz`` files that hold OTLP/JSON traces (an
-OTel Collector's ``file`` exporter; other JSON, such as a saved report, is left alone). A name carrying a date (``ds15b_20261123.jsonl``, ``…_20261123.2.jsonl.gz``) is
-the writer's local day; with ``--since/--until`` a file whose day lies wholly outside the window,
-with one day of margin either side for the unknown writer zone, is not opened. Names without a
-date are always read.
+A folder search keeps the file names the source formats take (``analyzer.ingest.formats``: each
+format module names its own): ``*.jsonl``, ``*.N.jsonl`` (our rotation), ``*.jsonl.N``
+(logrotate), ``*.prom``, each optionally gzipped (``.gz``), and ``*.json`` / ``*.json.gz`` files
+that sniff as OTLP/JSON traces (other JSON, such as a saved report, is left alone). A name
+carrying a date (``ds15b_20261123.jsonl``, ``…_20261123.2.jsonl.gz``) is the writer's local day;
+with ``--since/--until`` a file whose day lies wholly outside the window, with one day of margin
+either side for the unknown writer zone, is not opened. Names without a date are always read.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from analyzer.core.errors import InputError
+from analyzer.ingest import formats
+from analyzer.ingest.names import name_date, name_sort_key, rotation_index  # noqa: F401 (discovery's names)
 
-_LOG_NAME = re.compile(r"^(?!\.).*\.jsonl(?:\.\d+)?(?:\.gz)?$")
-_JSON_NAME = re.compile(r"^(?!\.).*\.json(?:\.gz)?$")
-_PROM_NAME = re.compile(r"^(?!\.).*\.prom(?:\.gz)?$")
-_NAME_DATE = re.compile(r"(?:^|[_.-])(\d{4})-?(\d{2})-?(\d{2})(?=[_.-])")
-_ROTATION = re.compile(r"\.(\d+)\.jsonl(?:\.gz)?$|\.jsonl\.(\d+)(?:\.gz)?$")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 # Folders never searched: VCS metadata and dslogs' own Parquet output.
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
@@ -65,58 +63,8 @@ class Discovery:
 
 
 def is_log_name(name: str) -> bool:
-    return bool(_LOG_NAME.match(name))
-
-
-def is_prom_name(name: str) -> bool:
-    """A Prometheus text snapshot's name (``metrics-1733300000.prom``, optionally .gz)."""
-    return bool(_PROM_NAME.match(name))
-
-
-def _is_log_file(path: Path) -> bool:
-    """A file a folder search keeps: a log name, a Prometheus snapshot (.prom), or a .json that
-    holds OTLP traces (sniffed)."""
-    if is_log_name(path.name) or is_prom_name(path.name):
-        return True
-    if not _JSON_NAME.match(path.name) or not path.is_file():  # never open a FIFO
-        return False
-    from analyzer.ingest.formats import sniff_file
-
-    fmt = sniff_file(path)
-    return fmt is not None and fmt.family == "otlp_traces"
-
-
-def name_date(name: str) -> date | None:
-    """The YYYYMMDD (or YYYY-MM-DD) day in a log file name, if any."""
-    for m in _NAME_DATE.finditer(Path(name).name):
-        try:
-            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        except ValueError:
-            continue
-    return None
-
-
-def rotation_index(name: str) -> int:
-    m = _ROTATION.search(name)
-    if not m:
-        return 0
-    return int(m.group(1) or m.group(2))
-
-
-def name_sort_key(path: str) -> tuple:
-    """Write order of log files: folder, then day, then rotation (``x.jsonl`` before ``x.1.jsonl``);
-    a gzipped file sorts as its plain self. logrotate's ``x.jsonl.1`` is older than ``x.jsonl``."""
-    p = Path(str(path))
-    name = p.name[:-3] if p.name.endswith(".gz") else p.name
-    day = name_date(name)
-    logrotate = re.search(r"\.jsonl\.(\d+)$", name)
-    stem = re.sub(r"(\.\d+)?\.jsonl(\.\d+)?$", "", name)
-    if logrotate:
-        # app.jsonl.2 (oldest) < app.jsonl.1 < app.jsonl
-        order = -int(logrotate.group(1))
-    else:
-        order = rotation_index(name)
-    return (str(p.parent), day or date.min, re.sub(r"\d{8}", "", stem), order, name)
+    """A log of JSON lines by its name (``*.jsonl`` and its rotations, optionally .gz)."""
+    return formats.is_line_log_name(name)
 
 
 def outside_window(day: date | None, since: datetime | None, until: datetime | None) -> bool:
@@ -143,7 +91,7 @@ def _walk(folder: Path, unreadable: list[tuple[str, str]] | None = None) -> list
 
     for root, dirs, files in os.walk(folder, followlinks=False, onerror=failed):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        out.extend(p for p in (Path(root) / name for name in files) if _is_log_file(p))
+        out.extend(p for p in (Path(root) / name for name in files) if formats.takes_file(p))
     return out
 
 
@@ -207,7 +155,7 @@ def discover(paths: list[str], since: datetime | None = None, until: datetime | 
                         found.datasets.append(m)
                     else:
                         candidates.extend((p, str(p)) for p in _walk(m, found.unreadable))
-                elif _is_log_file(m):
+                elif formats.takes_file(m):
                     candidates.append((m, match))
         else:
             raise InputError(f"{printable(text)}: no such file or directory")
@@ -230,9 +178,7 @@ def discover(paths: list[str], since: datetime | None = None, until: datetime | 
             first, why = found.unreadable[0]
             more = f" and {len(found.unreadable) - 1} more" if len(found.unreadable) > 1 else ""
             raise InputError(f"no readable log files under {where}: {first}: {why}{more}")
-        from analyzer.ingest.formats import accepted_names
-
-        raise InputError(f"no log files found under {where} (dslogs reads {accepted_names()})")
+        raise InputError(f"no log files found under {where} (dslogs reads {formats.accepted_names()})")
     return found
 
 

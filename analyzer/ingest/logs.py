@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from analyzer.core import progress
-from analyzer.core.errors import InputError, UsageError
+from analyzer.core.errors import InputError, UsageError, one_line
 from analyzer.core.resources import memory_limit
 from analyzer.core.results import QueryResult
 from analyzer.core.textsafe import visible
@@ -83,6 +83,9 @@ class LogDB:
         self.close()
 
 
+LogSet = LogDB  # the name the layers above use (analyzer.ingest.open returns one)
+
+
 # -- open_logs -----------------------------------------------------------------------------------
 
 
@@ -117,7 +120,7 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (spark_engine)
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (analyzer.engines.spark)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
@@ -143,14 +146,9 @@ def open_logs(
 
 
 def is_snapshot(path: Path, display: str, size: int) -> bool:
-    """A Prometheus snapshot (no events): a *.prom file, or a file not named as JSON lines whose
-    first bytes are a server's metrics (a file named on the command line)."""
-    from analyzer.ingest.discovery import is_log_name, is_prom_name
-
-    name = Path(display).name
-    if is_prom_name(name):
-        return True
-    return not is_log_name(name) and size > 0 and getattr(formats.sniff_file(path), "family", None) == "prometheus"
+    """A snapshot (no events, ``analyzer.ingest.formats``): by its name (*.prom), or a file not
+    named as JSON lines whose first bytes are a server's metrics (a file named on the command line)."""
+    return formats.snapshot_format(path, display, size) is not None
 
 
 def _take_snapshots(found: Discovery) -> list:
@@ -162,12 +160,10 @@ def _take_snapshots(found: Discovery) -> list:
 
 
 def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
-    """The server metrics of Prometheus snapshots ``(path, display)`` (analyzer.ingest.prometheus)
-    into ``ingest["server_metrics"]`` for the report, their files and bad lines counted;
-    snapshots outside --since/--until are left out (a snapshot is one instant)."""
-    from analyzer.ingest.prometheus import read_servers
-
-    servers, bad = read_servers(files, lo, hi)
+    """The server metrics of snapshots ``(path, display)``, each read by its format
+    (``analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
+    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant)."""
+    servers, bad = formats.read_snapshots(files, lo, hi)
     ingest["files"] = int(ingest.get("files") or 0) + len(files)
     ingest["server_metrics"] = servers
     if bad:
@@ -197,7 +193,7 @@ def _what_it_holds(db: LogDB, f) -> str:
     if fmt is None:
         return "looks like " + formats.describe_file(f.path)
     first = min(samples, key=lambda s: s["line"]) if samples else None
-    text = f"holds damaged {formats.LINE_FORMATS[fmt.name]} lines, {bad:,} skipped"
+    text = f"holds damaged {fmt.line_name} lines, {bad:,} skipped"
     if first is not None:
         text += f" (the first, line {first['line']}: {visible(first['reason'])})"
     return text + (f"; then {visible(unreadable)}" if unreadable else "")
@@ -314,8 +310,10 @@ def _load(
 
 
 def _sql_error(exc: Exception) -> str:
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return text[:500]
+    return one_line(exc, every_line=True, limit=500)
+
+
+sql_error = _sql_error
 
 
 def execute(db: LogDB, sql: str, params: list | dict | None = None) -> duckdb.DuckDBPyConnection:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import duckdb
 
+from analyzer.core.errors import one_line
 from analyzer.ingest import formats
-from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import (
     EVENT_COLUMNS,
     RAW_COLUMNS,
@@ -26,6 +26,7 @@ from analyzer.ingest.columns import (
     event_type,
     sql_literal,
 )
+from analyzer.ingest.filestats import FileStats
 from analyzer.ingest.validate import (
     MAX_LINE_BYTES,
     Line,
@@ -33,13 +34,12 @@ from analyzer.ingest.validate import (
     clean_bytes,
     duckdb_reason,
     judge,
-    one_line,
     parse_line,
     raw_chunks,
     rule_reasons,
     short,
 )
-from analyzer.ingest.viewdefs import view_sql
+from analyzer.ingest.views import view_sql
 
 BATCH_BYTES = 512 << 20  # decompressed bytes per batch (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
@@ -79,19 +79,12 @@ def read_sql(store: str) -> str:
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
 
-# The columns otlp_traces.sql gives (the rest of RAW_COLUMNS are NULL for OTLP spans).
-_OTLP_GIVES = {
-    "v", "ts", "timestamp", "stage", "session_id", "request_id", "host", "pid", "duration_ms",
-    "input_len", "output_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
-    "failed_stage", "params", "source", "inflight",
-}  # fmt: skip
-
-
-def otlp_read_sql(store: str) -> str:
-    """INSERT of the events of the OTLP/JSON trace file $file into store.events (file $file_id).
-    Spans carry no line of their own: line_bytes is NULL (no log-volume figure)."""
-    sql = formats.otlp_sql().replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
-    raw = formats.raw_select(sql, RAW_COLUMNS, _OTLP_GIVES)
+def statement_read_sql(store: str, fmt: formats.Format) -> str:
+    """INSERT of the events of the file $file, in ``fmt`` (a statement format), into store.events
+    (file $file_id). Its rows carry no line of their own: line_bytes is NULL (no log-volume
+    figure)."""
+    sql = fmt.statement().replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
+    raw = formats.raw_select(sql, RAW_COLUMNS, fmt.gives)
     raw = (
         f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
     )
@@ -256,19 +249,19 @@ class Reader:
 
     def read(self, files: list[FileStats], on_progress=None) -> None:
         """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
-        Files of another format family than JSON lines (``analyzer.ingest.formats``) are read
-        by their own statement."""
-        otlp = []
+        Files of a statement format (``analyzer.ingest.formats``) are read by its own statement."""
+        own = []
         for f in files:
             if f.size > 0:
                 fmt = formats.sniff_file(f.path)
-                if fmt is not None and fmt.family == "otlp_traces":
-                    otlp.append(f)
-        for f in otlp:
-            self._read_otlp(f)
+                if fmt is not None and fmt.read == formats.STATEMENT:
+                    own.append((f, fmt))
+        for f, fmt in own:
+            self._read_statement(f, fmt)
             if on_progress:
                 on_progress(f.size)
-        files = [f for f in files if f not in otlp]
+        taken = {id(f) for f, _ in own}
+        files = [f for f in files if id(f) not in taken]
         batches: list[list[FileStats]] = []
         current: list[FileStats] = []
         weight = 0
@@ -320,27 +313,29 @@ class Reader:
             if on_progress:
                 on_progress(sum(f.size for f in batch))
 
-    # -- OTLP/JSON traces ---------------------------------------------------------------------
+    # -- formats read by their own statement (OTLP/JSON traces) --------------------------------
 
-    def _insert_otlp(self, path: str, file_id: int) -> None:
-        self.con.execute(formats.OTLP_MACROS)
-        self.con.execute(
-            otlp_read_sql(self.store),
-            {"file": path, "file_id": file_id, "tz": self.tz, "session_attr": self.session_attr},
-        )
+    def _insert_statement(self, fmt: formats.Format, path: str, file_id: int) -> None:
+        for sql in fmt.prepare:
+            self.con.execute(sql)
+        sql = statement_read_sql(self.store, fmt)
+        params = {"file": path, "file_id": file_id, "tz": self.tz}
+        if "$session_attr" in sql:
+            params["session_attr"] = self.session_attr
+        self.con.execute(sql, params)
 
-    def _read_otlp(self, f: FileStats) -> None:
-        """One OTLP/JSON trace file in one statement (DuckDB streams its lines, megabytes each);
-        when DuckDB rejects it, its lines are judged one at a time (one line in memory) and the
-        good ones read, the others counted as bad lines."""
+    def _read_statement(self, f: FileStats, fmt: formats.Format) -> None:
+        """One file of a statement format in one statement (DuckDB streams its lines, megabytes
+        each); when DuckDB rejects it, its lines are judged one at a time (one line in memory)
+        and the good ones read, the others counted as bad lines."""
         try:
-            self._insert_otlp(str(f.path), f.file_id)
+            self._insert_statement(fmt, str(f.path), f.file_id)
             return
         except _OUR_BUGS:
             raise
         except duckdb.Error:
             pass
-        clean = self.workdir / f"otlp-{f.file_id}.jsonl"
+        clean = self.workdir / f"{fmt.name}-{f.file_id}.jsonl"
         pending: list[tuple[int, str]] = []
         kept = 0
         with open(clean, "wb") as out:
@@ -356,19 +351,19 @@ class Reader:
                     if value is ...:
                         pending.append((no, "malformed JSON (nested too deep)"))
                         continue
-                    if not isinstance(value.get("resourceSpans"), list):
-                        pending.append((no, "not an OTLP trace request (no resourceSpans list)"))
+                    if (problem := fmt.line_problem(value)) is not None:
+                        pending.append((no, problem))
                         continue
                     out.write(clean_bytes(raw))
                     kept += 1
         try:
             if kept:
                 try:
-                    self._insert_otlp(str(clean), f.file_id)
+                    self._insert_statement(fmt, str(clean), f.file_id)
                 except _OUR_BUGS:
                     raise
                 except duckdb.Error as exc:
-                    f.unreadable = f"OTLP traces DuckDB cannot read ({one_line(exc)[:160]})"
+                    f.unreadable = f"{fmt.unreadable} DuckDB cannot read ({one_line(exc, limit=160)})"
         finally:
             clean.unlink(missing_ok=True)
             for line, reason in sorted(pending):
@@ -417,7 +412,7 @@ class Reader:
                 try:
                     self._insert([(str(clean), f.file_id)], lenient=True)
                 except duckdb.Error:
-                    f.unreadable = f"rejected by the reader ({one_line(exc)[:160]})"
+                    f.unreadable = f"rejected by the reader ({one_line(exc, limit=160)})"
                     continue
             kept_no.extend(no for no, _ in kept)
         clean.unlink(missing_ok=True)

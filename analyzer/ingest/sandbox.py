@@ -31,7 +31,7 @@ import threading
 
 import duckdb
 
-from analyzer.core.errors import Interrupted, UsageError
+from analyzer.core.errors import Interrupted, UsageError, one_line
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_TYPES = {"COPY"}
@@ -54,8 +54,7 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        raise UsageError(f"SQL error: {text[:500]}") from None
+        raise UsageError(f"SQL error: {one_line(exc, every_line=True, limit=500)}") from None
     if not statements:
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
     if len(statements) > 1:

@@ -47,8 +47,9 @@ SESSION_QUERIES: tuple[str, ...] = (
 # SQL costs 0.05 CPU-s at 92 k sessions, converting its rows 0.55 s; a stored table saves none),
 # oom_per_session (a session's num_ooms rises count only in a process that served no
 # request with inflight > 1 in the window, another session's; rows without a session, per host),
-# request_memory_deltas (pairs of requests of different sessions), slowest_sessions (the $limit
-# slowest of all sessions), session_requests (a drill-down: $session_ids, $max_requests).
+# request_memory_deltas (pairs of requests of different sessions), slowest_sessions (the
+# $report_slowest_sessions slowest of all sessions), session_requests (a drill-down: $session_ids,
+# $report_detail_requests).
 
 _META = "session_table:"
 _COMMENT = re.compile(r"--[^\n]*")

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest.columns import RAW_COLUMNS, sql_ident, sql_literal
 from analyzer.ingest.discovery import Discovery
-from analyzer.ingest.validate import one_line
-from analyzer.ingest.viewdefs import view_sql
+from analyzer.ingest.views import view_sql
 
 
 def empty_raw_sql() -> str:

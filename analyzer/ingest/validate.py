@@ -16,8 +16,9 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from analyzer.ingest.catalogue import SAMPLES_PER_FILE, FileStats
+from analyzer.core.errors import one_line
 from analyzer.ingest.columns import RAW_COLUMNS, STRUCT_TYPES
+from analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
 
 MAX_LINE_BYTES = (
     16 << 20
@@ -268,11 +269,6 @@ def judge(raw: bytes, line_no: int) -> Line | str | None:
         return rule
     # With a rule problem too, DuckDB may reject it first (its reason wins); else the rule's.
     return Line(line_no, raw, ts=obj.get("ts"), suspect=suspect, rule=rule)
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def clean_bytes(raw: bytes) -> bytes:

@@ -5,20 +5,11 @@ tables (requests_all, sessions_all) reused while the run's files are unchanged.
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
 from analyzer.ingest import cache as cache_mod
 from analyzer.ingest import session_tables
-from analyzer.ingest.catalogue import FileStats
 from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-
-VIEWS_DIR = Path(__file__).resolve().parent / "views"
-
-
-@cache
-def view_sql(name: str) -> str:
-    return (VIEWS_DIR / f"{name}.sql").read_text(encoding="utf-8")
+from analyzer.ingest.filestats import FileStats
+from analyzer.ingest.views import view_sql
 
 
 def derived_key(run: list[FileStats], lo, hi) -> str | None:

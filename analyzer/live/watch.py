@@ -1,22 +1,10 @@
 """`dslogs watch`: a live terminal view over log files being written (docs/watch.md).
 
-``LogTail`` reads only appended bytes of every file ``analyzer.ingest.discovery`` finds: one
-offset per file, a partial last line kept until its newline arrives. A file is known by its
-identity (device, inode) and its first bytes: one replaced, truncated, or truncated and regrown
-past the old offset between two polls is read again from its start. It follows rotation (a new
-``.N.jsonl`` or ``.jsonl.N`` file is read from its start) and the gzip of a file it follows: the
-collector renames ``X.jsonl.gz`` into place and then removes ``X.jsonl``; once the plain file is
-gone, the ``.gz`` is decompressed and only the bytes past the offset already read are used
-(nothing counted twice, nothing lost). A ``.gz`` whose plain file is still there (``gzip -k``)
-is a copy and is never read; a ``.gz`` that ends early is being written and is read again at
-the next poll, until it is complete or has not changed for ``GZ_SETTLE_S``.
-
-``Window`` keeps the window's events in an in-memory DuckDB read by ingest's own ``Reader`` (the
-line judge ``analyze`` uses: a line analyze counts as bad is counted unreadable here) and
-computes each frame with analyze's own definitions: the events/requests/sessions views, the
-metric queries and the rules (``analyzer.model.report.build_report`` over the window). What only
-a live view shows (in flight, the latest GPU sample and memory per process) is SQL over the
-same events view.
+The logs are followed by ingest (``analyzer.ingest``'s ``LogTail`` reads appended bytes, its
+``LogStream`` holds the window's events as a log set); ``Window`` computes each frame with
+analyze's own definitions: the events/requests/sessions views, the metric queries and the rules
+(``build_report_from_metrics`` over the window). What only a live view shows (in flight, the
+latest GPU sample and memory per process) is SQL over the same events view.
 """
 
 from __future__ import annotations
@@ -24,377 +12,35 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
-import tempfile
 import threading
 import time
-import zlib
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 
 from analyzer.core import format as fmt
-from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.errors import UsageError
 from analyzer.core.time import parse_duration
-from analyzer.ingest.discovery import discover, name_sort_key, printable
-from analyzer.ingest.formats import is_otlp_traces
-from analyzer.ingest.logs import is_snapshot
-from analyzer.ingest.validate import MAX_LINE_BYTES
+from analyzer.ingest import LogStream, LogTail, printable
 
-BACKFILL_BYTES = 32 << 20
-MAX_WINDOW_EVENTS = 2_000_000  # beyond it the oldest events leave the window early (memory)
-GONE_GRACE_S = 300.0
-GZ_SETTLE_S = 30.0  # a .gz that ends early and has not changed this long is read as it is
-HEAD_BYTES = 256  # a file's first bytes, its identity beside (dev, inode): they hold the first ts
 RULES_EVERY_S = 10.0  # the rules need every metric table: a frame of them costs several latency frames
 INFLIGHT_STALE_S = 600.0  # a request started this long ago without an end is abandoned
 START_STAGES = ("input", "tokenize", "queue", "prefill", "decode", "inference")
 
 
-# -- tailing ------------------------------------------------------------------------------------
-
-
-@dataclass
-class FileState:
-    path: str
-    ident: tuple[int, int]  # (st_dev, st_ino)
-    offset: int = 0  # bytes of the plain file consumed (complete lines and the pending tail)
-    pending: bytes = b""  # a last line without its newline yet
-    head: bytes = b""  # the file's first bytes as read (up to HEAD_BYTES)
-    oversized: bool = False  # the pending line passed MAX_LINE_BYTES: its rest is skipped
-    seen: tuple = ()  # (size, mtime_ns) at the last poll: the head is read again only on a change
-
-
-def _is_gz(path: str) -> bool:
-    return path.endswith(".gz")
-
-
-@dataclass
-class LogTail:
-    """Appended lines of the log files under ``paths`` (directories recursive, files, globs),
-    found by ``analyzer.ingest.discovery`` as ``analyze`` finds them."""
-
-    paths: list[str]
-    states: dict[str, FileState] = field(default_factory=dict)
-    done_gz: set[str] = field(default_factory=set)
-    # A .gz that ended early: (size, mtime_ns, since when unchanged); read again at each poll.
-    growing_gz: dict[str, tuple[int, int, float]] = field(default_factory=dict)
-    # Followed files that disappeared: their .gz may show up a moment later (the listing that
-    # saw the plain file go can predate the rename of its .gz); kept GONE_GRACE_S seconds.
-    gone: dict[str, tuple[FileState, float]] = field(default_factory=dict)
-    bytes_read: int = 0
-    bad_lines: int = 0  # lines over MAX_LINE_BYTES, never held
-    warned: set[str] = field(default_factory=set)
-    warn: object = None  # callable(str): one line per unreadable path (default: stderr)
-
-    def _warn(self, path: str, why: str) -> None:
-        if path in self.warned:
-            return
-        self.warned.add(path)
-        line = f"dslogs watch: {printable(path)}: {why}; following the other files"
-        (self.warn or (lambda m: print(m, file=sys.stderr)))(line)
-
-    def discover(self) -> tuple[list[str], list[str]]:
-        try:
-            found = discover(list(self.paths))
-        except DslogsError:
-            return [], []  # nothing there yet (an empty folder): keep polling
-        for display, why in found.unreadable:
-            self._warn(display, why)
-        # a Prometheus snapshot holds no events: analyze reads it for the server-metrics section,
-        # a live view of events has nothing to take from it
-        files = [f for f in found.files if not is_snapshot(f.path, f.display, f.size)]
-        plain = [f.display for f in files if not f.compressed]
-        gz = [f.display for f in files if f.compressed]
-        # write order (day, then rotation index): the window then receives lines nearly in time order
-        return sorted(plain, key=name_sort_key), sorted(gz, key=name_sort_key)
-
-    def start(self, since_epoch: float | None) -> list[bytes]:
-        """Begin tailing. With ``since_epoch``, the lines of files touched since then (the
-        window's backfill); other files are followed from their current end."""
-        plain, gz = self.discover()
-        lines: list[bytes] = []
-        self.partial_backfill = False
-        for path in plain:
-            st = self._stat(path)
-            if st is None:
-                continue
-            state = FileState(path, (st.st_dev, st.st_ino), st.st_size, head=self._head(path, st.st_size))
-            self.states[path] = state
-            if since_epoch is not None and st.st_mtime >= since_epoch:
-                state.offset = max(0, st.st_size - BACKFILL_BYTES)
-                self.partial_backfill |= state.offset > 0
-                lines += self._read_plain(state, skip_partial=state.offset > 0)
-        for path in gz:
-            if path[:-3] in self.states:
-                self.done_gz.add(path)
-                continue  # a copy of a file being followed (gzip -k)
-            st = self._stat(path)
-            if st is None:
-                continue
-            if since_epoch is not None and st.st_mtime >= since_epoch:
-                lines += self._take_gz(path, 0, b"", st)
-            else:
-                self.done_gz.add(path)
-        return lines
-
-    def _stat(self, path: str):
-        try:
-            return os.stat(path)
-        except OSError as exc:
-            if not isinstance(exc, FileNotFoundError):
-                self._warn(path, f"cannot read ({exc.strerror or exc})")
-            return None
-
-    def _head(self, path: str, upto: int) -> bytes:
-        try:
-            with open(path, "rb") as fh:
-                return fh.read(min(upto, HEAD_BYTES))
-        except OSError:
-            return b""
-
-    def poll(self) -> list[bytes]:
-        """Complete lines appended since the last poll, over every followed file."""
-        plain, gz = self.discover()
-        lines: list[bytes] = []
-        present = set(plain)
-        for path in plain:
-            st = self._stat(path)
-            if st is None:
-                present.discard(path)
-                continue
-            state = self.states.get(path)
-            changed = state is not None and state.seen != (st.st_size, st.st_mtime_ns)
-            if (state is None or state.ident != (st.st_dev, st.st_ino) or st.st_size < state.offset
-                    or (changed and state.head and self._head(path, len(state.head)) != state.head)):  # fmt: skip
-                # new (rotation), replaced, truncated, or truncated and regrown: from its start
-                state = FileState(path, (st.st_dev, st.st_ino), 0)
-                self.states[path] = state
-            state.seen = (st.st_size, st.st_mtime_ns)
-            if st.st_size > state.offset:
-                lines += self._read_plain(state)
-        for path in gz:
-            if path in self.done_gz:
-                continue
-            twin = path[:-3]
-            if twin in present:
-                continue  # still being gzipped, or a `gzip -k` copy: the plain file is the source
-            st = self._stat(path)
-            if st is None:
-                continue
-            state = self.states.get(twin)
-            if state is None and twin in self.gone:
-                state = self.gone[twin][0]
-            got = self._take_gz(path, state.offset if state else 0, state.pending if state else b"", st)
-            if path in self.done_gz:
-                self.states.pop(twin, None)
-                self.gone.pop(twin, None)
-            lines += got
-        now = time.monotonic()
-        for path in list(self.states):
-            if path not in present and not os.path.exists(path):
-                self.gone[path] = (self.states.pop(path), now)
-        for path, (_, since) in list(self.gone.items()):
-            if now - since > GONE_GRACE_S:
-                del self.gone[path]
-        return lines
-
-    def _read_plain(self, state: FileState, skip_partial: bool = False) -> list[bytes]:
-        try:
-            with open(state.path, "rb") as fh:
-                fh.seek(state.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:  # a folder named x.jsonl.1, no permission, an I/O error
-            self._warn(state.path, f"cannot read ({exc.strerror or exc})")
-            return []
-        if state.offset < HEAD_BYTES and len(state.head) < HEAD_BYTES:
-            state.head = (state.head + data)[:HEAD_BYTES] if state.offset == len(state.head) else state.head
-        state.offset += len(data)
-        self.bytes_read += len(data)
-        if skip_partial:
-            cut = data.find(b"\n")
-            data = data[cut + 1 :] if cut >= 0 else b""
-        return self._split(state, data)
-
-    def _take_gz(self, path: str, skip: int, pending: bytes, st) -> list[bytes]:
-        """The lines of a .gz past ``skip`` decompressed bytes, once it is complete; an
-        incomplete one is tried again at later polls (it is still being written)."""
-        data, complete = self._read_gz(path, skip)
-        if not complete:
-            size, mtime, since = self.growing_gz.get(path, (-1, -1, time.monotonic()))
-            if (size, mtime) != (st.st_size, st.st_mtime_ns):
-                since = time.monotonic()
-            self.growing_gz[path] = (st.st_size, st.st_mtime_ns, since)
-            if time.monotonic() - since < GZ_SETTLE_S:
-                return []
-            # unchanged for GZ_SETTLE_S: damaged for good; its lines before the damage count,
-            # as analyze keeps them
-        self.growing_gz.pop(path, None)
-        self.done_gz.add(path)
-        self.bytes_read += len(data)
-        state = FileState(path, (0, 0), 0, pending)
-        lines = self._split(state, data)
-        if state.pending.strip() and not state.oversized:
-            lines.append(state.pending)  # a closed file's last line may lack its newline
-        return lines
-
-    @staticmethod
-    def _read_gz(path: str, skip: int) -> tuple[bytes, bool]:
-        """The decompressed bytes past ``skip`` and whether the gzip stream is complete; an
-        incomplete one gives what it holds up to its end (zlib keeps it, gzip.open does not)."""
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            return b"", False
-        out: list[bytes] = []
-        complete = False
-        try:
-            while data:  # members one after the other (`cat a.gz b.gz` is one gzip file)
-                member = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                out.append(member.decompress(data))
-                complete = member.eof
-                if not complete:
-                    break
-                data = member.unused_data
-        except zlib.error:
-            complete = False
-        return b"".join(out)[skip:], complete
-
-    def _split(self, state: FileState, data: bytes) -> list[bytes]:
-        if not data:
-            return []
-        data = state.pending + data
-        parts = data.split(b"\n")
-        state.pending = parts.pop()
-        if state.oversized and parts:
-            parts.pop(0)  # the rest of the oversized line
-            state.oversized = False
-        if len(state.pending) > MAX_LINE_BYTES:
-            # a line over 16 MiB is damage (validate.LINE_RULES rule 2): counted, never held
-            if not state.oversized:
-                self.bad_lines += 1
-            state.pending, state.oversized = b"", True
-        out = []
-        for p in parts:
-            if len(p) > MAX_LINE_BYTES:
-                self.bad_lines += 1
-            elif p.strip():
-                out.append(p)
-        return out
-
-
 # -- the window ---------------------------------------------------------------------------------
 
-STORE = "memory"  # the in-memory database's own name in DuckDB: the store of ingest.storage
 
-
-class Window:
-    """The events of the last ``seconds`` in an in-memory DuckDB; ``frame(now)`` summarises
-    them with analyze's own views, metric queries and rules."""
+class Window(LogStream):
+    """The window's events (``ingest``'s ``LogStream``); ``frame(now)`` summarises them with
+    analyze's own views, metric queries and rules."""
 
     def __init__(self, seconds: float, tz: str | None = None, thresholds: dict | None = None):
-        import duckdb
+        from analyzer.core.thresholds import defaults
 
-        from analyzer.core.resources import memory_limit
-        from analyzer.core.time import zone_name
-        from analyzer.ingest import storage
-        from analyzer.ingest.columns import sql_literal
-        from analyzer.ingest.reader import Reader
-        from analyzer.rules import defaults
-
-        self.seconds = seconds
-        self.tz = tz
-        self.zone = zone_name(tz)
+        super().__init__(seconds, tz)
         self.thresholds = thresholds or defaults()
-        self._tmp = tempfile.TemporaryDirectory(prefix="dslogs-watch-")
-        self.con = duckdb.connect()
-        for setting in ("enable_progress_bar = false", f"TimeZone = {sql_literal(self.zone)}",
-                        f"temp_directory = {sql_literal(self._tmp.name)}",
-                        f"memory_limit = {sql_literal(memory_limit())}", "preserve_insertion_order = true"):  # fmt: skip
-            self.con.execute(f"SET {setting}")
-        storage.create_store(self.con, STORE)
-        self.reader = Reader(self.con, STORE, self.zone, Path(self._tmp.name))
-        self.batches: dict = {}  # file_id -> FileStats of a batch of lines still holding events
-        self.next_id = 1
-        self.total_requests = 0
-        self.total_errors = 0
-        self.bad_lines = 0
-        self.newest: float | None = None
-        # Since when the window's events are all there: None means the whole window (the
-        # backfill read every file touched within it); later, when it read only their ends.
-        self.complete_from: float | None = None
         self.last_cost_s = 0.0
         self.findings: list[dict] | None = None  # the rules firing at the last evaluation
         self.rules_cost_s = 0.0
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.con.close()
-        self._tmp.cleanup()
-
-    def add(self, lines: list[bytes]) -> None:
-        """Read ``lines`` (complete lines, no newline) through ingest's reader: the line judge
-        of analyze, bad lines counted, the events normalised by events.sql."""
-        if not lines:
-            return
-        # OTLP/JSON trace lines (one ExportTraceServiceRequest each) are read by their own
-        # statement, as analyze reads a traces file: they go to a batch of their own
-        traces = [raw for raw in lines if is_otlp_traces(raw[:64].lstrip())]
-        if traces and len(traces) < len(lines):
-            kept = set(map(id, traces))
-            self._add_batch([raw for raw in lines if id(raw) not in kept])
-            self._add_batch(traces)
-        else:
-            self._add_batch(lines)
-
-    def _add_batch(self, lines: list[bytes]) -> None:
-        from analyzer.ingest import catalogue, storage
-        from analyzer.ingest.catalogue import FileStats
-
-        fid = self.next_id
-        self.next_id += 1
-        path = Path(self._tmp.name) / f"batch-{fid}.jsonl"
-        with open(path, "wb") as out:
-            for raw in lines:
-                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        st = path.stat()
-        f = FileStats(fid, str(path), "watch", st.st_size, st.st_mtime_ns, None)
-        try:
-            self.reader.read([f])
-            legacy = catalogue.record(self.con, STORE, [f], self.zone, self.next_id, readonly=False)
-            storage.number_legacy_requests(self.con, STORE, legacy)
-        finally:
-            path.unlink(missing_ok=True)
-        self.bad_lines += f.bad_lines
-        if not f.rows:
-            return
-        self.batches[fid] = f
-        requests, errors, newest = self.con.execute(
-            f"SELECT count(*) FILTER (WHERE stage = 'request'), count(*) FILTER (WHERE stage = 'error'), "
-            f"epoch(max(ts)) FROM {STORE}.events WHERE file_id = ?", [fid]).fetchone()  # fmt: skip
-        self.total_requests += requests
-        self.total_errors += errors
-        if newest is not None:
-            self.newest = newest if self.newest is None else max(self.newest, newest)
-
-    def trim(self, now: float) -> None:
-        """Events older than the window leave the store (and so do batches left empty)."""
-        self.con.execute(f"DELETE FROM {STORE}.events WHERE ts < to_timestamp(?)", [now - self.seconds])
-        held = self.con.execute(f"SELECT count(*) FROM {STORE}.events").fetchone()[0]
-        if held > MAX_WINDOW_EVENTS:
-            cut = self.con.execute(f"SELECT ts FROM {STORE}.events ORDER BY ts DESC LIMIT 1 OFFSET ?",
-                                   [MAX_WINDOW_EVENTS]).fetchone()[0]  # fmt: skip
-            self.con.execute(f"DELETE FROM {STORE}.events WHERE ts <= ?", [cut])
-            self.complete_from = max(self.complete_from or 0.0, cut.timestamp())
-        alive = {r[0] for r in self.con.execute(f"SELECT DISTINCT file_id FROM {STORE}.events").fetchall()}
-        gone = [fid for fid in self.batches if fid not in alive]
-        for fid in gone:
-            del self.batches[fid]
-        if gone:
-            self.con.execute(f"DELETE FROM {STORE}.files WHERE list_contains(?, file_id)", [gone])
 
     # The metric tables of the report's requests block (model.report._requests_block): cheap
     # enough for every frame; the rules need every table and run every RULES_EVERY_S.
@@ -405,27 +51,13 @@ class Window:
         ones are shown: None until the first evaluation)."""
         from analyzer.engines.compute import compute_metrics
         from analyzer.engines.duckdb import DuckDBSource
-        from analyzer.ingest.viewdefs import define_views, view_sql
         from analyzer.metrics.registry import bucket_for_span, parameters
         from analyzer.metrics.results import release_tables
         from analyzer.model.report import _requests_block, build_report_from_metrics
 
         started = time.perf_counter()
-        self.trim(now)
-        lo = datetime.fromtimestamp(now - self.seconds, UTC)
-        # materialised when every metric reads them; else views (sessions is not needed)
-        for name, kind in self.con.execute(
-                "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name IN ('requests', 'sessions') "
-                "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary "
-                "AND view_name IN ('requests', 'sessions')").fetchall():  # fmt: skip
-            self.con.execute(f"DROP {kind} {name}")
-        define_views(self.con, STORE, list(self.batches.values()), lo, None, materialize=rules, derived=None)
-        if not rules:  # the latency tables read requests several times: computed once
-            self.con.execute("DROP VIEW requests")
-            self.con.execute(f"CREATE TEMP TABLE requests AS {view_sql('requests')}")
-        events = self.con.execute("SELECT count(*) FROM events").fetchone()[0]
-        ingest = {"files": len(self.batches), "events": int(events), "bad_lines": 0}
-        window = {"since": lo.isoformat(), "until": None}
+        # materialised when every metric reads them (the rules); else only requests
+        ingest, window = self.open_views(now, materialize=rules)
         source = DuckDBSource(self.con, ingest, window)
         if rules:
             metrics = compute_metrics(source, self.thresholds)
@@ -450,7 +82,7 @@ class Window:
             "now": now,
             "window_s": self.seconds,
             "covered_s": round(covered, 1),
-            "events": int(events),
+            "events": int(ingest["events"]),
             "hosts": live["hosts"],
             "requests": count,
             "requests_per_s": round(count / covered, 3),
@@ -467,6 +99,7 @@ class Window:
             "newest_event_age_s": round(now - self.newest, 1) if self.newest is not None else None,
             "total_requests": self.total_requests,
             "total_errors": self.total_errors,
+            "total_error_events": self.total_error_events,
             "bad_lines": self.bad_lines,
             "cost_s": round(self.last_cost_s, 3),
         }
@@ -518,8 +151,10 @@ def render_frame(frame: dict, paths: list[str]):
     from rich.text import Text
 
     stamp = datetime.fromtimestamp(frame["now"]).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    window_m = frame["window_s"] / 60
-    head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""), f"  ·  {stamp}  ·  window {window_m:g} min")
+    from analyzer.core.time import human_duration
+
+    head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""),
+                         f"  ·  {stamp}  ·  window {human_duration(frame['window_s'])}")
     age = frame["newest_event_age_s"]
     head.append(f"  ·  newest event {fmt.duration(age)} ago" if age is not None else "  ·  no events yet")
     if frame["covered_s"] < frame["window_s"]:
@@ -572,6 +207,7 @@ def render_frame(frame: dict, paths: list[str]):
         rule_table.add_row(Text(str(r["severity"]), style=style), Text(str(r["rule"])), str(r["sessions"] or ""),
                            Text(" ".join(str(r["message"] or "").split())[:160]))  # fmt: skip
     foot = Text(f"since start: {frame['total_requests']} requests, {frame['total_errors']} errors, "
+                f"{frame.get('total_error_events', 0)} error events (OOMs and other exceptions, retried ones too), "
                 f"{frame['bad_lines']} unreadable lines · Ctrl-C quits", style="dim")  # fmt: skip
     return Group(head, Text(""), top, Text(""), lat, Text(""), gpu, Text(""), proc, Text(""), rule_table, Text(""), foot)
 
@@ -579,9 +215,10 @@ def render_frame(frame: dict, paths: list[str]):
 # -- the command --------------------------------------------------------------------------------
 
 
-def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: bool = False,
-          tz: str | None = None, console=None, max_frames: int | None = None) -> int:
-    """Run the live view (or print one frame with ``once``). Returns the exit code."""
+def watch(selection, interval: str = "2s", window: str = "15m", once: bool = False, console=None,
+          max_frames: int | None = None) -> int:
+    """Run the live view of the logs ``selection`` (a ``core.selection.Selection``) names, over
+    the last ``window`` (or print one frame with ``once``). Returns the exit code."""
     from rich.console import Console
     from rich.live import Live
 
@@ -589,6 +226,7 @@ def watch(paths: list[str], interval: str = "2s", window: str = "15m", once: boo
 
     interval_s = parse_duration(interval, "--interval")
     window_s = parse_duration(window, "--window")
+    paths, tz = list(selection.paths), selection.tz
     zone_name(tz)  # an unknown --tz is a usage error before anything is read
     for raw in paths:
         if not os.path.lexists(os.path.expanduser(raw)) and not glob_matches(raw):

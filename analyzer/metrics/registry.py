@@ -7,15 +7,19 @@ has to produce the same tables.
 
 Every query reads the views ``events``, ``requests`` and ``sessions`` of the one connection
 ``open_logs`` built: the logs are read once. Parameters (thresholds, SLOs, bin widths) are bound
-as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text.
+as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text. Each query declares
+the parameters it binds in its header (``-- params: <name>, ...``); a threshold is
+``$<table>_<key>`` of analyzer.core.thresholds.TABLES.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from analyzer.core.resources import load_query, query_names
+from analyzer.core.thresholds import DEFAULTS
 from analyzer.core.time import parse_iso
 
 # Queries that need session ids picked by the rules (run after them, see report.py).
@@ -39,14 +43,53 @@ BINS = {
     "hist_min_ms": 0.01,
     "max_bins": 100,  # 0.01 ms … 10^8 ms
 }
+# Every threshold as the parameter a query binds it as, ``$<table>_<key>``; and the parameters
+# that are not thresholds: the timelines' date_trunc unit, the clock, the bins, and the
+# drill-down's sessions (its caller binds them).
+THRESHOLD_PARAMS = frozenset(f"{table}_{key}" for table, keys in DEFAULTS.items() for key in keys)
+OTHER_PARAMS = frozenset({"bucket", "now", *BINS, "session_ids"})
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
+_DECLARED = re.compile(r"^-- params: ([a-z0-9_, ]+)$", re.MULTILINE)
 
 
-def query_params(sql: str) -> set[str]:
-    """Names of the ``$name`` parameters a query uses (comments ignored)."""
+def sql_params(sql: str) -> set[str]:
+    """Names of the ``$name`` parameters a SQL text uses (comments ignored)."""
     return set(_PARAM.findall(_COMMENT.sub("", sql)))
+
+
+@cache
+def query_params(name: str) -> tuple[str, ...]:
+    """The parameters queries/<name>.sql declares in its header, ``-- params: <name>, ...`` (one
+    line or several), which are the ones it is run with: () for a query that takes none. A query
+    that uses a ``$name`` it does not declare, declares one it does not use, or declares one that
+    is neither a threshold nor in OTHER_PARAMS is a ValueError naming the file."""
+    sql = load_query(name)
+    found = [p.strip() for line in _DECLARED.findall(sql) for p in line.split(",")]
+    declared = tuple(dict.fromkeys(p for p in found if p))
+    if unknown := [p for p in declared if p not in THRESHOLD_PARAMS and p not in OTHER_PARAMS]:
+        raise ValueError(f"{name}.sql declares parameters that are neither a threshold "
+                         f"($<table>_<key>) nor one of {sorted(OTHER_PARAMS)}: {unknown}")
+    used = sql_params(sql)
+    if undeclared := sorted(used - set(declared)):
+        raise ValueError(f"{name}.sql uses parameters its header does not declare (-- params: ...): {undeclared}")
+    if unused := [p for p in declared if p not in used]:
+        raise ValueError(f"{name}.sql declares parameters it does not use: {unused}")
+    return declared
+
+
+def bind(name: str, params: dict[str, object], sql: str | None = None) -> dict[str, object]:
+    """The values of queries/<name>.sql's declared parameters from ``params``. ``sql``: a form of
+    that query an engine runs instead (over stored rows, or a merge of partitions' rows), which
+    may use fewer of them and no other."""
+    declared = query_params(name)
+    if sql is None:
+        return {k: params[k] for k in declared}
+    used = sql_params(sql)
+    if undeclared := used - set(declared):
+        raise ValueError(f"a form of {name}.sql uses parameters its header does not declare: {sorted(undeclared)}")
+    return {k: params[k] for k in declared if k in used}
 
 
 _SERIES = re.compile(r"^-- series ([a-z_][a-z0-9_]*): ([a-z0-9_, ]+)$", re.MULTILINE)
@@ -81,35 +124,12 @@ def bucket_for_span(first: str | None, last: str | None) -> str:
 
 
 def parameters(thresholds: dict, bucket: str) -> dict[str, object]:
-    """Every parameter a metric query may use, from the thresholds."""
-    t = thresholds
-    rep = t["report"]
-    return {
-        # every threshold as $<table>_<key> (a new query reads its rule's numbers without an
-        # entry here); the names below predate that and win where they coincide (slo_*)
-        **{f"{table}_{key}": value for table, keys in t.items() for key, value in keys.items()},
-        "bucket": bucket,
-        "slo_ttft_ms": float(t["slo"]["ttft_ms"]),
-        "slo_tpot_ms": float(t["slo"]["tpot_ms"]),
-        "long_input_tokens": int(t["slow_prefill"]["long_input_tokens"]),
-        "short_input_tokens": int(t["checklist"]["short_input_tokens"]),
-        "starved_util_pct": float(t["gpu_starved"]["util_pct"]),
-        "starved_mem_share": float(t["gpu_starved"]["mem_used_share"]),
-        "max_sample_weight_s": float(t["gpu_starved"]["max_sample_weight_s"]),
-        "thrash_util_pct": float(t["memory_thrash"]["util_pct"]),
-        "thrash_swing_mb_per_s": float(t["memory_thrash"]["swing_mb_per_s"]),
-        "max_gap_s": float(t["memory_thrash"]["max_gap_s"]),
-        "leak_slope_mb_per_min": float(t["memory_leak"]["slope_mb_per_min"]),
-        "leak_rise_mb": float(t["memory_leak"]["rise_mb"]),
-        "ghost_mb": float(t["ghost_memory"]["ghost_mb"]),
-        "max_sessions": int(rep["timeline_sessions"]),
-        "max_points": int(rep["timeline_points"]),
-        "limit": int(rep["slowest_sessions"]),
-        "max_requests": int(rep["detail_requests"]),
-        "max_heartbeat_gap_s": float(t["log_volume"]["max_heartbeat_gap_s"]),
-        "future_margin_min": int(t["report"]["future_margin_min"]),
-        "now": datetime.now(UTC).isoformat(),
-        **BINS,
-    }
-
-
+    """Every parameter a metric query may bind: each threshold as ``$<table>_<key>`` (in the
+    number type of its default, so a hand-made table's 1000 binds as the DOUBLE 1000.0 the SQL
+    compares as), the timeline bucket, the clock, the bins."""
+    out: dict[str, object] = {}
+    for table, keys in thresholds.items():
+        for key, value in keys.items():
+            default = DEFAULTS.get(table, {}).get(key)
+            out[f"{table}_{key}"] = value if default is None else type(default)(value)
+    return {**out, "bucket": bucket, "now": datetime.now(UTC).isoformat(), **BINS}

@@ -3,40 +3,17 @@ cursor otherwise; large per-session tables left in DuckDB (rows.LazyRows)."""
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from itertools import starmap
 
+from analyzer.core.jsonable import jsonable
 from analyzer.core.resources import load_query
-from analyzer.metrics.registry import query_params
+from analyzer.metrics.registry import bind
 from analyzer.metrics.rows import LazyRows, Rows, build_rows, row_maker
-
-
-def jsonable(value):
-    """A DuckDB value as a plain JSON value (ISO strings, floats, None for NaN/inf)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return jsonable(float(value))
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="milliseconds")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    return str(value)
-
 
 # DuckDB result types whose Python values are already JSON values (None, bool, int, str).
 _PLAIN_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -202,9 +179,9 @@ def _arrow_times(col, to_text) -> list:
 
 def run_metric(con, name: str, params: dict[str, object], sql: str | None = None) -> Sequence[dict]:
     """Run queries/<name>.sql (or ``sql``, a form of it: session_tables.metric_sql) with the
-    parameters it names; rows as dicts of JSON values."""
+    parameters its header declares; rows as dicts of JSON values."""
+    used = bind(name, params, sql)
     sql = load_query(name) if sql is None else sql
-    used = {k: params[k] for k in query_params(sql)}
     cursor = con.execute(sql, used) if used else con.execute(sql)
     return result_rows(cursor)
 

@@ -25,6 +25,7 @@ from datetime import datetime
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
+from analyzer.core.severity import severity_rank
 
 SCHEMA = "dslogs.diff/1"
 REGRESSION_PCT = 20.0
@@ -81,29 +82,6 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
         raise UsageError(f"{option} {text!r}: expected START..END (either may be empty), e.g. 2026-11-20..2026-11-27")
     since, until = (part.strip() or None for part in text.split("..", 1))
     return since, until
-
-
-def load_side(paths: list[str], label: str, since: str | None = None, until: str | None = None,
-              tz: str | None = None, thresholds_file=None, cache=None, use_cache: bool = True,
-              session_attr: str | None = None) -> Side:
-    """A saved report model (one .json path) or logs read and analysed with their request values."""
-    from analyzer.model.load import saved_report
-    from analyzer.model.report import build_report
-    from analyzer.rules import load_thresholds
-
-    saved = saved_report(paths[0]) if len(paths) == 1 else None
-    if saved is not None:
-        if since or until:
-            raise UsageError(f"{paths[0]}: a saved report cannot be split by time; give logs for --before/--after")
-        return Side(label, saved, "report", paths=list(paths))
-    from analyzer.ingest.logs import open_logs
-
-    thresholds = load_thresholds(thresholds_file)
-    with open_logs(list(paths), since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                   session_attr=session_attr) as db:
-        model = build_report(db, thresholds)
-        values, sampled = request_values(db.con)
-    return Side(label, model, "logs", values, sampled, list(paths))
 
 
 def request_values(con) -> tuple[dict, bool]:
@@ -472,9 +450,6 @@ def _shares_changed(before: list[dict], after: list[dict]) -> bool:
 
 # -- findings, memory, errors ---------------------------------------------------------------------
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
 def finding_key(f: dict) -> tuple:
     # Session ids differ between periods, so a session-scoped finding is matched on its rule
     # alone; host- and process-scoped ones also on their hosts.
@@ -495,7 +470,7 @@ def compare_findings(before: dict, after: dict) -> dict:
 
     def listed(keys, source):
         return sorted((finding_summary(source[k]) for k in keys),
-                      key=lambda f: (SEVERITY_ORDER.get(f["severity"], 3), str(f["rule"])))
+                      key=lambda f: (severity_rank(f["severity"]), str(f["rule"])))
 
     persisting = []
     for k in now.keys() & prev.keys():
@@ -504,7 +479,7 @@ def compare_findings(before: dict, after: dict) -> dict:
         row["sessions_prev"] = prev[k].get("session_count") or len(prev[k].get("session_ids") or [])
         row["severity_prev"] = prev[k].get("severity")
         persisting.append(row)
-    persisting.sort(key=lambda f: (SEVERITY_ORDER.get(f["severity"], 3), str(f["rule"])))
+    persisting.sort(key=lambda f: (severity_rank(f["severity"]), str(f["rule"])))
     return {"new": listed(now.keys() - prev.keys(), now), "resolved": listed(prev.keys() - now.keys(), prev),
             "persisting": persisting}
 
@@ -711,28 +686,6 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
     from analyzer.model.report import clean
 
     return clean(model)
-
-
-def build_diff(before: list[str] | None = None, after: list[str] | None = None, logs: list[str] | None = None,
-               before_range: str | None = None, after_range: str | None = None, tz: str | None = None,
-               thresholds_file=None, cache=None, use_cache: bool = True, limit: float = REGRESSION_PCT,
-               session_attr: str | None = None) -> dict:
-    """`dslogs diff BEFORE AFTER` or `dslogs diff LOGS --before A..B --after C..D`."""
-    if logs is not None:
-        if not before_range or not after_range:
-            raise UsageError("give both --before START..END and --after START..END to split one log set by time")
-        b_since, b_until = parse_range(before_range, "--before")
-        a_since, a_until = parse_range(after_range, "--after")
-        b = load_side(logs, f"before ({before_range})", b_since, b_until, tz, thresholds_file, cache, use_cache,
-                      session_attr)  # fmt: skip
-        a = load_side(logs, f"after ({after_range})", a_since, a_until, tz, thresholds_file, cache, use_cache,
-                      session_attr)  # fmt: skip
-    else:
-        side = {"tz": tz, "thresholds_file": thresholds_file, "cache": cache, "use_cache": use_cache,
-                "session_attr": session_attr}  # fmt: skip
-        b = load_side(before or [], "before", **side)
-        a = load_side(after or [], "after", **side)
-    return diff_sides(b, a, limit)
 
 
 def has_regression(model: dict) -> bool:

@@ -18,18 +18,22 @@ import math
 from functools import cache
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
 from analyzer.core.textsafe import visible
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
-SCHEMA_IDS = {"report": "dslogs.report/1", "diff": "dslogs.diff/1", "weekly": "dslogs.weekly/1"}
-
 _TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
 
 
 @cache
 def shipped_schema(kind: str) -> dict:
     return json.loads((SCHEMA_DIR / f"{kind}.json").read_text(encoding="utf-8"))
+
+
+def schema_id(kind: str) -> str:
+    """The ``schema`` value of a kind of model (``dslogs.report/1``): its schema's title. Read from
+    the shipped file, so a command that checks a model never imports the model's declarations."""
+    return shipped_schema(kind)["title"]
 
 
 def json_type(value) -> str:
@@ -113,7 +117,7 @@ def parse_json(path: Path | str, label: str | None = None):
     except json.JSONDecodeError as exc:
         raise UsageError(f"{label}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except ValueError as exc:  # NaN/Infinity, an integer past Python's digit limit
-        raise UsageError(f"{label}: not valid JSON ({visible(str(exc).splitlines()[0])})") from None
+        raise UsageError(f"{label}: not valid JSON ({visible(one_line(exc))})") from None
     except RecursionError:
         raise UsageError(f"{label}: not valid JSON (nested too deeply)") from None
 
@@ -121,18 +125,18 @@ def parse_json(path: Path | str, label: str | None = None):
 def check_model(model, kind: str, label: str) -> dict:
     """``model`` if it matches the ``kind`` schema, else UsageError naming the first wrong field."""
     if not isinstance(model, dict):
-        raise UsageError(f"{label}: not a {SCHEMA_IDS[kind]} model ($: expected object, got {json_type(model)})")
+        raise UsageError(f"{label}: not a {schema_id(kind)} model ($: expected object, got {json_type(model)})")
     try:
         err = first_error(model, shipped_schema(kind))
     except RecursionError:
         err = "$: nested too deeply"
     if err:
-        raise UsageError(f"{label}: not a valid {SCHEMA_IDS[kind]} model: {visible(err)}")
+        raise UsageError(f"{label}: not a valid {schema_id(kind)} model: {visible(err)}")
     return model
 
 
 def load_model(path: Path | str, kind: str = "report", label: str | None = None) -> dict:
-    """A saved model of ``kind`` (report, diff, weekly), parsed and checked against its schema."""
+    """A saved model of ``kind`` (report, diff, weekly, capacity), parsed and checked against its schema."""
     label = label or visible(str(path))
     return check_model(parse_json(path, label), kind, label)
 
@@ -168,5 +172,5 @@ def _first_line_is_object(path: Path) -> bool:
         return False
 
 
-__all__ = ["SCHEMA_IDS", "check_model", "first_error", "json_type", "load_model", "load_report_json",
-           "parse_json", "saved_report", "shipped_schema"]  # fmt: skip
+__all__ = ["check_model", "first_error", "json_type", "load_model", "load_report_json",
+           "parse_json", "saved_report", "schema_id", "shipped_schema"]  # fmt: skip

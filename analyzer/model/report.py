@@ -1,29 +1,28 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``analyze_logs`` opens the logs once on an engine (``engines.registry.open_engine``: DuckDB's ``open_logs`` or
-Spark's ``open_spark``, both a ``metrics.MetricSource``), and ``build_report`` runs every metric
-query through that contract (``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and
-builds the model the renderers (html, md, json) and the weekly report read. One path for every
-engine; ``build_report_from_metrics`` sees only the metric tables.
+``build_report`` takes the logs opened on any engine (a ``engines.contract.MetricSource``; the use
+case ``analyzer.usecases.analyze`` opens them), runs every metric query through that contract
+(``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and builds the model the
+renderers (html, md, json) and the weekly report read. One path for every engine;
+``build_report_from_metrics`` sees only the metric tables.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 
 from analyzer import __version__
 from analyzer.core import progress
 from analyzer.core.errors import UsageError
+from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.duckdb import as_source
-from analyzer.engines.registry import open_engine
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
-from analyzer.rules import RULE_IDS, RULES, defaults, evaluate_rules, evidence, load_thresholds
+from analyzer.rules import RULE_IDS, RULES, evaluate_rules, evidence
 from analyzer.rules.attribution import largest_rise, memory_leak_verdicts, snapshot_rise
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.hosts import rss_credits, rss_judgement
@@ -34,102 +33,6 @@ SCHEMA = "dslogs.report/1"
 PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
 # checklist items that judge the GPU: "not applicable (no GPU)" when no host has one
 GPU_CHECKS = ("reserved_band", "gpu_util_peak")
-
-
-# -- entry points ------------------------------------------------------------------------------
-
-
-def analyze_logs(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    thresholds_file: Path | str | None = None,
-    cache: Path | None = None,
-    use_cache: bool = True,
-    engine: str = "duckdb",
-    master: str = "local[*]",
-    session_attr: str | None = None,
-) -> dict:
-    """Read the logs once and return the report model. ``session_attr``: the OTLP span attribute
-    that names the session (``open_logs``)."""
-    # Thresholds first: a typo in the file fails before any log is read.
-    thresholds = load_thresholds(thresholds_file)
-    # With a window, requests/sessions are not built before the cache has been asked for this
-    # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
-    lazy = engine == "duckdb" and use_cache and (since is not None or until is not None)
-    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                         master=master, materialize=not lazy, session_attr=session_attr)  # fmt: skip
-    try:
-        db = getattr(source, "db", None)
-        empty = (since is not None or until is not None) and not (source.ingest or {}).get("events")
-        if db is None or empty:
-            # an empty window is not kept in the result cache: its note reads the files outside it
-            model = build_report(source, thresholds)
-            if empty and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
-                model["notes"].insert(0, note)
-            return model
-        from analyzer.model import result_cache
-
-        key = result_cache.result_key(db, thresholds)
-        model = result_cache.lookup(db, key, clean(_ingest_block(db.ingest)))
-        if model is not None:
-            return model
-        result_cache.materialize_derived(db.con)
-        model = build_report(source, thresholds)
-        result_cache.store(db, key, model, report_to_json)
-        return model
-    finally:
-        source.close()
-
-
-def empty_window_note(paths, since, until, tz, cache=None, use_cache=True) -> dict | None:
-    """The note for a window that holds no events while the files hold some: how many files,
-    the data's first and last event, and a --since (or --until) that would include them."""
-    from analyzer.core.time import parse_window
-    from analyzer.ingest.logs import data_extent
-
-    lo, hi = parse_window(since, until, tz)
-    extent = data_extent(list(paths), tz=tz, cache=cache, use_cache=use_cache)
-    first, last = extent["first"], extent["last"]
-    if not extent["events"] or first is None or last is None:
-        return None
-    if hi is not None and first >= hi:
-        hint = f"--until {(last.date() + timedelta(days=1)).isoformat()}"
-    else:
-        hint = f"--since {last.date().isoformat()}"
-    fmt = "%Y-%m-%d %H:%M:%S %z"
-    return {
-        "id": "empty_window",
-        "message": f"no events in the window, but the {extent['files']:,} log file(s) hold {extent['events']:,} "
-                   f"events from {first.strftime(fmt)} to {last.strftime(fmt)} (newest); {hint} would include them",
-    }
-
-
-def capacity_logs(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    thresholds_file: Path | str | None = None,
-    cache: Path | None = None,
-    use_cache: bool = True,
-    engine: str = "duckdb",
-    master: str = "local[*]",
-    session_attr: str | None = None,
-) -> dict:
-    """``dslogs capacity``: the capacity section alone (one metric query and the capacity rules)."""
-    thresholds = load_thresholds(thresholds_file)
-    source = open_engine(engine, paths, since=since, until=until, tz=tz, cache=cache, use_cache=use_cache,
-                         master=master, session_attr=session_attr)  # fmt: skip
-    try:
-        model = build_capacity(source, thresholds)
-        if (since is not None or until is not None) and not (source.ingest or {}).get("events") \
-                and (note := empty_window_note(paths, since, until, tz, cache, use_cache)):
-            model["notes"] = [note]
-        return model
-    finally:
-        source.close()
 
 
 CAPACITY_SCHEMA = "dslogs.capacity/1"
@@ -231,7 +134,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             "first_event": span.get("first_event"),
             "last_event": span.get("last_event"),
         },
-        "ingest": _ingest_block(ingest),
+        "ingest": ingest_block(ingest),
         "hosts": [
             {k: r.get(k) for k in ("host", "events", "sessions", "requests", "first_ts", "last_ts")}
             for r in metrics.get("hosts_summary", [])
@@ -268,7 +171,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "thresholds": thresholds,
     }
     if (ingest or {}).get("server_metrics"):
-        from analyzer.ingest.prometheus import gauge_rows
+        from analyzer.ingest import gauge_rows
 
         model["server_metrics"] = list(ingest["server_metrics"])
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
@@ -291,7 +194,7 @@ def _one(metrics: dict, name: str) -> dict:
     return rows[0] if rows else {}
 
 
-def _ingest_block(ingest: dict | None) -> dict:
+def ingest_block(ingest: dict | None) -> dict:
     ingest = dict(ingest or {})
     out = {
         "files": int(ingest.pop("files", 0) or 0),
@@ -539,7 +442,7 @@ def build_notes(metrics: dict, t: dict, cpu_hosts: set | None = None, no_gpu: bo
 
 def source_notes(ingest: dict | None) -> list[dict]:
     """What the sources themselves tell the reader: token counts an instrumentor estimated."""
-    from analyzer.ingest.formats import ESTIMATED_TOKENS
+    from analyzer.ingest import ESTIMATED_TOKENS
 
     notes = []
     for name, why in ESTIMATED_TOKENS.items():
@@ -588,7 +491,7 @@ _RULE_NEEDS = {"memory_leak": "gpu_memory", "ghost_memory": "gpu_memory", "gpu_w
 
 def _rules_unavailable(rule_status: list[dict], formats: dict | None) -> None:
     """A rule without data whose input the run's source formats do not carry says so."""
-    from analyzer.ingest.formats import unavailable
+    from analyzer.ingest import unavailable
 
     for r in rule_status:
         needs = _RULE_NEEDS.get(r.get("rule"))
@@ -599,7 +502,7 @@ def _rules_unavailable(rule_status: list[dict], formats: dict | None) -> None:
 def _mark_unavailable(items: list[dict], formats: dict | None) -> list[dict]:
     """An item with no value whose input no source format of the run carries reads "not
     available for this source" (never NO DATA, PASS or FAIL)."""
-    from analyzer.ingest.formats import NOT_AVAILABLE, unavailable
+    from analyzer.ingest import NOT_AVAILABLE, unavailable
 
     for item in items:
         needs = _CHECK_NEEDS.get(item["id"])
@@ -645,7 +548,7 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
     kv_size = max((r["kv_cache_size_max_mb"] for r in metrics.get("kv_cache_per_session", [])
                    if r.get("kv_cache_size_max_mb") is not None), default=None)
     short_cls = classes.get("short") or classes.get("unknown")
-    from analyzer.ingest.formats import unavailable
+    from analyzer.ingest import unavailable
 
     reasoning = short_e2e.get("reasoning_share_p50")
     # a source that never carries the reasoning block (vLLM, GenAI spans) has no share to quote
@@ -716,6 +619,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "analyze_logs", "build_report", "build_report_from_metrics",
-    "build_checklist", "build_notes", "empty_window_note", "report_to_json", "load_report_json", "has_findings_at",
+    "SCHEMA", "build_report", "build_report_from_metrics",
+    "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
 ]

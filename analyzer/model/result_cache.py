@@ -36,8 +36,7 @@ from functools import cache
 from pathlib import Path
 
 from analyzer import __version__
-from analyzer.ingest.columns import sql_literal
-from analyzer.ingest.session_tables import writable_moment
+from analyzer.ingest import sql_literal, writable_moment
 
 RESULTS_VERSION = 2  # 2: the payload is report_to_json text
 KEEP = 8  # models kept per cache file (a sliding window writes one per run; older ones go)
@@ -86,7 +85,7 @@ def _future_events(db, thresholds: dict) -> list:
 
     params = {
         "now": datetime.now(UTC).isoformat(),
-        "future_margin_min": int(thresholds["report"]["future_margin_min"]),
+        "report_future_margin_min": int(thresholds["report"]["future_margin_min"]),
     }
     return run_metric(db.con, "future_events", params)
 
@@ -95,7 +94,7 @@ def result_key(db, thresholds: dict) -> str | None:
     """The key of the model this run would build; None when results are not reused here."""
     if not _usable(db):
         return None
-    from analyzer.ingest.cache import SCHEMA_VERSION
+    from analyzer.ingest import SCHEMA_VERSION
 
     files = db.con.execute(
         f"SELECT r.file_id, r.source_file, f.size, f.mtime_ns, f.rows, f.bad_lines "

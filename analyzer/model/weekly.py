@@ -1,7 +1,7 @@
 """The weekly model (``dslogs.weekly/1``): one ISO week of logs against the week before.
 
-Both weeks go through the same `analyze_logs` as the daily report; this module only compares
-the two report models: per-stage p50/p95 change (a rise over 20 % is a regression), request
+Both weeks go through the same analysis as the daily report (``analyzer.usecases.weekly`` opens
+them); this module only compares the two report models: per-stage p50/p95 change (a rise over 20 % is a regression), request
 latency and goodput, new / resolved / persisting findings, traffic, errors, sessions affected.
 
 Default week: the last *full* ISO week present in the logs — the week of the newest log day if
@@ -15,11 +15,11 @@ import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from analyzer.core.errors import DslogsError, UsageError
+from analyzer.core.errors import UsageError
+from analyzer.core.severity import SEVERITIES
 from analyzer.core.textsafe import visible
 from analyzer.core.thresholds import WEEK_MIN_COVERAGE
 from analyzer.core.time import parse_iso
-from analyzer.core.time import zone as tz_zone
 from analyzer.model.diff import REGRESSION_PCT, change_pct, verdict_pct
 
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
@@ -73,46 +73,6 @@ def default_week(last_day: date) -> tuple[int, int]:
 
 
 
-def newest_log_day(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]") -> date:
-    """The newest day in the logs: from the days discovery reads in file names when every file
-    has one (cheap, no reading), else the newest event's day (datasets, unnamed files)."""
-    from analyzer.ingest.discovery import discover
-
-    files = discover(list(paths)).files
-    if files and all(f.day is not None for f in files):
-        return max(f.day for f in files)
-    days = event_days(paths, tz, engine, master)
-    if not days:
-        raise UsageError(f"no events with timestamps in {', '.join(paths)}: cannot pick a default --week")
-    return days[-1]
-
-
-def event_days(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]",
-               cache: Path | None = None, use_cache: bool = True) -> list[date]:
-    """The days (in ``tz``) that hold events, from the data: with DuckDB every day (SQL over the
-    events), with Spark the days between the first and the last event."""
-    if engine == "duckdb":
-        from analyzer.ingest.logs import open_logs
-
-        # open_logs sets the session's TimeZone to tz: a TIMESTAMPTZ cast to DATE is tz's day
-        with open_logs(list(paths), tz=tz, cache=cache, use_cache=use_cache, materialize=False) as db:
-            return [r[0] for r in db.con.execute(
-                "SELECT DISTINCT CAST(ts AS DATE) AS d FROM events WHERE ts IS NOT NULL ORDER BY d").fetchall()]  # fmt: skip
-    from analyzer.model.report import analyze_logs
-
-    window = analyze_logs(paths, tz=tz, engine=engine, master=master).get("window") or {}
-    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
-    if first is None or last is None:
-        return []
-    zone = tz_zone(tz)
-    d, end = first.astimezone(zone).date(), last.astimezone(zone).date()
-    days = []
-    while d <= end:
-        days.append(d)
-        d += timedelta(days=1)
-    return days
-
-
 # -- comparing two report models ---------------------------------------------------------
 
 
@@ -134,7 +94,7 @@ def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> di
     total = model.get("sessions_total")
     count = requests.get("count")
     errors = requests.get("errors")
-    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    first, last = stamp(window.get("first_event")), stamp(window.get("last_event"))
     week_hours = (end - start).total_seconds() / 3600
     hours = None
     if first is not None and last is not None:
@@ -153,7 +113,7 @@ def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> di
         "sessions": int(total) if total is not None else len(sessions),
         "sessions_affected": affected, "sessions_affected_at_least": capped,
         "findings": {sev: sum(1 for f in findings if f.get("severity") == sev)
-                     for sev in ("critical", "warning", "info")},
+                     for sev in SEVERITIES},
     }  # fmt: skip
 
 
@@ -255,67 +215,7 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
     }
 
 
-def weeks_with_data(paths: list[str], tz: str | None, engine: str = "duckdb", master: str = "local[*]",
-                    cache: Path | None = None, use_cache: bool = True) -> list[str]:
-    """ISO weeks (in ``tz``) that hold events, from the data itself."""
-    return sorted({week_label(*d.isocalendar()[:2]) for d in event_days(paths, tz, engine, master, cache, use_cache)})
-
-
-def build_weekly(paths: list[str], week: str | None = None, tz: str | None = None,
-                 thresholds_file: Path | None = None, cache: Path | None = None, use_cache: bool = True,
-                 engine: str = "duckdb", master: str = "local[*]", previous: Path | None = None,
-                 session_attr: str | None = None) -> dict:
-    """Analyse `week` (default: the last full ISO week in the logs) and the week before it.
-
-    ``previous``: last week's report model saved by ``analyze --format json``, used instead of
-    analysing that week again (on a fleet that halves the weekly job).
-
-    An empty week says which weeks hold logs; when the default (last full) week is empty, the
-    newest day's own week so far is shown instead (fresh logs, started this week)."""
-    from analyzer.model.report import analyze_logs
-
-    zone = tz_zone(tz)
-    last_day = None if week else newest_log_day(paths, tz, engine, master)
-    target = parse_week(week) if week else default_week(last_day)
-    prev_start, prev_end = week_bounds(*previous_week(*target), zone)
-    # A bad --previous fails before any (possibly cluster-sized) analysis runs.
-    prev = load_previous_model(previous, prev_start, prev_end) if previous is not None else None
-
-    def analyze(start: datetime, end: datetime) -> dict:
-        return analyze_logs(paths, since=start.isoformat(), until=end.isoformat(), tz=tz,
-                            thresholds_file=thresholds_file, cache=cache, use_cache=use_cache,
-                            engine=engine, master=master, session_attr=session_attr)  # fmt: skip
-
-    notes: list[str] = []
-    this = analyze(*week_bounds(*target, zone))
-    so_far = None
-    if not (this.get("ingest") or {}).get("events"):
-        have = weeks_with_data(paths, tz, engine, master, cache, use_cache)
-        own = tuple(last_day.isocalendar()[:2]) if last_day else None
-        if own and own != target and week_label(*own) in have:
-            notes.append(f"{week_label(*target)}, the last full week, has no logs; showing {week_label(*own)} so far "
-                         f"({date.fromisocalendar(*own, 1)} – {last_day}). Weeks with logs: {', '.join(have)}.")  # fmt: skip
-            target, so_far = own, last_day
-            prev_start, prev_end = week_bounds(*previous_week(*target), zone)
-            if previous is not None:
-                prev = load_previous_model(previous, prev_start, prev_end)
-            this = analyze(*week_bounds(*target, zone))
-        else:
-            notes.append(f"No logs in {week_label(*target)}. Weeks with logs: {', '.join(have) or 'none'}; "
-                         "pick one with --week.")
-    if prev is None:
-        try:
-            prev = analyze(prev_start, prev_end)
-        except DslogsError:
-            prev = {}  # nothing logged the week before: every finding is new
-    model = compare_models(this, prev, target, zone)
-    model["notes"] = notes + model["notes"]
-    if so_far is not None:
-        model["this"]["so_far"] = so_far.isoformat()
-    return model
-
-
-def _stamp(text) -> datetime | None:
+def stamp(text) -> datetime | None:
     try:
         stamp = parse_iso(str(text))
     except ValueError:
@@ -336,7 +236,7 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
                          "save one with `dslogs analyze LOGS --since … --until … --format json --out FILE`")  # fmt: skip
     check_model(model, "report", label)
     window = model.get("window") or {}
-    first, last = _stamp(window.get("first_event")), _stamp(window.get("last_event"))
+    first, last = stamp(window.get("first_event")), stamp(window.get("last_event"))
     if first is not None and last is not None and (first < start or last >= end):
         raise UsageError(f"--previous {path}: its events run {window['first_event']} – {window['last_event']}, "
                          f"not inside the previous week {start.date()} – {(end - timedelta(days=1)).date()}")  # fmt: skip

@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from analyzer.core import format as fmt
 from analyzer.core.resources import templates_dir
+from analyzer.core.severity import SEVERITIES
 from analyzer.core.time import human_duration, parse_iso
 from analyzer.model.result_cache import RUN_KEYS
 from analyzer.render import page_cache
@@ -143,7 +144,7 @@ def vega_bundle() -> str:
     vl-convert takes seconds to build the bundle, so it is built once per vl-convert version:
     shipped in templates/vendor/ (scripts/vendor_vega.py), else built on first use and kept in
     the user's cache folder; a file that fails to read or looks cut short is rebuilt."""
-    from analyzer.ingest.cache import cache_home
+    from analyzer.ingest import cache_home
 
     name = bundle_file_name()
     text = read_bundle(name)
@@ -180,7 +181,7 @@ def content_security_policy(scripts: list[str]) -> str:
 def _bytecode_cache() -> FileSystemBytecodeCache | None:
     """Compiled templates kept in the user's cache folder: compiling them is a third of a
     report's render time. Jinja2 checks each entry against the template's source checksum."""
-    from analyzer.ingest.cache import cache_home
+    from analyzer.ingest import cache_home
 
     folder = cache_home() / "templates"
     try:
@@ -492,6 +493,25 @@ def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
     return (flagged + rest)[:max(limit, len(flagged[:limit]))]
 
 
+def collector_absent(formats: dict | None) -> str:
+    """Why the collector section is empty, from the formats the run's events came in: v1 logs
+    are the collector's format, so they lack only its health lines; other formats were written
+    by something else."""
+    read = {name: n for name, n in (formats or {}).items() if n}
+    if read.get("v1"):
+        return (f"No collector events: the {fmt.prose(read['v1'])} trace schema v1 events hold no collector "
+                "health line, which the dslogs collector writes when it starts and every minute (queued, written, "
+                "dropped), so its health cannot be shown. Another v1 writer wrote them, or those lines were "
+                "left out of the files read.")
+    if read.get("legacy") and len(read) == 1:
+        return ("No collector events: these logs were written by article 003's logger (legacy format), "
+                "not by the dslogs collector, which reports its own health.")
+    if read:
+        return (f"No collector events: these logs are {', '.join(sorted(read))}, not written by the dslogs "
+                "collector, which reports its own health.")
+    return "No collector events: no events were read."
+
+
 def view_model(model: dict, fallback_svg: bool = True) -> dict:
     # The ingest block's run counters (seconds, files read this run...) describe the run, not
     # the logs: the page never shows them, so a page kept for the model's logs (page_cache)
@@ -506,7 +526,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
     findings = _findings(model, links, charts_by_id)
     rules = model.get("rules") or []
-    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in ("critical", "warning", "info")}
+    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in SEVERITIES}
     series = model.get("series") or {}
     requests = model.get("requests") or {}
     section_findings: dict[str, list[dict]] = {}
@@ -555,6 +575,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "collector_absent": collector_absent(ingest.get("formats")),
         "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
         "rules_pass": [r for r in rules if r.get("status") == "pass"],

@@ -62,7 +62,7 @@ def bundle_file_name() -> str:
 def read_bundle(name: str) -> str | None:
     """The bundle as shipped in templates/vendor/, else as kept in the user's cache folder; None
     when neither holds a whole one (a file that fails to read or looks cut short)."""
-    from analyzer.ingest.cache import cache_home
+    from analyzer.ingest import cache_home
 
     for path in (templates_dir() / BUNDLE_DIR / name, cache_home() / name):
         try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import import_module
 
-from analyzer.core import thresholds as _thresholds
 from analyzer.rules.registry import (
     RULE_SPECS,
     SEVERITY_RANK,
@@ -30,11 +29,6 @@ from analyzer.rules.registry import (
 AREAS = ("memory", "decode", "params", "latency", "hosts", "collector", "capacity")
 for _area in AREAS:
     import_module(f"{__name__}.{_area}")
-# Every rule has declared its threshold table: from here on the tables are whole, and callers
-# that bind them as query parameters take them from this package.
-_thresholds.seal()
-defaults = _thresholds.defaults
-load_thresholds = _thresholds.load_thresholds
 
 # Derived from the registrations above (@rule), in registration order (the order findings and docs/rules.md list them in).
 RULES: dict[str, Callable] = {rid: spec.fn for rid, spec in RULE_SPECS.items()}

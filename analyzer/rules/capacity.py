@@ -21,15 +21,6 @@ from analyzer.rules.registry import RuleOutcome, _plural, finding, rule
     inputs=("capacity_per_level",),
     sections=("capacity",),
     charts=("capacity_throughput",),
-    thresholds={
-        "time_share": (0.1, "ours: the service spends more than a tenth of its busy time beyond its knee (000 §1.3)"),
-        "knee_share": (0.05, "ours: throughput within 5 % of its best has stopped rising (000 §1.3)"),
-        "min_level_requests": (20, "ours: a level with fewer requests is marked sparse and left out of the knee"),
-        "min_levels": (3, "ours: a knee needs a level below it, itself and one above"),
-        "min_requests": (200, "ours: traffic before a concurrency setting is recommended"),
-        "oom_share": (0.95, "ours: reserved memory past 95 % of the GPU's total makes an OOM likely (000 §1.3)"),
-        "min_mb_per_request": (8.0, "ours: a smaller fitted slope is noise, not memory per request"),
-    },
 )
 def rule_concurrency_cliff(m, ingest, t) -> RuleOutcome:
     th = t["concurrency_cliff"]
@@ -119,13 +110,6 @@ def oom_cluster(levels: list[dict], th: dict) -> dict | None:
     inputs=("capacity_per_level",),
     sections=("capacity",),
     charts=("capacity_memory",),
-    thresholds={
-        "min_ooms": (2, "ours: OOMs at more than one request, so a level can be told"),
-        "top_share": (0.8, "ours: most OOMs at the highest in-flight levels (000 §1.3: past what the GPU holds)"),
-        "memory_share": (0.7, "ours: where memory is measured, the levels the OOMs cluster at hold 70 %+ of the "
-                              "GPU's total: OOMs from what requests ask (beams, long outputs) at a busy moment are not "
-                              "the concurrency's"),
-    },
 )
 def rule_oom_at_concurrency(m, ingest, t) -> RuleOutcome:
     th = t["oom_at_concurrency"]

@@ -18,10 +18,6 @@ from analyzer.rules.registry import RuleOutcome, _host_findings, _plural, findin
     inputs=("log_volume_peak_minute", "collector_write_rate"),
     sections=("collector",),
     charts=("log_volume",),
-    thresholds={
-        "bytes_per_s": (1_000_000.0, "000 §5 table: iotop WRITE > 1 MB/s from app.py"),
-        "max_heartbeat_gap_s": (120.0, "ours: collector heartbeats further apart are a gap"),
-    },
 )
 def rule_log_volume(m, ingest, t) -> RuleOutcome:
     th = t["log_volume"]["bytes_per_s"]
@@ -61,9 +57,6 @@ def rule_log_volume(m, ingest, t) -> RuleOutcome:
     ),
     inputs=("collector_health",),
     sections=("collector",),
-    thresholds={
-        "dropped": (0, "ours: any dropped event is a hole in the data"),
-    },
 )
 def rule_collector_drops(m, ingest, t) -> RuleOutcome:
     th = t["collector_drops"]["dropped"]
@@ -99,9 +92,6 @@ def _samples(samples: list, bad: int, shown: int = 20) -> dict:
     ),
     inputs=(),
     sections=("header",),
-    thresholds={
-        "lines": (0, "ours: any skipped line is reported (info)"),
-    },
 )
 def rule_bad_lines(m, ingest, t) -> RuleOutcome:
     th = t["bad_lines"]["lines"]

@@ -37,9 +37,6 @@ def _gpu_wait_scan(t):
     sections=("gpu",),
     charts=("gpu_wait_hist",),
     gpu=True,
-    thresholds={
-        "gpu_wait_pct": (60.0, "003 §4.2: gpu_wait_pct > 60 %"),
-    },
 )
 def rule_gpu_wait(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["gpu_wait"]["gpu_wait_pct"]
@@ -77,10 +74,6 @@ def _cpu_bound_scan(t):
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
-    thresholds={
-        "gpu_util_pct": (20.0, "003 §4.2: GPU utilisation below 20 %"),
-        "tpot_ms": (130.0, "003 §5.2: decode time per token < 130 ms"),
-    },
 )
 def rule_cpu_bound(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["cpu_bound"]
@@ -110,14 +103,6 @@ def rule_cpu_bound(m, ingest, t, scanned=None) -> RuleOutcome:
     inputs=("kv_cache_per_session", "prefill_growth_per_session"),
     sections=("kv", "prefill"),
     charts=("kv_growth", "prefill_by_turn"),
-    thresholds={
-        "kv_seq_len": (2048, "003 §4.3: kv_seq_len > 2048 grows memory fast"),
-        "kv_cache_size_mb": (8192.0, "003 §5.4: kv_cache_size_mb < 8.0 GB"),
-        "prefill_growth_ratio": (2.0, "003 §5.4: a long context may double prefill, no more"),
-        "prefill_growth_min_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token prompt"),
-        "prefill_growth_min_r2": (0.8, "ours: same fit quality as rss_growth (000 §3.3)"),
-        "prefill_growth_min_turns": (5, "ours: growth needs a few turns to show"),
-    },
 )
 def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
     th = t["kv_cache_bloat"]

@@ -28,9 +28,6 @@ from analyzer.rules.registry import (
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
-    thresholds={
-        "peak_pct": (65.0, "003 §5.3: gpu_util_pct peak > 65 %"),
-    },
 )
 def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
     th = t["low_gpu_util"]["peak_pct"]
@@ -73,12 +70,6 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
-    thresholds={
-        "util_pct": (20.0, "000 §2.1: utilization.gpu long below 20 %"),
-        "mem_used_share": (0.9, "000 §2.1: memory.used near the limit (> 22 of 24 GB)"),
-        "min_time_share": (0.5, "ours: 'long-term' (长期) read as at least half of the sampled time"),
-        "max_sample_weight_s": (60.0, "ours: one sample stands for at most a minute (idle tick)"),
-    },
 )
 def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     th = t["gpu_starved"]
@@ -115,12 +106,6 @@ def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
-    thresholds={
-        "util_pct": (80.0, "000 §2.1: utilization.gpu high (> 80 %)"),
-        "swing_mb_per_s": (2048.0, "000 §2.1: memory.used swinging ±2 GB per second"),
-        "min_pairs": (3, "ours: a few swings, not one allocation"),
-        "max_gap_s": (10.0, "ours: samples further apart than this are a gap, not a swing"),
-    },
 )
 def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     th = t["memory_thrash"]
@@ -172,15 +157,6 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
     ),
     inputs=("rss_per_process", "request_memory_deltas"),
     sections=("memory",),
-    thresholds={
-        "rise_mb": (100.0, "000 §3.3: RSS 1250 → 1380 → 1520 MB rising one way"),
-        "min_r2": (0.8, "ours: a steady one-way rise (R² ≥ 0.8)"),
-        "min_samples": (3, "ours: a trend needs at least three samples"),
-        "leak_per_request_mb": (24.0, "ours: RSS a session's requests keep on average, other requests' "
-                                      "leaks subtracted (tokenizer/Python buffers come and go)"),
-        "held_rise_mb": (100.0, "000 §3.3: a rise that holds (last third's low over first third's high), "
-                                "for step-shaped growth under concurrent traffic"),
-    },
 )
 def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
     th = t["rss_growth"]

@@ -45,9 +45,6 @@ def _p50_rule(rule, row, threshold, *, what, section, chart, no_data_reason, sev
     inputs=("stage_percentiles",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
-    thresholds={
-        "p50_ms": (100.0, "003 §5.2: tokenize_time < 100 ms (000 §4.2: 50 ms ideal)"),
-    },
 )
 def rule_slow_tokenize(m, ingest, t) -> RuleOutcome:
     row = _metric_row(m, "stage_percentiles", "tokenize", key="stage")
@@ -67,11 +64,6 @@ def rule_slow_tokenize(m, ingest, t) -> RuleOutcome:
     inputs=("prefill_by_input_class",),
     sections=("prefill",),
     charts=("prefill_vs_input",),
-    thresholds={
-        "p50_ms": (900.0, "003 §5.2: prefill_time < 900 ms"),
-        "long_p50_ms": (2500.0, "003 §5.4: prefill < 2.5 s for a 1200-token input"),
-        "long_input_tokens": (1200, "003 §5.4: the 1200-token long-context test"),
-    },
 )
 def rule_slow_prefill(m, ingest, t) -> RuleOutcome:
     th = t["slow_prefill"]
@@ -113,9 +105,6 @@ def _slow_decode_scan(t):
     inputs=("decode_per_session", "request_latency_percentiles"),
     sections=("latency",),
     charts=("latency_hist",),
-    thresholds={
-        "tpot_p50_ms": (130.0, "003 §5.2: decode_time/token < 130 ms"),
-    },
 )
 def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["slow_decode"]["tpot_p50_ms"]
@@ -155,9 +144,6 @@ def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
     inputs=("request_latency_percentiles",),
     sections=("latency",),
     charts=("latency_hist",),
-    thresholds={
-        "p50_ms": (1000.0, "003 §5.2 (prefill < 900 ms + tokenize); ours: the goodput SLO"),
-    },
 )
 def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
     row = _metric_row(m, "request_latency_percentiles", "ttft_ms")
@@ -178,9 +164,6 @@ def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
     inputs=("stage_percentiles",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
-    thresholds={
-        "p95_ms": (1000.0, "000 §4.1 (requests backing up); the TTFT SLO of 1 s spent waiting alone"),
-    },
 )
 def rule_queue_wait(m, ingest, t) -> RuleOutcome:
     """The queue stage's p95 (the tail: an overload lasts part of the time), where a source
@@ -213,10 +196,6 @@ def rule_queue_wait(m, ingest, t) -> RuleOutcome:
     inputs=("stage_percentiles",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
-    thresholds={
-        "warning_p50_ms": (30.0, "000 §4.2: postprocess should be < 30 ms"),
-        "critical_p50_ms": (100.0, "000 §4.2: postprocess > 100 ms means oversized output"),
-    },
 )
 def rule_slow_format(m, ingest, t) -> RuleOutcome:
     th = t["slow_format"]

@@ -32,16 +32,6 @@ COUNTED = {"requests": "requests_counted"}
     sections=("memory",),
     charts=("memory_timeline",),
     gpu=True,
-    thresholds={
-        "slope_mb_per_min": (50.0, "000 §5 table: nvidia-smi memory rising > 50 MiB/min"),
-        "rise_mb": (200.0, "003 §5.3: reserved_mb must stay within ±200 MB"),
-        "min_samples": (3, "ours: a trend needs at least three gpu_memory snapshots"),
-        "leak_per_request_mb": (48.0, "ours: allocated memory a session's requests keep on average, after "
-                                      "other requests' leaks are subtracted, above a 1.5B model's KV cache "
-                                      "and activations (~15-60 MiB per request)"),
-        "most_sessions_share": (0.5, "ours: flagging more than half the sessions active at once in one process "
-                                     "blames the process (torch reports memory per process)"),
-    },
 )
 def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
     th = t["memory_leak"]
@@ -111,10 +101,6 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
     sections=("memory",),
     charts=("memory_timeline",),
     gpu=True,
-    thresholds={
-        "ghost_mb": (1024.0, "000 §1.1: reserved − allocated far above allocated"),
-        "ghost_share": (0.5, "000 §1.1: more than half of reserved is cache"),
-    },
 )
 def rule_ghost_memory(m, ingest, t) -> RuleOutcome:
     th = t["ghost_memory"]
@@ -171,9 +157,6 @@ def oom_count(row: dict) -> int:
     inputs=("oom_per_session", "goodput", "memory_per_session", "memory_per_host", "generate_params_per_session"),
     sections=("errors",),
     charts=("errors_timeline",),
-    thresholds={
-        "min_events": (1, "003 §5.3: no OOMError / CUDA out of memory at all"),
-    },
 )
 def rule_oom(m, ingest, t) -> RuleOutcome:
     th = t["oom"]

@@ -31,9 +31,6 @@ def _beam_search_scan(t):
     ),
     inputs=("generate_params_per_session",),
     sections=("latency",),
-    thresholds={
-        "num_beams": (1, "003 §3.2: num_beams=5 by mistake, should be 1"),
-    },
 )
 def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["beam_search"]["num_beams"]
@@ -80,9 +77,6 @@ def _high_max_tokens_scan(t):
     ),
     inputs=("generate_params_per_session",),
     sections=("latency",),
-    thresholds={
-        "max_new_tokens": (4096, "000 §2.2: max_tokens set too large (e.g. 4096)"),
-    },
 )
 def rule_high_max_tokens(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["high_max_tokens"]["max_new_tokens"]
@@ -113,9 +107,6 @@ def _long_output_scan(t):
     ),
     inputs=("generate_params_per_session",),
     sections=("latency",),
-    thresholds={
-        "output_len": (3000, "000 §4.2: 3000+ token outputs slow post-processing"),
-    },
 )
 def rule_long_output(m, ingest, t, scanned=None) -> RuleOutcome:
     th = t["long_output"]["output_len"]

@@ -6,15 +6,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from analyzer.core import thresholds as _thresholds
-
-SEVERITIES = ("critical", "warning", "info")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from analyzer.core.severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (the rules' names for them)
 
 # -- the registry ------------------------------------------------------------------------------
 # Each rule is registered once, by the @rule decorator on its function: what it is (id, default
-# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql), its numbers
-# (the threshold table [id], registered in analyzer/core/thresholds.py, where the metric SQL's
-# parameters come from) and where its findings point (report sections and chart ids). RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
+# severity, seed source, fix), what it reads (metric tables = queries/<name>.sql) and where its
+# findings point (report sections and chart ids); its numbers are the threshold table [id] of
+# analyzer/core/thresholds.py. RULES, RULE_IDS, RULE_INFO and GPU_RULES below derive from it; tests/test_registry.py
 # checks the declarations against what the rules really read and emit, the chart and section
 # registries (charts.CHARTS, render_html.SECTIONS) and docs/rules.md. The order of registration
 # is the order reports list rules in (findings and the model's rule rows follow it).
@@ -44,13 +42,11 @@ def rule(
     fix: str,
     inputs: tuple[str, ...],
     sections: tuple[str, ...],
-    thresholds: dict[str, tuple[object, str]],
     charts: tuple[str, ...] = (),
     gpu: bool = False,
 ) -> Callable[[Callable], Callable]:
-    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``, and its
-    threshold table ``[rule_id]``: ``{key: (default, source)}``, the source citing the seed
-    section (or "ours: ..." with the reason) as docs/rules.md and the TOML errors show it."""
+    """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``; it judges
+    by ``thresholds[rule_id]``, the table of that name in ``analyzer.core.thresholds.TABLES``."""
 
     def register(fn: Callable) -> Callable:
         # A mistake here fails at import, not as a silently missing rule or threshold.
@@ -60,7 +56,8 @@ def rule(
             raise ValueError(f"rule {rule_id!r}: severity {severity!r} is not one of {SEVERITIES}")
         if not sections:
             raise ValueError(f"rule {rule_id!r} names no report section for its findings")
-        _thresholds.register(rule_id, thresholds)
+        if rule_id not in _thresholds.TABLES:
+            raise ValueError(f"rule {rule_id!r} has no threshold table [{rule_id}] in analyzer/core/thresholds.py")
         RULE_SPECS[rule_id] = RuleSpec(rule_id, fn, severity, source, fix, tuple(inputs), tuple(sections),
                                        tuple(charts), gpu)  # fmt: skip
         return fn

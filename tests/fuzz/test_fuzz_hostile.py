@@ -86,7 +86,7 @@ def test_every_output_completes_and_stays_in_its_medium(cases, tmp_path):
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"), reason="chromium is not installed")
 def test_html_opens_in_chromium_with_nothing_injected(cases, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    from analyzer.model.report import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs
 
     pages = []
     for k, logs in enumerate(cases):

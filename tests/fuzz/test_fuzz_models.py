@@ -21,10 +21,10 @@ from analyzer.core.errors import UsageError
 from analyzer.core.numbers import parse_number
 from analyzer.model.diff import Side, diff_sides
 from analyzer.model.load import check_model
-from analyzer.model.report import analyze_logs
 from analyzer.render.diff_html import render_diff
 from analyzer.render.html import render_html
 from analyzer.render.markdown import render_markdown
+from analyzer.usecases.analyze import analyze_logs
 from tests.ingest_lines import v1_request, write_lines
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

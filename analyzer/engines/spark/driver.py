@@ -9,7 +9,8 @@ import os
 import warnings
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
+from analyzer.core.views import VIEWS
 from analyzer.engines.registry import engine
 from analyzer.engines.spark.executors import (
     GroupFile,
@@ -19,7 +20,7 @@ from analyzer.engines.spark.executors import (
     _iso_micros,
     _Task,
 )
-from analyzer.engines.spark.session import GROUP_SCHEMA, _one_line, get_spark
+from analyzer.engines.spark.session import GROUP_SCHEMA, get_spark
 from analyzer.engines.spark.sources import (
     _collect,
     _escape_glob,
@@ -188,7 +189,7 @@ class SparkSource:
 
     def _combine(self, metas: dict[int, dict]) -> tuple[dict, tuple[str | None, str | None]]:
         """The run's ingest block and time bounds from the groups' and the driver's counts."""
-        from analyzer.ingest.logs import SAMPLES_TOTAL
+        from analyzer.ingest import SAMPLES_TOTAL
 
         ingest = {**self._base_ingest, "bad_line_samples": []}
         formats: dict[str, int] = {}
@@ -313,7 +314,7 @@ class SparkSource:
             rows = df.toArrow()
         except Exception as exc:
             if _is_spark_error(exc):
-                raise UsageError(f"Spark failed to analyse the logs: {_one_line(exc)}") from None
+                raise UsageError(f"Spark failed to analyse the logs: {one_line(exc)}") from None
             raise
         return list(zip(*(rows.column(c).to_pylist() for c in ("group", "name", "data")), strict=True))
 
@@ -353,28 +354,20 @@ def _driver_connection(zone: str):
 
 
 @engine("spark")
-def open_spark(
-    paths: list[str],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    master: str = "local[*]",
-    session_attr: str | None = None,
-    **_duckdb_options,
-) -> SparkSource:
-    """The logs under ``paths`` opened on Spark: the same files, ingest block and window as
-    ``ingest.open_logs`` (``session_attr`` as there); they are read at the first use (see
-    ``SparkSource``). The DuckDB engine's options (``cache``, ``use_cache``, ``materialize``)
-    have no meaning here."""
+def open_spark(selection, materialize: bool = True) -> SparkSource:
+    """The logs ``selection`` names (a ``core.selection.Selection``) opened on Spark at
+    ``selection.master``: the same files, ingest block and window as ``ingest.open``; they are
+    read at the first use (see ``SparkSource``). The DuckDB engine's options (cache,
+    ``materialize``) have no meaning here."""
     from analyzer.core import progress
-    from analyzer.core.time import iso, parse_window, zone_name
-    from analyzer.ingest.dataset import dataset_ingest
+    from analyzer.core.time import iso, zone_name
+    from analyzer.ingest import dataset_ingest
 
+    paths, since, until, tz = list(selection.paths), selection.since, selection.until, selection.tz
+    master, session_attr = selection.master, selection.session_attr
+    lo, hi = since, until
     progress.phase("reading and computing on Spark")
     zone = zone_name(tz)
-    lo, hi = parse_window(since, until, tz)
-    if isinstance(paths, str):
-        paths = [paths]
     spark = get_spark(master)
     spark.conf.set("spark.sql.session.timeZone", zone)
     sources = resolve_sources(spark, list(paths), lo, hi)
@@ -386,7 +379,7 @@ def open_spark(
     ingest["skipped_files"] += len(empty)
     files: list[GroupFile] = []
     # Prometheus snapshots hold no events: read here, on the driver, as open_logs reads them
-    from analyzer.ingest.logs import is_snapshot, read_snapshots
+    from analyzer.ingest import is_snapshot, read_snapshots
 
     snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
     if snapshots:
@@ -429,7 +422,7 @@ def spark_views(source: SparkSource) -> None:
     con = _driver_connection(source.zone)
     try:
         load_partition(con, empty_events_sql())
-        schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in ("events", "requests", "sessions")}
+        schemas = {v: con.sql(f"SELECT * FROM {v}").to_arrow_table().schema for v in VIEWS}
     finally:
         con.close()
     import pyarrow as pa
@@ -450,26 +443,18 @@ def spark_views(source: SparkSource) -> None:
         df.createOrReplaceTempView(view)
 
 
-def spark_query(
-    logs: list[str],
-    sql: str,
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
-    master: str = "local[*]",
-    session_attr: str | None = None,
-):
+def spark_query(selection, sql: str):
     """``dslogs query --engine spark``: Spark SQL over the views events, requests, sessions."""
     from analyzer.core.results import QueryResult
 
-    source = open_spark(logs, since, until, tz, master, session_attr=session_attr)
+    source = open_spark(selection)
     try:
         spark_views(source)
         try:
             columns, rows = _collect(source.spark.sql(sql), source.zone)
         except Exception as exc:
             if _is_spark_error(exc):
-                raise UsageError(f"query failed: {_one_line(exc)}") from None
+                raise UsageError(f"query failed: {one_line(exc)}") from None
             raise
     finally:
         source.close()

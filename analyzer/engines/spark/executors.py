@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from analyzer.core.resources import memory_limit
+from analyzer.core.views import VIEWS
 
 # -- in the executors ----------------------------------------------------------------------------
 #
@@ -101,10 +102,12 @@ def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, m
     parts = [f for f in sorted(files, key=lambda f: f.index) if f.kind == "parquet"]
     ingest = None
     if shown:
-        from analyzer.ingest.logs import open_logs
+        from analyzer import ingest
+        from analyzer.core.selection import Selection
 
-        db = open_logs(list(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
-                       materialize=materialize and not parts, session_attr=task.session_attr)  # fmt: skip
+        selection = Selection(paths=tuple(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
+                              session_attr=task.session_attr)  # fmt: skip
+        db = ingest.open(selection, materialize=materialize and not parts)
         con, closer = db.con, db.close
         ingest = dict(db.ingest)
         if not parts:
@@ -210,7 +213,7 @@ def _run_group(task: _Task, files: list[GroupFile], contents: dict, mode: str, n
         try:
             meta = _group_meta(con, ingest, shown)
             if mode == "views":
-                out.extend((view, _ipc(_view_table(con, view, shown))) for view in ("events", "requests", "sessions"))
+                out.extend((view, _ipc(_view_table(con, view, shown))) for view in VIEWS)
             elif sum(meta["formats"].values()):
                 buckets = _candidate_buckets(task.zone, meta["first_us"], meta["last_us"]) if speculative else None
                 out.extend((name, _ipc(t)) for name, t in partition_tables(con, names, params, buckets))
@@ -252,7 +255,7 @@ def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None
     """The SQL of a group's events from its registered Parquet tables (name, manifest host), and
     ``_dslogs_jsonl`` when ``with_jsonl``; only those of ``sessions`` when given (a drill-down
     needs nothing else)."""
-    from analyzer.ingest.columns import EVENT_COLUMNS, event_type
+    from analyzer.ingest import EVENT_COLUMNS, event_type
 
     selects = [f"SELECT {', '.join(EVENT_COLUMNS)} FROM _dslogs_jsonl"] if with_jsonl else []
     for name, host in inputs:

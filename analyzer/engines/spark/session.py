@@ -10,7 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from analyzer.core.errors import UsageError, one_line
 
 LOG4J_FILE = Path(__file__).resolve().with_name("log4j2.properties")
 
@@ -103,7 +103,7 @@ def get_spark(master: str = "local[*]"):
             warnings.simplefilter("ignore", FutureWarning)
             spark = builder.getOrCreate()
     except Exception as exc:  # py4j / JVM start-up failures: one line for the user
-        raise UsageError(f"could not start Spark with master {master!r}: {_one_line(exc)}") from None
+        raise UsageError(f"could not start Spark with master {master!r}: {one_line(exc)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_python_loggers()
     return spark
@@ -120,14 +120,5 @@ def _quiet_python_loggers() -> None:
         return
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "getMessage", lambda: None)() or exc)
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line
-    return type(exc).__name__
 
 

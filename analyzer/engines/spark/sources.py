@@ -110,7 +110,7 @@ def _list_url(spark, url: str) -> tuple[list[tuple[str, int]], list[str]]:
 
 
 def _manifest_name() -> str:
-    from analyzer.ingest.dataset import MANIFEST
+    from analyzer.ingest import MANIFEST
 
     return MANIFEST
 
@@ -147,8 +147,7 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
         for url, size in sorted(urls, key=lambda u: discovery.name_sort_key(u[0])):
             sources.jsonl.append(SourceFile(url, _escape_glob(url), _hadoop_uri(spark, url), size))
     if local:
-        from analyzer.ingest.cache import fingerprint
-        from analyzer.ingest.logs import is_snapshot
+        from analyzer.ingest import fingerprint, is_snapshot
 
         found = discovery.discover(local, since, until)
         sources.skipped_files += found.skipped_files

@@ -1,104 +1,174 @@
-"""Source formats: the registry of what dslogs reads.
+"""Source formats: the registry of what dslogs reads, one module per format (``formats/<name>.py``).
 
-A format is an entry of ``FORMATS``: a name, a sniff (from the first bytes of a file, up to its
-first complete line) and a mapping to the events table. ``sniff_file`` names the format of a
-file; the reader (``analyzer.ingest.reader``) routes each file by it. Prometheus snapshots are no
-events: ``open_logs`` takes them aside (``analyzer.ingest.prometheus``) into the report's server
-metrics. Formats of one *family*
-share a read: ``v1`` and ``legacy`` lines may share a file and are told apart per line by
-analyzer/ingest/views/events.sql (``source_format``); OTLP traces are read by their own statement
-(``otlp_traces.sql``), whose profiles (vLLM, generic GenAI) are told apart per span.
+A format module defines ``FORMAT``, a ``Format``: how a file in it is sniffed (from its first
+bytes, up to its first complete line), which file names a folder search takes for it, how it is
+read into the events table, the ``source_format`` values of its events and what each does not
+carry, and how a file of it that yields nothing is described. The registry imports every module
+of this package the first time it is asked (``registry()``), so a new format is its module alone;
+discovery, the reader, ``open_logs``, the events view's ``source_format`` and watch loop over it.
+
+Formats are read three ways (``Format.read``): ``lines`` share one strict ``read_json`` of every
+log field (v1 and legacy lines may share a file and are told apart per line by the events view's
+``source_format``, built here from each format's ``tag``); ``statement`` formats are read by a
+SELECT of their own from a file (OTLP traces); ``snapshot`` formats hold no events and are taken
+aside into the report's server metrics (Prometheus).
 
 ``describe`` says what a file that is in no known format looks like (OTLP metrics or logs, a
-JSON array, a dslogs report, CSV, Prometheus text, text), for the one line that names it.
+JSON array, a dslogs report, CSV, text), for the one line that names it.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
+import importlib
 import json
+import pkgutil
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SNIFF_BYTES = 64 << 10  # enough for the first line of any log; an OTLP line's first key
 
+LINES, STATEMENT, SNAPSHOT = "lines", "statement", "snapshot"
+READS = (LINES, STATEMENT, SNAPSHOT)
+
+# The inputs a check or a rule may need and a source format may not carry (Format.not_carried).
+INPUTS = {
+    "tokenize": "the tokenize stage's time",
+    "queue": "the time a request waited in a queue",
+    "prefill": "the prefill stage's time",
+    "format": "the post-processing (format) stage's time",
+    "gpu_memory": "GPU memory per request or session",
+    "gpu_util": "GPU utilisation samples",
+    "kv_cache": "the KV-cache size",
+    "reasoning": "reasoning token counts",
+}
+
+NOT_AVAILABLE = "N/A (source)"
+
+# The names of logs of JSON lines, whichever line format writes them: ``*.jsonl``, our rotation
+# ``*.N.jsonl``, logrotate's ``*.jsonl.N``, each optionally gzipped (discovery orders them).
+JSONL_NAMES = r"^(?!\.).*\.jsonl(?:\.\d+)?(?:\.gz)?$"
+JSONL_NAMES_TEXT = "*.jsonl, *.N.jsonl, *.jsonl.N"
+
 
 @dataclass(frozen=True)
 class Format:
-    name: str  # the ingest.formats key (source_format of its events)
-    family: str  # the read that maps it: "jsonl" (events.sql) or "otlp_traces"
+    """One source format; its module is ``analyzer.ingest.formats.<name>``."""
+
+    name: str  # its module's name
+    order: int  # sniff order, and the order of the source_format CASE's arms (lowest first)
     writer: str  # what writes it (docs, `dslogs schema`)
-    sniff: Callable[[bytes, dict | None], bool]  # (first bytes, first line as JSON object)
+    # (first bytes, a function giving the first line as a JSON object or None): is it this
+    # format? Watch asks it of single lines of the statement formats, so parse only when needed.
+    sniff: Callable[[bytes, Callable[[], dict | None]], bool]
+    read: str = LINES  # one of READS
+    names: str | None = None  # regex of file names a folder search takes
+    sniffed_names: str | None = None  # regex of names it takes when the file sniffs as this format
+    names_text: str = ""  # how the "no log files found" line words its names
+    # source_format values of its events and what they mean
+    source_formats: dict[str, str] = field(default_factory=dict)
+    tag: tuple[str, str] | None = None  # (SQL condition, SQL value): its arm of source_format
+    # What a source_format of it does not carry (INPUTS): a check or rule needing it reads N/A.
+    not_carried: dict[str, frozenset[str]] = field(default_factory=dict)
+    # source_format -> why its token counts are an instrumentor's estimate
+    estimated_tokens: dict[str, str] = field(default_factory=dict)
+    line_name: str | None = None  # how one-line messages name its lines
+    # (the first line, it parsed or None): written in this format though damaged?
+    damaged: Callable[[bytes, dict | None], bool] | None = None
+    # (a file's first bytes, stripped): what a file of it that yields nothing looks like, or None
+    describe: Callable[[bytes], str | None] | None = None
+    # read == STATEMENT: a SELECT of raw event columns (``gives``) from the file $file, with
+    # ``{max_object_size}`` for the line limit; ``prepare`` runs first on the connection;
+    # ``line_problem`` judges one parsed line on the slow path (a reason, or None: keep it).
+    statement: Callable[[], str] | None = None
+    gives: frozenset[str] = frozenset()
+    prepare: tuple[str, ...] = ()
+    line_problem: Callable[[dict], str | None] | None = None
+    unreadable: str = ""  # "<this> DuckDB cannot read (...)"
+    # read == SNAPSHOT: ([(path, display)], since, until) -> (servers, [(display, line, reason)])
+    snapshots: Callable | None = None
+
+    def __post_init__(self) -> None:
+        if self.read not in READS:
+            raise ValueError(f"format {self.name}: read {self.read!r} is not one of {READS}")
+        unknown = {n for names in self.not_carried.values() for n in names} - set(INPUTS)
+        if unknown:
+            raise ValueError(f"format {self.name}: not_carried names unknown inputs {sorted(unknown)}")
+        if self.read == STATEMENT and (self.statement is None or self.line_problem is None):
+            raise ValueError(f"format {self.name}: a statement format gives statement and line_problem")
+        if self.read == SNAPSHOT and self.snapshots is None:
+            raise ValueError(f"format {self.name}: a snapshot format gives snapshots")
+
+    def takes(self, name: str, sniffed: bool = False) -> bool:
+        """Whether a folder search keeps a file of this name (``sniffed``: its content sniffed as
+        this format)."""
+        if self.names and re.match(self.names, name):
+            return True
+        return sniffed and bool(self.sniffed_names and re.match(self.sniffed_names, name))
 
 
-def is_otlp_traces(head: bytes) -> bool:
-    """Whether a line (or a file's first bytes) is an OTLP/JSON ExportTraceServiceRequest."""
-    return bool(_OTLP_KEY.match(head)) and b'"resourceSpans"' in head[:64]
+@functools.cache
+def registry() -> tuple[Format, ...]:
+    """Every format, from the modules of this package, in ``order``."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+        if not isinstance(fmt, Format) or fmt.name != info.name:
+            raise TypeError(f"{__name__}.{info.name} defines no FORMAT named {info.name!r}")
+        found.append(fmt)
+    return tuple(sorted(found, key=lambda f: (f.order, f.name)))
 
 
-def _otlp(head: bytes, first: dict | None) -> bool:
-    return is_otlp_traces(head)
+def by_name(name: str) -> Format:
+    return next(f for f in registry() if f.name == name)
 
 
-def _v1(head: bytes, first: dict | None) -> bool:
-    return first is not None and "v" in first and "stage" in first
+def _derived(name: str):
+    formats = registry()
+    if name == "FORMATS":
+        return formats
+    if name == "BY_NAME":
+        return {f.name: f for f in formats}
+    if name == "SOURCE_FORMATS":
+        return {k: v for f in formats for k, v in f.source_formats.items()}
+    if name == "NOT_CARRIED":
+        return {k: v for f in formats for k, v in f.not_carried.items()}
+    if name == "ESTIMATED_TOKENS":
+        return {k: v for f in formats for k, v in f.estimated_tokens.items()}
+    if name == "LINE_FORMATS":
+        return {f.name: f.line_name for f in formats if f.line_name}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _legacy(head: bytes, first: dict | None) -> bool:
-    return first is not None and "v" not in first and "stage" in first and "timestamp" in first
+def __getattr__(name: str):
+    # The registry's tables, derived from the modules when first asked for.
+    return _derived(name)
 
 
-_OTLP_KEY = re.compile(rb'^\s*\{\s*"resource(Spans|Metrics|Logs)"')
-
-
-def _prometheus(head: bytes, first: dict | None) -> bool:
-    from analyzer.ingest.prometheus import looks_like
-
-    return first is None and looks_like(head)
-
-# In sniff order. The per-span profiles of OTLP traces are names of their own in ingest.formats.
-FORMATS: tuple[Format, ...] = (
-    Format("otlp_traces", "otlp_traces",
-           "an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, openlit, OpenLLMetry)", _otlp),
-    Format("v1", "jsonl", "the dslogs collector (trace schema v1)", _v1),
-    Format("legacy", "jsonl", "article 003's logger (no `v`, a naive `timestamp`)", _legacy),
-    Format("prometheus", "prometheus",
-           "`curl host:8000/metrics` snapshots of vLLM, SGLang, TGI or llama.cpp (*.prom)", _prometheus),
-)  # fmt: skip
-BY_NAME = {f.name: f for f in FORMATS}
-
-# source_format values of events and what they mean (ingest.formats keys).
-SOURCE_FORMATS = {
-    "v1": "dslogs collector, schema v1",
-    "legacy": "article 003's logger",
-    "otlp:vllm": "OTLP traces, vLLM llm_request spans",
-    "otlp:genai": "OTLP traces, OpenTelemetry GenAI spans",
-    "otlp:openlit": "OTLP traces, openlit GenAI spans (token counts estimated from characters)",
-}
-OTLP_FORMATS = ("otlp:vllm", "otlp:genai", "otlp:openlit")
-# Formats whose token counts an instrumentor estimated rather than took from the tokenizer.
-ESTIMATED_TOKENS = {"otlp:openlit": "openlit counts tokens from the text's characters"}
-
-# What a source format does not carry, by the name of the input (checklist items and rules name
-# theirs). vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside
-# the engine; neither OTLP profile has post-processing, KV-cache size, GPU samples or reasoning
-# tokens. A check whose input no format of the run carries reads NOT_AVAILABLE.
-NOT_CARRIED: dict[str, frozenset[str]] = {
-    "otlp:vllm": frozenset({"tokenize", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"}),
-    "otlp:genai": frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util",
-                             "kv_cache", "reasoning"}),
-}  # fmt: skip
-NOT_CARRIED["otlp:openlit"] = NOT_CARRIED["otlp:genai"]
-NOT_AVAILABLE = "N/A (source)"
+def not_carried(source_format: str) -> frozenset[str]:
+    """The inputs (INPUTS) events of ``source_format`` do not carry."""
+    return _derived("NOT_CARRIED").get(source_format, frozenset())
 
 
 def unavailable(formats: dict | None, needs: str) -> bool:
     """True when the run read events and none of their formats carries ``needs``."""
     names = [name for name, n in (formats or {}).items() if n]
-    return bool(names) and all(needs in NOT_CARRIED.get(name, ()) for name in names)
+    return bool(names) and all(needs in not_carried(name) for name in names)
+
+
+def source_format_sql() -> str:
+    """The events view's ``source_format``: each format's tag, in order."""
+    arms = " ".join(f"WHEN {cond} THEN {value}" for f in registry() if f.tag for cond, value in [f.tag])
+    return f"CASE {arms} END"
+
+
+# -- sniffing ------------------------------------------------------------------------------------
 
 
 def head_bytes(path: str | Path, limit: int = SNIFF_BYTES) -> bytes:
@@ -120,7 +190,8 @@ def head_bytes(path: str | Path, limit: int = SNIFF_BYTES) -> bytes:
         return b""
 
 
-def _first_object(head: bytes) -> dict | None:
+def first_object(head: bytes) -> dict | None:
+    """The first non-blank complete line of ``head`` as a JSON object; None when it is not one."""
     for line in head.split(b"\n")[:-1] if b"\n" in head else [head]:
         if not line.strip():
             continue
@@ -133,36 +204,8 @@ def _first_object(head: bytes) -> dict | None:
 
 
 def sniff(head: bytes) -> Format | None:
-    first = _first_object(head)
-    for fmt in FORMATS:
-        if fmt.sniff(head, first):
-            return fmt
-    return None
-
-
-# How the one-line messages name the line formats of a file's lines.
-LINE_FORMATS = {"v1": "dslogs v1", "legacy": "legacy (article 003 logger)", "otlp_traces": "OTLP/JSON trace"}
-_V_KEY = re.compile(rb'"v"\s*:')
-_DSLOGS_KEY = re.compile(rb'"(stage|timestamp|session_id|request_id)"\s*:')
-
-
-def damaged_format(head: bytes) -> Format | None:
-    """The format (v1, legacy, OTLP traces) a file's first line is written in, judged from its
-    keys even when the line is damaged (cut short, a value of the wrong type); None when it does
-    not look like a line dslogs reads (text, CSV, OTLP metrics, another JSON)."""
-    line = next((ln for ln in head.split(b"\n") if ln.strip()), b"").lstrip(b"\xef\xbb\xbf").strip()
-    if not line.startswith(b"{"):
-        return None
-    if m := _OTLP_KEY.match(line):
-        return BY_NAME["otlp_traces"] if m.group(1) == b"Spans" else None
-    obj = _first_object(line)
-    if obj is not None:
-        if "v" in obj:
-            return BY_NAME["v1"]
-        return BY_NAME["legacy"] if "stage" in obj or "timestamp" in obj else None
-    if _V_KEY.search(line[:4096]):
-        return BY_NAME["v1"]
-    return BY_NAME["legacy"] if _DSLOGS_KEY.search(line[:4096]) else None
+    first = functools.cache(lambda: first_object(head))
+    return next((fmt for fmt in registry() if fmt.sniff(head, first)), None)
 
 
 def sniff_file(path: str | Path) -> Format | None:
@@ -170,7 +213,91 @@ def sniff_file(path: str | Path) -> Format | None:
     return sniff(head_bytes(path))
 
 
-_PROM = re.compile(rb"^(# (HELP|TYPE) [a-zA-Z_:][\w:]* |[a-zA-Z_:][\w:]*(\{[^}]*\})? [-+0-9.eEnNaIif]+)", re.M)
+def split_lines(lines: list[bytes]) -> list[list[bytes]]:
+    """Lines as watch gathers them from every file, in batches for the reader: the lines
+    of each statement format apart (the reader reads a file of them by its own statement), the
+    rest together first."""
+    own: list[tuple[Format, list[bytes]]] = [(f, []) for f in registry() if f.read == STATEMENT]
+    rest: list[bytes] = []
+    for raw in lines:
+        for fmt, apart in own:
+            if fmt.sniff(raw, lambda raw=raw: first_object(raw)):
+                apart.append(raw)
+                break
+        else:
+            rest.append(raw)
+    return [batch for batch in (rest, *(apart for _, apart in own)) if batch]
+
+
+# -- file names ----------------------------------------------------------------------------------
+
+
+def is_line_log_name(name: str) -> bool:
+    """A name of a log of JSON lines (``*.jsonl`` and its rotations), taken without sniffing."""
+    return any(f.takes(name) for f in registry() if f.read == LINES)
+
+
+def takes_file(path: Path) -> bool:
+    """Whether a folder search keeps ``path``: a name some format takes, or a name some format
+    takes when the file sniffs as it (sniffed only then; never a FIFO)."""
+    if any(f.takes(path.name) for f in registry()):
+        return True
+    wanted = [f for f in registry() if f.takes(path.name, sniffed=True)]
+    if not wanted or not path.is_file():
+        return False
+    return sniff_file(path) in wanted
+
+
+def snapshot_format(path: Path, display: str, size: int) -> Format | None:
+    """The snapshot format (no events) of a file: by its name, else, for a file not named as
+    JSON lines (one named on the command line), by its first bytes."""
+    name = Path(display).name
+    snapshots = [f for f in registry() if f.read == SNAPSHOT]
+    by_name = next((f for f in snapshots if f.takes(name)), None)
+    if by_name is not None or is_line_log_name(name) or size <= 0:
+        return by_name
+    fmt = sniff_file(path)
+    return fmt if fmt in snapshots else None
+
+
+def read_snapshots(files: list[tuple[Path, str]], lo=None, hi=None) -> tuple[list, list]:
+    """(servers, bad lines) of snapshot files ``(path, display)``, each read by its format."""
+    snapshots = [f for f in registry() if f.read == SNAPSHOT]
+    groups: dict[str, list[tuple[Path, str]]] = {}
+    for path, display in files:
+        fmt = snapshots[0] if len(snapshots) == 1 else snapshot_format(path, display, 1)
+        if fmt is not None:
+            groups.setdefault(fmt.name, []).append((path, display))
+    servers: list = []
+    bad: list = []
+    for name, group in groups.items():
+        s, b = by_name(name).snapshots(group, lo, hi)
+        servers += s
+        bad += b
+    return servers, bad
+
+
+def accepted_names() -> str:
+    """The file names discovery accepts, for the "no log files found" line."""
+    texts = [f.names_text for f in sorted(registry(), key=lambda f: (READS.index(f.read), f.order)) if f.names_text]
+    return ", ".join(dict.fromkeys(texts)) + ", each optionally .gz"
+
+
+# -- what a file holds when it yields nothing ----------------------------------------------------
+
+# OTLP signals dslogs does not read (traces are the otlp_traces format's)
+_OTLP_OTHER = re.compile(rb'^\s*\{\s*"resource(Metrics|Logs)"')
+
+
+def damaged_format(head: bytes) -> Format | None:
+    """The format a file's first line is written in, judged from its keys even when the line is
+    damaged (cut short, a value of the wrong type); None when it does not look like a line
+    dslogs reads (text, CSV, OTLP metrics, another JSON)."""
+    line = next((ln for ln in head.split(b"\n") if ln.strip()), b"").lstrip(b"\xef\xbb\xbf").strip()
+    if not line.startswith(b"{") or _OTLP_OTHER.match(line):
+        return None
+    obj = first_object(line)
+    return next((f for f in registry() if f.damaged and f.damaged(line, obj)), None)
 
 
 def describe(head: bytes) -> str:
@@ -178,11 +305,12 @@ def describe(head: bytes) -> str:
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if not text:
         return "an empty or blank file"
-    if m := _OTLP_KEY.match(text):
-        kind = m.group(1).decode()
-        if kind == "Spans":  # read, and no span is an LLM call
-            return "OTLP/JSON traces with no LLM span (no `gen_ai.*` or `llm.*` attribute, no vLLM `llm_request`)"
-        return f"OTLP/JSON {kind.lower()} (dslogs reads OTLP traces, not {kind.lower()})"
+    for fmt in registry():
+        if fmt.describe and (said := fmt.describe(text)):
+            return said
+    if m := _OTLP_OTHER.match(text):
+        kind = m.group(1).decode().lower()
+        return f"OTLP/JSON {kind} (dslogs reads OTLP traces, not {kind})"
     if text[:1] == b"[":
         return "a JSON array (dslogs reads one JSON object per line)"
     if b"\x00" in text[:4096]:
@@ -213,8 +341,6 @@ def describe(head: bytes) -> str:
             keys = ", ".join(list(obj)[:5])
             return f"JSON lines in no known format (keys: {keys}; no `stage`)"
         return "JSON text that is not one object per line"
-    if _PROM.match(text):
-        return "Prometheus text metrics (dslogs reads them from *.prom files)"
     lines = [ln for ln in sample.split("\n")[:5] if ln.strip()]
     if len(lines) >= 2 and all(ln.count(",") == lines[0].count(",") > 0 for ln in lines):
         return "CSV"
@@ -236,12 +362,7 @@ def describe_file(path: str | Path) -> str:
     return describe(head)
 
 
-def accepted_names() -> str:
-    """The file names discovery accepts, for the "no log files found" line."""
-    return "*.jsonl, *.N.jsonl, *.jsonl.N, *.json (OTLP traces), *.prom (Prometheus snapshots), each optionally .gz"
-
-
-def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
+def raw_select(sql: str, columns: dict[str, str], provided: set[str] | frozenset[str]) -> str:
     """A SELECT of every read column (``columns``: name -> DuckDB type) over ``sql``'s rows, NULL
     of its type for those a mapping does not give."""
     cols = ", ".join(
@@ -249,15 +370,3 @@ def raw_select(sql: str, columns: dict[str, str], provided: set[str]) -> str:
         for name, kind in columns.items()
     )
     return f"SELECT {cols} FROM ({sql}) AS o"
-
-
-# The value of attribute ``name`` in an OTLP key/value list (the last one when a key repeats);
-# otlp_traces.sql reads attributes through it. Created on the connection before the read.
-OTLP_MACROS = (
-    "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
-    'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
-)
-
-
-def otlp_sql() -> str:
-    return (Path(__file__).with_name("otlp_traces.sql")).read_text(encoding="utf-8")

@@ -1,8 +1,8 @@
 -- events: one row per log line, v1 (collector/trace_schema_v1.json) and legacy (article 003 §2.2) normalised.
 -- Input: dslogs_raw, the typed JSON fields of each line (analyzer/ingest/columns.py RAW_COLUMNS) plus
 -- file_id and line_bytes. Parameter $tz: the zone naive legacy timestamps are read in.
--- v present => v1, except the OTLP readers' profile names (analyzer/ingest/formats/otlp_traces.sql:
--- v = 'otlp:vllm' / 'otlp:genai', kept as source_format). Legacy: "timestamp" is naive local time (an offset, if a writer added one,
+-- source_format: each source format's tag (analyzer/ingest/formats/<name>.py), in order: v present
+-- => v1, except the profile names the OTLP statement writes into v ('otlp:vllm', ...). Legacy: "timestamp" is naive local time (an offset, if a writer added one,
 -- is honoured); duration_ms -1 means not measured (NULL); gpu_memory's kv_cache_size_mb is
 -- torch.cuda.memory_allocated (allocated_mb). Legacy request_id is filled in afterwards
 -- (legacy_request_ids.sql), because it counts input events across files. device .. rss_mb_after
@@ -73,7 +73,7 @@ SELECT
     done_before,
     done_seq,
     fallback,
-    CASE WHEN v IS NULL THEN 'legacy' WHEN starts_with(v, 'otlp:') THEN v ELSE 'v1' END AS source_format,
+    {source_format} AS source_format,
     file_id,
     line_bytes
 FROM dslogs_raw

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analyzer.core import textsafe
+from analyzer.core.severity import severity_rank
 from analyzer.core.time import parse_iso
 from analyzer.render.charts import vl as alt
 
@@ -821,10 +822,6 @@ def _take_turns(groups: list[list]) -> list:
             if i < len(g) and g[i] not in out:
                 out.append(g[i])
     return out
-
-
-def severity_rank(severity: str | None) -> int:
-    return {"critical": 0, "warning": 1, "info": 2}.get(severity or "", 3)
 
 
 # -- the diff and weekly pages ----------------------------------------------------------------

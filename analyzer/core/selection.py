@@ -1,0 +1,96 @@
+"""What a command reads: the logs, the window, and how to read them, decided once.
+
+A ``Selection`` is built once by the command line and once by the Python API from what the user
+gave (``Selection.build``): paths, the window parsed into instants (so ``--since 1d`` means one
+moment for every part of the run), the time zone, the span attribute that names sessions, the
+thresholds (loaded, so a typo in the file fails before any log is read), the cache policy and the
+engine. Every use case (analyze, diff, weekly, capacity, query, session, watch) takes one and
+hands it to ``analyzer.ingest.open`` or to an engine; nothing below re-parses an option.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from analyzer.core.time import parse_window
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One run's choice of logs and options (immutable; derive windows with ``window``)."""
+
+    paths: tuple[str, ...]
+    since: datetime | None = None  # instants, aware; None: open-ended
+    until: datetime | None = None
+    since_text: str | None = None  # as the user wrote them, for messages and notes
+    until_text: str | None = None
+    tz: str | None = None
+    session_attr: str | None = None
+    thresholds_file: str | None = None
+    # table -> key -> value; treat as read-only (a plain dict so that Spark can pickle it)
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
+    cache: Path | None = None
+    use_cache: bool = True
+    engine: str = "duckdb"
+    master: str = "local[*]"
+
+    @classmethod
+    def build(
+        cls,
+        paths: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple,
+        since: str | None = None,
+        until: str | None = None,
+        tz: str | None = None,
+        session_attr: str | None = None,
+        thresholds_file: str | os.PathLike[str] | None = None,
+        cache: str | os.PathLike[str] | None = None,
+        use_cache: bool = True,
+        engine: str = "duckdb",
+        master: str = "local[*]",
+        now: datetime | None = None,
+    ) -> Selection:
+        """The selection of one run: the window parsed (``--since`` / ``--until`` named in any
+        error) and the thresholds file read, both before any log is opened."""
+        from analyzer.core.thresholds import load_thresholds
+
+        if isinstance(paths, str | os.PathLike):
+            paths = [paths]
+        lo, hi = parse_window(since, until, tz, now)
+        file = os.fspath(thresholds_file) if thresholds_file is not None else None
+        return cls(
+            paths=tuple(os.fspath(p) for p in paths),
+            since=lo,
+            until=hi,
+            since_text=since,
+            until_text=until,
+            tz=tz,
+            session_attr=session_attr,
+            thresholds_file=file,
+            thresholds=load_thresholds(file),
+            cache=Path(cache) if cache is not None else None,
+            use_cache=use_cache,
+            engine=engine,
+            master=master,
+        )
+
+    @property
+    def windowed(self) -> bool:
+        """A window was asked for (an empty one is then worth a note)."""
+        return self.since is not None or self.until is not None
+
+    def window(self, since: datetime | None, until: datetime | None, since_text: str | None = None,
+               until_text: str | None = None) -> Selection:
+        """The same selection over another window (diff's sides, weekly's weeks)."""
+        return replace(self, since=since, until=until, since_text=since_text, until_text=until_text)
+
+    def with_paths(self, paths: list[str] | tuple[str, ...]) -> Selection:
+        """The same options over other logs (diff BEFORE AFTER)."""
+        return replace(self, paths=tuple(os.fspath(p) for p in paths))
+
+    def threshold_tables(self) -> dict[str, dict[str, Any]]:
+        """A mutable copy of the thresholds, for code that takes the plain dicts."""
+        return {table: dict(keys) for table, keys in (self.thresholds or {}).items()}

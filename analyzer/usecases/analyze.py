@@ -1,0 +1,65 @@
+"""``dslogs analyze`` and ``dslogs capacity``: the logs a selection names, opened once on its
+engine, into the report model (or the capacity model)."""
+
+from __future__ import annotations
+
+from analyzer.core.selection import Selection
+from analyzer.engines.registry import open_engine
+from analyzer.model import report as report_model
+from analyzer.model import result_cache
+from analyzer.usecases.window import note_if_empty
+
+
+def analyze(selection: Selection) -> dict:
+    """Read the logs once and return the report model ``dslogs.report/1``."""
+    thresholds = selection.threshold_tables()
+    # With a window, requests/sessions are not built before the cache has been asked for this
+    # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
+    lazy = selection.engine == "duckdb" and selection.use_cache and selection.windowed
+    source = open_engine(selection, materialize=not lazy)
+    try:
+        db = getattr(source, "db", None)
+        empty = selection.windowed and not (source.ingest or {}).get("events")
+        if db is None or empty:
+            # an empty window is not kept in the result cache: its note reads the files outside it
+            model = report_model.build_report(source, thresholds)
+            # the note opens the logs again: DuckDB lets one connection of a process attach the
+            # cache file at a time, so this run's lets go of it first
+            source.close()
+            if empty and (note := note_if_empty(selection, source.ingest)):
+                model["notes"].insert(0, note)
+            return model
+        key = result_cache.result_key(db, thresholds)
+        model = result_cache.lookup(db, key, report_model.clean(report_model.ingest_block(db.ingest)))
+        if model is not None:
+            return model
+        result_cache.materialize_derived(db.con)
+        model = report_model.build_report(source, thresholds)
+        result_cache.store(db, key, model, report_model.report_to_json)
+        return model
+    finally:
+        source.close()
+
+
+def capacity(selection: Selection) -> dict:
+    """``dslogs capacity``: the capacity model alone (one metric query and the capacity rules)."""
+    source = open_engine(selection)
+    try:
+        model = report_model.build_capacity(source, selection.threshold_tables())
+        source.close()  # before the note opens the logs again (see analyze)
+        if note := note_if_empty(selection, source.ingest):
+            model["notes"] = [note]
+        return model
+    finally:
+        source.close()
+
+
+def analyze_logs(paths, **options) -> dict:
+    """``analyze`` with the selection's options as keywords (``Selection.build``'s), for scripts
+    and tests: ``analyze_logs(["./logs"], since="1d", use_cache=False)``."""
+    return analyze(Selection.build(paths, **options))
+
+
+def capacity_logs(paths, **options) -> dict:
+    """``capacity`` with the selection's options as keywords (see ``analyze_logs``)."""
+    return capacity(Selection.build(paths, **options))
