@@ -4,9 +4,15 @@ PASS / FAIL / NO DATA with its measured value, and flips on the fault it checks 
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
+from functools import cache
+from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
+from analyzer.core import format as fmt
 from tests.diag_sim import analysed
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest.logs") is None,
@@ -45,24 +51,28 @@ def test_healthy_v1_passes_the_service_checks():
 
 
 @pytest.mark.parametrize(
-    "scenario, cid",
+    "scenario, cid, rule",
     [
-        ("slow_tokenize", "tokenize_p50"),
-        ("slow_prefill", "short_prompt_e2e_p50"),
-        ("slow_prefill", "prefill_p50"),
-        ("slow_prefill", "long_prefill_p50"),
-        ("slow_ttft", "ttft_p50"),
-        ("slow_format", "format_p50"),
-        ("memory_leak", "reserved_band"),
-        ("oom", "no_oom"),
-        ("low_gpu_util", "gpu_util_peak"),
+        ("slow_tokenize", "tokenize_p50", "slow_tokenize"),
+        ("slow_prefill", "short_prompt_e2e_p50", "slow_prefill"),
+        ("slow_prefill", "prefill_p50", "slow_prefill"),
+        ("slow_prefill", "long_prefill_p50", "slow_prefill"),
+        ("slow_ttft", "ttft_p50", "slow_ttft"),
+        ("slow_format", "format_p50", "slow_format"),
+        ("memory_leak", "reserved_band", "memory_leak"),
+        ("oom", "no_oom", "oom"),
+        ("low_gpu_util", "gpu_util_peak", "low_gpu_util"),
     ],
 )
-def test_item_fails_on_its_fault(scenario, cid):
+def test_item_fails_on_its_fault_and_names_the_finding(scenario, cid, rule):
     healthy, _ = checklist("healthy")
     items, _ = checklist(scenario)
     assert healthy[cid]["status"] in ("PASS", "NO DATA")
     assert items[cid]["status"] == "FAIL", items[cid]
+    # the row names the rule whose finding explains it, and the model holds that finding
+    assert rule in items[cid]["findings"] and "no_finding" not in items[cid], items[cid]
+    model, _ = analysed(scenario)
+    assert rule in {f["rule"] for f in model["findings"]}
 
 
 def test_legacy_logs_have_no_prefill_or_format_data():
@@ -72,3 +82,156 @@ def test_legacy_logs_have_no_prefill_or_format_data():
     # The seed logger puts gpu_util_pct on its inference lines (003 §3.2).
     for cid in ("tokenize_p50", "reserved_band", "no_oom", "gpu_util_peak"):
         assert items[cid]["status"] == "PASS", (cid, items[cid])
+
+
+# -- the rows are registered beside the rules, and say why a FAIL has no finding ------------------
+
+
+def test_rows_are_judged_on_their_rules_thresholds_and_cite_their_sources():
+    """Each row is judged on the threshold key of the first rule it names (the one that judges
+    the same thing), and cites the section that key's source cites; only the one row no rule
+    judges (short-prompt end-to-end) keeps a threshold of the checklist's own."""
+    from analyzer.core import thresholds as core_thresholds
+    from analyzer.core.thresholds import defaults
+    from analyzer.rules import CHECK_IDS, RULE_SPECS
+    from analyzer.rules.registry import CHECK_SPECS
+
+    assert CHECK_IDS == IDS
+    t = defaults()
+    for cid, spec in CHECK_SPECS.items():
+        assert spec.rules and all(r in RULE_SPECS for r in spec.rules), cid
+        table, key = spec.cite.split(".")
+        assert key in t[table], cid
+        if isinstance(spec.threshold, str):
+            assert spec.threshold.split(".")[0] in (spec.rules[0], "checklist"), cid
+        cited = core_thresholds.SOURCES[table][key]
+        row_source = {"tokenize_p50": "003 §5.2", "prefill_p50": "003 §5.2", "tpot_p50": "003 §5.2",
+                      "short_prompt_e2e_p50": "003 §5.2", "ttft_p50": "003 §5.2", "format_p50": "000 §4.2",
+                      "reserved_band": "003 §5.3", "gpu_util_peak": "003 §5.3", "no_oom": "003 §5.3",
+                      "long_prefill_p50": "003 §5.4", "kv_cache_size": "003 §5.4"}[cid]
+        assert cited.startswith(row_source), (cid, cited)
+    # the rows a GPU rule owns are the GPU rows: "not applicable" where no host has a GPU
+    assert {cid for cid, spec in CHECK_SPECS.items() if spec.gpu} == {"reserved_band", "gpu_util_peak"}
+
+
+def test_every_rule_and_check_declares_what_it_needs():
+    """needs= is required by @rule and @check (forgetting it fails at import), names only known
+    signals, and the source formats lack only signals the rules know of."""
+    import inspect
+
+    from analyzer.ingest.formats import NOT_CARRIED
+    from analyzer.rules.registry import CHECK_SPECS, RULE_SPECS, SIGNALS, check, rule
+
+    for decorator in (rule, check):
+        assert inspect.signature(decorator).parameters["needs"].default is inspect.Parameter.empty
+    with pytest.raises(TypeError, match="needs"):
+        rule("no_needs", severity="info", source="ours", fix="-", inputs=(), sections=("latency",))
+    with pytest.raises(ValueError, match="gpu_memroy"):
+        check("typo", rules=("oom",), threshold=0, cite="oom.min_events", unit="OOMs", needs=("gpu_memroy",))(print)
+    assert "typo" not in CHECK_SPECS
+    for spec in [*RULE_SPECS.values(), *CHECK_SPECS.values()]:
+        assert isinstance(spec.needs, tuple) and set(spec.needs) <= SIGNALS, spec.id
+    lacked = set().union(*NOT_CARRIED.values())
+    assert lacked <= SIGNALS, lacked - SIGNALS
+    # what the hand-kept lists said before, now read from the registrations
+    needs = {spec.id: spec.needs for spec in [*RULE_SPECS.values(), *CHECK_SPECS.values()]}
+    assert needs["memory_leak"] == needs["reserved_band"] == ("gpu_memory",)
+    assert needs["low_gpu_util"] == needs["gpu_util_peak"] == ("gpu_util",)
+    assert needs["slow_tokenize"] == needs["tokenize_p50"] == ("tokenize",)
+
+
+def test_a_fail_row_with_no_finding_says_what_its_rules_said():
+    """The oom rule fires at [oom] min_events OOMs in a session; the no_oom row fails at any OOM.
+    With min_events raised above what a session had, the row fails and says why no finding."""
+    from analyzer.core.thresholds import defaults
+    from analyzer.model.report import build_checklist
+    from analyzer.rules import evaluate_rules
+
+    t = defaults()
+    t["oom"]["min_events"] = 3
+    m = {"goodput": [{"requests": 10, "ok": 8, "errors": 2}],
+         "oom_per_session": [{"session_id": "s1", "host": "h", "oom_errors": 2, "num_ooms_rise": 0}]}
+    findings, status = evaluate_rules(m, {"formats": {"v1": 10}}, t)
+    items = {c["id"]: c for c in build_checklist(m, t, None, {"v1": 10}, findings, status)}
+    row = items["no_oom"]
+    assert row["status"] == "FAIL" and row["value"] == 2 and "findings" not in row
+    assert row["no_finding"].startswith("oom pass (no OOM error and no num_ooms rise)"), row
+    # with the rule's default the same logs fire it, and the row names the finding instead
+    t["oom"]["min_events"] = 1
+    findings, status = evaluate_rules(m, {"formats": {"v1": 10}}, t)
+    row = {c["id"]: c for c in build_checklist(m, t, None, {"v1": 10}, findings, status)}["no_oom"]
+    assert row["findings"] == ["oom"] and "no_finding" not in row
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_logs"
+SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_file()) if SAMPLES.is_dir() else []
+
+
+@cache
+def sample_model(folder: str) -> dict:
+    from analyzer.usecases.analyze import analyze_logs
+
+    truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
+    tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None
+    return analyze_logs([str(SAMPLES / folder)], tz=tz, use_cache=False)
+
+
+@pytest.mark.parametrize("folder", SAMPLE_DIRS)
+def test_every_fail_row_names_a_finding_or_says_why_none(folder):
+    from analyzer.rules.registry import CHECK_SPECS
+
+    model = sample_model(folder)
+    fired = {f["rule"] for f in model["findings"]}
+    for row in model["checklist"]:
+        if row["status"] != "FAIL":
+            assert "findings" not in row and "no_finding" not in row, (folder, row)
+        elif row.get("findings"):
+            assert "no_finding" not in row, (folder, row)
+            assert set(row["findings"]) <= fired & set(CHECK_SPECS[row["id"]].rules), (folder, row)
+        else:
+            assert row.get("no_finding"), (folder, row)
+            assert not fired & set(CHECK_SPECS[row["id"]].rules), (folder, row)
+
+
+def test_cpu_only_end_to_end_fail_says_why_no_rule_fired():
+    """No rule judges a short prompt's end-to-end time; its steps' rules all pass on the CPU
+    host, and the row says what they took: 16 answer tokens at a TPOT p50 of 100 ms take 1.6 s
+    of the 1.2 s budget."""
+    model = sample_model("cpu_only")
+    row = {c["id"]: c for c in model["checklist"]}["short_prompt_e2e_p50"]
+    assert row["status"] == "FAIL" and not model["findings"]
+    stages = {s["stage"]: s for s in model["stages"]}
+    tpot = model["requests"]["tpot_ms"]["p50"]
+    assert row["no_finding"].startswith("no rule judges end-to-end time")
+    for part in (f"tokenize {fmt.prose(stages['tokenize']['p50_ms'])} ms",
+                 f"prefill {fmt.prose(stages['prefill']['p50_ms'])} ms",
+                 f"TPOT {fmt.prose(tpot)} ms, so 16 answer tokens take {fmt.prose(16 * tpot)} ms of the 1,200 ms"):
+        assert part in row["no_finding"], (part, row["no_finding"])
+
+
+def test_legacy_long_replies_counted_whole_say_so():
+    """The seed logger times inference only: a long reply cannot be cut at its first 16 tokens,
+    counts whole, and the row's note and reason say so."""
+    model = sample_model("seed_turns")
+    row = {c["id"]: c for c in model["checklist"]}["short_prompt_e2e_p50"]
+    assert row["status"] == "FAIL"
+    assert "count whole: their logs time no decode step" in row["note"]
+    assert "long replies whole (see the note)" in row["no_finding"]
+
+
+def test_html_and_markdown_show_the_finding_or_why_none():
+    from analyzer.render.html import render_html
+    from analyzer.render.markdown import render_markdown
+
+    cpu = sample_model("cpu_only")
+    why = {c["id"]: c for c in cpu["checklist"]}["short_prompt_e2e_p50"]["no_finding"]
+    assert f"no finding: {why}" in render_markdown(cpu)
+    assert f"no finding: {escape(why)}" in render_html(cpu, fallback_svg=False)
+    oom = sample_model("oom")
+    assert {c["id"]: c for c in oom["checklist"]}["no_oom"]["findings"] == ["oom"]
+    page = render_html(oom, fallback_svg=False)
+    link = re.search(r'finding: <a href="#(finding-\d+)" class="badge rule">oom</a>', page)
+    assert link, "the no_oom row links the oom finding"
+    assert re.search(rf'id="{link.group(1)}" data-rule="oom"', page)
+    md = render_markdown(oom)
+    assert "- no OOMError / CUDA out of memory: finding: `oom` (see Findings)" in md

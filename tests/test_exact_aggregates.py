@@ -211,7 +211,7 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
             report, "evaluate_rules", lambda m, i, th, leak=None, rss=None: evaluate(m, i, th)
         )
         monkeypatch.setattr(
-        report, "build_checklist", lambda m, th, leak=None, formats=None: checklist(m, th, None, formats)
+        report, "build_checklist", lambda m, th, leak=None, *rest: checklist(m, th, None, *rest)
     )
         apart = report.build_report_from_metrics(metrics, db.ingest, db.window, t)
     finally:

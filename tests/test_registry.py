@@ -17,6 +17,7 @@ import pytest
 
 from analyzer import rules
 from analyzer.core.resources import query_names
+from analyzer.core.selection import Selection
 from analyzer.core.thresholds import DEFAULTS, defaults
 from analyzer.engines.compute import compute_metrics
 from analyzer.engines.registry import open_engine
@@ -40,7 +41,7 @@ def sample_metrics() -> dict[str, tuple[dict, dict]]:
     """folder name -> (metric tables, ingest block), read once for the module."""
     out = {}
     for folder in SAMPLES:
-        source = open_engine("duckdb", [str(folder)], use_cache=False)
+        source = open_engine(Selection.build([str(folder)], use_cache=False))
         try:
             out[folder.name] = (compute_metrics(source, defaults()), dict(source.ingest))
         finally:
@@ -218,7 +219,7 @@ def test_a_second_registration_or_a_missing_threshold_table_fails_at_import():
     def fn(m, ingest, t):
         return None
 
-    kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",)}
+    kw = {"severity": "warning", "source": "—", "fix": "…", "inputs": (), "sections": ("header",), "needs": ()}
     with pytest.raises(ValueError, match="registered twice"):
         registry.rule("oom", **kw)(fn)
     # a rule's numbers are its table in analyzer/core/thresholds.py

@@ -22,17 +22,21 @@ from analyzer.engines.duckdb import as_source
 from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
 from analyzer.metrics.results import release_tables
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
-from analyzer.rules import RULE_IDS, RULES, evaluate_rules, evidence
-from analyzer.rules.attribution import largest_rise, memory_leak_verdicts, snapshot_rise
+from analyzer.rules import (
+    RULE_IDS,
+    RULES,
+    evaluate_checks,
+    evaluate_rules,
+    evidence,
+    rules_unavailable,
+)
+from analyzer.rules.attribution import memory_leak_verdicts, snapshot_rise
 from analyzer.rules.capacity_curve import capacity_curves
 from analyzer.rules.hosts import rss_credits, rss_judgement
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
-PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
-# checklist items that judge the GPU: "not applicable (no GPU)" when no host has one
-GPU_CHECKS = ("reserved_band", "gpu_util_peak")
 
 
 CAPACITY_SCHEMA = "dslogs.capacity/1"
@@ -107,7 +111,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     # once for rss_growth and the sessions table, which shows what it judged of every session
     rss = rss_credits(metrics, thresholds)
     findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak, rss)
-    _rules_unavailable(rule_status, (ingest or {}).get("formats"))
+    rules_unavailable(rule_status, (ingest or {}).get("formats"))
     span = _one(metrics, "time_span")
     params = _one(metrics, "_params")
     by_session: dict[str, list[str]] = {}
@@ -120,10 +124,8 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     no_gpu = bool(host_names) and host_names <= cpu_hosts
     sessions = _sessions_block(metrics, by_session, findings, thresholds, leak, rss)
     sessions_total = len(metrics.get("session_summary", []))
-    checklist = build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats"))
-    if no_gpu:
-        checklist = [{**c, "status": NOT_APPLICABLE, "value": None, "note": "not applicable (no GPU)"}
-                     if c["id"] in GPU_CHECKS else c for c in checklist]  # fmt: skip
+    checklist = build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats"), findings, rule_status,
+                                no_gpu)  # fmt: skip
     model = {
         "schema": SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -456,139 +458,16 @@ def source_notes(ingest: dict | None) -> list[dict]:
     return notes
 
 
-# -- health checklist (article 003 §5.2-5.4 as data checks) ----------------------------------------
+# -- health checklist (article 003 §5.2-5.4 as data checks, registered in analyzer/rules/checklist.py) --
 
 
-def _check(cid, label, value, threshold, unit, source, passes, note=None) -> dict:
-    status = NO_DATA if value is None else PASS if passes(value, threshold) else FAIL
-    item = {"id": cid, "label": label, "status": status, "value": value, "threshold": threshold,
-            "unit": unit, "source": source}
-    if note:
-        item["note"] = note
-    return item
-
-
-def _lt(v, th):
-    return v < th
-
-
-def _gt(v, th):
-    return v > th
-
-
-# The input each checklist item needs (analyzer.ingest.formats.NOT_CARRIED names them).
-_CHECK_NEEDS = {"tokenize_p50": "tokenize", "format_p50": "format", "reserved_band": "gpu_memory",
-                "gpu_util_peak": "gpu_util", "kv_cache_size": "kv_cache", "prefill_p50": "prefill",
-                "long_prefill_p50": "prefill"}  # fmt: skip
-
-
-# The source input a rule needs, for the rules a source format may not carry.
-_RULE_NEEDS = {"memory_leak": "gpu_memory", "ghost_memory": "gpu_memory", "gpu_wait": "gpu_util",
-               "cpu_bound": "gpu_util", "kv_cache_bloat": "kv_cache", "slow_tokenize": "tokenize",
-               "slow_format": "format", "low_gpu_util": "gpu_util", "gpu_starved": "gpu_util",
-               "memory_thrash": "gpu_util", "queue_wait": "queue"}  # fmt: skip
-
-
-def _rules_unavailable(rule_status: list[dict], formats: dict | None) -> None:
-    """A rule without data whose input the run's source formats do not carry says so."""
-    from analyzer.ingest import unavailable
-
-    for r in rule_status:
-        needs = _RULE_NEEDS.get(r.get("rule"))
-        if r.get("status") == "no_data" and needs and unavailable(formats, needs):
-            r["reason"] = "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
-
-
-def _mark_unavailable(items: list[dict], formats: dict | None) -> list[dict]:
-    """An item with no value whose input no source format of the run carries reads "not
-    available for this source" (never NO DATA, PASS or FAIL)."""
-    from analyzer.ingest import NOT_AVAILABLE, unavailable
-
-    for item in items:
-        needs = _CHECK_NEEDS.get(item["id"])
-        if item["value"] is None and needs and unavailable(formats, needs):
-            item["status"] = NOT_AVAILABLE
-            item["note"] = "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
-    return items
-
-
-def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: dict | None = None) -> list[dict]:
-    stages = {r["stage"]: r for r in metrics.get("stage_percentiles", [])}
-    lat = {r["metric"]: r for r in metrics.get("request_latency_percentiles", [])}
-    classes = {r["input_class"]: r for r in metrics.get("prefill_by_input_class", [])}
-    short_e2e = _one(metrics, "short_prompt_e2e")
-    c = t["checklist"]
-    long_tokens = t["slow_prefill"]["long_input_tokens"]
-
-    def p50(row, key="p50_ms"):
-        return row.get(key) if row and row.get("count") else None
-
-    # ±200 MiB (003 §5.3): each session's own movement as memory_leak measures it (its requests'
-    # deltas, or reserved_mb from its first turn to its last), so the row and the rule agree on
-    # every session; growth pinned on a process fails the row without naming sessions.
+def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: dict | None = None,
+                    findings: list[dict] = (), rule_status: list[dict] = (), no_gpu: bool = False) -> list[dict]:
+    """The checklist rows (rules.evaluate_checks); ``leak``: memory_leak_verdicts when the caller
+    has them, ``findings``/``rule_status``: the rules' outcomes a FAIL row names or explains."""
     leak = memory_leak_verdicts(metrics, t) if leak is None else leak
-    band_sessions = sorted(v["session_id"] for v in leak["sessions"].values() if v["flagged"])
-    # the largest movement of any session, kept by the verdicts as they are made (the healthy
-    # sessions keep no verdict: 400 k+ at 20 M events)
-    deviation = largest_rise(leak["sessions"])
-    band_fails = bool(band_sessions or leak["processes"])
-    band_note = None
-    if leak["processes"]:
-        # the row shows the growth that fails it: a process's, when no session's movement is outside
-        deviation = max([deviation or 0.0, *(p.get("settled_rise_mb") or p["rise_mb"] for p in leak["processes"])])
-        band_note = (f"reserved memory grew in {len(leak['processes'])} process(es) serving sessions at the same "
-                     "time; torch reports it per process, so it is not pinned on sessions (see memory_leak)")
-    peaks = [r["util_peak_busy"] for r in metrics.get("gpu_util_while_busy", []) if r.get("util_peak_busy") is not None]
-    if not peaks:
-        peaks = [r["util_peak"] for r in metrics.get("gpu_util_per_host_requests", []) if r.get("util_peak") is not None]
-    g = _one(metrics, "goodput")
-    ooms = metrics.get("oom_per_session", [])
-    ooms_total = sum(oom_count(r) for r in ooms)
-    has_requests = (g.get("requests") or 0) > 0
-    kv_size = max((r["kv_cache_size_max_mb"] for r in metrics.get("kv_cache_per_session", [])
-                   if r.get("kv_cache_size_max_mb") is not None), default=None)
-    short_cls = classes.get("short") or classes.get("unknown")
-    from analyzer.ingest import unavailable
-
-    reasoning = short_e2e.get("reasoning_share_p50")
-    # a source that never carries the reasoning block (vLLM, GenAI spans) has no share to quote
-    share = ("reasoning share not available for this source" if unavailable(formats, "reasoning")
-             else f"median reasoning share {reasoning or 0:.0%}")
-    cut = short_e2e.get("cut_count") or 0
-    e2e_note = (
-        f"{cut:,} of {short_e2e.get('count'):,} replies were longer than {c['short_answer_tokens']} tokens "
-        f"({share}) and count their first {c['short_answer_tokens']} "
-        "only: the article's budget is for a short answer (docs/sources.md#003-5-2)"
-        if cut else None
-    )
-    return _mark_unavailable([
-        _check("tokenize_p50", f"tokenize p50 < {t['slow_tokenize']['p50_ms']:g} ms", p50(stages.get("tokenize")),
-               t["slow_tokenize"]["p50_ms"], "ms", "003 §5.2", _lt),
-        _check("prefill_p50", f"prefill p50 < {t['slow_prefill']['p50_ms']:g} ms (input < {long_tokens} tokens)",
-               p50(short_cls), t["slow_prefill"]["p50_ms"], "ms", "003 §5.2", _lt),
-        _check("tpot_p50", f"TPOT p50 < {t['slow_decode']['tpot_p50_ms']:g} ms", p50(lat.get("tpot_ms"), "p50"),
-               t["slow_decode"]["tpot_p50_ms"], "ms", "003 §5.2", _lt),
-        _check("short_prompt_e2e_p50",
-               f"end-to-end p50 < {c['short_e2e_ms'] / 1000:g} s for prompts < {c['short_input_tokens']} tokens "
-               f"(answer ≤ {c['short_answer_tokens']} tokens)",
-               p50(short_e2e), c["short_e2e_ms"], "ms", "003 §5.2", _lt, note=e2e_note),
-        _check("ttft_p50", f"TTFT p50 < {t['slow_ttft']['p50_ms']:g} ms", p50(lat.get("ttft_ms"), "p50"),
-               t["slow_ttft"]["p50_ms"], "ms", "003 §5.2", _lt),
-        _check("format_p50", f"format p50 < {t['slow_format']['warning_p50_ms']:g} ms", p50(stages.get("format")),
-               t["slow_format"]["warning_p50_ms"], "ms", "000 §4.2", _lt),
-        {**_check("reserved_band", f"reserved_mb within ±{c['reserved_band_mb']:g} MiB in every session",
-                  deviation, c["reserved_band_mb"], "MiB", "003 §5.3",
-                  lambda v, th: not band_fails, note=band_note),
-         "sessions": band_sessions},
-        _check("gpu_util_peak", f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host",
-               min(peaks) if peaks else None, t["low_gpu_util"]["peak_pct"], "%", "003 §5.3", _gt),
-        _check("no_oom", "no OOMError / CUDA out of memory", ooms_total if has_requests or ooms else None,
-               0, "OOMs", "003 §5.3", lambda v, th: v <= th),
-        _check("long_prefill_p50", f"prefill p50 < {t['slow_prefill']['long_p50_ms'] / 1000:g} s for inputs ≥ {long_tokens} tokens",
-               p50(classes.get("long")), t["slow_prefill"]["long_p50_ms"], "ms", "003 §5.4", _lt),
-        _check("kv_cache_size", f"kv_cache_size_mb < {t['kv_cache_bloat']['kv_cache_size_mb'] / 1024:g} GiB",
-               kv_size, t["kv_cache_bloat"]["kv_cache_size_mb"], "MiB", "003 §5.4", _lt),
-    ], formats)
+    return evaluate_checks(metrics, t, leak=leak, formats=formats, findings=findings, rule_status=rule_status,
+                           no_gpu=no_gpu)  # fmt: skip
 
 
 # -- JSON ----------------------------------------------------------------------------------------

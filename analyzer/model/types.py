@@ -373,6 +373,8 @@ class ChecklistItem(Model):
     source: str | None = None  # the article section
     note: str | None = None  # why the row reads as it does
     sessions: list[str] = field(default_factory=list)  # the sessions that fail it
+    findings: list[str] = field(default_factory=list)  # a FAIL row: the rules whose findings explain it
+    no_finding: str | None = None  # a FAIL row without a finding: why none
 
     @property
     def passed(self) -> bool:

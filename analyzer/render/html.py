@@ -379,6 +379,15 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
 MAX_EVIDENCE_SESSIONS = 6  # sessions whose kept-memory requests a finding card shows
 
 
+def _checklist(rows: list[dict] | None, findings: list[dict]) -> list[dict]:
+    """The checklist rows, each rule a FAIL row names with the anchor of that rule's first card
+    (cards are ``finding-<n>`` in the order ``findings`` lists them)."""
+    first: dict[str, str] = {}
+    for i, f in enumerate(findings, start=1):
+        first.setdefault(f["rule"], f"finding-{i}")
+    return [{**c, "finding_links": [(r, first.get(r)) for r in c.get("findings") or []]} for c in rows or []]
+
+
 def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict]) -> list[dict]:
     out = []
     for f in sorted(model.get("findings") or [],
@@ -556,7 +565,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "window": model.get("window") or {},
         "ingest": model.get("ingest") or {},
         "hosts": model.get("hosts") or [],
-        "checklist": model.get("checklist") or [],
+        "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
         "counts": counts,
         "stages": model.get("stages") or [],

@@ -169,9 +169,14 @@ def render_markdown(model: dict) -> str:
             _text(c.get("source")),
         ])
     out += _table(["check", "status", "measured", "source"], rows, "llrl") + [""]
-    notes = [c for c in model.get("checklist") or [] if c.get("note")]
+    notes = [c for c in model.get("checklist") or [] if c.get("note") or c.get("findings") or c.get("no_finding")]
     for c in notes:
-        out.append(f"- {_text(c['label'])}: {_text(c['note'])}")
+        said = [_text(c["note"])] if c.get("note") else []
+        if c.get("findings"):
+            said.append("finding: " + ", ".join(f"`{_text(r)}`" for r in c["findings"]) + " (see Findings)")
+        elif c.get("no_finding"):
+            said.append("no finding: " + _text(c["no_finding"]))
+        out.append(f"- {_text(c['label'])}: " + "; ".join(said))
     if notes:
         out.append("")
 

@@ -13,20 +13,26 @@ appears in one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import import_module
 
+from analyzer.core import thresholds as _thresholds
 from analyzer.rules.registry import (
+    CHECK_SPECS,
     RULE_SPECS,
     SEVERITY_RANK,
     HostsLeftOut,
     cpu_only_hosts,
+    not_available,
+    not_carried,
     scan_together,
 )
 
 # One module per area; importing one registers its rules. Rules are evaluated, and findings and
-# the model's rule rows listed, in registration order: this order.
-AREAS = ("memory", "decode", "params", "latency", "hosts", "collector", "capacity")
+# the model's rule rows listed, in registration order: this order. The checklist's rows come
+# last: each names rules registered before it.
+AREAS = ("memory", "decode", "params", "latency", "hosts", "collector", "capacity", "checklist")
 for _area in AREAS:
     import_module(f"{__name__}.{_area}")
 
@@ -102,3 +108,85 @@ def _host_ram_note(statuses: list[dict]) -> None:
     leak, rss = by_rule.get("memory_leak"), by_rule.get("rss_growth")
     if leak and rss and leak["status"] == "no_data" and rss["status"] != "no_data":
         leak["reason"] += f"; host RAM (RSS) is judged by rss_growth ({rss['status']})"
+
+
+# -- the health checklist ----------------------------------------------------------------------
+
+PASS, FAIL, NO_DATA, NOT_APPLICABLE = "PASS", "FAIL", "NO DATA", "N/A"
+CHECK_IDS: tuple[str, ...] = tuple(CHECK_SPECS)
+
+
+def rules_unavailable(rule_status: list[dict], formats: dict | None) -> None:
+    """A rule with no data whose input the run's source formats do not carry says so."""
+    for r in rule_status:
+        spec = RULE_SPECS.get(r.get("rule"))
+        if r.get("status") == "no_data" and spec is not None and not_carried(formats, spec.needs):
+            r["reason"] = not_available(formats)[1]
+
+
+def _threshold(t: dict, key: str | float):
+    if isinstance(key, str):
+        table, name = key.split(".")
+        return t[table][name]
+    return key
+
+
+def _citation(key: str) -> str:
+    """The seed section a threshold's source cites first ("003 §5.2: ..." -> "003 §5.2")."""
+    table, name = key.split(".")
+    source = _thresholds.SOURCES[table][name]
+    m = re.match(r"\d{3} §[\d.]+", source)
+    return m.group(0) if m else source
+
+
+def evaluate_checks(
+    metrics: dict,
+    thresholds: dict,
+    *,
+    leak: dict,
+    formats: dict | None = None,
+    findings: list[dict] = (),
+    rule_status: list[dict] = (),
+    no_gpu: bool = False,
+) -> list[dict]:
+    """The checklist rows (registration order): PASS, FAIL or NO DATA with the measured value; "N/A"
+    where no host has a GPU (a GPU check), NOT_AVAILABLE where the source does not carry the input.
+    A FAIL names the rules among the check's whose findings explain it (``findings``), or says why
+    none did (``no_finding``). ``leak``: memory_leak_verdicts, computed once for the rule and the
+    reserved_band row."""
+    fired = {f["rule"] for f in findings}
+    status_of = {r["rule"]: r for r in rule_status}
+    ctx = {"leak": leak, "formats": formats}
+    rows = []
+    for spec in CHECK_SPECS.values():
+        # a GPU check leaves CPU-only hosts out itself, as its rule does (the leak verdicts skip them)
+        measured = spec.fn(metrics, thresholds, ctx)
+        threshold = _threshold(thresholds, spec.threshold)
+        value = measured.value
+        if value is None:
+            status = NO_DATA
+        else:
+            fails = spec.fails(value, threshold) if measured.fails is None else measured.fails
+            status = FAIL if fails else PASS
+        row = {"id": spec.id, "label": measured.label, "status": status, "value": value, "threshold": threshold,
+               "unit": spec.unit, "source": _citation(spec.cite)}  # fmt: skip
+        if measured.note:
+            row["note"] = measured.note
+        row.update(measured.extra)
+        if value is None and not_carried(formats, spec.needs):
+            row["status"], row["note"] = not_available(formats)
+        if no_gpu and spec.gpu:
+            row.update(status=NOT_APPLICABLE, value=None, note="not applicable (no GPU)")
+        if row["status"] == FAIL:
+            if explained := [r for r in spec.rules if r in fired]:
+                row["findings"] = explained
+            else:
+                row["no_finding"] = measured.no_finding or _why_no_finding(spec.rules, status_of)
+        rows.append(row)
+    return rows
+
+
+def _why_no_finding(rules: tuple[str, ...], status_of: dict) -> str:
+    """What the check's rules said instead of firing."""
+    said = [f"{r} {status_of[r]['status']} ({status_of[r]['reason']})" for r in rules if r in status_of]
+    return "; ".join(said) or "no rule judges this check"

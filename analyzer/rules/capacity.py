@@ -19,6 +19,7 @@ from analyzer.rules.registry import RuleOutcome, _plural, finding, rule
         "capacity section gives the level and its evidence."
     ),
     inputs=("capacity_per_level",),
+    needs=(),
     sections=("capacity",),
     charts=("capacity_throughput",),
 )
@@ -108,6 +109,7 @@ def oom_cluster(levels: list[dict], th: dict) -> dict | None:
         "each in-flight request needs less memory."
     ),
     inputs=("capacity_per_level",),
+    needs=(),
     sections=("capacity",),
     charts=("capacity_memory",),
 )

@@ -16,6 +16,7 @@ from analyzer.rules.registry import RuleOutcome, _host_findings, _plural, findin
         "(000 §3.2, §5; 003 §2.1)."
     ),
     inputs=("log_volume_peak_minute", "collector_write_rate"),
+    needs=(),
     sections=("collector",),
     charts=("log_volume",),
 )
@@ -56,6 +57,7 @@ def rule_log_volume(m, ingest, t) -> RuleOutcome:
         "raise the collector's queue size or sample less often."
     ),
     inputs=("collector_health",),
+    needs=(),
     sections=("collector",),
 )
 def rule_collector_drops(m, ingest, t) -> RuleOutcome:
@@ -91,6 +93,7 @@ def _samples(samples: list, bad: int, shown: int = 20) -> dict:
         "writer that died mid-line or two writers interleaving; the logs were not modified."
     ),
     inputs=(),
+    needs=(),
     sections=("header",),
 )
 def rule_bad_lines(m, ingest, t) -> RuleOutcome:

@@ -34,6 +34,7 @@ def _gpu_wait_scan(t):
         "torch.tensor(...).to(device) (003 §4.2)."
     ),
     inputs=("gpu_wait_per_session",),
+    needs=("gpu_util",),
     sections=("gpu",),
     charts=("gpu_wait_hist",),
     gpu=True,
@@ -71,6 +72,7 @@ def _cpu_bound_scan(t):
         "003 §4.2)."
     ),
     inputs=("decode_per_session",),
+    needs=("gpu_util",),
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
@@ -101,6 +103,7 @@ def rule_cpu_bound(m, ingest, t, scanned=None) -> RuleOutcome:
         "instead of rebuilding it every turn (003 §4.3)."
     ),
     inputs=("kv_cache_per_session", "prefill_growth_per_session"),
+    needs=("kv_cache",),
     sections=("kv", "prefill"),
     charts=("kv_growth", "prefill_by_turn"),
 )

@@ -15,22 +15,10 @@ from analyzer.rules.registry import (
 # -- hosts -----------------------------------------------------------------------------------
 
 
-@rule(
-    "low_gpu_util",
-    severity="warning",
-    source="003 §5.3",
-    fix=(
-        "The GPU never gets busy while requests run (peak < 65 %): the bottleneck is before the "
-        "GPU (preprocessing, GIL, logging, data movement); see gpu_wait and cpu_bound "
-        "(003 §4.2, §5.3; 000 §1.2)."
-    ),
-    inputs=("gpu_util_while_busy", "gpu_util_per_host_requests"),
-    sections=("gpu",),
-    charts=("gpu_timeline",),
-    gpu=True,
-)
-def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
-    th = t["low_gpu_util"]["peak_pct"]
+def host_gpu_peaks(m) -> dict:
+    """Each host's GPU utilisation peak while its requests ran (host -> {host, util_peak, samples,
+    source}): the samplers' busiest GPU, else the decode events' gpu_util_pct. low_gpu_util and
+    the checklist's gpu_util_peak row judge these."""
     peaks: dict = {}
     for r in m.get("gpu_util_while_busy", []):
         if (r.get("busy_samples") or 0) > 0 and r.get("util_peak_busy") is not None:
@@ -41,6 +29,27 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
         if r["host"] not in peaks and (r.get("requests") or 0) > 0 and r.get("util_peak") is not None:
             peaks[r["host"]] = {"host": r["host"], "util_peak": r["util_peak"], "samples": r["requests"],
                                 "source": "decode gpu_util_pct"}
+    return peaks
+
+
+@rule(
+    "low_gpu_util",
+    severity="warning",
+    source="003 §5.3",
+    fix=(
+        "The GPU never gets busy while requests run (peak < 65 %): the bottleneck is before the "
+        "GPU (preprocessing, GIL, logging, data movement); see gpu_wait and cpu_bound "
+        "(003 §4.2, §5.3; 000 §1.2)."
+    ),
+    inputs=("gpu_util_while_busy", "gpu_util_per_host_requests"),
+    needs=("gpu_util",),
+    sections=("gpu",),
+    charts=("gpu_timeline",),
+    gpu=True,
+)
+def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
+    th = t["low_gpu_util"]["peak_pct"]
+    peaks = host_gpu_peaks(m)
     if not peaks:
         return RuleOutcome("low_gpu_util", "no_data", "no GPU utilisation measured while requests ran")
     hit = [p for p in peaks.values() if p["util_peak"] < th]
@@ -67,6 +76,7 @@ def rule_low_gpu_util(m, ingest, t) -> RuleOutcome:
         "cached blocks) squeezes new requests (000 §2.1, §1.1)."
     ),
     inputs=("gpu_per_host",),
+    needs=("gpu_util",),
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
@@ -103,6 +113,7 @@ def rule_gpu_starved(m, ingest, t) -> RuleOutcome:
         "past_key_values to generate() explicitly (000 §2.1, §5)."
     ),
     inputs=("gpu_memory_swing",),
+    needs=("gpu_util",),
     sections=("gpu",),
     charts=("gpu_timeline",),
     gpu=True,
@@ -156,6 +167,7 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
         "(000 §3.3)."
     ),
     inputs=("rss_per_process", "request_memory_deltas"),
+    needs=(),
     sections=("memory",),
 )
 def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:

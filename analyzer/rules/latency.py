@@ -43,6 +43,7 @@ def _p50_rule(rule, row, threshold, *, what, section, chart, no_data_reason, sev
         "and check it does not add redundant special tokens (000 §4.2, §3.3)."
     ),
     inputs=("stage_percentiles",),
+    needs=("tokenize",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
 )
@@ -62,6 +63,7 @@ def rule_slow_tokenize(m, ingest, t) -> RuleOutcome:
         "before generate (003 §4.2)."
     ),
     inputs=("prefill_by_input_class",),
+    needs=("prefill",),
     sections=("prefill",),
     charts=("prefill_vs_input",),
 )
@@ -103,6 +105,7 @@ def _slow_decode_scan(t):
         "findings for the cause."
     ),
     inputs=("decode_per_session", "request_latency_percentiles"),
+    needs=(),
     sections=("latency",),
     charts=("latency_hist",),
 )
@@ -142,6 +145,7 @@ def rule_slow_decode(m, ingest, t, scanned=None) -> RuleOutcome:
         "truncate the history (003 §4.3); tokenize: reuse the tokenizer (000 §4.2)."
     ),
     inputs=("request_latency_percentiles",),
+    needs=(),
     sections=("latency",),
     charts=("latency_hist",),
 )
@@ -162,6 +166,7 @@ def rule_slow_ttft(m, ingest, t) -> RuleOutcome:
         "the KV cache allows), or limit concurrency at the front so waits stay bounded."
     ),
     inputs=("stage_percentiles",),
+    needs=("queue",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
 )
@@ -194,6 +199,7 @@ def rule_queue_wait(m, ingest, t) -> RuleOutcome:
         "parsing light (000 §4.2)."
     ),
     inputs=("stage_percentiles",),
+    needs=("format",),
     sections=("latency",),
     charts=("stage_latency_by_hour",),
 )

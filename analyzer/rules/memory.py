@@ -29,6 +29,7 @@ COUNTED = {"requests": "requests_counted"}
         "generate() explicitly so the KV cache is shared, not rebuilt (000 §5)."
     ),
     inputs=("memory_per_session", "request_memory_deltas", "memory_per_process", "host_devices"),
+    needs=("gpu_memory",),
     sections=("memory",),
     charts=("memory_timeline",),
     gpu=True,
@@ -98,6 +99,7 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
         "`torch.cuda.empty_cache()` after large generations (000 §1.1; 003 §4.1)."
     ),
     inputs=("memory_per_session", "memory_per_host"),
+    needs=("gpu_memory",),
     sections=("memory",),
     charts=("memory_timeline",),
     gpu=True,
@@ -155,6 +157,7 @@ def oom_count(row: dict) -> int:
         "and trim the dialogue history (003 §3.2, §4.3)."
     ),
     inputs=("oom_per_session", "goodput", "memory_per_session", "memory_per_host", "generate_params_per_session"),
+    needs=(),
     sections=("errors",),
     charts=("errors_timeline",),
 )

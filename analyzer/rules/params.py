@@ -30,6 +30,7 @@ def _beam_search_scan(t):
         "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
 )
 def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
@@ -76,6 +77,7 @@ def _high_max_tokens_scan(t):
         "thousands of decode steps and hold the GPU (000 §2.2, §4.2)."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
 )
 def rule_high_max_tokens(m, ingest, t, scanned=None) -> RuleOutcome:
@@ -106,6 +108,7 @@ def _long_output_scan(t):
         "max_tokens in the front end and max_new_tokens in generate (000 §4.2)."
     ),
     inputs=("generate_params_per_session",),
+    needs=(),
     sections=("latency",),
 )
 def rule_long_output(m, ingest, t, scanned=None) -> RuleOutcome:

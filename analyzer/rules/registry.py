@@ -29,6 +29,7 @@ class RuleSpec:
     sections: tuple[str, ...]  # report sections its findings point to (render_html.SECTIONS)
     charts: tuple[str, ...] = ()  # chart ids its findings point to (charts.CHARTS)
     gpu: bool = False  # judges the GPU: CPU-only hosts get no verdict from it
+    needs: tuple[str, ...] = ()  # signals (SIGNALS) it needs that a source format may not carry
 
 
 RULE_SPECS: dict[str, RuleSpec] = {}
@@ -42,11 +43,14 @@ def rule(
     fix: str,
     inputs: tuple[str, ...],
     sections: tuple[str, ...],
+    needs: tuple[str, ...],
     charts: tuple[str, ...] = (),
     gpu: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``; it judges
-    by ``thresholds[rule_id]``, the table of that name in ``analyzer.core.thresholds.TABLES``."""
+    by ``thresholds[rule_id]``, the table of that name in ``analyzer.core.thresholds.TABLES``.
+    ``needs`` (required, ``()`` for none) names the SIGNALS the rule cannot judge without: where
+    no source format of a run carries one, its "no data" says so rather than blaming the logs."""
 
     def register(fn: Callable) -> Callable:
         # A mistake here fails at import, not as a silently missing rule or threshold.
@@ -56,13 +60,46 @@ def rule(
             raise ValueError(f"rule {rule_id!r}: severity {severity!r} is not one of {SEVERITIES}")
         if not sections:
             raise ValueError(f"rule {rule_id!r} names no report section for its findings")
+        _check_needs(f"rule {rule_id!r}", needs)
         if rule_id not in _thresholds.TABLES:
             raise ValueError(f"rule {rule_id!r} has no threshold table [{rule_id}] in analyzer/core/thresholds.py")
         RULE_SPECS[rule_id] = RuleSpec(rule_id, fn, severity, source, fix, tuple(inputs), tuple(sections),
-                                       tuple(charts), gpu)  # fmt: skip
+                                       tuple(charts), gpu, tuple(needs))  # fmt: skip
         return fn
 
     return register
+
+
+# What a rule or a check may need that a source format may not carry: a stage's timing, GPU
+# memory readings, GPU utilisation, the KV cache's size, the reasoning block's length. Source
+# formats name what they lack in these words (tests/test_checklist.py keeps the two agreeing).
+SIGNALS = frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"})
+
+
+def _check_needs(what: str, needs) -> None:
+    if not isinstance(needs, tuple) or not all(isinstance(n, str) for n in needs):
+        raise ValueError(f"{what}: needs must be a tuple of signal names, got {needs!r}")
+    if unknown := sorted(set(needs) - SIGNALS):
+        raise ValueError(f"{what}: needs {unknown}, not among the signals {sorted(SIGNALS)}")
+
+
+def _source_formats():
+    """ingest's source formats, which say what each format carries: the one place rules and
+    checks reach them."""
+    from analyzer.ingest import formats
+
+    return formats
+
+
+def not_carried(formats: dict | None, needs) -> list[str]:
+    """The ``needs`` that no source format the run read events in carries (none when it read no
+    events)."""
+    return [n for n in needs if _source_formats().unavailable(formats, n)]
+
+
+def not_available(formats: dict | None) -> tuple[str, str]:
+    """(status, reason) of a check or rule whose input the run's source formats do not carry."""
+    return _source_formats().NOT_AVAILABLE, "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
 
 
 @dataclass
@@ -71,6 +108,81 @@ class RuleOutcome:
     status: str  # fired | pass | no_data
     reason: str = ""
     findings: list[dict] = field(default_factory=list)
+
+
+# -- the health checklist ---------------------------------------------------------------------
+# Article 003's checklist (§5.2-5.4) as data checks, registered beside the rules by the @check
+# decorator (rules/checklist.py, in the order the report lists them): each row measures one value
+# and judges it against the threshold of the rule that judges the same thing (``threshold``, a
+# "table.key" of the thresholds), citing the section that threshold cites. A FAIL row names the
+# findings of its ``rules``, or says on the row why there is none (rules.evaluate_checks).
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a check measured: its label (quoting the thresholds), its value (None: no data)."""
+
+    label: str
+    value: float | int | None
+    note: str | None = None
+    fails: bool | None = None  # the verdict, when it is a rule's rather than value against threshold
+    extra: dict = field(default_factory=dict)  # fields the row adds after the note (reserved_band's sessions)
+    no_finding: str | None = None  # why a FAIL comes with no finding of the check's rules, when the check knows
+
+
+def above(value, threshold) -> bool:
+    return value > threshold
+
+
+def below(value, threshold) -> bool:
+    return value < threshold
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    fn: Callable  # (metrics, thresholds, context) -> Measure
+    rules: tuple[str, ...]  # rules whose findings explain a FAIL; the first judges the same threshold
+    threshold: str | float  # "table.key" of the thresholds, or a fixed number (no_oom's 0)
+    cite: str  # "table.key" whose source the row cites
+    unit: str
+    needs: tuple[str, ...]  # SIGNALS the check cannot measure without
+    fails: Callable[[object, object], bool]  # (value, threshold) -> FAIL, as the first rule fires
+
+    @property
+    def gpu(self) -> bool:
+        """Judges the GPU (its rules do): not applicable where no host has one."""
+        return bool(self.rules) and all(RULE_SPECS[r].gpu for r in self.rules)
+
+
+CHECK_SPECS: dict[str, CheckSpec] = {}
+
+
+def check(
+    check_id: str,
+    *,
+    rules: tuple[str, ...],
+    threshold: str | float,
+    unit: str,
+    needs: tuple[str, ...],
+    fails: Callable[[object, object], bool] = above,
+    cite: str | None = None,
+) -> Callable[[Callable], Callable]:
+    """Register ``fn(metrics, thresholds, context) -> Measure`` as checklist row ``check_id``."""
+
+    def register(fn: Callable) -> Callable:
+        if check_id in CHECK_SPECS:
+            raise ValueError(f"check {check_id!r} registered twice")
+        if unknown := [r for r in rules if r not in RULE_SPECS]:
+            raise ValueError(f"check {check_id!r}: rules {unknown} are not registered (yet)")
+        key = cite or threshold
+        if not isinstance(key, str) or key.count(".") != 1:
+            raise ValueError(f"check {check_id!r} cites no threshold key (table.key): {key!r}")
+        _check_needs(f"check {check_id!r}", needs)
+        CHECK_SPECS[check_id] = CheckSpec(check_id, fn, tuple(rules), threshold, key, unit, tuple(needs), fails)
+        return fn
+
+    return register
 
 
 # Units that count things: one of them reads in the singular ("threshold 1 OOM").
