@@ -362,6 +362,8 @@ def diff(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
 ) -> None:
@@ -373,7 +375,7 @@ def diff(
     from analyzer.usecases.diff import diff as run_diff
     from analyzer.usecases.diff import sides
 
-    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, None, "local[*]", session_attr)
+    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
     before_side, after_side = _run(sides, selection, before, after)
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
     with progress.run("diff", quiet):

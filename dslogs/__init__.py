@@ -94,11 +94,13 @@ def diff(
     tz: str | None = None,
     thresholds: str | PathLike[str] | None = None,
     session_attr: str | None = None,
+    engine: str = "duckdb",
 ) -> Diff:
-    """Before against after (log sets or saved report JSON), as ``dslogs diff BEFORE AFTER``."""
+    """Before against after (log sets or saved report JSON), as ``dslogs diff BEFORE AFTER``;
+    ``engine`` "duckdb" or "spark" builds each side's report model (as ``dslogs.open``)."""
     from dslogs._diff import compare
 
-    return compare(before, after, tz=tz, thresholds=thresholds, session_attr=session_attr)
+    return compare(before, after, tz=tz, thresholds=thresholds, session_attr=session_attr, engine=engine)
 
 
 def load_report(path: str | PathLike[str]) -> Report:

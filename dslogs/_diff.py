@@ -86,11 +86,11 @@ class Diff(Page):
 
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
-            limit: float | None = None, session_attr: str | None = None) -> Diff:
+            limit: float | None = None, session_attr: str | None = None, engine: str = "duckdb") -> Diff:
     from analyzer.core.selection import Selection
     from analyzer.model.diff import REGRESSION_PCT
     from analyzer.usecases.diff import diff
 
-    side = Selection.build(_paths(before), tz=tz, thresholds_file=thresholds, session_attr=session_attr)
+    side = Selection.build(_paths(before), tz=tz, thresholds_file=thresholds, session_attr=session_attr, engine=engine)
     model = diff(side, side.with_paths(_paths(after)), REGRESSION_PCT if limit is None else limit)
     return Diff(model)

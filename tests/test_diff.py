@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 
-import numpy as np
 import pytest
 from fixtures.html_checks import parse_page
 from typer.testing import CliRunner
@@ -17,9 +17,11 @@ from analyzer.core.errors import UsageError
 from analyzer.model.diff import (
     VALUE_COLUMNS,
     Side,
+    Values,
     diff_sides,
     mann_whitney,
     parse_range,
+    quantile,
     quantile_ci,
     weighted_quantile,
 )
@@ -34,28 +36,50 @@ BEFORE, AFTER = "2026-11-23..2026-11-24", "2026-11-24.."
 
 def test_mann_whitney_matches_a_hand_computed_u():
     # after = {4, 5, 6} exceeds every before value {1, 2, 3}: U_after = 9 = n1·n2
-    r = mann_whitney(np.array([1.0, 2, 3]), np.array([4.0, 5, 6]))
+    r = mann_whitney([1.0, 2, 3], [4.0, 5, 6])
     assert r["prob_after_greater"] == 1.0
-    same = mann_whitney(np.arange(50.0), np.arange(50.0))
+    same = mann_whitney([float(i) for i in range(50)], [float(i) for i in range(50)])
     assert same["p_value"] > 0.9 and same["prob_after_greater"] == 0.5
-    rng = np.random.default_rng(1)
-    shifted = mann_whitney(rng.normal(0, 1, 400), rng.normal(0.5, 1, 400))
+    rng = random.Random(1)
+    shifted = mann_whitney([rng.gauss(0, 1) for _ in range(400)], [rng.gauss(0.6, 1) for _ in range(400)])
     assert shifted["p_value"] < 1e-6
+
+
+def test_mann_whitney_ranks_ties_by_their_average():
+    # before {1, 2, 2}, after {2, 3}: ranks 1, 3, 3 | 3, 5 (the three 2s share rank 3), so
+    # R_after = 8, U_after = 8 - 3 = 5 of n1·n2 = 6; tie term 3³ - 3 = 24
+    r = mann_whitney([2.0, 1, 2], [3.0, 2])
+    assert r["prob_after_greater"] == round(5 / 6, 4)
+    var = 3 * 2 / 12 * ((5 + 1) - 24 / (5 * 4))
+    z = (5 - 3 - 0.5) / math.sqrt(var)
+    assert r["p_value"] == round(math.erfc(z / math.sqrt(2)), 6)
+
+
+def test_quantile_is_the_linear_interpolation_of_the_report():
+    rng = random.Random(5)
+    vals = sorted(rng.expovariate(0.1) for _ in range(1001))
+    cuts = statistics.quantiles(vals, n=100, method="inclusive")  # linear, as quantile_cont
+    for q in (0.5, 0.95, 0.99):
+        assert quantile(vals, q) == pytest.approx(cuts[round(q * 100) - 1], rel=1e-12)
 
 
 def test_quantile_interval_covers_the_true_quantile():
     rng = random.Random(3)
     covered = 0
     for _ in range(200):
-        vals = np.sort(np.array([rng.expovariate(1.0) for _ in range(300)]))
+        vals = sorted(rng.expovariate(1.0) for _ in range(300))
         _, lo, hi = quantile_ci(vals, 0.95)
         covered += lo <= -math.log(0.05) <= hi
     assert 0.9 <= covered / 200 <= 1.0  # a 95 % interval
 
 
 def test_weighted_quantile_with_equal_weights_is_the_quantile():
-    vals = np.sort(np.random.default_rng(2).normal(100, 10, 2001))
-    assert weighted_quantile(vals, np.ones_like(vals), 0.5) == pytest.approx(np.quantile(vals, 0.5), rel=1e-3)
+    rng = random.Random(2)
+    vals = sorted(rng.gauss(100, 10) for _ in range(2001))
+    assert weighted_quantile(vals, [1.0] * len(vals), 0.5) == pytest.approx(quantile(vals, 0.5), rel=1e-3)
+    # a weight of 3 on the upper half moves the median up to the upper quarter's edge
+    w = [1.0] * 1000 + [3.0] * 1001
+    assert weighted_quantile(vals, w, 0.5) == pytest.approx(quantile(vals, 2 / 3), rel=1e-2)
 
 
 def test_parse_range():
@@ -66,23 +90,33 @@ def test_parse_range():
 
 
 def _values(n: int, ttft_scale: float, input_scale: float = 1.0, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    inp = rng.lognormal(5.5, 0.5, n) * input_scale
-    vals = {c: np.full(n, np.nan) for c in VALUE_COLUMNS}
+    rng = random.Random(seed)
+    inp = [rng.lognormvariate(5.5, 0.5) * input_scale for _ in range(n)]
+    vals: dict = {c: [None] * n for c in VALUE_COLUMNS}
     vals["input_len"] = inp
-    vals["output_len"] = rng.lognormal(5.8, 0.4, n)
-    vals["prefill_ms"] = (90 + 0.32 * inp) * rng.lognormal(0, 0.1, n) * ttft_scale
-    vals["ttft_ms"] = vals["prefill_ms"] + 20
+    vals["output_len"] = [rng.lognormvariate(5.8, 0.4) for _ in range(n)]
+    vals["prefill_ms"] = [(90 + 0.32 * x) * rng.lognormvariate(0, 0.1) * ttft_scale for x in inp]
+    vals["ttft_ms"] = [v + 20 for v in vals["prefill_ms"]]
     return vals
 
 
-def _model(n: int) -> dict:
-    return {"requests": {"count": n, "errors": 0, "goodput": 1.0}, "findings": [], "stages": [], "sessions": []}
+def _side(label: str, vals: dict) -> Side:
+    """A side from per-request columns, its model holding their percentiles as the report does."""
+    def pcts(name: str) -> dict:
+        cuts = statistics.quantiles(sorted(vals[name]), n=100, method="inclusive")
+        return {"count": len(vals[name]), "p50": cuts[49], "p95": cuts[94], "p99": cuts[98]}
+
+    n = len(vals["input_len"])
+    p, t = pcts("prefill_ms"), pcts("ttft_ms")
+    model = {"requests": {"count": n, "errors": 0, "goodput": 1.0, "ttft_ms": t}, "findings": [], "sessions": [],
+             "stages": [{"stage": "prefill", "count": p["count"], "p50_ms": p["p50"], "p95_ms": p["p95"],
+                         "p99_ms": p["p99"]}]}  # fmt: skip
+    return Side(label, model, "logs", Values.from_requests(vals))
 
 
 def test_ten_requests_never_make_a_regression():
-    before = Side("before", _model(10), "logs", _values(10, 1.0, seed=1))
-    after = Side("after", _model(10), "logs", _values(10, 3.0, seed=2))  # 3x slower, but ten requests
+    before = _side("before", _values(10, 1.0, seed=1))
+    after = _side("after", _values(10, 3.0, seed=2))  # 3x slower, but ten requests
     d = diff_sides(before, after, 20)
     prefill = next(r for r in d["stages"] if r["metric"] == "prefill_ms")
     assert prefill["p50"]["change_pct"] > 100
@@ -91,11 +125,9 @@ def test_ten_requests_never_make_a_regression():
 
 
 def test_synthetic_slowdown_is_a_regression_and_longer_prompts_are_mix():
-    slow = diff_sides(Side("b", _model(800), "logs", _values(800, 1.0, seed=1)),
-                      Side("a", _model(800), "logs", _values(800, 1.4, seed=2)), 20)  # fmt: skip
+    slow = diff_sides(_side("b", _values(800, 1.0, seed=1)), _side("a", _values(800, 1.4, seed=2)), 20)
     assert "prefill p50" in slow["regressions"] and "prefill p95" in slow["regressions"]
-    mix = diff_sides(Side("b", _model(800), "logs", _values(800, 1.0, seed=1)),
-                     Side("a", _model(800), "logs", _values(800, 1.0, input_scale=2.5, seed=2)), 20)  # fmt: skip
+    mix = diff_sides(_side("b", _values(800, 1.0, seed=1)), _side("a", _values(800, 1.0, input_scale=2.5, seed=2)), 20)
     prefill = next(r for r in mix["stages"] if r["metric"] == "prefill_ms")
     assert prefill["p50"]["change_pct"] > 40 and prefill["p50"]["verdict"] == "mix"
     assert abs(prefill["p50"]["service_pct"]) < 10
@@ -255,3 +287,91 @@ def test_simulate_change_options_are_checked(tmp_path):
     assert ok.exit_code == 0, ok.output
     change = json.loads((tmp_path / "c" / "truth.json").read_text())["change"]
     assert change["at"] == "2026-11-23T12:00:00" and change["at_offset_ms"] == 12 * 3_600_000
+
+
+# -- the report's percentiles, whatever the size; no numpy ------------------------------------
+
+
+def test_percentiles_are_analyzes_over_each_window_even_when_sampled(changes, monkeypatch):
+    """Above MAX_VALUES the test reads a sample, never the percentiles: with the limit set low,
+    every p50/p95/p99 of both windows equals ``analyze``'s over that window, exactly."""
+    import analyzer.model.diff as diff_model
+    from analyzer.usecases.analyze import analyze_logs
+
+    folder = str(changes["prefill_slower"][0])
+    monkeypatch.setattr(diff_model, "MAX_VALUES", 50)
+    d = build_diff(logs=[folder], before_range=BEFORE, after_range=AFTER, tz="UTC", use_cache=False)
+    assert d["before"]["values_sampled"] and d["after"]["values_sampled"]
+    assert any("repeatable sample of 50" in n for n in d["notes"]) and "50" in d["method"]["sample"]
+    models = {"before": analyze_logs([folder], since="2026-11-23", until="2026-11-24", tz="UTC", use_cache=False),
+              "after": analyze_logs([folder], since="2026-11-24", tz="UTC", use_cache=False)}  # fmt: skip
+    compared = 0
+    for side, model in models.items():
+        assert model["requests"]["count"] > 300
+        stages = {s["stage"]: s for s in model["stages"]}
+        for row in d["stages"]:
+            stage = stages[row["label"]]
+            assert row[f"count_{side}"] == stage["count"]  # every value, not the sample's 50
+            for q in ("p50", "p95", "p99"):
+                assert row[q][side] == stage[f"{q}_ms"], (row["label"], q, side)
+                compared += 1
+        for row in d["request_metrics"]:
+            metric = model["requests"][row["metric"]]
+            assert row[f"count_{side}"] == metric["count"]
+            for q in ("p50", "p95", "p99"):
+                assert row[q][side] == metric[q], (row["label"], q, side)
+                compared += 1
+    assert compared >= 2 * 3 * 8
+    prefill = next(r for r in d["stages"] if r["metric"] == "prefill_ms")
+    assert prefill["rank_test"]["n_before"] == prefill["rank_test"]["n_after"] == 50  # the test did sample
+    again = build_diff(logs=[folder], before_range=BEFORE, after_range=AFTER, tz="UTC", use_cache=False)
+    assert {k: v for k, v in again.items() if k != "generated_at"} == {k: v for k, v in d.items() if k != "generated_at"}
+
+
+def test_the_values_are_the_ones_behind_the_reports_percentiles(changes):
+    """Unsampled, each metric's values give the report's percentile (to its rounding): the test
+    and the intervals are about the population the shown number describes."""
+    import analyzer.rules  # noqa: F401
+    from analyzer import ingest
+    from analyzer.core.selection import Selection
+    from analyzer.model.diff import read_values
+
+    folder = str(changes["prompt_shift"][0])
+    _, _, d = changes["prompt_shift"]
+    with ingest.open(Selection.build([folder], since="2026-11-24", tz="UTC", use_cache=False)) as db:
+        values, sampled = read_values(db.con)
+    assert not sampled
+    for row in d["stages"] + d["request_metrics"]:
+        vals = values.metrics[row["metric"]][0]
+        assert len(vals) == row["count_after"] and list(vals) == sorted(vals)
+        for q, qv in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+            assert quantile(vals, qv) == pytest.approx(row[q]["after"], abs=6e-4), (row["label"], q)
+
+
+def test_diff_imports_no_numpy(tmp_path):
+    """The documented install has no numpy, pandas or pyarrow: ``dslogs diff`` of a log folder
+    split by time runs with each of them made unimportable (and never tries to import one)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    blocked = tmp_path / "blocked"
+    tried = tmp_path / "tried"
+    for name in ("numpy", "pandas", "pyarrow"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(
+            f"import pathlib\npathlib.Path({str(tried)!r}).open('a').write('{name}\\n')\n"
+            f"raise ImportError('{name} is not installed here')\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(repo)]), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    args = [sys.executable, "-m", "analyzer", "diff", str(repo / "sample_logs" / "healthy"), "--tz", "UTC",
+            "--before", "2026-11-23..2026-11-23T23:00", "--after", "2026-11-23T23:00..", "--format", "json"]  # fmt: skip
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not tried.exists(), tried.read_text()
+    d = json.loads(r.stdout)
+    assert d["schema"] == "dslogs.diff/1" and d["significance"] and d["mix"]["available"]
+    assert d["before"]["requests"] > 0 and d["after"]["requests"] > 0
+    e2e = next(row for row in d["request_metrics"] if row["metric"] == "e2e_ms")
+    assert e2e["p95"]["ci_pct"] is not None and e2e["rank_test"]["p_value"] is not None

@@ -199,7 +199,7 @@ def test_every_readme_command_runs_as_shown_in_the_installed_package(bare_venv, 
         started = time.monotonic()
         res = _run(cmd, work, scratch, bare_venv)
         timings.append((time.monotonic() - started, cmd))
-        verbs.add(cmd.split()[1])
+        verbs.update(re.findall(r"\bdslogs ([a-z]+)", cmd))
         if res.returncode != 0 or expect not in res.stdout or "Traceback" in res.stderr:
             failed.append(f"$ {cmd}\nexit {res.returncode}\n{(res.stdout + res.stderr)[-1500:]}")
     print("\n".join(f"{s:6.1f} s  {c[:100]}" for s, c in sorted(timings, reverse=True)[:8]))

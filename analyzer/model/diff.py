@@ -1,10 +1,16 @@
 """Before and after: the diff model ``dslogs.diff/1`` (docs/diff.md).
 
 A side is a log set (paths or globs, optionally a time window) or a report model saved with
-``analyze --format json``. From logs a side has the report model *and* the request-level values
-(one value per request for every stage and for TTFT, TPOT, e2e), so each percentile change gets a
-95 % interval and each distribution a rank test; from a saved model only its percentiles are
-known, and the diff says so (no significance, no mix adjustment).
+``analyze --format json``. From logs a side has the report model *and* the values behind its
+percentiles (every stage duration and every request's TTFT, TPOT, e2e, …, each with its request's
+input and output length), so each percentile change gets a 95 % interval and each distribution a
+rank test; from a saved model only its percentiles are known, and the diff says so (no
+significance, no mix adjustment).
+
+The p50/p95/p99 shown for a side are always its report model's (the report's SQL over every
+value): a diff of two windows shows what ``analyze`` shows over each. Only the significance test,
+the intervals and the mix read the values, and above ``MAX_VALUES`` values of a metric on a side
+they read a repeatable sample (the method says so). Pure Python: the diff needs no numpy.
 
 A change is a *regression* only when it is significant, larger than the threshold and not
 explained by the request mix: before's values are re-weighted to after's mix of input lengths
@@ -20,8 +26,14 @@ The weekly report is a diff of two windows (``analyzer.model.weekly`` calls ``di
 from __future__ import annotations
 
 import math
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate, chain, islice, repeat
+from operator import add, eq, mul, sub
 
 from analyzer.core import format as fmt
 from analyzer.core.errors import UsageError
@@ -31,7 +43,9 @@ SCHEMA = "dslogs.diff/1"
 REGRESSION_PCT = 20.0
 MIN_COUNT = 30  # requests per side below which no percentile gets a verdict
 TAIL_COUNT = 5  # a percentile q needs n·(1 − q) ≥ this many values above it on each side
-MAX_VALUES = 200_000  # request rows read per side (a reservoir sample beyond it)
+# values of one metric on one side that the significance test reads; beyond it a repeatable
+# sample (the requests with the smallest hash of their ids): a pure-Python test stays in seconds
+MAX_VALUES = 200_000
 Z95 = 1.959963984540054
 # A verdict needs 99 %: a diff makes ~35 comparisons, and at 95 % one healthy day in a few
 # showed a false regression (bench: 10 healthy seeds, day against day).
@@ -57,11 +71,36 @@ REQUEST_METRICS = [
     ("ttfa_ms", "TTFA", "ms", True, "io"),
     ("tokens_per_s", "tokens/s", "tok/s", False, "io"),
 ]
-VALUE_COLUMNS = [m[0] for m in STAGE_METRICS + REQUEST_METRICS] + [
-    "input_len", "output_len", "reasoning_share", "num_beams", "max_new_tokens", "is_error", "start_ts"]  # fmt: skip
+# per request: what the mix compares and the strata are cut from
+MIX_COLUMNS = ("input_len", "output_len", "reasoning_share", "num_beams", "max_new_tokens")
+VALUE_COLUMNS = [m[0] for m in STAGE_METRICS + REQUEST_METRICS] + list(MIX_COLUMNS)
+NAN = float("nan")
 
 
 # -- sides ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Values:
+    """A side's values: per metric its values in ascending order, each with its request's input
+    and output length (NaN: not known); per request the mix columns (NaN for NULL)."""
+
+    metrics: dict[str, tuple[array, array, array]] = field(default_factory=dict)
+    requests: dict[str, array] = field(default_factory=dict)
+
+    @classmethod
+    def from_requests(cls, columns: dict[str, Sequence[float | None]]) -> Values:
+        """From per-request columns (``VALUE_COLUMNS``; None or NaN for a missing value): each
+        metric's value of each request, with that request's lengths."""
+        n = max((len(v) for v in columns.values()), default=0)
+        cols = {c: [_num(x) for x in columns.get(c, [None] * n)] for c in VALUE_COLUMNS}
+        inp, out = cols["input_len"], cols["output_len"]
+        metrics = {}
+        for name, *_ in STAGE_METRICS + REQUEST_METRICS:
+            rows = sorted((v, inp[i], out[i]) for i, v in enumerate(cols[name]) if math.isfinite(v))
+            v, i, o = _transposed(rows, 3)
+            metrics[name] = (v, i, o)
+        return cls(metrics, {c: array("d", cols[c]) for c in MIX_COLUMNS})
 
 
 @dataclass
@@ -69,9 +108,11 @@ class Side:
     label: str
     model: dict
     source: str  # "logs" or "report"
-    values: dict | None = None  # column -> numpy array (NaN for NULL), one entry per request
-    sampled: bool = False
+    values: Values | None = None
+    sampled: bool = False  # some metric's values are a sample (more than MAX_VALUES)
     paths: list[str] = field(default_factory=list)
+    engine: str = "duckdb"  # the engine that built the model
+    values_engine: str = "duckdb"  # the engine the values were read with
 
 
 def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
@@ -84,74 +125,139 @@ def parse_range(text: str | None, option: str) -> tuple[str | None, str | None]:
     return since, until
 
 
-def request_values(con) -> tuple[dict, bool]:
-    """Request-level columns as numpy arrays (a repeatable reservoir sample above MAX_VALUES)."""
-    import numpy as np
-
-    total = con.execute("SELECT count(*) FROM requests").fetchall()[0][0]
-    cols = ", ".join(f"epoch(start_ts) AS {c}" if c == "start_ts" else
-                     f"CAST({c} AS DOUBLE) AS {c}" for c in VALUE_COLUMNS)  # fmt: skip
-    sql = f"SELECT {cols} FROM requests"
-    sampled = total > MAX_VALUES
-    if sampled:
-        sql += f" USING SAMPLE reservoir({MAX_VALUES} ROWS) REPEATABLE (7)"
-    columns = con.execute(sql).fetchnumpy()  # NULL -> masked -> NaN, no Python loop per value
-    arrays = {c: np.ma.filled(np.ma.asarray(columns[c]).astype(float), np.nan) for c in VALUE_COLUMNS}
-    return arrays, sampled
+def _num(x) -> float:
+    return NAN if x is None else float(x)
 
 
-# -- statistics (numpy only) -------------------------------------------------------------------
+# Each metric's values as the report's SQL reads them: a stage's durations are the events of that
+# stage with a duration (queries/stage_percentiles.sql), each joined to its request's lengths; the
+# request metrics are the requests view's columns (queries/request_latency_percentiles.sql). k
+# picks the sample: a hash of the row's identity, so a run reads the same rows every time.
+_STAGE_SQL = """
+SELECT CAST(e.duration_ms AS DOUBLE) AS v, coalesce(CAST(r.input_len AS DOUBLE), 'NaN') AS input_len,
+       coalesce(CAST(r.output_len AS DOUBLE), 'NaN') AS output_len, hash(e.session_id, e.request_id, e.ts, e.duration_ms) AS k
+FROM events AS e
+LEFT JOIN requests AS r ON e.session_id IS NOT DISTINCT FROM r.session_id AND e.request_id = r.request_id
+WHERE e.stage = '{stage}' AND e.duration_ms IS NOT NULL
+"""
+_REQUEST_SQL = """
+SELECT CAST({name} AS DOUBLE) AS v, coalesce(CAST(input_len AS DOUBLE), 'NaN') AS input_len,
+       coalesce(CAST(output_len AS DOUBLE), 'NaN') AS output_len, hash(session_id, request_id) AS k
+FROM requests WHERE {name} IS NOT NULL
+"""
 
 
-def _finite(a):
-    import numpy as np
+def _sample(con, sql: str, limit: int) -> tuple[str, bool]:
+    """``sql`` (with a column k), cut to its ``limit`` rows of smallest k when it has more."""
+    n = con.execute(f"SELECT count(*) FROM ({sql})").fetchall()[0][0]
+    if n <= limit:
+        return sql, False
+    return f"SELECT * FROM ({sql}) ORDER BY k LIMIT {int(limit)}", True
 
-    return a[np.isfinite(a)]
+
+def read_values(con, limit: int | None = None) -> tuple[Values, bool]:
+    """A side's values from its open DuckDB connection (the views events and requests), and
+    whether any metric's were sampled (more than ``limit``, default ``MAX_VALUES``)."""
+    limit = MAX_VALUES if limit is None else limit
+    sampled = False
+    values = Values()
+    specs = [(name, _STAGE_SQL.format(stage=name[:-3])) for name, *_ in STAGE_METRICS]
+    specs += [(name, _REQUEST_SQL.format(name=name)) for name, *_ in REQUEST_METRICS]
+    for name, sql in specs:
+        sql, cut = _sample(con, sql, limit)
+        sampled |= cut
+        rows = con.execute(f"SELECT v, input_len, output_len FROM ({sql}) ORDER BY v, k").fetchall()
+        v, i, o = _transposed(rows, 3)
+        values.metrics[name] = (v, i, o)
+    cols = ", ".join(f"coalesce(CAST({c} AS DOUBLE), 'NaN')" for c in MIX_COLUMNS)
+    sql, cut = _sample(con, f"SELECT {cols}, hash(session_id, request_id) AS k FROM requests", limit)
+    sampled |= cut
+    rows = con.execute(f"SELECT * EXCLUDE (k) FROM ({sql})").fetchall()
+    values.requests = dict(zip(MIX_COLUMNS, _transposed(rows, len(MIX_COLUMNS)), strict=True))
+    return values, sampled
 
 
-def quantile_ci(sorted_vals, q: float) -> tuple[float, float, float] | None:
+def _transposed(rows: list[tuple], width: int) -> tuple[array, ...]:
+    """Rows of floats (NaN, never None) as one array per column."""
+    if not rows:
+        return tuple(array("d") for _ in range(width))
+    return tuple(array("d", col) for col in zip(*rows, strict=True))
+
+
+# -- statistics (pure Python) -------------------------------------------------------------------
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return list(filter(math.isfinite, values))
+
+
+def quantile(sorted_vals: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of ascending values (numpy's default; quantile_cont's rule)."""
+    n = len(sorted_vals)
+    h = (n - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, n - 1)
+    a, b, t = float(sorted_vals[lo]), float(sorted_vals[hi]), h - lo
+    # numpy's lerp: from the nearer end, so that t = 1 gives b exactly
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)
+
+
+def quantile_ci(sorted_vals: Sequence[float], q: float) -> tuple[float, float, float] | None:
     """Linear-interpolated quantile and its distribution-free 95 % interval: the order statistics
     at ranks n·q ± 1.96·sqrt(n·q·(1−q)) (binomial, normal approximation)."""
-    import numpy as np
-
     n = len(sorted_vals)
     if n == 0:
         return None
-    value = float(np.quantile(sorted_vals, q))
     half = Z95 * math.sqrt(n * q * (1 - q))
     lo = int(max(0, math.floor(n * q - half) - 1))
     hi = int(min(n - 1, math.ceil(n * q + half)))
-    return value, float(sorted_vals[lo]), float(sorted_vals[hi])
+    return quantile(sorted_vals, q), float(sorted_vals[lo]), float(sorted_vals[hi])
 
 
-def weighted_quantile(sorted_vals, weights, q: float) -> float | None:
-    import numpy as np
-
-    total = float(weights.sum())
-    if total <= 0:
+def weighted_quantiles(sorted_vals: Sequence[float], weights: Sequence[float],
+                       qs: Sequence[float]) -> list[float] | None:  # fmt: skip
+    """The qs-quantiles of ascending values with weights: each value stands at the middle of its
+    weight on the cumulative axis, linear in between (flat beyond the ends)."""
+    total = math.fsum(weights)
+    if total <= 0 or not len(sorted_vals):
         return None
-    cum = np.cumsum(weights) - 0.5 * weights
-    return float(np.interp(q * total, cum, sorted_vals))
+    cum = list(map(sub, accumulate(weights), map(mul, weights, repeat(0.5))))
+    out = []
+    for q in qs:
+        x = q * total
+        j = bisect_right(cum, x) - 1
+        if j < 0:
+            out.append(float(sorted_vals[0]))
+        elif j >= len(cum) - 1:
+            out.append(float(sorted_vals[-1]))
+        else:
+            a, b = float(sorted_vals[j]), float(sorted_vals[j + 1])
+            out.append(a + (b - a) * (x - cum[j]) / (cum[j + 1] - cum[j]))
+    return out
 
 
-def mann_whitney(a, b) -> dict | None:
+def weighted_quantile(sorted_vals: Sequence[float], weights: Sequence[float], q: float) -> float | None:
+    got = weighted_quantiles(sorted_vals, weights, [q])
+    return got[0] if got else None
+
+
+def mann_whitney(a: Iterable[float], b: Iterable[float]) -> dict | None:
     """Two-sided Mann-Whitney U test (normal approximation, tie-corrected) and the probability
     that a value after exceeds one before (common-language effect size)."""
-    import numpy as np
-
+    a, b = sorted(a), sorted(b)  # linear for values already in order
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return None
-    both = np.concatenate([a, b])
-    uniq, inverse, counts = np.unique(both, return_inverse=True, return_counts=True)
-    first_rank = np.cumsum(counts) - counts + 1
-    avg_rank = first_rank + (counts - 1) / 2.0
-    ranks = avg_rank[inverse]
-    r2 = float(ranks[n1:].sum())
-    u2 = r2 - n2 * (n2 + 1) / 2.0
+    # U_after: each after value counts the before values below it and half of those equal to
+    # it, Σ (below + below-or-equal) / 2; bisect under map runs in C, and without ties one
+    # count is both
+    both = sorted(chain(a, b))  # two ascending runs: one merge
+    tied = any(map(eq, both, islice(both, 1, None)))
+    below = sum(map(bisect_left, repeat(a, n2), b))
+    u2 = (below + sum(map(bisect_right, repeat(a, n2), b))) / 2.0 if tied else float(below)
+    tie = sum(t**3 - t for t in Counter(both).values() if t > 1) if tied else 0
     mu = n1 * n2 / 2.0
     n = n1 + n2
-    tie = float((counts**3 - counts).sum())
     var = n1 * n2 / 12.0 * ((n + 1) - tie / (n * (n - 1))) if n > 1 else 0.0
     if var <= 0:
         p = 1.0
@@ -192,50 +298,47 @@ def min_count(q: float) -> int:
 # -- strata: the mix ---------------------------------------------------------------------------
 
 
-def _edges(pooled, bins: int):
-    import numpy as np
-
-    pooled = _finite(pooled)
-    if len(pooled) == 0:
-        return np.array([])
-    return np.unique(np.quantile(pooled, [i / bins for i in range(1, bins)]))
+def _edges(pooled: Iterable[float], bins: int) -> list[float]:
+    vals = sorted(_finite(pooled))
+    if not vals:
+        return []
+    return sorted({quantile(vals, i / bins) for i in range(1, bins)})
 
 
-def strata(before: dict, after: dict, kind: str):
-    """Stratum id per request on each side: input-length deciles (pooled over both sides), times
-    output-length quartiles for kind "io"; a missing length is its own stratum."""
-    import numpy as np
-
-    def ids(vals: dict, column: str, edges):
-        v = vals[column]
-        out = np.searchsorted(edges, v, side="right").astype(int)
-        out[~np.isfinite(v)] = len(edges) + 1
-        return out
-
-    e_in = _edges(np.concatenate([before["input_len"], after["input_len"]]), INPUT_BINS)
-    sb, sa = ids(before, "input_len", e_in), ids(after, "input_len", e_in)
-    if kind == "io":
-        e_out = _edges(np.concatenate([before["output_len"], after["output_len"]]), OUTPUT_BINS)
-        k = len(e_out) + 2
-        sb = sb * k + ids(before, "output_len", e_out)
-        sa = sa * k + ids(after, "output_len", e_out)
-    return sb, sa
+def _stratum_ids(lengths: Sequence[float], edges: list[float]) -> list[int]:
+    """The bin of each length among ``edges``; a missing length (NaN) is its own bin, past the
+    last: against a closing +inf no comparison with NaN is true, so bisect ends beyond it."""
+    bounds = [*edges, math.inf]
+    return list(map(bisect_right, repeat(bounds, len(lengths)), lengths))
 
 
-def mix_weights(sb, sa):
+def mix_edges(before: Values, after: Values) -> tuple[list[float], list[float]]:
+    """The strata's bounds: input-length deciles and output-length quartiles, pooled over both
+    sides' requests."""
+    e_in = _edges([*before.requests.get("input_len", ()), *after.requests.get("input_len", ())], INPUT_BINS)
+    e_out = _edges([*before.requests.get("output_len", ()), *after.requests.get("output_len", ())], OUTPUT_BINS)
+    return e_in, e_out
+
+
+def strata(lengths: tuple[Sequence[float], Sequence[float]], edges: tuple[list[float], list[float]],
+           kind: str) -> list[int]:  # fmt: skip
+    """Stratum id of each value from its request's (input, output) lengths: the input-length
+    decile, times the output-length quartile for kind "io"."""
+    ids = _stratum_ids(lengths[0], edges[0])
+    if kind != "io":
+        return ids
+    k = len(edges[1]) + 2
+    return list(map(add, map(mul, ids, repeat(k)), _stratum_ids(lengths[1], edges[1])))
+
+
+def mix_weights(sb: Sequence[int], sa: Sequence[int]) -> tuple[list[float], float]:
     """Weights for before's values that give them after's stratum mix; the share of after's
     requests in strata before never saw (their mix cannot be re-weighted)."""
-    import numpy as np
-
     nb, na = len(sb), len(sa)
-    cb = np.bincount(sb, minlength=max(sb.max(initial=0), sa.max(initial=0)) + 1).astype(float)
-    ca = np.bincount(sa, minlength=len(cb)).astype(float)
-    cb = np.pad(cb, (0, max(0, len(ca) - len(cb))))
-    seen = cb > 0
-    uncovered = float(ca[~seen].sum() / na) if na else 0.0
-    per_stratum = np.zeros_like(cb)
-    per_stratum[seen] = (ca[seen] / max(na, 1)) / (cb[seen] / max(nb, 1))
-    return per_stratum[sb], uncovered
+    cb, ca = Counter(sb), Counter(sa)
+    uncovered = sum(c for s, c in ca.items() if s not in cb) / na if na else 0.0
+    per = {s: (ca.get(s, 0) / max(na, 1)) / (c / max(nb, 1)) for s, c in cb.items()}
+    return list(map(per.__getitem__, sb)), uncovered
 
 
 # -- comparing ---------------------------------------------------------------------------------
@@ -264,12 +367,16 @@ def _model_pcts(model: dict, name: str, kind: str) -> dict:
     return {"count": count, "p50": row.get("p50"), "p95": row.get("p95"), "p99": row.get("p99")}
 
 
-def compare_metric(spec, kind: str, before: Side, after: Side, limit: float) -> dict | None:
+def compare_metric(spec, kind: str, before: Side, after: Side, limit: float,
+                   edges: tuple[list[float], list[float]] | None = None) -> dict | None:  # fmt: skip
+    """One metric's p50/p95/p99 before and after; ``edges``: ``mix_edges`` of the sides (computed
+    when not given)."""
     name, label, unit, rise_is_bad, strata_kind = spec
     row = {"metric": name, "label": label, "kind": kind, "unit": unit, "rise_is_bad": rise_is_bad}
-    if before.values is not None and after.values is not None:
-        return _compare_values(row, before.values, after.values, strata_kind, limit)
     mb, ma = _model_pcts(before.model, name, kind), _model_pcts(after.model, name, kind)
+    if before.values is not None and after.values is not None:
+        edges = edges if edges is not None else mix_edges(before.values, after.values)
+        return _compare_values(row, mb, ma, before.values, after.values, strata_kind, limit, edges)
     if not any(mb.get(q) is not None or ma.get(q) is not None for q, _ in QUANTILES):
         return None
     row.update(count_before=mb.get("count"), count_after=ma.get("count"), rank_test=None, significance=False)
@@ -284,45 +391,45 @@ def compare_metric(spec, kind: str, before: Side, after: Side, limit: float) -> 
     return row
 
 
-def _compare_values(row: dict, before: dict, after: dict, strata_kind: str, limit: float) -> dict | None:
-    import numpy as np
-
+def _compare_values(row: dict, mb: dict, ma: dict, before: Values, after: Values, strata_kind: str,
+                    limit: float, edges: tuple[list[float], list[float]]) -> dict | None:  # fmt: skip
+    """A metric with its values on both sides: the percentiles are the models' (the report's,
+    over every value); the intervals, the rank test and the mix come from the values."""
     name = row["metric"]
     rise_is_bad = row["rise_is_bad"]
-    vb_all, va_all = before[name], after[name]
-    keep_b, keep_a = np.isfinite(vb_all), np.isfinite(va_all)
-    vb, va = vb_all[keep_b], va_all[keep_a]
+    empty = (array("d"), array("d"), array("d"))
+    mb_vals, ma_vals = before.metrics.get(name) or empty, after.metrics.get(name) or empty
+    vb, va = mb_vals[0], ma_vals[0]
     if len(vb) == 0 and len(va) == 0:
         return None
-    row.update(count_before=int(len(vb)), count_after=int(len(va)), significance=True,
-               rank_test=mann_whitney(vb, va))
+    nb = mb.get("count") if mb.get("count") is not None else len(vb)
+    na = ma.get("count") if ma.get("count") is not None else len(va)
+    row.update(count_before=int(nb), count_after=int(na), significance=True, rank_test=mann_whitney(vb, va))
     weights = None
     uncovered = None
     if len(vb) and len(va):
-        sb, sa = strata(before, after, strata_kind)
-        w, uncovered = mix_weights(sb[keep_b], sa[keep_a])
-        order = np.argsort(vb, kind="stable")
-        weights = w[order]
-    sb_sorted, sa_sorted = np.sort(vb), np.sort(va)
-    n_eff = float(weights.sum() ** 2 / (weights**2).sum()) if weights is not None and (weights**2).sum() > 0 else 0.0
+        sb, sa = strata(mb_vals[1:], edges, strata_kind), strata(ma_vals[1:], edges, strata_kind)
+        weights, uncovered = mix_weights(sb, sa)
+    sum_w2 = math.fsum(map(mul, weights, weights)) if weights is not None else 0.0
+    n_eff = math.fsum(weights) ** 2 / sum_w2 if sum_w2 > 0 else 0.0
     row["mix_uncovered_share"] = _r(uncovered, 4)
-    for q, qv in QUANTILES:
-        cb, ca = quantile_ci(sb_sorted, qv), quantile_ci(sa_sorted, qv)
-        cell = {"before": _r(cb[0]) if cb else None, "after": _r(ca[0]) if ca else None,
-                "change_pct": None, "ci_pct": None, "significant": None,
+    expected_q = weighted_quantiles(vb, weights, [qv for _, qv in QUANTILES]) if weights is not None else None
+    for i, (q, qv) in enumerate(QUANTILES):
+        b, a = mb.get(q), ma.get(q)
+        cell = {"before": b, "after": a, "change_pct": None, "ci_pct": None, "significant": None,
                 "expected_after": None, "mix_pct": None, "service_pct": None, "verdict": "n/a"}
         row[q] = cell
-        if not cb or not ca:
+        cb, ca = quantile_ci(vb, qv), quantile_ci(va, qv)
+        if b is None or a is None or not cb or not ca:
             continue
-        b, a = cb[0], ca[0]
         cell["change_pct"] = change_pct(a, b)
-        few = min(len(vb), len(va)) < min_count(qv)
+        few = min(nb, na) < min_count(qv)
         se_b, se_a = (cb[2] - cb[1]) / (2 * Z95), (ca[2] - ca[1]) / (2 * Z95)
         se = math.sqrt(se_a**2 + se_b**2)
         if b:
             cell["ci_pct"] = [_r((a - b - Z95 * se) / abs(b) * 100, 1), _r((a - b + Z95 * se) / abs(b) * 100, 1)]
         total_sig = abs(a - b) > Z_VERDICT * se and not _negligible(row, a - b)
-        expected = weighted_quantile(sb_sorted, weights, qv) if weights is not None else None
+        expected = expected_q[i] if expected_q else None
         service_sig = None
         if expected is not None:
             cell["expected_after"] = _r(expected)
@@ -395,24 +502,20 @@ def compare_rates(before: Side, after: Side) -> list[dict]:
     return rows
 
 
-def _dist(values, name: str) -> dict:
-    import numpy as np
-
-    v = _finite(values[name])
-    if not len(v):
+def _dist(values: Values, name: str) -> dict:
+    v = sorted(_finite(values.requests.get(name, ())))
+    if not v:
         return {"count": 0, "p50": None, "p95": None, "mean": None}
-    return {"count": int(len(v)), "p50": _r(np.quantile(v, 0.5)), "p95": _r(np.quantile(v, 0.95)), "mean": _r(v.mean())}
+    return {"count": len(v), "p50": _r(quantile(v, 0.5)), "p95": _r(quantile(v, 0.95)), "mean": _r(math.fsum(v) / len(v))}
 
 
-def _shares(values, name: str, top: int = 5) -> list[dict]:
-    import numpy as np
-
-    v = _finite(values[name])
-    if not len(v):
+def _shares(values: Values, name: str, top: int = 5) -> list[dict]:
+    """The most frequent values and their shares (ties: the smaller value first)."""
+    v = _finite(values.requests.get(name, ()))
+    if not v:
         return []
-    uniq, counts = np.unique(v, return_counts=True)
-    order = np.argsort(-counts)[:top]
-    return [{"value": _r(uniq[i]), "share": _r(counts[i] / len(v), 4)} for i in order]
+    counts = sorted(Counter(v).items(), key=lambda item: (-item[1], item[0]))[:top]
+    return [{"value": _r(value), "share": _r(count / len(v), 4)} for value, count in counts]
 
 
 def compare_mix(before: Side, after: Side) -> dict:
@@ -428,7 +531,7 @@ def compare_mix(before: Side, after: Side) -> dict:
     for name, label in (("input_len", "input tokens"), ("output_len", "output tokens"),
                         ("reasoning_share", "reasoning share")):
         db, da = _dist(before.values, name), _dist(after.values, name)
-        test = mann_whitney(_finite(before.values[name]), _finite(after.values[name]))
+        test = mann_whitney(_finite(before.values.requests.get(name, ())), _finite(after.values.requests.get(name, ())))
         pct = change_pct(da["p50"], db["p50"])
         p95 = change_pct(da["p95"], db["p95"])
         shifted = bool(test and test["p_value"] < 0.01 and max(abs(pct or 0), abs(p95 or 0)) >= 10)
@@ -632,8 +735,9 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
                 if isinstance(name, str) and name not in known:
                     known.add(name)
                     stage_specs.append((f"{name}_ms", name, "ms", True, "in"))
-    stages = [r for spec in stage_specs if (r := compare_metric(spec, "stage", before, after, limit))]
-    requests = [r for spec in REQUEST_METRICS if (r := compare_metric(spec, "request", before, after, limit))]
+    edges = mix_edges(before.values, after.values) if before.values is not None and after.values is not None else None
+    stages = [r for spec in stage_specs if (r := compare_metric(spec, "stage", before, after, limit, edges))]
+    requests = [r for spec in REQUEST_METRICS if (r := compare_metric(spec, "request", before, after, limit, edges))]
     rates = compare_rates(before, after)
     mix = compare_mix(before, after)
     significance = before.values is not None and after.values is not None
@@ -650,7 +754,11 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
                          f" between {window.get('since') or 'the start'} and {window.get('until') or 'the end'}; "
                          "nothing to compare on this side.")  # fmt: skip
         if s.sampled:
-            notes.append(f"{s.label}: more than {MAX_VALUES:,} requests; significance uses a repeatable sample of them.")
+            notes.append(f"{s.label}: more than {MAX_VALUES:,} values of a metric; its percentiles are the report's "
+                         f"over all of them, its significance test and mix use a repeatable sample of {MAX_VALUES:,}.")
+        if s.values is not None and s.values_engine != s.engine:
+            notes.append(f"{s.label}: the report model was computed with --engine {s.engine}; the values behind its "
+                         f"significance test and mix were read with {s.values_engine} over the same logs and window.")
     regressions = [f"{r['label']} {q}" for r in stages + requests for q, _ in QUANTILES if (r.get(q) or {}).get("verdict") == "regression"]
     regressions += [r["label"] for r in rates if r["verdict"] == "regression"]
     model = {
@@ -659,7 +767,10 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
         "dslogs_version": __version__,
         "regression_threshold_pct": limit,
         "significance": significance,
-        "method": {"percentile_ci": "distribution-free 95 % interval from order statistics on each side",
+        "method": {"percentiles": "each side's p50/p95/p99 are its report model's (the report's SQL over every value)",
+                   "sample": f"above {MAX_VALUES:,} values of a metric on a side, its interval, rank test and mix use a "
+                             f"repeatable sample of {MAX_VALUES:,} (the rows of smallest hash of their request's ids)",
+                   "percentile_ci": "distribution-free 95 % interval from order statistics on each side",
                    "rank_test": "two-sided Mann-Whitney U (normal approximation, tie-corrected)",
                    "mix": "before re-weighted to after's mix of input-length deciles (× output-length quartiles for "
                           "stages that scale with the output)",
@@ -683,7 +794,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
     model["summary"] = explain(stages + requests, mix, limit) + [
         f"REGRESSION {r['label']} {r['before'] * 100:.2f} % → {r['after'] * 100:.2f} % ({r['change_pts']:+.2f} pts, p {r['p_value']:.2g})."
         for r in rates if r["verdict"] == "regression"]  # fmt: skip
-    from analyzer.model.report import clean
+    from analyzer.core.jsonable import clean
 
     return clean(model)
 

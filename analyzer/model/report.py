@@ -10,12 +10,12 @@ renderers (html, md, json) and the weekly report read. One path for every engine
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 
 from analyzer import __version__
 from analyzer.core import progress
 from analyzer.core.errors import UsageError
+from analyzer.core.jsonable import clean
 from analyzer.core.thresholds import defaults
 from analyzer.engines.compute import compute_metrics, session_requests
 from analyzer.engines.duckdb import as_source
@@ -471,17 +471,6 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
 
 
 # -- JSON ----------------------------------------------------------------------------------------
-
-
-def clean(obj):
-    """Round floats to 3 decimals and turn NaN/inf into None, recursively (the model is JSON)."""
-    if isinstance(obj, float):
-        return round(obj, 3) if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    return obj
 
 
 def report_to_json(model: dict) -> str:

@@ -83,23 +83,19 @@ def _check_needs(what: str, needs) -> None:
         raise ValueError(f"{what}: needs {unknown}, not among the signals {sorted(SIGNALS)}")
 
 
-def _source_formats():
-    """ingest's source formats, which say what each format carries: the one place rules and
-    checks reach them."""
-    from analyzer.ingest import formats
-
-    return formats
-
-
 def not_carried(formats: dict | None, needs) -> list[str]:
     """The ``needs`` that no source format the run read events in carries (none when it read no
     events)."""
-    return [n for n in needs if _source_formats().unavailable(formats, n)]
+    from analyzer.ingest import unavailable
+
+    return [n for n in needs if unavailable(formats, n)]
 
 
 def not_available(formats: dict | None) -> tuple[str, str]:
     """(status, reason) of a check or rule whose input the run's source formats do not carry."""
-    return _source_formats().NOT_AVAILABLE, "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
+    from analyzer.ingest import NOT_AVAILABLE
+
+    return NOT_AVAILABLE, "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
 
 
 @dataclass
