@@ -178,6 +178,13 @@ def test_a_session_figure_is_the_same_in_the_finding_and_the_sessions_table(repo
                     assert r.get(k) == v, (f["rule"], r["session_id"], k, v, r.get(k))
         if f["rule"] in FIGURE:
             assert f["value"] == max(r[FIGURE[f["rule"]]] for r in _detail_rows(f)), f["rule"]
+    # the Python API's sessions are the same rows, the judged figures typed
+    from dslogs import Report
+
+    for typed, s in zip(Report(model).sessions, model["sessions"], strict=True):
+        assert typed.session_id == s["session_id"] and typed.reserved_rise_mb == s.get("reserved_rise_mb")
+        for rule, j in (s.get("judged") or {}).items():
+            assert {k: getattr(typed.judged[rule], k) for k in j} == j, (rule, s["session_id"])
     # a session is flagged exactly when the rule's own test passes on what the table shows of it
     th = model["thresholds"]
     for s in model["sessions"]:

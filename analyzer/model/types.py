@@ -448,6 +448,18 @@ class Judged(Row):
     compares with its thresholds, under the names its finding's details give them."""
 
     basis: str | None = None  # memory_leak: "request deltas" (credited) or "reserved_mb over turns"
+    rise_mb: float | None = None  # memory_leak: MiB credited to its requests in all, or reserved over its turns
+    leak_per_request_mb: float | None = None  # memory_leak: MiB credited per request
+    rss_kept_mb: float | None = None  # rss_growth: host RAM credited to its requests in all
+    rss_kept_per_request_mb: float | None = None  # rss_growth: host RAM credited per request
+    requests_counted: int | None = None  # the requests the per-request figure is over (from the first that kept)
+    samples: int | None = None  # memory_leak over turns: its reserved_mb snapshots
+    ghost_p50_mb: float | None = None  # ghost_memory
+    ghost_share_p50: Share | None = None  # ghost_memory
+    ooms: Count | None = None  # oom
+    num_beams_max: float | None = None  # beam_search
+    max_new_tokens_max: float | None = None  # high_max_tokens
+    output_len_max: float | None = None  # long_output
 
 
 @dataclass(frozen=True, kw_only=True)
