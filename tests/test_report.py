@@ -282,8 +282,7 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     import shutil
 
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import build_report
-    from analyzer.usecases.analyze import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs, build_report
     from tests.diag_sim import simulated
 
     folder, _ = simulated("oom")

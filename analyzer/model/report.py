@@ -1,10 +1,10 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``build_report`` takes the logs opened on any engine (a ``engines.contract.MetricSource``; the use
-case ``analyzer.usecases.analyze`` opens them), runs every metric query through that contract
-(``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and builds the model the
-renderers (html, md, json) and the weekly report read. One path for every engine;
-``build_report_from_metrics`` sees only the metric tables.
+The model is built from the metric tables alone (``build_report_from_metrics``: the rules, the
+blocks, the sessions table; ``with_details``: the drill-down and the findings' evidence), so it
+is the same whatever engine computed them; the use cases (``analyzer.usecases.analyze``) open
+the logs, run the queries and hand the tables here. The renderers (html, md, json), the diff
+and the weekly report read the model.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ import json
 from datetime import datetime
 
 from analyzer import __version__
-from analyzer.core import progress
 from analyzer.core.errors import UsageError
 from analyzer.core.jsonable import clean
 from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.engines.duckdb import as_source
-from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
-from analyzer.metrics.results import release_tables
+from analyzer.metrics.registry import METRIC_QUERIES, query_series
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from analyzer.rules import (
     RULE_IDS,
@@ -43,18 +39,13 @@ CAPACITY_SCHEMA = "dslogs.capacity/1"
 CAPACITY_RULES = ("concurrency_cliff", "oom_at_concurrency")
 
 
-def build_capacity(source, thresholds: dict | None = None) -> dict:
-    """The capacity model of any engine's MetricSource: per process its in-flight levels, the knee,
-    the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
-    thresholds = thresholds or defaults()
-    source = as_source(source)
-    progress.phase("computing")
-    first, last = source.time_bounds()
-    params = parameters(thresholds, bucket_for_span(first, last))
-    metrics = source.run(["capacity_per_level", "time_span"], params)
+def capacity_model(metrics: dict, ingest: dict | None, window: dict | None, thresholds: dict) -> dict:
+    """The capacity model from ``capacity_per_level`` and ``time_span``: per process its
+    in-flight levels, the knee, the SLO and OOM levels and the recommended limit, with the
+    capacity rules' findings."""
     findings, statuses = [], []
     for rid in CAPACITY_RULES:
-        outcome = RULES[rid](metrics, source.ingest, thresholds)
+        outcome = RULES[rid](metrics, ingest, thresholds)
         findings += outcome.findings
         statuses.append({"rule": rid, "status": "fired" if outcome.findings else outcome.status,
                          "reason": outcome.reason})
@@ -64,7 +55,7 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
         "schema": CAPACITY_SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "dslogs_version": __version__,
-        "window": {"since": (source.window or {}).get("since"), "until": (source.window or {}).get("until"),
+        "window": {"since": (window or {}).get("since"), "until": (window or {}).get("until"),
                    "first_event": span.get("first_event"), "last_event": span.get("last_event")},
         "capacity": capacity_block(metrics, thresholds),
         "findings": findings,
@@ -74,20 +65,10 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
     })
 
 
-def build_report(source, thresholds: dict | None = None) -> dict:
-    """The model from any engine's MetricSource (or an open LogDB): the metric tables, the rules,
-    then the drill-down rows of the sessions the model shows."""
-    thresholds = thresholds or defaults()
-    source = as_source(source)
-    progress.phase("computing")
-    metrics = compute_metrics(source, thresholds)
-    model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
-    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
-    # those kept in DuckDB are dropped there too
-    release_tables(metrics)
-    del metrics
-    ids = detail_session_ids(model, thresholds)
-    model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict:
+    """The model with its drill-down (``detail_rows``: the requests of the sessions
+    ``detail_session_ids`` names) and each finding's evidence read from it."""
+    model["session_details"] = group_session_details(detail_rows)
     # report.detail_requests per session at most: a session cut so says how many it has
     totals = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
     cut = {sid: totals[sid] for sid, rows in model["session_details"].items()
@@ -98,8 +79,7 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     # each finding's sessions with the evidence that pinned it (memory kept per request; the
     # causes present in the affected requests, and a fix naming only those)
     evidence.attach(model["findings"], model["session_details"], thresholds)
-    model = clean(model)
-    return model
+    return clean(model)
 
 
 def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresholds: dict | None = None) -> dict:
@@ -487,6 +467,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "build_report", "build_report_from_metrics",
+    "SCHEMA", "build_report_from_metrics", "with_details", "capacity_model",
     "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
 ]
