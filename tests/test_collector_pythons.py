@@ -144,19 +144,30 @@ log_event("tokenize", 1.5, input_len=3, session_id="s2")
 log_event("format", session_id="s2")
 for i in range(300):
     t.event("queue", 1.0, seq=i, session_id="s3", note="x" * 40)
+# values off the writer's fast path (collector/values.py): the same line on every Python
+import decimal, enum
+class Kind(enum.IntEnum):
+    A = 7
+nested = []
+for _ in range(9):
+    nested = [nested]
+t.event("inference", float("nan"), session_id="s4", pair=(1, 2.5), one={"b"}, raw=b"\xff\x00",
+        meta={"k": [1, None, float("inf")], 3: {"e": (3,)}}, big=2 ** 70, dec=decimal.Decimal("1.25"),
+        kind=Kind.A, many=list(range(150)), long="y" * 5000, nested=nested, ts=1, stage="x")
 time.sleep(0.3)
 t.close()
 print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "file": collector.__file__,
                   "schema": SCHEMA_VERSION}))
 """
 
-# Events queued while the writer sleeps (30 s between wake-ups), then SIGTERM: only the
-# collector's handler can put them on disk before the process dies.
+# Events queued just after the writer's first wake-up (it sleeps 1 s, its longest), then
+# SIGTERM: only the collector's handler can put them on disk before the process dies (with
+# handle_signals=False the file holds the start heartbeat alone).
 KILLED_APP = r"""
 import sys, time
 from collector import Tracer
-t = Tracer(sys.argv[1], flush_interval_s=30.0)
-time.sleep(0.3)
+t = Tracer(sys.argv[1], flush_interval_s=1.0)
+time.sleep(0.05)
 for i in range(500):
     t.event("queue", 1.0, seq=i, session_id="k")
 print("ready", flush=True)
@@ -164,12 +175,27 @@ time.sleep(60)
 """
 
 
+@pytest.fixture(scope="module")
+def odd_line_here(tmp_path_factory) -> dict:
+    """APP's "inference" line (odd values) as the suite's Python writes it from this checkout."""
+    logs = tmp_path_factory.mktemp("odd_here")
+    run = subprocess.run([sys.executable, "-c", APP, str(logs)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    return _odd(read_lines(logs))
+
+
+def _odd(events: list[dict]) -> dict:
+    (line,) = [e for e in events if e["stage"] == "inference"]
+    return {k: v for k, v in line.items() if k not in ("ts", "pid", "host")}
+
+
 def _data(events: list[dict]) -> list[dict]:
     return [e for e in events if e["stage"] != "collector"]
 
 
 @pytest.mark.parametrize("minor", COLLECTOR_PYTHONS)
-def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, tmp_path):
+def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, odd_line_here, tmp_path):
     python = _python_or_skip(minor)
     started = time.monotonic()
     venv_py = _venv(python, tmp_path / "venv")
@@ -213,6 +239,9 @@ def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, tmp_path
     assert [(e["stage"], e["duration_ms"]) for e in s2] == [("input", -1), ("tokenize", 1.5), ("format", -1)]
     assert s2[0]["input_chars"] == 5 and len({e["request_id"] for e in s2}) == 1
 
+    odd = _odd(events)
+    assert odd["ts_"] == 1 and odd["stage_"] == "x" and odd["duration_ms"] is None and odd["big"] == 2 ** 70
+    assert odd == odd_line_here
     seqs = [e["seq"] for e in data if e["stage"] == "queue" and e.get("session_id") == "s3"]
     assert seqs == list(range(300))
     samples = [e for e in data if e["stage"] == "process_sample"]
@@ -236,6 +265,8 @@ def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, tmp_path
     for e in written:
         validate(e)
     assert [e["seq"] for e in _data(written)] == list(range(500))
+    health = [e for e in written if e["stage"] == "collector"]
+    assert len(health) == 2 and health[-1]["dropped"] == 0, health  # start and exit heartbeats
     print(f"\nPython {minor}: venv, install and both runs in {time.monotonic() - started:.1f} s")
 
 
