@@ -5,7 +5,10 @@ by that Python's own pip into a fresh venv, with no index: pip checks the wheel'
 there, as it would in the app's environment. Then a real app script runs with `-I` (the standard
 library and the wheel only): spans, a request with its stages, article 003's `log_event`, the
 process sampler, rotation with gzip, flush on close; and a child killed by SIGTERM whose queued
-events must be on disk. The lines are read back here and checked against schema v1.
+events must be on disk. The lines are read back here and checked against schema v1, and the
+line of odd values against the one the suite's Python writes. What the run cannot reach is
+checked by name: every module the package imports and every `module.attr` it reads exists on
+that Python.
 
 The analyzer's range is its own (3.11+): the dslogs wheel installs with its dependencies and
 runs `dslogs analyze` on 3.12 and 3.13 (3.11 is the suite's own Python), and pip refuses it on
@@ -160,6 +163,60 @@ print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "file": collector._
                   "schema": SCHEMA_VERSION}))
 """
 
+# Code the app run does not reach (the HF integration without torch, error paths) still must not
+# name what this Python lacks: every module the installed package imports, at any depth, and
+# every `module.attr` it reads from one, must exist here. The optional third-party packages are
+# imported lazily and only where present.
+NAMES = r"""
+import ast, importlib, inspect, json, sys
+from pathlib import Path
+import collector
+
+OPTIONAL = {"torch", "transformers", "pynvml", "psutil", "streamlit", "gradio", "numpy"}
+missing, checked = [], 0
+
+
+def load(name, where):
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing.append(f"{where}: import {name}: {e}")
+
+
+for path in sorted(Path(collector.__file__).parent.glob("*.py")):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    modules = {}
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in OPTIONAL | {"collector"}:
+                    continue
+                mod = load(a.name, where)
+                if mod is not None:
+                    modules[a.asname or a.name.split(".")[0]] = mod if a.asname else load(a.name.split(".")[0], where)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module.split(".")[0] in OPTIONAL | {"collector"}:
+                continue
+            mod = load(node.module, where)
+            for a in node.names if mod is not None else ():
+                value = getattr(mod, a.name, None)
+                if value is None and not hasattr(mod, a.name):
+                    try:
+                        value = importlib.import_module(f"{node.module}.{a.name}")
+                    except ImportError:
+                        missing.append(f"{where}: from {node.module} import {a.name}: no such name")
+                if inspect.ismodule(value):
+                    modules[a.asname or a.name] = value
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id in modules):
+            checked += 1
+            if not hasattr(modules[node.value.id], node.attr):
+                missing.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr} does not exist")
+print(json.dumps({"missing": missing, "checked": checked}))
+"""
+
 # Events queued just after the writer's first wake-up (it sleeps 1 s, its longest), then
 # SIGTERM: only the collector's handler can put them on disk before the process dies (with
 # handle_signals=False the file holds the start heartbeat alone).
@@ -248,6 +305,12 @@ def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, odd_line
     assert samples and all(e["rss_mb"] > 0 and e["threads"] >= 2 for e in samples), samples
     health = [e for e in events if e["stage"] == "collector"]
     assert health[-1]["dropped"] == 0 and health[-1]["written"] == len(events) - 1, health[-1]
+
+    names = subprocess.run([str(venv_py), "-I", "-c", NAMES], cwd=tmp_path, capture_output=True, text=True,
+                           env=_clean_env(), timeout=120)
+    assert names.returncode == 0, names.stderr
+    names_got = json.loads(names.stdout)
+    assert names_got["missing"] == [] and names_got["checked"] > 100, names_got
 
     killed = tmp_path / "killed"
     p = subprocess.Popen([str(venv_py), "-I", "-c", KILLED_APP, str(killed)], cwd=tmp_path, env=_clean_env(),
