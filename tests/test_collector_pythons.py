@@ -330,7 +330,22 @@ def test_collector_wheel_installs_and_traces_on(minor, collector_wheel, odd_line
     assert [e["seq"] for e in _data(written)] == list(range(500))
     health = [e for e in written if e["stage"] == "collector"]
     assert len(health) == 2 and health[-1]["dropped"] == 0, health  # start and exit heartbeats
-    print(f"\nPython {minor}: venv, install and both runs in {time.monotonic() - started:.1f} s")
+    print(f"\nPython {minor}: venv, install and the runs in {time.monotonic() - started:.1f} s")
+
+
+def test_collector_installs_from_the_checkout_on_the_oldest_python(tmp_path):
+    """docs/collector.md's `pip install ./packaging/collector`, run by the app's own 3.9 pip:
+    the build backend comes from the index for that Python (build isolation), as in the app's
+    environment."""
+    python = _python_or_skip(COLLECTOR_PYTHONS[0])
+    venv_py = _venv(python, tmp_path / "venv")
+    r = _pip_install(python, venv_py, str(REPO / "packaging" / "collector"))
+    assert r.returncode == 0, r.stderr
+    run = subprocess.run([str(venv_py), "-I", "-c", "import collector, sys; print(collector.__file__, *sys.version_info[:2])"],
+                         cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=60)
+    assert run.returncode == 0, run.stderr
+    where, major, minor = run.stdout.split()
+    assert where.startswith(str(tmp_path / "venv")) and f"{major}.{minor}" == COLLECTOR_PYTHONS[0], run.stdout
 
 
 def test_collector_declares_the_range_it_is_tested_on(collector_wheel):
