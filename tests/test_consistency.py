@@ -9,7 +9,10 @@ once by ``dslogs analyze --format json`` and rendered from that JSON as HTML and
   the sessions table, and the HTML and Markdown text of both; a per-process figure is the same in
   the finding and the processes table;
 - a memory finding's evidence adds up to its verdict, or names each request it leaves out;
-- the JSON's lists are whole, or say they are cut (``*_truncated``) with the full count.
+- the JSON's lists are whole, or say they are cut (``*_truncated``) with the full count;
+- ``watch --once`` over a window holding every event shows the report's requests, errors and
+  latency percentiles; ``capacity`` shows the report's capacity section; ``diff`` of two folders
+  shows each side's report percentiles.
 """
 
 from __future__ import annotations
@@ -311,3 +314,81 @@ def test_html_and_markdown_show_the_judged_figures(reports, name):
         for e in (f.get("evidence") or {}).get("requests") or []:
             if e.get("verdict_mb") is not None:
                 assert f"the verdict's {_num(e['verdict_mb'])} MiB" in md or e not in f["evidence"]["requests"][:3]
+
+
+# -- the same numbers from the other commands ------------------------------------------------------
+# watch --once, capacity and diff read the logs through the same selection, views, metric queries
+# and rules as analyze: what they show of the same logs is analyze's figure, not a second one.
+
+WATCHED = ["oom", "mixed", "concurrent_leak", "vllm", "seed_format"]
+CAPACITY = ["concurrency_cliff", "oom_at_concurrency", "capacity_small"]
+
+
+def _watch_row(out: str, label: str) -> tuple[str, str, str]:
+    m = re.search(rf"^{label}\s+(\S+)\s+(\S+)\s+(\d+)", out, re.M)
+    assert m, out
+    return m.groups()
+
+
+@pytest.mark.parametrize("name", WATCHED)
+def test_watch_once_shows_analyzes_requests_errors_and_latency(reports, name):
+    """One frame over a window holding every event: requests, errors (failed requests, one
+    definition) and the latency percentiles are the report's."""
+    model, _, _ = reports(name)
+    res = CliRunner().invoke(app, ["watch", str(ROOT / "sample_logs" / name), "--once", "--window", "3650d"])
+    assert res.exit_code == 0, res.output
+    req = model["requests"]
+    flat = " ".join(res.output.split())
+    assert f"since start: {req['count']} requests, {req['errors']} errors," in flat, res.output
+    for label, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("end-to-end", "e2e_ms")):
+        p = req[key]
+        assert _watch_row(res.output, label) == (fmt.terminal(p["p50"]), fmt.terminal(p["p95"]), str(p["count"])), (label, p)
+
+
+@pytest.mark.parametrize("name", CAPACITY)
+def test_capacity_shows_the_reports_capacity_section(reports, name, tmp_path):
+    """`dslogs capacity` is the report's capacity section: the same curve, knee, limit and
+    capacity findings, figure for figure."""
+    model, _, _ = reports(name)
+    out = tmp_path / "capacity.json"
+    res = CliRunner().invoke(app, ["capacity", str(ROOT / "sample_logs" / name), "--format", "json", "--no-cache",
+                                   "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    cap = json.loads(out.read_text(encoding="utf-8"))
+    assert cap["capacity"] == model["capacity"]
+    assert cap["series"]["capacity"] == model["series"]["capacity"]
+    rules = {"concurrency_cliff", "oom_at_concurrency"}
+    assert sorted(f["rule"] for f in cap["findings"]) == sorted(f["rule"] for f in model["findings"] if f["rule"] in rules)
+    for f in cap["findings"]:
+        same = next(g for g in model["findings"] if g["rule"] == f["rule"])
+        assert (f["value"], f["threshold"], f["message"]) == (same["value"], same["threshold"], same["message"])
+
+
+def test_diff_of_two_folders_shows_each_sides_report_percentiles(reports, tmp_path):
+    """`dslogs diff BEFORE AFTER`: each side's p50/p95/p99 are that folder's report's."""
+    out = tmp_path / "diff.json"
+    res = CliRunner().invoke(app, ["diff", str(ROOT / "sample_logs" / "healthy"), str(ROOT / "sample_logs" / "slow_prefill"),
+                                   "--format", "json", "--no-cache", "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    d = json.loads(out.read_text(encoding="utf-8"))
+    sides = {"before": reports("healthy")[0], "after": reports("slow_prefill")[0]}
+    checked = 0
+    for row in d["stages"]:
+        for side, model in sides.items():
+            stage = next((s for s in model["stages"] if s["stage"] == row["label"]), None)
+            if stage is None:
+                continue
+            for q in ("p50", "p95", "p99"):
+                got = (row.get(q) or {}).get(side)
+                if got is not None:
+                    assert got == stage[f"{q}_ms"], (row["metric"], side, q)
+                    checked += 1
+    for row in d["request_metrics"]:
+        for side, model in sides.items():
+            block = model["requests"].get(row["metric"])
+            for q in ("p50", "p95", "p99"):
+                got = (row.get(q) or {}).get(side)
+                if got is not None and block:
+                    assert got == block[q], (row["metric"], side, q)
+                    checked += 1
+    assert checked >= 24
