@@ -265,7 +265,7 @@ def run(levels: int, per_client: int, device: str, concurrency_limit: int, log_d
     """``server``: gradio (the app in a subprocess, driven through gradio_client) or threads
     (tests/e2e/apps/thread_server.py in this process, for a box without gradio)."""
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import build_capacity
+    from analyzer.usecases.analyze import build_capacity
 
     timeout_s = 60.0
     if server == "threads":

@@ -27,11 +27,20 @@ if TYPE_CHECKING:
     from dslogs._capacity import Capacity, Level, ProcessCapacity, Recommendation
     from dslogs._diff import Diff, FindingChange, MetricChange, PercentileChange, RateChange
     from dslogs._logs import Logs
-    from dslogs._report import ChecklistItem, Finding, LatencyStats, Report, Requests, Stage
+    from dslogs._report import (
+        ChecklistItem,
+        Finding,
+        Judged,
+        LatencyStats,
+        Report,
+        Requests,
+        SessionRow,
+        Stage,
+    )
 
 __all__ = [
     "__version__", "open", "diff", "load_report", "Logs", "Report", "Diff", "Finding",
-    "ChecklistItem", "Stage", "Requests", "LatencyStats", "Capacity", "ProcessCapacity", "Level",
+    "ChecklistItem", "Stage", "Requests", "LatencyStats", "SessionRow", "Judged", "Capacity", "ProcessCapacity", "Level",
     "Recommendation", "MetricChange", "PercentileChange", "RateChange", "FindingChange", "DslogsError",
 ]
 
@@ -43,6 +52,8 @@ _LAZY = {
     "Stage": "dslogs._report",
     "Requests": "dslogs._report",
     "LatencyStats": "dslogs._report",
+    "SessionRow": "dslogs._report",
+    "Judged": "dslogs._report",
     "Diff": "dslogs._diff",
     "MetricChange": "dslogs._diff",
     "PercentileChange": "dslogs._diff",

@@ -12,13 +12,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analyzer.core.errors import UsageError
-from analyzer.model.types import ChecklistItem, Finding, LatencyStats, Requests, Stage
+from analyzer.model.types import (
+    ChecklistItem,
+    Finding,
+    Judged,
+    LatencyStats,
+    Requests,
+    SessionRow,
+    Stage,
+)
 
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["ChecklistItem", "Finding", "LatencyStats", "Page", "Report", "Requests", "Stage", "altair_chart",
-           "inline_frame", "load"]
+__all__ = ["ChecklistItem", "Finding", "Judged", "LatencyStats", "Page", "Report", "Requests", "SessionRow", "Stage",
+           "altair_chart", "inline_frame", "load"]
 
 # Suffix of Report.save's path -> format (render_report's).
 SAVE_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
@@ -85,7 +93,9 @@ class Page:
 class Report(Page):
     """The diagnosis of a window of logs (``logs.report()``, ``dslogs.load_report(path)``).
 
-    ``findings``, ``checklist``, ``stages`` and ``requests`` are typed views of the model;
+    ``findings``, ``checklist``, ``stages``, ``requests`` and ``sessions`` (the sessions table: each
+    row's readings and, in ``judged``, what each per-session rule judged of it) are typed views of
+    the model;
     ``model`` is the ``dslogs.report/1`` dict itself (docs/internals.md). In a notebook the
     report shows inline as the HTML report; ``save`` writes html, md or json by suffix."""
 
@@ -97,6 +107,7 @@ class Report(Page):
         self.checklist = [ChecklistItem.from_model(c) for c in model.get("checklist") or []]
         self.stages = [Stage.from_model(s) for s in model.get("stages") or []]
         self.requests = Requests.from_model(model.get("requests") or {})
+        self.sessions = [SessionRow.from_model(s) for s in model.get("sessions") or []]
 
     @property
     def window(self) -> dict[str, Any]:

@@ -38,7 +38,8 @@ def uncached_report_text(folder, tz: str | None = None) -> str:
     """The JSON report of ``folder`` read without the cache, less what describes the run (its
     time and how long reading took): equal text for equal reports."""
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import build_report, report_to_json
+    from analyzer.model.report import report_to_json
+    from analyzer.usecases.analyze import build_report
 
     db = open_logs([str(folder)], use_cache=False, tz=tz)
     try:

@@ -375,7 +375,7 @@ def test_fast_sequential_turns_are_not_grouped_with_the_turn_before():
     from pathlib import Path
 
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import build_report
+    from analyzer.usecases.analyze import build_report
 
     logs = Path(__file__).parent / "fixtures" / "streamlit_fast_turns"
     with open_logs([str(logs)], use_cache=False) as db:

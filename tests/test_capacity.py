@@ -15,9 +15,9 @@ import pytest
 
 from analyzer.core.thresholds import defaults
 from analyzer.ingest.logs import open_logs
-from analyzer.model.report import build_report
 from analyzer.rules.capacity_curve import process_curve
 from analyzer.simulate.concurrent import simulate_concurrent
+from analyzer.usecases.analyze import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 

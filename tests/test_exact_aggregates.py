@@ -21,6 +21,7 @@ from analyzer.ingest.logs import open_logs
 from analyzer.metrics.registry import bucket_for_span, parameters, sql_params
 from analyzer.metrics.results import run_metric
 from analyzer.model import report
+from analyzer.rules import hosts as host_rules
 from analyzer.rules import memory as memory_rules
 
 # More events than three of DuckDB's row groups (122,880 rows), so that every scan is split
@@ -190,15 +191,24 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
             calls.append(1)
             return real(m, th)
 
+        rss_calls = []
+        real_rss = host_rules.rss_credits
+
+        def rss_counted(m, th):
+            rss_calls.append(1)
+            return real_rss(m, th)
+
         with monkeypatch.context() as mp:
             mp.setattr(memory_rules, "memory_leak_verdicts", counted)
             mp.setattr(report, "memory_leak_verdicts", counted)
+            mp.setattr(host_rules, "rss_credits", rss_counted)
+            mp.setattr(report, "rss_credits", rss_counted)
             once = report.build_report_from_metrics(metrics, db.ingest, db.window, t)
-        assert len(calls) == 1
+        assert len(calls) == 1 and len(rss_calls) == 1
         # each its own, as before
         evaluate, checklist = report.evaluate_rules, report.build_checklist
         monkeypatch.setattr(
-            report, "evaluate_rules", lambda m, i, th, leak=None: evaluate(m, i, th)
+            report, "evaluate_rules", lambda m, i, th, leak=None, rss=None: evaluate(m, i, th)
         )
         monkeypatch.setattr(
         report, "build_checklist", lambda m, th, leak=None, *rest: checklist(m, th, None, *rest)

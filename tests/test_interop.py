@@ -23,7 +23,7 @@ from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm  # noqa
 from analyzer.core.thresholds import defaults  # noqa: E402
 from analyzer.ingest import formats  # noqa: E402
 from analyzer.ingest.logs import open_logs  # noqa: E402
-from analyzer.model.report import build_report  # noqa: E402
+from analyzer.usecases.analyze import build_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,6 +28,7 @@ from analyzer.render.charts import specs as charts
 from analyzer.render.charts.specs import CHARTS, build_charts
 from analyzer.render.html import SECTION_IDS, render_html
 from analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
+from analyzer.rules.attribution import Credits
 from analyzer.rules.registry import RULE_SPECS
 from analyzer.simulate import SCENARIOS
 
@@ -345,10 +346,13 @@ def test_each_rule_reads_exactly_the_tables_it_declares(sample_metrics):
 def test_the_report_reads_exactly_its_declared_tables(sample_metrics, monkeypatch):
     # The rules' reads are theirs (checked above); what the model reads besides is REPORT_INPUTS
     # and SERIES.
-    monkeypatch.setattr(report, "evaluate_rules", lambda m, i, t, leak=None: ([], []))
+    # (the memory verdicts and the RSS credits, computed once for their rules and the model,
+    # read the rules' tables)
+    monkeypatch.setattr(report, "evaluate_rules", lambda m, i, t, leak=None, rss=None: ([], []))
     monkeypatch.setattr(
         report, "memory_leak_verdicts", lambda m, t: {"sessions": {}, "processes": []}
     )
+    monkeypatch.setattr(report, "rss_credits", lambda m, t: Credits({}))
     declared = (
         set(REPORT_INPUTS)
         | {table for table, _ in SERIES.values()}

@@ -282,8 +282,7 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     import shutil
 
     from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import build_report
-    from analyzer.usecases.analyze import analyze_logs
+    from analyzer.usecases.analyze import analyze_logs, build_report
     from tests.diag_sim import simulated
 
     folder, _ = simulated("oom")
@@ -377,7 +376,11 @@ def test_sessions_carry_the_reserved_rise_the_leak_rule_needs(model):
     assert by_id[XSS]["reserved_rise_mb"] == 1250.0 and by_id["healthy"]["reserved_rise_mb"] == 0.0
     page = render_html(model, fallback_svg=False)
     memory = page[page.index('<section id="sec-memory">'):page.index('<section id="sec-kv">')]
-    assert "rise MiB</th>" in memory and "1,250</td>" in memory
+    assert "reserved rise MiB (readings)</th>" in memory and "1,250</td>" in memory
+    # and what memory_leak judged of it, the same 1,250 over its turns (no before/after readings)
+    judged = by_id[XSS]["judged"]["memory_leak"]
+    assert (judged["basis"], judged["rise_mb"]) == ("reserved_mb over turns", 1250.0)
+    assert "1,250 <span class=\"muted small\">(reserved over turns)</span>" in memory
 
 
 def test_a_count_of_one_reads_in_the_singular_in_md_and_html():

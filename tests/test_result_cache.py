@@ -16,6 +16,7 @@ import pytest
 
 from analyzer.ingest.logs import open_logs, run_query, session_events
 from analyzer.model import report, result_cache
+from analyzer.usecases import analyze as analyze_module
 from analyzer.usecases.analyze import analyze_logs
 from tests.ingest_lines import v1_request
 from tests.model_helpers import stable
@@ -27,13 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def computed(monkeypatch):
     """Counts the models really computed (build_report calls); a reused model computes none."""
     calls = []
-    original = report.build_report
+    original = analyze_module.build_report
 
     def counting(source, thresholds=None):
         calls.append(1)
         return original(source, thresholds)
 
-    monkeypatch.setattr(report, "build_report", counting)
+    monkeypatch.setattr(analyze_module, "build_report", counting)
     return calls
 
 

@@ -17,7 +17,8 @@ from analyzer.engines import duckdb as duckdb_engine
 from analyzer.ingest.logs import open_logs
 from analyzer.metrics import results
 from analyzer.metrics.rows import Rows
-from analyzer.model.report import build_report, report_to_json
+from analyzer.model.report import report_to_json
+from analyzer.usecases.analyze import build_report
 from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]

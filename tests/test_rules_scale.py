@@ -1,22 +1,25 @@
-"""Rules at scale: a finding over many sessions lists the worst ones, not the
-first ids in alphabetical order (session_count keeps the full number)."""
+"""Rules at scale: a finding over many sessions lists every one of them, worst first in its
+details, and holds no session it did not flag."""
 
 from __future__ import annotations
 
 from analyzer.core.thresholds import defaults
 from analyzer.rules.decode import rule_gpu_wait
-from analyzer.rules.registry import MAX_FINDING_SESSIONS
 
 
-def test_a_finding_over_many_sessions_lists_the_worst_ones():
+def test_a_finding_over_many_sessions_lists_them_all():
     th = defaults()
     rows = [{"session_id": f"s{i:05d}", "host": "gpu-01", "count": 10, "gpu_wait_pct_p50": 61 + i / 100,
              "gpu_wait_pct_p90": 70, "gpu_wait_pct_max": 80} for i in range(1000)]  # fmt: skip
+    rows.append({"session_id": "calm", "host": "gpu-01", "count": 10, "gpu_wait_pct_p50": 20.0,
+                 "gpu_wait_pct_p90": 30, "gpu_wait_pct_max": 40})
     outcome = rule_gpu_wait({"gpu_wait_per_session": rows}, {}, th)
     (f,) = outcome.findings
-    assert f["session_count"] == 1000 and len(f["session_ids"]) == MAX_FINDING_SESSIONS
-    # the listed ones are the highest waits (the rule's order), shown sorted by id
-    assert f["session_ids"] == [f"s{i:05d}" for i in range(1000 - MAX_FINDING_SESSIONS, 1000)]
+    # whole in machine output: every flagged id (sorted), every flagged session's row (worst first)
+    assert f["session_count"] == 1000 and f["session_ids"] == [f"s{i:05d}" for i in range(1000)]
+    details = f["evidence"]["details"]["sessions"]
+    assert [r["session_id"] for r in details] == [f"s{i:05d}" for i in range(999, -1, -1)]
+    assert f["value"] == details[0]["gpu_wait_pct_p50"] == 61 + 999 / 100
 
 
 def test_rules_over_compact_tables_keep_only_the_hits():

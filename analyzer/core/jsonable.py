@@ -37,3 +37,15 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set):
         return [jsonable(v) for v in value]
     return str(value)
+
+
+def clean(obj: Any) -> Any:
+    """A model's numbers as every model (report, diff, weekly, capacity) keeps them: floats
+    rounded to 3 decimals, NaN and infinities None, recursively."""
+    if isinstance(obj, float):
+        return round(obj, 3) if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    return obj

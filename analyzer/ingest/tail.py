@@ -355,17 +355,21 @@ class LogStream:
         if not f.rows:
             return
         self.batches[fid] = f
-        # A failed request as the requests view defines one (its request event's status, else
-        # an error event): the frame's "errors" and these totals count the same thing; error
-        # events (OOMs and other exceptions, retried or not) are a count of their own.
+        # Requests and failed requests as the requests view defines them (a request's status is
+        # its request event's, else error if it has an error event), each counted in the batch
+        # that ends it: the request event's (v1), or the batch holding its lines (the seed logger
+        # writes no request event, and a request's lines are written together). The frame's
+        # "requests" and "errors" and these totals count the same things; error events (OOMs
+        # and other exceptions, retried or not) are a count of their own.
         requests, failed, error_events, newest = self.con.execute(
             f"""WITH b AS (SELECT * FROM {STORE}.events WHERE file_id = ?),
-                r AS (SELECT coalesce(max(CASE WHEN stage = 'request' THEN status END),
+                r AS (SELECT bool_or(stage = 'request') OR bool_or(source_format = 'legacy') AS ends,
+                             coalesce(max(CASE WHEN stage = 'request' THEN status END),
                                       CASE WHEN count(CASE WHEN stage = 'error' THEN 1 END) > 0
                                            THEN 'error' ELSE 'ok' END) AS status
                       FROM b WHERE request_id IS NOT NULL GROUP BY session_id, request_id)
-            SELECT (SELECT count(*) FROM b WHERE stage = 'request'),
-                   (SELECT count(*) FROM r WHERE status = 'error'),
+            SELECT (SELECT count(*) FROM r WHERE ends),
+                   (SELECT count(*) FROM r WHERE ends AND status = 'error'),
                    (SELECT count(*) FROM b WHERE stage = 'error'),
                    (SELECT epoch(max(ts)) FROM b)""", [fid]).fetchone()  # fmt: skip
         self.total_requests += requests

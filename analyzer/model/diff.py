@@ -794,7 +794,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
     model["summary"] = explain(stages + requests, mix, limit) + [
         f"REGRESSION {r['label']} {r['before'] * 100:.2f} % → {r['after'] * 100:.2f} % ({r['change_pts']:+.2f} pts, p {r['p_value']:.2g})."
         for r in rates if r["verdict"] == "regression"]  # fmt: skip
-    from analyzer.model.report import clean
+    from analyzer.core.jsonable import clean
 
     return clean(model)
 

@@ -1,26 +1,22 @@
 """The report model ``dslogs.report/1`` (docs/internals.md): metrics + rules -> one JSON-able dict.
 
-``build_report`` takes the logs opened on any engine (a ``engines.contract.MetricSource``; the use
-case ``analyzer.usecases.analyze`` opens them), runs every metric query through that contract
-(``analyzer.metrics``), evaluates the rules (``analyzer.rules``) and builds the model the
-renderers (html, md, json) and the weekly report read. One path for every engine;
-``build_report_from_metrics`` sees only the metric tables.
+The model is built from the metric tables alone (``build_report_from_metrics``: the rules, the
+blocks, the sessions table; ``with_details``: the drill-down and the findings' evidence), so it
+is the same whatever engine computed them; the use cases (``analyzer.usecases.analyze``) open
+the logs, run the queries and hand the tables here. The renderers (html, md, json), the diff
+and the weekly report read the model.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 
 from analyzer import __version__
-from analyzer.core import progress
 from analyzer.core.errors import UsageError
+from analyzer.core.jsonable import clean
 from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.engines.duckdb import as_source
-from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, query_series
-from analyzer.metrics.results import release_tables
+from analyzer.metrics.registry import METRIC_QUERIES, query_series
 from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from analyzer.rules import (
     RULE_IDS,
@@ -30,9 +26,11 @@ from analyzer.rules import (
     evidence,
     rules_unavailable,
 )
-from analyzer.rules.attribution import memory_leak_verdicts
+from analyzer.rules.attribution import memory_leak_verdicts, snapshot_rise
 from analyzer.rules.capacity_curve import capacity_curves
-from analyzer.rules.registry import SEVERITY_RANK, cpu_only_hosts
+from analyzer.rules.hosts import rss_credits, rss_judgement
+from analyzer.rules.memory import oom_count
+from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
 
@@ -41,18 +39,13 @@ CAPACITY_SCHEMA = "dslogs.capacity/1"
 CAPACITY_RULES = ("concurrency_cliff", "oom_at_concurrency")
 
 
-def build_capacity(source, thresholds: dict | None = None) -> dict:
-    """The capacity model of any engine's MetricSource: per process its in-flight levels, the knee,
-    the SLO and OOM levels and the recommended limit, with the capacity rules' findings."""
-    thresholds = thresholds or defaults()
-    source = as_source(source)
-    progress.phase("computing")
-    first, last = source.time_bounds()
-    params = parameters(thresholds, bucket_for_span(first, last))
-    metrics = source.run(["capacity_per_level", "time_span"], params)
+def capacity_model(metrics: dict, ingest: dict | None, window: dict | None, thresholds: dict) -> dict:
+    """The capacity model from ``capacity_per_level`` and ``time_span``: per process its
+    in-flight levels, the knee, the SLO and OOM levels and the recommended limit, with the
+    capacity rules' findings."""
     findings, statuses = [], []
     for rid in CAPACITY_RULES:
-        outcome = RULES[rid](metrics, source.ingest, thresholds)
+        outcome = RULES[rid](metrics, ingest, thresholds)
         findings += outcome.findings
         statuses.append({"rule": rid, "status": "fired" if outcome.findings else outcome.status,
                          "reason": outcome.reason})
@@ -62,7 +55,7 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
         "schema": CAPACITY_SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "dslogs_version": __version__,
-        "window": {"since": (source.window or {}).get("since"), "until": (source.window or {}).get("until"),
+        "window": {"since": (window or {}).get("since"), "until": (window or {}).get("until"),
                    "first_event": span.get("first_event"), "last_event": span.get("last_event")},
         "capacity": capacity_block(metrics, thresholds),
         "findings": findings,
@@ -72,25 +65,21 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
     })
 
 
-def build_report(source, thresholds: dict | None = None) -> dict:
-    """The model from any engine's MetricSource (or an open LogDB): the metric tables, the rules,
-    then the drill-down rows of the sessions the model shows."""
-    thresholds = thresholds or defaults()
-    source = as_source(source)
-    progress.phase("computing")
-    metrics = compute_metrics(source, thresholds)
-    model = build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
-    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
-    # those kept in DuckDB are dropped there too
-    release_tables(metrics)
-    del metrics
-    ids = detail_session_ids(model, thresholds)
-    model["session_details"] = group_session_details(session_requests(source, ids, thresholds))
+def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict:
+    """The model with its drill-down (``detail_rows``: the requests of the sessions
+    ``detail_session_ids`` names) and each finding's evidence read from it."""
+    model["session_details"] = group_session_details(detail_rows)
+    # report.detail_requests per session at most: a session cut so says how many it has
+    totals = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
+    cut = {sid: totals[sid] for sid, rows in model["session_details"].items()
+           if (totals.get(sid) or 0) > len(rows)}
+    if cut:
+        model["session_details_truncated"] = True
+        model["session_details_total"] = cut
     # each finding's sessions with the evidence that pinned it (memory kept per request; the
     # causes present in the affected requests, and a fix naming only those)
     evidence.attach(model["findings"], model["session_details"], thresholds)
-    model = clean(model)
-    return model
+    return clean(model)
 
 
 def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresholds: dict | None = None) -> dict:
@@ -99,7 +88,9 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     # once for the memory_leak rule and the checklist's reserved_band row (0.1-0.2 s at 1.57 M
     # events); the verdicts skip CPU-only hosts themselves, so the rule's GPU view gives the same
     leak = memory_leak_verdicts(metrics, thresholds)
-    findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak)
+    # once for rss_growth and the sessions table, which shows what it judged of every session
+    rss = rss_credits(metrics, thresholds)
+    findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak, rss)
     rules_unavailable(rule_status, (ingest or {}).get("formats"))
     span = _one(metrics, "time_span")
     params = _one(metrics, "_params")
@@ -111,6 +102,8 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     cpu_hosts = cpu_only_hosts(metrics)
     host_names = {r.get("host") for r in metrics.get("hosts_summary", [])}
     no_gpu = bool(host_names) and host_names <= cpu_hosts
+    sessions = _sessions_block(metrics, by_session, findings, thresholds, leak, rss)
+    sessions_total = len(metrics.get("session_summary", []))
     checklist = build_checklist(metrics, thresholds, leak, (ingest or {}).get("formats"), findings, rule_status,
                                 no_gpu)  # fmt: skip
     model = {
@@ -138,8 +131,10 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             for r in metrics.get("stage_percentiles", [])
         ],
         "requests": _requests_block(metrics, thresholds),
-        "sessions": _sessions_block(metrics, by_session, findings, thresholds),
-        "sessions_total": len(metrics.get("session_summary", [])),
+        "sessions": sessions,
+        "sessions_total": sessions_total,
+        # the list holds every flagged session and at most report.max_sessions others
+        "sessions_truncated": len(sessions) < sessions_total,
         "findings": findings,
         "notes": build_notes(metrics, thresholds, cpu_hosts, no_gpu) + source_notes(ingest),
         "rules": rule_status,
@@ -191,6 +186,9 @@ def ingest_block(ingest: dict | None) -> dict:
         "bad_line_samples": list(ingest.pop("bad_line_samples", []) or []),
         "formats": dict(ingest.pop("formats", {}) or {}),
     }
+    if len(out["bad_line_samples"]) < out["bad_lines"]:
+        # samples of the bad lines (a few per file), not all of them
+        out.update(bad_line_samples_truncated=True, bad_line_samples_total=out["bad_lines"])
     servers = ingest.pop("server_metrics", None)
     if servers:
         out["snapshots"] = sum(int(s.get("snapshots") or 0) for s in servers)
@@ -243,8 +241,46 @@ SESSION_KEYS = (
 )  # fmt: skip
 
 
-def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict) -> list[dict]:
-    """Every flagged session, then the others in time order, up to report.max_sessions."""
+# Per-session rules judged by columns of one per-session table each (rules.registry.SESSION_SCANS:
+# the table and which rows they judge): rule -> the columns their verdict compares with thresholds,
+# under the names its finding's details give them. A session's ``judged`` holds those the row does
+# not already show under that name (SESSION_KEYS: gpu_wait_pct_p50, tpot_p50_ms...).
+JUDGED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_wait": ("gpu_wait_pct_p50",), "cpu_bound": ("gpu_util_pct_p50", "tpot_p50_ms"),
+    "slow_decode": ("tpot_p50_ms",), "beam_search": ("num_beams_max",),
+    "high_max_tokens": ("max_new_tokens_max",), "long_output": ("output_len_max",),
+}  # fmt: skip
+
+
+def _judged_by_scans(metrics: dict, thresholds: dict, wanted: set) -> dict[str, dict]:
+    """session -> {rule: the columns it judged} for the rules of JUDGED_COLUMNS and the sessions
+    in ``wanted``, each table read once; a GPU rule judges no CPU-only host's session."""
+    cpu = cpu_only_hosts(metrics)
+    by_table: dict[str, list[tuple]] = {}
+    for rid, cols in JUDGED_COLUMNS.items():
+        table, has, _fires = SESSION_SCANS[rid](thresholds)
+        by_table.setdefault(table, []).append((rid, has, cols, RULE_SPECS[rid].gpu))
+    out: dict[str, dict] = {}
+    for table, scans in by_table.items():
+        for r in metrics.get(table, []):
+            if r.get("session_id") not in wanted:
+                continue
+            for rid, has, cols, gpu in scans:
+                shown = {k: r.get(k) for k in cols if k not in SESSION_KEYS}
+                if shown and has(r) and not (gpu and r.get("host") in cpu):
+                    out.setdefault(r["session_id"], {})[rid] = shown
+    return out
+
+
+def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,
+                    leak: dict | None = None, rss=None) -> list[dict]:
+    """Every flagged session, then the others in time order, up to report.max_sessions. Each row
+    has the readings (``reserved_rise_mb``: last − first reserved snapshot, the slope) and, in
+    ``judged``, the figure each per-session memory rule judged of it (memory_leak: what
+    attribution credited its requests with, per request and in all; rss_growth: the same of host
+    RAM), under the names its finding gives them, flagged or not."""
+    leak = memory_leak_verdicts(metrics, thresholds) if leak is None else leak
+    rss = rss_credits(metrics, thresholds) if rss is None else rss
     worst = {}
     for f in findings:
         for sid in f["session_ids"]:
@@ -261,17 +297,30 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
             picked.append(r)
             others += 1
     wanted = {r["session_id"] for r in picked}
-    # last − first reserved snapshot: with the slope, what memory_leak judges (a steep slope over
-    # a short session is not a leak), so the tables can show why a session is or is not flagged
-    rises = {r["session_id"]: r["reserved_last_mb"] - r["reserved_first_mb"]
-             for r in metrics.get("memory_per_session", [])
-             if r["session_id"] in wanted
-             and r.get("reserved_first_mb") is not None and r.get("reserved_last_mb") is not None}  # fmt: skip
+    # the process's reserved readings over the session (last − first snapshot), beside what
+    # memory_leak judged of the session itself
+    snaps = {r["session_id"]: r for r in metrics.get("memory_per_session", []) if r["session_id"] in wanted}
+    # verdicts given as a plain dict (another engine, a stand-in) say nothing of healthy sessions
+    leak_judged = getattr(leak["sessions"], "judgement", lambda sid, snap: None)
+    scanned = _judged_by_scans(metrics, thresholds, wanted)
+    ooms = {r["session_id"]: oom_count(r) for r in metrics.get("oom_per_session", [])
+            if r.get("session_id") in wanted}
+    cpu = cpu_only_hosts(metrics)
     rows = []
     for r in picked:
+        sid = r["session_id"]
         row = {k: r.get(k) for k in SESSION_KEYS}
-        row["reserved_rise_mb"] = rises.get(r["session_id"])
-        row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
+        snap = snaps.get(sid)
+        has_both = snap is not None and snap.get("reserved_last_mb") is not None
+        row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
+        judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds),
+                  "ghost_memory": ({k: snap.get(k) for k in ("ghost_p50_mb", "ghost_share_p50")}
+                                   if snap is not None and snap.get("ghost_p50_mb") is not None
+                                   and snap.get("host") not in cpu else None),
+                  "oom": {"ooms": ooms[sid]} if sid in ooms else None,
+                  **scanned.get(sid, {})}
+        row["judged"] = {rule: judged[rule] for rule in RULE_IDS if judged.get(rule) is not None}
+        row["findings"] = sorted(set(by_session.get(sid, [])), key=RULE_IDS.index)
         rows.append(row)
     flagged = [r for r in rows if r["findings"]]
     flagged.sort(key=lambda r: (worst.get(r["session_id"], 9), r.get("first_ts") or "", r["session_id"]))
@@ -304,6 +353,8 @@ REPORT_INPUTS: tuple[str, ...] = (
     "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
     "oom_per_session", "kv_cache_per_session", "host_devices",
+    # what the per-session rules judged of each session in the sessions table (JUDGED_COLUMNS)
+    "gpu_wait_per_session", "decode_per_session", "generate_params_per_session",
 )  # fmt: skip
 
 
@@ -402,17 +453,6 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
 # -- JSON ----------------------------------------------------------------------------------------
 
 
-def clean(obj):
-    """Round floats to 3 decimals and turn NaN/inf into None, recursively (the model is JSON)."""
-    if isinstance(obj, float):
-        return round(obj, 3) if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    return obj
-
-
 def report_to_json(model: dict) -> str:
     """The model as JSON text: insertion order kept (stable across runs), no NaN."""
     return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
@@ -427,6 +467,6 @@ def has_findings_at(model: dict, level: str) -> bool:
 
 
 __all__ = [
-    "SCHEMA", "build_report", "build_report_from_metrics",
+    "SCHEMA", "build_report_from_metrics", "with_details", "capacity_model",
     "build_checklist", "build_notes", "report_to_json", "load_report_json", "has_findings_at",
 ]

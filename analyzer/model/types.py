@@ -153,6 +153,8 @@ class Evidence(Model):
     doc: str | None = None  # the page that explains the rule
     factors: list[dict[str, Any]] | None = None  # the causes looked for in the affected requests
     requests: list[dict[str, Any]] | None = None  # per session, the requests that pinned it
+    requests_truncated: bool | None = None  # the drill-down holds fewer sessions than it names
+    requests_total: Count | None = None  # the sessions it names
     details: dict[str, Any] | None = None  # the rule's own figures
 
 
@@ -163,8 +165,8 @@ class Finding(Model):
     rule: str
     severity: Severity
     scope: str  # session, host, process or service
-    session_ids: list[str]  # the first few, worst first
-    session_count: int | None = None  # every session it names
+    session_ids: list[str]  # every session it names, sorted
+    session_count: int | None = None  # how many it names
     hosts: list[str | None] = field(default_factory=list)
     value: float | None = None  # the measured figure the rule judged
     threshold: float | None = None  # what it was judged against
@@ -339,6 +341,8 @@ class Ingest(Model):
     seconds: float | None = None  # time spent reading
     cache: str | None = None  # the cache file, if any
     bad_line_samples: list[FileProblem] = field(default_factory=list)  # the first few bad lines
+    bad_line_samples_truncated: bool | None = None  # fewer samples than bad lines
+    bad_line_samples_total: Count | None = None  # the bad lines
     formats: dict[str, int] = field(default_factory=dict)  # events per source format
     skipped: list[FileProblem] = field(default_factory=list)  # files left out, and why
     snapshots: int | None = None  # Prometheus snapshots read beside the events
@@ -439,6 +443,26 @@ class Requests(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Judged(Row):
+    """What one per-session rule judged of a session, flagged or not: the figures its verdict
+    compares with its thresholds, under the names its finding's details give them."""
+
+    basis: str | None = None  # memory_leak: "request deltas" (credited) or "reserved_mb over turns"
+    rise_mb: float | None = None  # memory_leak: MiB credited to its requests in all, or reserved over its turns
+    leak_per_request_mb: float | None = None  # memory_leak: MiB credited per request
+    rss_kept_mb: float | None = None  # rss_growth: host RAM credited to its requests in all
+    rss_kept_per_request_mb: float | None = None  # rss_growth: host RAM credited per request
+    requests_counted: int | None = None  # the requests the per-request figure is over (from the first that kept)
+    samples: int | None = None  # memory_leak over turns: its reserved_mb snapshots
+    ghost_p50_mb: float | None = None  # ghost_memory
+    ghost_share_p50: Share | None = None  # ghost_memory
+    ooms: Count | None = None  # oom
+    num_beams_max: float | None = None  # beam_search
+    max_new_tokens_max: float | None = None  # high_max_tokens
+    output_len_max: float | None = None  # long_output
+
+
+@dataclass(frozen=True, kw_only=True)
 class SessionRow(Row):
     """One session of the sessions table: its readings and the rules it fired."""
 
@@ -462,6 +486,7 @@ class SessionRow(Row):
     max_output_len: int | None = None
     source_format: str | None = None
     reserved_rise_mb: float | None = None  # last − first reserved snapshot
+    judged: dict[str, Judged] | None = None  # rule -> what it judged of the session
     findings: list[str] | None = None  # the rules it fired
 
 
@@ -622,6 +647,7 @@ class ReportModel(Model):
     requests: Requests
     sessions: list[SessionRow]  # every flagged session, then the others up to report.max_sessions
     sessions_total: int | None = None  # every session of the window
+    sessions_truncated: bool | None = None  # sessions lists fewer than sessions_total
     findings: list[Finding]
     notes: list[Note | str] = field(default_factory=list)
     rules: list[RuleStatus] = field(default_factory=list)
@@ -633,6 +659,8 @@ class ReportModel(Model):
     series_bucket: str | None = None  # the time bucket of the series (minute, hour, day)
     series: dict[str, list[SeriesRow]] = field(default_factory=dict)  # chart name -> its rows
     session_details: dict[str, list[RequestRow]] = field(default_factory=dict)  # session id -> its requests
+    session_details_truncated: bool | None = None  # some session's requests are cut (report.detail_requests)
+    session_details_total: dict[str, Count] | None = None  # session id -> its requests, for those cut
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)  # every threshold the rules used
     server_metrics: list[ServerMetrics] | None = None
 

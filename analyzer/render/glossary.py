@@ -17,10 +17,18 @@ GLOSSARY: dict[str, str] = {
     "prefill/decode ratio": "prefill time / decode time of a request",
     "reserved / allocated": "GPU memory torch's caching allocator holds (reserved) and what tensors use (allocated), MiB",
     "ghost memory": "reserved − allocated: memory the allocator caches that nvidia-smi shows as used (article 000 §1.1)",
-    "kept": "what a request left allocated: allocated (else reserved) after it − before it, MiB",
+    "RSS": "resident set size: the host RAM (not GPU memory) a process holds, MiB; the collector reads it "
+           "per process (process_sample) and before/after each request",
+    "kept": "what a request left behind: its process's memory after it − before it, MiB: allocated (else "
+            "reserved) GPU memory, or RSS for host RAM; other requests' leaks and working memory are in it",
+    "credited": "the part of what a process kept that attribution gives one request, other requests' leaks "
+                "and working memory subtracted, MiB; memory_leak (GPU memory) and rss_growth (host RAM) judge a "
+                "session by its requests' credited MiB, per request and in all",
     "in flight": "requests running in the same process when a request started, itself included",
-    "rise": "a session's memory at its last turn − at its first (memory_leak judges it with the slope)",
-    "slope": "a session's reserved-memory trend: least-squares MiB per minute over its snapshots",
+    "rise": "memory at the end − at the start, MiB: a session's reserved GPU memory at its last turn − its "
+            "first (the process's readings), or a process's RSS (host RAM) last − first",
+    "slope": "a least-squares trend, MiB per minute: of a session's reserved GPU memory over its snapshots, "
+             "or of a process's RSS (host RAM) over its samples",
     "N/A": "not applicable: a GPU check on a host without a GPU, or an input the source format does not carry",
 }
 

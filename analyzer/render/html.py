@@ -324,7 +324,8 @@ _WORDS = {"mb": "MiB", "rss": "RSS", "gpu": "GPU", "kv": "KV", "ttft": "TTFT", "
           "e2e": "e2e", "pid": "PID", "pct": "%", "r2": "R²", "id": "id", "oom": "OOM", "cpu": "CPU"}  # fmt: skip
 # The glossary word a column is an instance of, for its header's tooltip.
 _GLOSSED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("ttfa", "TTFA"), ("e2e", "e2e"), ("gpu_wait", "gpu_wait"),
-            ("inflight", "in flight"), ("kept", "kept"), ("slope", "slope"), ("reasoning", "reasoning share"),
+            ("inflight", "in flight"), ("credited", "credited"), ("kept", "kept"), ("slope", "slope"),
+            ("rss", "RSS"), ("reasoning", "reasoning share"),
             ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"))  # fmt: skip
 _GLOSSED_KEYS = {"rise_mb": "rise", "reserved_rise_mb": "rise"}
 
@@ -367,8 +368,10 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
         for r in value:
             columns += [c for c in r if c not in columns and not isinstance(r[c], (dict, list))]
         rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
+        # a list the model cut says how long it was (``<key>_total``)
+        total = details.get(f"{key}_total") if details.get(f"{key}_truncated") else None
         tables.append({"key": key, "columns": columns, "rows": rows,
-                       "more": max(0, len(value) - MAX_FINDING_SESSIONS),
+                       "more": max(0, (total or len(value)) - len(rows)),
                        "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
     return tables
 
@@ -406,13 +409,15 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
             "all_ids": sids, "ids_in_model": len(sids) < (f.get("session_count") or len(sids)),
             "section": section if section in SECTION_IDS else None,
             "chart": chart["id"] if chart else None, "chart_title": chart["title"] if chart else None,
-            "details": [(detail_label(k), v) for k, v in details.items() if not isinstance(v, (dict, list))]
+            "details": [(detail_label(k), v) for k, v in details.items()
+                        if not isinstance(v, (dict, list)) and not k.endswith(("_truncated", "_total"))]
             if isinstance(details, dict) else [],
             "detail_tables": _detail_tables(details, links) if isinstance(details, dict) else [],
             "kept": [dict(e, anchor=links.get(e.get("session_id")),
                           peak=max([abs(r.get("kept_mb") or 0) for r in e.get("requests") or []] + [1]))
                      for e in (evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS]],
-            "more_kept": max(0, len(evidence.get("requests") or []) - MAX_EVIDENCE_SESSIONS),
+            "more_kept": max(0, (f.get("session_count") or len(sids))
+                             - len((evidence.get("requests") or [])[:MAX_EVIDENCE_SESSIONS])) if evidence.get("requests") else 0,
             "factors": evidence.get("factors") or [],
             "doc": evidence.get("doc"),
         })
@@ -434,6 +439,7 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     order = sorted(range(len(sessions)), key=lambda i: (flagged.get(sessions[i].get("session_id"), 9), i))
     sessions = [sessions[i] for i in order]
     details = model.get("session_details") or {}
+    totals = model.get("session_details_total") or {}
     drill_ids = [s.get("session_id") for s in sessions if s.get("session_id") in flagged]
     drill_ids += [sid for sid in details if sid not in drill_ids]
     drill_ids = drill_ids[:MAX_DRILLDOWNS]
@@ -445,8 +451,8 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
         shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
         left -= len(shown)
         drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
-                      "columns": _detail_columns(shown), "rows": shown, "total_rows": len(rows),
-                      "more_rows": len(rows) - len(shown)})
+                      "columns": _detail_columns(shown), "rows": shown, "total_rows": totals.get(sid, len(rows)),
+                      "more_rows": totals.get(sid, len(rows)) - len(shown)})
     drill_set = set(drill_ids)
     # A session links to its drill-down, else to its row in the sessions table.
     rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
@@ -553,6 +559,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
+        "judged_rss": any((s.get("judged") or {}).get("rss_growth") for s in sessions),
         "generated_at": model.get("generated_at") or "",
         "version": model.get("dslogs_version") or "",
         "window": model.get("window") or {},

@@ -40,6 +40,36 @@ def _num(value, digits: int = 1) -> str:
     return fmt.number(value, digits, whole_from=100)
 
 
+EVIDENCE_SESSIONS = 3  # sessions whose requests a memory finding lists
+FLAGGED_SESSIONS = 20  # rows of the flagged-sessions table
+
+
+def _kept_line(e: dict) -> str:
+    """A session's requests in a memory finding's evidence, and what they add up to."""
+    line = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB"
+                     + (f" credited {_num(r['credited_mb'])}" if r.get("credited_mb") is not None
+                        else " not counted" if "credited_mb" in r else "")
+                     + (f" ({_num(r['inflight'])} in flight)" if r.get("inflight") is not None else "")
+                     for r in e.get("requests") or [])
+    if e.get("verdict_mb") is not None:
+        line += f"; in all {_num(e.get('credited_mb'))} MiB"
+        line += "".join(f" + {_num(x.get('credited_mb'))} MiB ({_text(x.get('why'))})" for x in e.get("left_out") or [])
+        line += f" = the verdict's {_num(e['verdict_mb'])} MiB"
+    return line
+
+
+def _judged(s: dict, rule: str) -> str:
+    """What a per-session memory rule judged of a session (sessions[].judged)."""
+    j = (s.get("judged") or {}).get(rule)
+    if not j:
+        return "—"
+    if rule == "rss_growth":
+        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+    if j.get("basis") == "request deltas":
+        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+    return f"{_num(j.get('rise_mb'))} (reserved over turns)"
+
+
 def _count(n, word: str) -> str:
     """`1 host`, `3 hosts`; a missing count reads as 0."""
     n = n or 0
@@ -177,11 +207,13 @@ def render_markdown(model: dict) -> str:
                 out.append("  - causes in the affected requests: " + "; ".join(
                     f"{_text(x.get('factor'))} {'**present**' if x.get('present') else 'absent'} ({_text(x.get('seen'))})"
                     for x in ev["factors"]))
-            for e in (ev.get("requests") or [])[:3]:
-                kept = ", ".join(f"turn {_num(r.get('turn_index'))} {_num(r.get('kept_mb'))} MiB"
-                                 + (f" ({_num(r['inflight'])} in flight)" if r.get("inflight") is not None else "")
-                                 for r in e.get("requests") or [])
-                out.append(f"  - kept by {_esc(e.get('session_id'))} ({_text(e.get('basis'))}): {kept}")
+            shown = (ev.get("requests") or [])[:EVIDENCE_SESSIONS]
+            for e in shown:
+                out.append(f"  - kept by {_esc(e.get('session_id'))} ({_text(e.get('basis'))}): {_kept_line(e)}")
+            total = f.get("session_count") or len(f.get("session_ids") or [])
+            if shown and total > len(shown):
+                out.append(f"  - requests of {len(shown)} of {_count(total, 'session')} shown: the JSON report lists "
+                           "the others the drill-down holds")
             if ev.get("doc"):
                 out.append(f"  - how sessions are told apart: {_text(ev['doc'])}")
             out.append(f"  - fix: {_text(f.get('fix'))}")
@@ -232,17 +264,24 @@ def render_markdown(model: dict) -> str:
 
     out += capacity_markdown(model.get("capacity") or [])
 
-    sessions = [s for s in model.get("sessions") or [] if s.get("findings")][:20]
+    flagged = [s for s in model.get("sessions") or [] if s.get("findings")]
+    sessions = flagged[:FLAGGED_SESSIONS]
     if sessions:
         out += ["## Flagged sessions", ""]
+        if len(flagged) > len(sessions):
+            out += [f"{len(sessions)} of {len(flagged)} flagged sessions; the JSON report lists them all.", ""]
         rows = [
             [_esc(s.get('session_id')), _esc(s.get("host")), _num(s.get("requests")),
              _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")), _num(s.get("reserved_slope_mb_per_min")),
+             _num(s.get("reserved_rise_mb")), _judged(s, "memory_leak"), _judged(s, "rss_growth"),
              _text(", ".join(s.get("findings") or []))]
             for s in sessions
         ]
-        out += _table(["session", "host", "requests", "tpot p50", "e2e p50", "reserved MiB/min", "findings"],
-                      rows, "llrrrrl") + [""]
+        out += _table(["session", "host", "requests", "tpot p50", "e2e p50", "reserved MiB/min",
+                       "reserved rise MiB (readings)", "memory_leak judged MiB", "rss_growth judged MiB", "findings"],
+                      rows, "llrrrrrrrl") + [""]
+        out += ["Readings are the process's; judged is what the rule compared with its threshold: the MiB credited "
+                "to the session's own requests (per request × requests), or reserved over its turns.", ""]
     slow = (model.get("slowest_sessions") or [])[:10]
     if slow:
         out += ["## Slowest sessions", ""]

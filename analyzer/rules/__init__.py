@@ -60,11 +60,12 @@ def without_cpu_hosts(m: dict) -> dict:
 
 
 def evaluate_rules(
-    metrics: dict, ingest: dict, thresholds: dict, leak: dict | None = None
+    metrics: dict, ingest: dict, thresholds: dict, leak: dict | None = None, rss=None
 ) -> tuple[list[dict], list[dict]]:
     """Run every rule: (findings sorted by severity then rule order, one status row per rule).
     ``leak``: memory_leak_verdicts(metrics, thresholds) when the caller has them (the report's
-    checklist reads them too), so they are computed once."""
+    checklist reads them too), ``rss``: hosts.rss_credits(metrics, thresholds) (the sessions
+    table reads them too), so they are computed once."""
     findings: list[dict] = []
     statuses: list[dict] = []
     cpu_hosts = cpu_only_hosts(metrics)
@@ -74,6 +75,8 @@ def evaluate_rules(
     scans = scan_together(metrics, thresholds, RULES, cpu_hosts)
     for rule_id, fn in RULES.items():
         extra = (leak,) if rule_id == "memory_leak" and leak is not None else ()
+        if rule_id == "rss_growth" and rss is not None:
+            extra = (rss,)
         if rule_id in scans:
             extra = (scans.pop(rule_id),)
         outcome = fn(gpu_metrics if rule_id in GPU_RULES else metrics, ingest, thresholds, *extra)
@@ -92,9 +95,19 @@ def evaluate_rules(
             "source": RULE_INFO[rule_id][1],
         })
         findings.extend(outcome.findings)
+    _host_ram_note(statuses)
     order = {r: i for i, r in enumerate(RULE_IDS)}
     findings.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], order[f["rule"]]))
     return findings, statuses
+
+
+def _host_ram_note(statuses: list[dict]) -> None:
+    """memory_leak judges GPU memory only: without GPU readings it has no data while host RAM
+    readings were judged, by rss_growth, whose row says so beside it."""
+    by_rule = {r["rule"]: r for r in statuses}
+    leak, rss = by_rule.get("memory_leak"), by_rule.get("rss_growth")
+    if leak and rss and leak["status"] == "no_data" and rss["status"] != "no_data":
+        leak["reason"] += f"; host RAM (RSS) is judged by rss_growth ({rss['status']})"
 
 
 # -- the health checklist ----------------------------------------------------------------------

@@ -13,8 +13,45 @@ from analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
 # -- memory ------------------------------------------------------------------------------------
 
 
+class Credits(dict):
+    """session -> (memory its requests keep per request, requests judged): ``attribute_deltas``'
+    answer, with what it credited each request (``per_request``), so that what a finding, its
+    evidence and the sessions table show of a session is this one figure."""
+
+    __slots__ = ("_kept", "_scale")
+
+    def __init__(self, rates: dict, kept: dict[str, list[float]] | None = None,
+                 scale: dict[str, float] | None = None):
+        super().__init__(rates)
+        self._kept, self._scale = kept, scale or {}
+
+    def per_request(self, sid: str) -> list[float | None]:
+        """What each of the session's requests with a delta was credited, in row order; None for
+        a request before the one from which the session kept (``_since``): not counted. The
+        counted ones add up to per request × requests."""
+        rate, n = self[sid]
+        if self._kept is None:
+            # one rate per session solves the deltas: every request is credited that rate
+            return [rate] * n
+        xs = self._kept[sid]
+        first = len(xs) - n
+        scale = self._scale.get(sid, 1.0)
+        return [None] * first + [x * scale for x in xs[first:]]
+
+    def release(self) -> None:
+        """Forget the per-request credits (one float per request of the window) once the sessions
+        that need them have them; the per-session figures stay."""
+        self._kept = None
+        self._scale = {}
+
+
+def kept_in_all(rate: float, n: int) -> float:
+    """What a session's requests kept in all: the figure memory_leak and rss_growth judge."""
+    return rate * n
+
+
 def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
-                     min_requests: int = 1) -> dict[str, tuple[float, int]]:
+                     min_requests: int = 1) -> Credits:
     """session -> (memory its requests keep per request, requests) from per-request deltas.
 
     torch and RSS are per process: a request's before/after delta holds its own leak plus the leaks
@@ -138,7 +175,7 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             break
     rates = {sid: rate[number[sid]] for sid in own}
     if not any_step:
-        return {sid: (rates[sid], n) for sid, n in own.items()}
+        return Credits({sid: (rates[sid], n) for sid, n in own.items()})
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
     kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
     kept = _late_readings(kept, stepped, spans, min_requests)
@@ -146,7 +183,9 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     for sid in own:
         since = _since(kept[sid], min_requests)
         out[sid] = (sum(since) / len(since), len(since))
-    return _within_bounds(out, proc_of, bounds)
+    scale: dict[str, float] = {}
+    out = _within_bounds(out, proc_of, bounds, scale)
+    return Credits(out, kept, scale)
 
 
 def _since(xs: list[float], min_requests: int) -> list[float]:
@@ -262,6 +301,21 @@ def _claimed(kept: dict[str, list[float]], rates: dict[str, float], transient: d
     return out
 
 
+def credited_requests(rows: Iterable[dict], key: str, credits: Credits, verdicts: dict) -> None:
+    """Give each verdict (``verdicts``: session -> a dict-like verdict) ``credited``: its
+    session's requests with a delta, in row order, each ``{"request_id", "credited_mb"}`` as
+    ``credits`` credited it (None: before the session started keeping, not counted). One pass
+    over ``rows``, reading them as ``attribute_deltas`` did."""
+    ids: dict[str, list] = {sid: [] for sid in verdicts}
+    for r in rows:
+        sid = r.get("session_id")
+        if sid in ids and r.get(key) is not None:
+            ids[sid].append(r.get("request_id"))
+    for sid, v in verdicts.items():
+        v["credited"] = [{"request_id": rid, "credited_mb": mb}
+                         for rid, mb in zip(ids[sid], credits.per_request(sid), strict=True)]
+
+
 def _step_working_memory(groups) -> dict[tuple, float]:
     """Per process, the working memory one request holds at a reading, from the steps alone: the
     median of step / coefficient over the groups whose coefficient is not 0. Most groups keep
@@ -283,12 +337,13 @@ def _step_working_memory(groups) -> dict[tuple, float]:
 
 
 def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
-                   bounds: dict[tuple, float]) -> dict[str, tuple[float, int]]:
+                   bounds: dict[tuple, float], scale: dict[str, float]) -> dict[str, tuple[float, int]]:
     """The sessions of a process cannot have kept more, together, than the process did (its last
     reading minus its lowest): taken from the most kept down, a session keeps what is left of
     that. Steps hold the working memory of requests that allocate after others' readings and
     release before theirs (a large transient under concurrency moves a step by its whole size,
-    up for one request and down for another); the bound holds none of it once released."""
+    up for one request and down for another); the bound holds none of it once released.
+    ``scale``: each session cut so, what its requests' credits are multiplied by."""
     by_proc: dict[tuple, list[str]] = {}
     for sid, proc in proc_of.items():
         by_proc.setdefault(proc, []).append(sid)
@@ -302,6 +357,8 @@ def _within_bounds(out: dict[str, tuple[float, int]], proc_of: dict[str, tuple],
                 continue
             kept = min(rate * n, max(left, 0.0))
             left -= kept
+            if kept != rate * n:
+                scale[sid] = kept / (rate * n)
             out[sid] = (kept / n, n)
     return out
 
@@ -462,7 +519,7 @@ class _Verdict:
 
     __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
                  "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
-                 "first_ts", "last_ts", "flagged", "process_scoped")  # fmt: skip
+                 "first_ts", "last_ts", "flagged", "process_scoped", "credited")  # fmt: skip
 
     def __init__(self, **values):
         for k, v in values.items():
@@ -492,12 +549,32 @@ class SessionVerdicts:
     movement of any session (the checklist's reserved_band value). A healthy session is a count
     and a running maximum, not an object: there are hundreds of thousands of sessions in big logs."""
 
-    __slots__ = ("kept", "checked", "max_rise")
+    __slots__ = ("kept", "checked", "max_rise", "credits", "min_samples", "cpu")
 
-    def __init__(self):
+    def __init__(self, credits: Credits | None = None, min_samples: int = 0, cpu: set | frozenset = frozenset()):
         self.kept: dict[str, _Verdict] = {}
         self.checked = 0
         self.max_rise: float | None = None
+        # every session judged by its requests' deltas (per-session figures only), and what
+        # a session judged by its snapshots needs: the sessions table shows each one's figure
+        self.credits = credits if credits is not None else Credits({})
+        self.min_samples, self.cpu = min_samples, cpu
+
+    def judgement(self, sid: str, snapshots: dict | None = None) -> dict | None:
+        """What memory_leak judged of one session, under the names its finding gives them
+        (``basis``, ``rise_mb``, ``leak_per_request_mb``, ``requests_counted``), flagged or not; None
+        when it judged nothing of it. ``snapshots``: the session's memory_per_session row."""
+        c = self.credits.get(sid)
+        if c is not None:
+            rate, n = c
+            if n < self.min_samples:
+                return None
+            return {"basis": DELTA_BASIS, "rise_mb": kept_in_all(rate, n), "leak_per_request_mb": rate,
+                    "requests_counted": n}
+        rise = snapshot_rise(snapshots, self.min_samples, self.cpu) if snapshots is not None else None
+        if rise is None:
+            return None
+        return {"basis": SNAPSHOT_BASIS, "rise_mb": rise, "samples": snapshots.get("samples")}
 
     def judged(self, rise: float) -> None:
         """One more session judged, of movement ``rise`` (max() over them in this order)."""
@@ -519,6 +596,19 @@ class SessionVerdicts:
 
     def __contains__(self, sid) -> bool:
         return sid in self.kept
+
+
+DELTA_BASIS = "request deltas"
+SNAPSHOT_BASIS = "reserved_mb over turns"
+
+
+def snapshot_rise(r: dict, min_samples: int, cpu: set | frozenset) -> float | None:
+    """A session's reserved_mb at its last turn minus its first (003 §5.3's turn check), the
+    figure memory_leak judges of a session without before/after deltas; None when it has too few
+    snapshots, none, or ran on a CPU-only host."""
+    if r.get("host") in cpu or (r.get("samples") or 0) < min_samples or r.get("reserved_first_mb") is None:
+        return None
+    return (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
 
 
 def largest_rise(sessions) -> float | None:
@@ -561,31 +651,32 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     # a view read twice at most, not a copy (one row per request: kept in DuckDB when large)
     deltas = HostsLeftOut(m.get("request_memory_deltas", []), cpu)
     rates = attribute_deltas(deltas, "gpu_delta_mb", min_requests=min_samples)
-    sessions = SessionVerdicts()
+    sessions = SessionVerdicts(rates, min_samples, cpu)
     kept = sessions.kept
     for sid, (rate, n) in rates.items():
         if n < min_samples:
             continue
-        rise = rate * n
+        rise = kept_in_all(rate, n)
         sessions.judged(rise)
         if rate > leak_th and rise > rise_th:
-            kept[sid] = _Verdict(session_id=sid, basis="request deltas", leak_per_request_mb=rate, requests=n,
+            kept[sid] = _Verdict(session_id=sid, basis=DELTA_BASIS, leak_per_request_mb=rate, requests=n,
                                  rise_mb=rise, flagged=True)
-    # the flagged sessions' host and pid from their last row (one more pass only if there are some)
+    # the flagged sessions' host and pid from their last row, and what each of their requests
+    # was credited (one more pass only if there are some)
     if kept:
+        credited_requests(deltas, "gpu_delta_mb", rates, kept)
         for r in deltas:
             v = kept.get(r["session_id"])
             if v is not None:
                 v.update(host=r.get("host"), pid=r.get("pid"))
+    rates.release()
     by_delta = list(kept.values())
     # read once as a stream (the table may hold hundreds of thousands of sessions); a session judged
     # by its snapshots keeps its two times in its process's group, a verdict only when flagged
     by_proc: dict[tuple, _Group] = {}
     for r in m.get("memory_per_session", []):
-        if (r.get("host") in cpu or r["session_id"] in rates or (r.get("samples") or 0) < min_samples
-                or r.get("reserved_first_mb") is None):
+        if r["session_id"] in rates or (rise := snapshot_rise(r, min_samples, cpu)) is None:
             continue
-        rise = (r.get("reserved_last_mb") or 0) - r["reserved_first_mb"]
         sessions.judged(rise)
         pkey = (r.get("host"), r.get("pid"))
         g = by_proc.get(pkey)
@@ -595,7 +686,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         if rise > rise_th:
             sid = r["session_id"]
             v = kept[sid] = _Verdict(
-                session_id=sid, host=r.get("host"), pid=r.get("pid"), basis="reserved_mb over turns",
+                session_id=sid, host=r.get("host"), pid=r.get("pid"), basis=SNAPSHOT_BASIS,
                 rise_mb=rise, reserved_first_mb=r["reserved_first_mb"], reserved_last_mb=r.get("reserved_last_mb"),
                 reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min"), samples=r.get("samples"),
                 minutes=r.get("minutes"), first_ts=first, last_ts=last, flagged=True,

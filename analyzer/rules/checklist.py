@@ -14,7 +14,6 @@ from analyzer.rules.hosts import host_gpu_peaks
 from analyzer.rules.latency import _metric_row
 from analyzer.rules.memory import oom_count
 from analyzer.rules.registry import (
-    MAX_FINDING_SESSIONS,
     Measure,
     below,
     check,
@@ -124,7 +123,7 @@ def _reserved_band(m, t, ctx) -> Measure:
         note = (f"reserved memory grew in {len(leak['processes'])} process(es) serving sessions at the same "
                 "time; torch reports it per process, so it is not pinned on sessions (see memory_leak)")
     return Measure(f"reserved_mb within ±{t['memory_leak']['rise_mb']:g} MiB in every session", deviation, note=note,
-                   fails=bool(flagged or leak["processes"]), extra={"sessions": flagged[:MAX_FINDING_SESSIONS]})
+                   fails=bool(flagged or leak["processes"]), extra={"sessions": flagged})
 
 
 @check("gpu_util_peak", rules=("low_gpu_util",), threshold="low_gpu_util.peak_pct", unit="%", needs=("gpu_util",),

@@ -76,6 +76,14 @@ def rule_collector_drops(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("collector_drops", "fired", _plural(len(hit), "host"), findings)
 
 
+def _samples(samples: list, bad: int, shown: int = 20) -> dict:
+    """Some bad lines as samples, saying they are ``shown`` of the ``bad`` lines skipped."""
+    out: dict = {"samples": list(samples)[:shown]}
+    if len(out["samples"]) < bad:
+        out.update(samples_truncated=True, samples_total=bad)
+    return out
+
+
 @rule(
     "bad_lines",
     severity="info",
@@ -99,7 +107,7 @@ def rule_bad_lines(m, ingest, t) -> RuleOutcome:
         message=f"{_plural(bad, 'malformed line')} skipped while reading the logs"
                 + (f", and {_plural(skipped, 'file')} not read" if skipped else ""),
         section="header", chart=None,
-        details={"samples": list((ingest or {}).get("bad_line_samples") or [])[:20], "skipped_files": skipped},
+        details=_samples((ingest or {}).get("bad_line_samples") or [], bad) | {"skipped_files": skipped},
     )
     return RuleOutcome("bad_lines", "fired", _plural(bad, "line"), [f])
 

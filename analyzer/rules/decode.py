@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from analyzer.core import format as fmt
 from analyzer.rules.registry import (
-    MAX_DETAIL_ROWS,
     RuleOutcome,
     _plural,
     _scanned,
@@ -176,7 +175,7 @@ def rule_kv_cache_bloat(m, ingest, t) -> RuleOutcome:
         "kv_cache_bloat", scope="session", value=value, threshold=threshold, unit=unit,
         message="; ".join(parts),
         section=section, chart=chart,
-        details={"sessions": hit[:MAX_DETAIL_ROWS], "kv_cache_size_mb_threshold": th["kv_cache_size_mb"],
+        details={"sessions": hit, "kv_cache_size_mb_threshold": th["kv_cache_size_mb"],
                  "checked_sessions": checked},
         session_ids=[r["session_id"] for r in hit], hosts=[r.get("host") for r in hit],
     )

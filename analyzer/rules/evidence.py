@@ -33,23 +33,46 @@ def _kept(row: dict, bases: tuple[str, ...] = ("allocated", "reserved")) -> tupl
     return None
 
 
-def memory_requests(rows: list[dict], limit: int = EVIDENCE_REQUESTS,
-                    bases: tuple[str, ...] = ("allocated", "reserved")) -> dict:
-    """A session's requests that kept the most memory, in time order, with their before/after
-    reading and the requests in flight when they started; without before/after pairs (article
-    003's snapshots) the snapshot after each request and its rise over the previous one."""
+def memory_requests(rows: list[dict], limit: int | None = EVIDENCE_REQUESTS,
+                    bases: tuple[str, ...] = ("allocated", "reserved"), verdict: dict | None = None,
+                    figure: str = "rise_mb") -> dict:
+    """A session's requests, in time order, with their before/after reading, what they kept
+    (after − before: the process's change, other requests' leaks and working memory included)
+    and the requests in flight when they started; without before/after pairs (article 003's
+    snapshots) the snapshot after each request and its rise over the previous one.
+
+    With ``verdict`` (the session's row in the finding's details: ``figure`` is the MiB it was
+    judged by, ``credited`` what attribution credited each request with), every request it
+    credited is listed with ``credited_mb`` (null: before the turn from which the session kept,
+    not counted), and the list adds up to the verdict: ``credited_mb`` is the sum of the listed
+    ones, ``left_out`` names each credited request the drill-down has no row for and why.
+    Without a verdict, the ``limit`` requests that kept the most."""
     out = []
     deltas = [(r, k) for r in rows if (k := _kept(r, bases)) is not None]
+    credited = {c["request_id"]: c.get("credited_mb") for c in (verdict or {}).get("credited") or []}
     if deltas:
         basis = deltas[0][1][0]
-        top = sorted(deltas, key=lambda rk: -rk[1][1])[:limit]
+        if credited:
+            top = [(r, k) for r, k in deltas if r.get("request_id") in credited]
+        else:
+            top = sorted(deltas, key=lambda rk: -rk[1][1])[:limit]
         for r, (b, kept) in sorted(top, key=lambda rk: (rk[0].get("turn_index") or 0)):
-            out.append({"turn_index": r.get("turn_index"), "request_id": r.get("request_id"),
-                        "start_ts": r.get("start_ts"), f"{b}_before_mb": r.get(f"{b}_mb_before"),
-                        f"{b}_after_mb": r.get(f"{b}_mb_after"), "kept_mb": round(kept, 1),
-                        "inflight": r.get("inflight")})  # fmt: skip
-        return {"basis": f"{'host RAM (RSS)' if basis == 'rss' else basis} before/after each request",
-                "requests": out}
+            row = {"turn_index": r.get("turn_index"), "request_id": r.get("request_id"),
+                   "start_ts": r.get("start_ts"), f"{b}_before_mb": r.get(f"{b}_mb_before"),
+                   f"{b}_after_mb": r.get(f"{b}_mb_after"), "kept_mb": round(kept, 1),
+                   "inflight": r.get("inflight")}  # fmt: skip
+            if credited:
+                row["credited_mb"] = credited[r.get("request_id")]
+            out.append(row)
+        entry = {"basis": f"{'host RAM (RSS)' if basis == 'rss' else basis} before/after each request",
+                 "requests": out}
+        if credited:
+            listed = {r["request_id"] for r in out}
+            entry["credited_mb"] = sum(r["credited_mb"] for r in out if r["credited_mb"] is not None)
+            entry["verdict_mb"] = verdict.get(figure)
+            entry["left_out"] = [{"request_id": rid, "credited_mb": mb, "why": NOT_IN_DRILLDOWN}
+                                 for rid, mb in credited.items() if rid not in listed and mb is not None]
+        return entry
     if "reserved" not in bases:
         return {"basis": "no before/after reading per request", "requests": []}
     snaps = [r for r in rows if r.get("reserved_mb") is not None]
@@ -59,12 +82,31 @@ def memory_requests(rows: list[dict], limit: int = EVIDENCE_REQUESTS,
         rise = None if prev is None else r["reserved_mb"] - prev
         rises.append((r, rise))
         prev = r["reserved_mb"]
-    top = sorted((rr for rr in rises if rr[1] is not None), key=lambda rr: -rr[1])[:limit]
+    whole = verdict is not None and verdict.get(figure) is not None
+    top = [rr for rr in rises if rr[1] is not None]
+    if not whole:
+        top = sorted(top, key=lambda rr: -rr[1])[:limit]
     for r, rise in sorted(top, key=lambda rr: rr[0].get("turn_index") or 0):
         out.append({"turn_index": r.get("turn_index"), "request_id": r.get("request_id"),
                     "start_ts": r.get("start_ts"), "reserved_after_mb": r.get("reserved_mb"),
                     "kept_mb": round(rise, 1), "inflight": r.get("inflight")})  # fmt: skip
-    return {"basis": "reserved_mb snapshot after each request (rise over the previous one)", "requests": out}
+    entry = {"basis": "reserved_mb snapshot after each request (rise over the previous one)", "requests": out}
+    if whole:
+        # the verdict's rise is the session's last snapshot − its first, which need not be
+        # those taken after its first and last request in the drill-down
+        entry["credited_mb"] = sum(rise for _r, rise in top)
+        entry["verdict_mb"] = verdict[figure]
+        rest = verdict[figure] - (snaps[-1]["reserved_mb"] - snaps[0]["reserved_mb"] if snaps else 0.0)
+        entry["left_out"] = ([{"request_id": None, "credited_mb": rest, "why": OUTSIDE_SNAPSHOTS}]
+                             if abs(rest) >= 0.05 else [])
+    return entry
+
+
+NOT_IN_DRILLDOWN = "credited, but not among the session's requests in the report's drill-down (report.detail_requests)"
+OUTSIDE_SNAPSHOTS = ("the session's first or last reserved_mb snapshot is not one taken after a request in "
+                     "the drill-down")
+# the MiB a memory rule's verdict on a session is, in its finding's details
+VERDICT_FIGURE = {"memory_leak": "rise_mb", "rss_growth": "rss_kept_mb"}
 
 
 def _affected(rows: list[dict], rule: str) -> list[dict]:
@@ -127,7 +169,15 @@ def attach(findings: list[dict], details: dict[str, list[dict]], t: dict) -> Non
         ev = f.setdefault("evidence", {})
         if f["rule"] in MEMORY_RULES and f.get("scope") == "session":
             bases = MEMORY_RULES[f["rule"]]
-            ev["requests"] = [{"session_id": s, **memory_requests(details[s], bases=bases)} for s in sids]
+            verdicts = {v.get("session_id"): v for v in (ev.get("details") or {}).get("sessions") or []}
+            ev["requests"] = [{"session_id": s, **memory_requests(details[s], bases=bases, verdict=verdicts.get(s),
+                                                                  figure=VERDICT_FIGURE[f["rule"]])}
+                              for s in sids]
+            if len(sids) < len(f.get("session_ids") or []):
+                # the drill-down holds report.detail_sessions sessions: the others' requests are
+                # not in the model
+                ev["requests_truncated"] = True
+                ev["requests_total"] = len(f["session_ids"])
             ev["doc"] = ATTRIBUTION_DOC
         if f["rule"] in FACTOR_RULES:
             rows = [r for s in sids for r in _affected(details[s], f["rule"])]

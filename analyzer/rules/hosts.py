@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from analyzer.core import format as fmt
-from analyzer.rules.attribution import attribute_deltas
+from analyzer.rules.attribution import Credits, attribute_deltas, credited_requests, kept_in_all
 from analyzer.rules.registry import (
-    MAX_DETAIL_ROWS,
     RuleOutcome,
     _host_findings,
     _plural,
@@ -140,6 +139,24 @@ def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     return RuleOutcome("memory_thrash", "fired", _plural(len(hit), "GPU"), findings)
 
 
+def rss_credits(m, t) -> Credits:
+    """What each session's own requests kept of host RAM (``attribute_deltas`` over the RSS
+    deltas): computed once per report for rss_growth and the sessions table."""
+    return attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb",
+                            min_requests=t["rss_growth"]["min_samples"])
+
+
+def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
+    """What rss_growth judged of one session, flagged or not, under its finding's names; None
+    when it judged nothing of it."""
+    c = credits.get(sid)
+    if c is None or c[1] < t["rss_growth"]["min_samples"]:
+        return None
+    rate, n = c
+    # requests_counted: the requests per request × requests is over (from the first that kept)
+    return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests_counted": n}
+
+
 @rule(
     "rss_growth",
     severity="warning",
@@ -153,31 +170,40 @@ def rule_memory_thrash(m, ingest, t) -> RuleOutcome:
     needs=(),
     sections=("memory",),
 )
-def rule_rss_growth(m, ingest, t) -> RuleOutcome:
+def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
             for r in m.get("rss_per_process", []) if (r.get("samples") or 0) >= th["min_samples"]]
-    rates = attribute_deltas(m.get("request_memory_deltas", []), "rss_delta_mb", min_requests=th["min_samples"])
+    # the report computes them once for this rule and its sessions table
+    rates = rss_credits(m, t) if rates is None else rates
     if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
-    leaking = {sid: (rate, n) for sid, (rate, n) in rates.items()
-               if n >= th["min_samples"] and rate > th["leak_per_request_mb"] and rate * n > th["rise_mb"]}
-    # host and pid of those sessions only, from their last row (the table has one row per request)
-    host_of = {r["session_id"]: (r.get("host"), r.get("pid"))
-               for r in (m.get("request_memory_deltas", []) if leaking else ()) if r["session_id"] in leaking}
-    leaky = sorted(
-        ({"session_id": sid, "host": host_of[sid][0], "pid": host_of[sid][1], "rss_kept_per_request_mb": rate,
-          "requests": n, "rss_kept_mb": rate * n}
-         for sid, (rate, n) in leaking.items()),
-        key=lambda v: (-v["rss_kept_mb"], v["session_id"]),
-    )  # fmt: skip
+    leaking = {}
+    for sid in rates:
+        v = rss_judgement(rates, sid, t)
+        if (v is not None and v["rss_kept_per_request_mb"] > th["leak_per_request_mb"]
+                and v["rss_kept_mb"] > th["rise_mb"]):
+            leaking[sid] = {"session_id": sid, **v}
+    deltas = m.get("request_memory_deltas", [])
+    if leaking:
+        # host and pid of those sessions only, from their last row (the table has one row per request)
+        for r in deltas:
+            v = leaking.get(r["session_id"])
+            if v is not None:
+                v.update(host=r.get("host"), pid=r.get("pid"))
+        credited_requests(deltas, "rss_delta_mb", rates, leaking)
+    rates.release()
+    leaky = sorted(leaking.values(), key=lambda v: (-v["rss_kept_mb"], v["session_id"]))
     findings = []
     if leaky:
         findings.append(finding(
             "rss_growth", scope="session", value=leaky[0]["rss_kept_mb"], threshold=th["rise_mb"], unit="MiB",
             message=(f"host memory (RSS) kept by their own requests: up to {fmt.prose(leaky[0]['rss_kept_mb'])} MiB "
                      f"({fmt.prose(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
-            section="memory", chart=None, details={"sessions": leaky[:MAX_DETAIL_ROWS]},
+            section="memory", chart=None,
+            details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "rss_kept_per_request_mb",
+                                                          "requests_counted", "rss_kept_mb", "credited")}
+                                  for v in leaky]},
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
     pinned: dict[tuple, float] = {}

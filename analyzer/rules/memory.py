@@ -5,7 +5,6 @@ from __future__ import annotations
 from analyzer.core import format as fmt
 from analyzer.rules.attribution import _proc_name, memory_leak_verdicts
 from analyzer.rules.registry import (
-    MAX_DETAIL_ROWS,
     RuleOutcome,
     _host_findings,
     _plural,
@@ -15,6 +14,8 @@ from analyzer.rules.registry import (
     finding,
     rule,
 )
+
+COUNTED = {"requests": "requests_counted"}
 
 
 @rule(
@@ -42,7 +43,7 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
         cpu = cpu_only_hosts(m)
         why = f"; {_plural(len(cpu), 'host')} without a GPU (device cpu)" if cpu else ""
         return RuleOutcome("memory_leak", "no_data",
-                           f"no session has {th['min_samples']}+ gpu_memory snapshots or memory deltas{why}")
+                           f"no session has {th['min_samples']}+ gpu_memory snapshots or GPU memory deltas{why}")
     findings = []
     hit = sorted((v for v in sessions.values() if v["flagged"]), key=lambda v: (-v["rise_mb"], v["session_id"]))
     if hit:
@@ -58,11 +59,14 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
             "memory_leak", scope="session", value=hit[0]["rise_mb"], threshold=th["rise_mb"], unit="MiB",
             message="; ".join(parts) + f" (more than {fmt.prose(th['rise_mb'])} MiB per session, 003 §5.3)",
             section="memory", chart="memory_timeline",
-            details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "basis", "rise_mb",
-                                                          "leak_per_request_mb", "requests", "reserved_first_mb",
-                                                          "reserved_last_mb", "reserved_slope_mb_per_min",
-                                                          "samples", "minutes") if v.get(k) is not None}
-                                  for v in hit[:MAX_DETAIL_ROWS]],
+            # requests_counted: the requests per request × requests is over (from the first that
+            # kept), not the session's requests
+            details={"sessions": [{COUNTED.get(k, k): v.get(k)
+                                   for k in ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb",
+                                             "requests", "reserved_first_mb", "reserved_last_mb",
+                                             "reserved_slope_mb_per_min", "samples", "minutes", "credited")
+                                   if v.get(k) is not None}
+                                  for v in hit],
                      "checked_sessions": len(sessions)},
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
         ))
@@ -196,7 +200,7 @@ def rule_oom(m, ingest, t) -> RuleOutcome:
             section="errors", chart="errors_timeline",
             details={"sessions": [{**{k: r.get(k) for k in ("session_id", "host")}, "ooms": r["ooms"],
                                    **{k: r.get(k) for k in ("oom_errors", "num_ooms_rise", "first_ts", "error_type")}}
-                                  for r in in_sessions[:MAX_DETAIL_ROWS]],
+                                  for r in in_sessions],
                      "sample_msg": sample},
             session_ids=[r["session_id"] for r in in_sessions], hosts=[r.get("host") for r in in_sessions],
         ))

@@ -8,9 +8,6 @@ from dataclasses import dataclass, field
 from analyzer.core import thresholds as _thresholds
 from analyzer.core.severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (the rules' names for them)
 
-MAX_FINDING_SESSIONS = 200  # ids listed in one finding; session_count has the full number
-MAX_DETAIL_ROWS = 50
-
 # -- the registry ------------------------------------------------------------------------------
 # Each rule is registered once, by the @rule decorator on its function: what it is (id, default
 # severity, seed source, fix), what it reads (metric tables = queries/<name>.sql) and where its
@@ -216,13 +213,13 @@ def finding(
 ) -> dict:
     spec = RULE_SPECS[rule]
     default_severity, source, fix = spec.severity, spec.source, spec.fix
-    # the first MAX_FINDING_SESSIONS in the rule's order (worst first), listed sorted by id
+    # every session, listed sorted by id (machine output holds no silent cut)
     ids = list(dict.fromkeys(s for s in (session_ids or []) if s is not None))
     return {
         "rule": rule,
         "severity": severity or default_severity,
         "scope": scope,
-        "session_ids": sorted(ids[:MAX_FINDING_SESSIONS]),
+        "session_ids": sorted(ids),
         "session_count": len(ids),
         "hosts": sorted({h for h in (hosts or []) if h is not None}),
         "value": value,
@@ -321,7 +318,7 @@ def _session_rule(
     details = {
         "sessions": [
             {"session_id": r["session_id"], "host": r.get("host"), **{k: r.get(k) for k in detail_keys}}
-            for r in hit[:MAX_DETAIL_ROWS]
+            for r in hit
         ],
         "checked_sessions": checked,
     }

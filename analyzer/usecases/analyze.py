@@ -3,11 +3,44 @@ engine, into the report model (or the capacity model)."""
 
 from __future__ import annotations
 
+from analyzer.core import progress
 from analyzer.core.selection import Selection
+from analyzer.core.thresholds import defaults
+from analyzer.engines.compute import compute_metrics, session_requests
+from analyzer.engines.duckdb import as_source
 from analyzer.engines.registry import open_engine
+from analyzer.metrics.registry import bucket_for_span, parameters
+from analyzer.metrics.results import release_tables
 from analyzer.model import report as report_model
 from analyzer.model import result_cache
 from analyzer.usecases.window import note_if_empty
+
+
+def build_report(source, thresholds: dict | None = None) -> dict:
+    """The report model of logs opened on any engine (a MetricSource, or an open LogSet): the
+    metric tables, the model built from them, then the drill-down rows of the sessions the model
+    shows and the findings' evidence."""
+    thresholds = thresholds or defaults()
+    source = as_source(source)
+    progress.phase("computing")
+    metrics = compute_metrics(source, thresholds)
+    model = report_model.build_report_from_metrics(metrics, source.ingest, source.window, thresholds)
+    # the per-session tables (400 k+ rows at 20 M events) are not needed for the drill-down:
+    # those kept in DuckDB are dropped there too
+    release_tables(metrics)
+    del metrics
+    ids = report_model.detail_session_ids(model, thresholds)
+    return report_model.with_details(model, session_requests(source, ids, thresholds), thresholds)
+
+
+def build_capacity(source, thresholds: dict | None = None) -> dict:
+    """The capacity model of logs opened on any engine: one metric query and the capacity rules."""
+    thresholds = thresholds or defaults()
+    source = as_source(source)
+    progress.phase("computing")
+    params = parameters(thresholds, bucket_for_span(*source.time_bounds()))
+    metrics = source.run(["capacity_per_level", "time_span"], params)
+    return report_model.capacity_model(metrics, source.ingest, source.window, thresholds)
 
 
 def analyze(selection: Selection) -> dict:
@@ -22,7 +55,7 @@ def analyze(selection: Selection) -> dict:
         empty = selection.windowed and not (source.ingest or {}).get("events")
         if db is None or empty:
             # an empty window is not kept in the result cache: its note reads the files outside it
-            model = report_model.build_report(source, thresholds)
+            model = build_report(source, thresholds)
             # the note opens the logs again: DuckDB lets one connection of a process attach the
             # cache file at a time, so this run's lets go of it first
             source.close()
@@ -34,7 +67,7 @@ def analyze(selection: Selection) -> dict:
         if model is not None:
             return model
         result_cache.materialize_derived(db.con)
-        model = report_model.build_report(source, thresholds)
+        model = build_report(source, thresholds)
         result_cache.store(db, key, model, report_model.report_to_json)
         return model
     finally:
@@ -45,7 +78,7 @@ def capacity(selection: Selection) -> dict:
     """``dslogs capacity``: the capacity model alone (one metric query and the capacity rules)."""
     source = open_engine(selection)
     try:
-        model = report_model.build_capacity(source, selection.threshold_tables())
+        model = build_capacity(source, selection.threshold_tables())
         source.close()  # before the note opens the logs again (see analyze)
         if note := note_if_empty(selection, source.ingest):
             model["notes"] = [note]

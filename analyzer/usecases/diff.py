@@ -11,9 +11,9 @@ from analyzer.core.errors import UsageError
 from analyzer.core.selection import Selection
 from analyzer.core.time import parse_window
 from analyzer.engines.registry import open_engine
-from analyzer.model import report as report_model
 from analyzer.model.diff import REGRESSION_PCT, Side, diff_sides, parse_range, read_values
 from analyzer.model.load import saved_report
+from analyzer.usecases.analyze import build_report
 
 
 def load_side(selection: Selection, label: str) -> Side:
@@ -29,7 +29,7 @@ def load_side(selection: Selection, label: str) -> Side:
         return Side(label, saved, "report", paths=paths)
     source = open_engine(selection)
     try:
-        model = report_model.build_report(source, selection.threshold_tables())
+        model = build_report(source, selection.threshold_tables())
         db = getattr(source, "db", None)
         read = read_values(db.con) if db is not None else None
     finally:
