@@ -18,10 +18,13 @@ TORCH ?= torch==2.13.0
 .PHONY: demo test install system-deps lint bench wheels collector-wheel
 
 # $* is the extras set with "_" for ",", or "base" for none.
-$(VENV)/.installed-%: pyproject.toml
+# The collector is its own distribution (dslogs-collector), which dslogs-llm depends on: both are
+# installed editable from the checkout, so an edit to collector/ or analyzer/ is seen at once.
+$(VENV)/.installed-%: pyproject.toml packaging/collector/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(findstring hf,$*),$(PY) -m pip install -q '$(TORCH)')
+	$(PY) -m pip install -q -e ./packaging/collector
 	$(PY) -m pip install -q -e '.$(if $(filter base,$*),,[$(subst _,$(comma),$*)])'
 	touch $@
 

@@ -1,5 +1,5 @@
 """dslogs analyzer: ingest trace logs into DuckDB, compute metrics, diagnose, render reports."""
 
-from collector._version import __version__
+from dslogs_collector._version import __version__
 
 __all__ = ["__version__"]

@@ -1,5 +1,5 @@
-"""``python -m analyzer``: the ``dslogs`` command line."""
+"""``python -m dslogs``: the ``dslogs`` command line."""
 
-from analyzer.cli import main
+from dslogs.analyzer.cli import main
 
 main()

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from analyzer.engines.registry import ENGINE_MODULES
+from dslogs.analyzer.engines.registry import ENGINE_MODULES
 
 
 def _plain_types() -> None:
@@ -82,7 +82,7 @@ app.add_typer(report_app, name="report")
 
 def _print_version(value: bool) -> None:
     if value:
-        from analyzer import __version__
+        from dslogs.analyzer import __version__
 
         typer.echo(f"dslogs {__version__}")
         raise typer.Exit()
@@ -137,14 +137,14 @@ class TraceFormat(StrEnum):
 def number(help: str, option: str, integer: bool = False, minimum: float | None = None,
            maximum: float | None = None):
     """A typer option whose value goes through the one numeric parser
-    (``analyzer.core.numbers.parse_number``): a bad value is one line naming the option and
+    (``dslogs.analyzer.core.numbers.parse_number``): a bad value is one line naming the option and
     exit 2, like every other input error, not click's boxed usage text."""
 
     def parse(value):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value  # a default
-        from analyzer.core.errors import UsageError
-        from analyzer.core.numbers import parse_number
+        from dslogs.analyzer.core.errors import UsageError
+        from dslogs.analyzer.core.numbers import parse_number
 
         try:
             return parse_number(value, option, integer, minimum, maximum)
@@ -164,7 +164,7 @@ def _warn_if_window_empty(selection, db) -> None:
     """A window that holds no events while the files hold some says so, as analyze's note does,
     so that `--since 1d` over older logs is not a silent empty answer. ``db`` is closed first:
     the note opens the logs again, and one connection of a process attaches the cache at a time."""
-    from analyzer.usecases.window import note_if_empty
+    from dslogs.analyzer.usecases.window import note_if_empty
 
     db.close()
     if note := note_if_empty(selection, db.ingest):
@@ -199,7 +199,7 @@ def _fail(message: str) -> None:
 
 def _run(fn, *args, **kwargs):
     """Call a library function; input errors become exit 2 with their one-line reason."""
-    from analyzer.core.errors import DslogsError, Interrupted
+    from dslogs.analyzer.core.errors import DslogsError, Interrupted
 
     try:
         return fn(*args, **kwargs)
@@ -214,7 +214,7 @@ def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, 
             master="local[*]", session_attr=None):
     """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
     file is exit 2 here, before any log is read)."""
-    from analyzer.core.selection import Selection
+    from dslogs.analyzer.core.selection import Selection
 
     return _run(Selection.build, logs, since=since, until=until, tz=tz, session_attr=session_attr,
                 thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
@@ -222,7 +222,7 @@ def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, 
 
 
 def _open(selection, materialize=True):
-    from analyzer import ingest
+    from dslogs.analyzer import ingest
 
     return _run(ingest.open, selection, materialize)
 
@@ -230,7 +230,7 @@ def _open(selection, materialize=True):
 def _check_out(out: Path | None) -> None:
     """An --out that cannot be written fails before the logs are read, not after."""
     if out is not None:
-        from analyzer.core.outfile import check_out
+        from dslogs.analyzer.core.outfile import check_out
 
         _run(check_out, out)
 
@@ -240,7 +240,7 @@ def _write_or_print(text: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        from analyzer.core.outfile import write_out
+        from dslogs.analyzer.core.outfile import write_out
 
         _run(write_out, out, text)
         typer.echo(str(out))
@@ -265,7 +265,7 @@ def analyze(
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
-    from analyzer.core import progress
+    from dslogs.analyzer.core import progress
 
     selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
     with progress.run("analyze", quiet):
@@ -273,14 +273,14 @@ def analyze(
 
 
 def _analyze(selection, format, out, fail_on) -> None:
-    from analyzer.core import progress
-    from analyzer.model.report import has_findings_at
-    from analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.model.report import has_findings_at
+    from dslogs.analyzer.usecases.analyze import analyze
 
     model = _run(analyze, selection)
     progress.phase("rendering")
     _print_notes(model)
-    from analyzer.render.report import render_report
+    from dslogs.analyzer.render.report import render_report
 
     text = render_report(model, format.value)
     if format is ReportFormat.md and out is None and sys.stdout.isatty():
@@ -315,9 +315,9 @@ def capacity(
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"))
-    from analyzer.core import progress
-    from analyzer.render.report import render_capacity
-    from analyzer.usecases.analyze import capacity as run_capacity
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.render.report import render_capacity
+    from dslogs.analyzer.usecases.analyze import capacity as run_capacity
 
     selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
     with progress.run("capacity", quiet):
@@ -347,9 +347,9 @@ def report_weekly(
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
     _check_out(out)
-    from analyzer.core import progress
-    from analyzer.render.weekly import render_weekly
-    from analyzer.usecases.weekly import weekly, weeks_with_data
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.render.weekly import render_weekly
+    from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
 
     selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
     if week is not None and not week.strip():
@@ -386,11 +386,11 @@ def diff(
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
-    from analyzer.core import progress
-    from analyzer.model.diff import REGRESSION_PCT, has_regression
-    from analyzer.render.diff_html import render_diff
-    from analyzer.usecases.diff import diff as run_diff
-    from analyzer.usecases.diff import sides
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.model.diff import REGRESSION_PCT, has_regression
+    from dslogs.analyzer.render.diff_html import render_diff
+    from dslogs.analyzer.usecases.diff import diff as run_diff
+    from dslogs.analyzer.usecases.diff import sides
 
     selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
     before_side, after_side = _run(sides, selection, before, after)
@@ -416,7 +416,7 @@ def watch(
     tz: TzOpt = None,
 ) -> None:
     """A live terminal view of the logs being written (reads only appended bytes)."""
-    from analyzer.live.watch import watch as run_watch
+    from dslogs.analyzer.live.watch import watch as run_watch
 
     selection = _select(logs, tz=tz)
     raise typer.Exit(_run(run_watch, selection, interval=interval, window=window, once=once))
@@ -443,16 +443,16 @@ def query(
     _check_out(out)
     selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr)
     if engine is Engine.spark:
-        from analyzer.engines.spark.driver import spark_query
+        from dslogs.analyzer.engines.spark.driver import spark_query
 
         result = _run(spark_query, selection, sql)
     else:
-        # Refused before the logs are read; then one query in the sandbox (analyzer.ingest.sandbox):
+        # Refused before the logs are read; then one query in the sandbox (dslogs.analyzer.ingest.sandbox):
         # views, computed only as far as the query needs them.
         # Ctrl-C or SIGTERM: one line, exit 130 / 143 (the cache is only read)
         import duckdb
 
-        from analyzer.ingest import check_statement, run_user_query, stop_on_signals
+        from dslogs.analyzer.ingest import check_statement, run_user_query, stop_on_signals
 
         _run(check_statement, duckdb.connect(), sql, allow_files)
         with stop_on_signals() as stop:
@@ -463,8 +463,8 @@ def query(
                 db.close()
             _run(_warn_if_window_empty, selection, db)
     if out is not None:
-        from analyzer.core.outfile import open_out
-        from analyzer.core.results import write_result
+        from dslogs.analyzer.core.outfile import open_out
+        from dslogs.analyzer.core.results import write_result
 
         def _write() -> None:
             with open_out(out) as fh:
@@ -488,7 +488,7 @@ def session(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Show one session (its id or a unique prefix): its timeline, or its events as JSONL."""
-    from analyzer.ingest import resolve_session, session_events
+    from dslogs.analyzer.ingest import resolve_session, session_events
 
     if len(logs) < 2:
         _fail("usage: dslogs session LOGS... SESSION_ID")
@@ -502,7 +502,7 @@ def session(
         db.close()
     _run(_warn_if_window_empty, selection, db)
     if not result.rows:
-        from analyzer.core.textsafe import visible
+        from dslogs.analyzer.core.textsafe import visible
 
         _fail(f"no events for session {visible(repr(session_id))} in {visible(', '.join(paths))}")
     _print_result(result, format.value)
@@ -512,7 +512,7 @@ def _print_result(result, fmt: str, csv_guard: bool = True) -> None:
     """Print a query result; a closed pipe (`| head`) ends the command quietly."""
     import os
 
-    from analyzer.core.results import write_result
+    from dslogs.analyzer.core.results import write_result
 
     try:
         write_result(result, fmt, sys.stdout, csv_guard=csv_guard)
@@ -528,8 +528,8 @@ def render(
     out: Annotated[Path | None, typer.Option("--out", help="Output HTML file (default: REPORT.html).")] = None,
 ) -> None:
     """Rebuild the HTML report from a saved JSON report model."""
-    from analyzer.model.report import load_report_json
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.model.report import load_report_json
+    from dslogs.analyzer.render.html import render_html
 
     target = out or report_json.with_suffix(".html")
     _check_out(target)
@@ -555,20 +555,20 @@ def simulate(
     quiet: QuietOpt = False,
 ) -> None:
     """Write realistic simulated logs with injected faults, and truth.json."""
-    from analyzer.simulate import SCENARIOS
-    from analyzer.simulate import simulate as run_simulation
+    from dslogs.analyzer.simulate import SCENARIOS
+    from dslogs.analyzer.simulate import simulate as run_simulation
 
     if list_scenarios:
         for name, spec in SCENARIOS.items():
             typer.echo(f"{name:18} {spec.description}")
-        from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
+        from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 
         for name, cspec in CONCURRENT_SCENARIOS.items():
             typer.echo(f"{name:18} {cspec.description} ({cspec.fmt}; runs alone)")
         return
     if outdir is None:
         _fail("usage: dslogs simulate OUTDIR [--scenario NAME]... (or --list)")
-    from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
+    from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
 
     if any(name in CONCURRENT_SCENARIOS for name in scenario or []):
         # one process serving overlapping sessions; a run of its own (40 min, one host)
@@ -578,7 +578,7 @@ def simulate(
         typer.echo(f"wrote {summary['events']} events in {summary['files']} files to {outdir} "
                    f"(truth: {outdir / 'truth.json'})")
         return
-    from analyzer.core import progress
+    from dslogs.analyzer.core import progress
 
     with progress.run("simulate", quiet):
         progress.phase("writing logs")
@@ -609,8 +609,8 @@ def compact(
     quiet: QuietOpt = False,
 ) -> None:
     """Write normalised events as hive-partitioned Parquet (idempotent)."""
-    from analyzer.core import progress
-    from analyzer.ingest import compact_logs
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.ingest import compact_logs
 
     with progress.run("compact", quiet):
         progress.phase("compacting")
@@ -624,11 +624,11 @@ def schema(
 ) -> None:
     """Print the trace schema v1 (JSON Schema, draft 2020-12), or the events table (--format md)."""
     if format == SchemaFormat.md:
-        from analyzer.ingest import events_table_md
+        from dslogs.analyzer.ingest import events_table_md
 
         sys.stdout.write(events_table_md())
         return
-    from collector.schema import schema_text
+    from dslogs_collector.schema import schema_text
 
     sys.stdout.write(schema_text())
 
@@ -642,8 +642,8 @@ def cache_cmd(
     """List the caches (one per log folder, in $XDG_CACHE_HOME/dslogs or ~/.cache/dslogs) with their sizes and log folders; --clear or --prune them."""
     import time
 
-    from analyzer.core.textsafe import visible
-    from analyzer.ingest import cache_home, list_caches, prune_caches, remove_cache
+    from dslogs.analyzer.core.textsafe import visible
+    from dslogs.analyzer.ingest import cache_home, list_caches, prune_caches, remove_cache
 
     if unused_days is not None and not prune:
         _fail("--unused-days goes with --prune")

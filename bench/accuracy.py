@@ -1,8 +1,8 @@
 """Diagnosis accuracy on the simulator's scenarios: recall and precision per scenario.
 
-For each scenario of ``analyzer.simulate.SCENARIOS`` (in v1 and, where the scenario can be
+For each scenario of ``dslogs.analyzer.simulate.SCENARIOS`` (in v1 and, where the scenario can be
 written that way, in the legacy format of article 003) and of
-``analyzer.simulate.concurrent.CONCURRENT_SCENARIOS`` (one process serving overlapping sessions,
+``dslogs.analyzer.simulate.concurrent.CONCURRENT_SCENARIOS`` (one process serving overlapping sessions,
 CPU-only hosts, OOM fallbacks, seed-format turn spacing), simulate into a temporary folder with a
 fixed seed, run ``analyze_logs`` on it, and compare the findings with ``truth.json``:
 
@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
-from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
-from analyzer.usecases.analyze import analyze_logs  # noqa: E402
+from dslogs.analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
+from dslogs.analyzer.usecases.analyze import analyze_logs  # noqa: E402
 
 FLAG_SEVERITIES = ("warning", "critical")
 

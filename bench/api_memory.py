@@ -87,7 +87,7 @@ def main() -> None:
         runs.append((label, r))
         print(f"{label:34} rc={r['rc']} {r['wall']:7.1f} s {r['rss_mb']:7.0f} MB  {r['out'][:110]}", flush=True)
 
-    cli = [py, "-m", "analyzer"]
+    cli = [py, "-m", "dslogs"]
     run("cli analyze json (cold)", cli + ["analyze", str(folder), "--format", "json", "--cache", str(cache)], cold=True)
     run("cli analyze json (warm)", cli + ["analyze", str(folder), "--format", "json", "--cache", str(cache)])
     run("cli query requests csv (warm)", cli + ["query", str(folder), "SELECT * FROM requests", "--format", "csv",

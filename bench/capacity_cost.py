@@ -6,7 +6,7 @@ by side on one connection, one log set per size.
 Logs: sample_logs/healthy (the shipped sample) and a simulated one of --events events
 (bench/data/capacity-<events>/, git-ignored, written once by `dslogs simulate`). Each is opened
 as `analyze` opens it (requests and sessions materialised once), then the two texts run
-interleaved --repeat times through the metric runner (analyzer.metrics.results.run_metric:
+interleaved --repeat times through the metric runner (dslogs.analyzer.metrics.results.run_metric:
 parameters bound, rows fetched as the report reads them). Printed per size: requests, the best
 wall seconds and CPU seconds (this process's, DuckDB's threads included) of each text, and the
 ratio this tree / ref. The rows of the two are compared on every column but tokens_per_s (the
@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.core.thresholds import defaults  # noqa: E402
-from analyzer.ingest.logs import open_logs  # noqa: E402
-from analyzer.metrics.registry import load_query, parameters  # noqa: E402
-from analyzer.metrics.results import run_metric  # noqa: E402
+from dslogs.analyzer.core.thresholds import defaults  # noqa: E402
+from dslogs.analyzer.ingest.logs import open_logs  # noqa: E402
+from dslogs.analyzer.metrics.registry import load_query, parameters  # noqa: E402
+from dslogs.analyzer.metrics.results import run_metric  # noqa: E402
 
 NAME = "capacity_per_level"
 
@@ -40,7 +40,7 @@ def ref_sql(ref: str) -> str:
 def simulated(events: int) -> Path:
     out = ROOT / "bench" / "data" / f"capacity-{events}"
     if not (out / "truth.json").exists():
-        subprocess.run([sys.executable, "-m", "analyzer", "simulate", str(out), "--events", str(events),
+        subprocess.run([sys.executable, "-m", "dslogs", "simulate", str(out), "--events", str(events),
                         "--seed", "0", "-q"], cwd=ROOT, check=True)  # fmt: skip
     return out
 

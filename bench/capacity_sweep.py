@@ -91,7 +91,7 @@ def build_app(log_dir: Path, device: str = "cpu", hidden: int = 768, layers: int
     """ChatApp on the sized TinyR1, warmed up, with its Tracer: (app, tracer). Nothing from gradio."""
     import torch
 
-    from collector import Tracer
+    from dslogs_collector import Tracer
     from tests.e2e.apps import tiny_r1
     from tests.e2e.apps.fake_gpu import FakeCuda
     from tests.e2e.apps.faults import Plan
@@ -206,7 +206,7 @@ def drive(new_client, levels: int, per_client: int, timeout_s: float = 60.0) -> 
 
 def client_knee(steps: list[dict], thresholds: dict) -> int | None:
     """The client curve's knee, by the same definition as dslogs' (analyzer/rules/capacity_curve)."""
-    from analyzer.rules.capacity_curve import knee_of
+    from dslogs.analyzer.rules.capacity_curve import knee_of
 
     _, knee = knee_of(steps, thresholds["concurrency_cliff"])
     return knee
@@ -216,7 +216,7 @@ def sweep_thresholds(per_client: int) -> dict:
     """Default thresholds with the sparse-level cut sized to the sweep: a level needs two clients'
     worth of requests (a step of N clients holds N x per_client, spread over the levels below N
     as clients come and go), not the 20 a production day gives."""
-    from analyzer.core.thresholds import defaults
+    from dslogs.analyzer.core.thresholds import defaults
 
     t = defaults()
     t["concurrency_cliff"].update(min_level_requests=2 * per_client, min_requests=per_client * 4)
@@ -264,8 +264,8 @@ def run(levels: int, per_client: int, device: str, concurrency_limit: int, log_d
         hidden: int = 768, layers: int = 6, server: str = "gradio") -> dict:
     """``server``: gradio (the app in a subprocess, driven through gradio_client) or threads
     (tests/e2e/apps/thread_server.py in this process, for a box without gradio)."""
-    from analyzer.ingest.logs import open_logs
-    from analyzer.usecases.analyze import build_capacity
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.usecases.analyze import build_capacity
 
     timeout_s = 60.0
     if server == "threads":

@@ -27,7 +27,7 @@ from ingest import BARE, PY, best, probe  # noqa: E402
 # and typed, nothing stored.
 TYPED = """
 import sys, duckdb
-from analyzer.ingest.columns import columns_struct
+from dslogs.analyzer.ingest.columns import columns_struct
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
 print(con.execute(
@@ -37,7 +37,7 @@ print(con.execute(
 # The same, stored as they are in an in-memory table (no line_bytes, no normalisation).
 TYPED_MEM = """
 import sys, duckdb
-from analyzer.ingest.columns import columns_struct
+from dslogs.analyzer.ingest.columns import columns_struct
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
 con.execute("SET memory_limit = '8GB'")
@@ -49,7 +49,7 @@ print(con.execute("SELECT count(*) FROM t").fetchall()[0][0])
 # requests and sessions tables too (what the report's queries run on).
 OPEN = """
 import os, sys
-from analyzer.ingest.logs import open_logs
+from dslogs.analyzer.ingest.logs import open_logs
 db = open_logs([sys.argv[1]], use_cache=sys.argv[2] == "cache", materialize=sys.argv[3] == "1")
 print(db.ingest["events"])
 """
@@ -78,11 +78,11 @@ def main() -> int:
         ("... + requests and sessions tables",
          lambda: probe([PY, "-c", OPEN, str(logdir), "memory", "1"], env=big)),
         ("analyze --no-cache (in memory)",
-         lambda: probe([PY, "-m", "analyzer", "analyze", str(logdir), "--format", "json", "--no-cache"], env=big)),
+         lambda: probe([PY, "-m", "dslogs", "analyze", str(logdir), "--format", "json", "--no-cache"], env=big)),
         ("dslogs read into the cache file (+ derived)",
          lambda: probe([PY, "-c", OPEN, str(logdir), "cache", "1"], env=fresh_cache())),
         ("analyze, cold cache (the real run)",
-         lambda: probe([PY, "-m", "analyzer", "analyze", str(logdir), "--format", "json"], env=fresh_cache())),
+         lambda: probe([PY, "-m", "dslogs", "analyze", str(logdir), "--format", "json"], env=fresh_cache())),
     ]  # fmt: skip
     results = [[] for _ in steps]
     for _ in range(repeat):  # interleaved, so a busy spell on the box hits every step alike

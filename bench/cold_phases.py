@@ -31,9 +31,9 @@ def cpu() -> float:
 def main() -> int:
     logdir = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "bench/data/ingest-1500000/gpu-01")
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="dslogs-cold-")
-    from analyzer.cli import app
-    from analyzer.ingest import reader, viewdefs
-    from analyzer.model import report
+    from dslogs.analyzer.cli import app
+    from dslogs.analyzer.ingest import reader, viewdefs
+    from dslogs.analyzer.model import report
 
     phases: list[tuple[str, float, float]] = []
 

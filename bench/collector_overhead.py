@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector import Tracer, log_event, set_default_tracer  # noqa: E402
+from dslogs_collector import Tracer, log_event, set_default_tracer  # noqa: E402
 
 PACED_RATE = 10_000
 FIELDS = {"session_id": "a1b2c3d4-5678-90ab-cdef-1234567890ab", "input_len": 42}
@@ -162,7 +162,7 @@ def sustained(make, n, folder: Path) -> dict:
 def writer_capacity(n, folder: Path, fields=None) -> dict:
     """The writer alone: format, encode and append ``n`` queued events on this thread (its own
     thread stopped), no producer sharing the GIL. The ceiling of the end-to-end rate."""
-    from collector.writer import Writer
+    from dslogs_collector.writer import Writer
 
     q: deque = deque()
     w = Writer(q, log_dir=str(folder), prefix="ds15b", max_bytes=10 * 2**20, gzip_closed=False,

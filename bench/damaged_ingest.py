@@ -50,7 +50,7 @@ def run(code: Path, logs: Path) -> tuple[float, float, dict]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", (
-        "import json,sys; from analyzer.ingest.logs import open_logs, run_query\n"
+        "import json,sys; from dslogs.analyzer.ingest.logs import open_logs, run_query\n"
         f"db = open_logs([{str(logs)!r}], use_cache=False)\n"
         "print(json.dumps({'events': db.ingest['events'], 'bad_lines': db.ingest['bad_lines'],"
         " 'lines': [s['line'] for s in db.ingest['bad_line_samples']],"

@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from analyzer.simulate import simulate
-from analyzer.simulate.changes import CHANGES
-from analyzer.usecases.diff import build_diff
+from dslogs.analyzer.simulate import simulate
+from dslogs.analyzer.simulate.changes import CHANGES
+from dslogs.analyzer.usecases.diff import build_diff
 
 
 def check(d: dict, expect: dict) -> tuple[bool, list[str]]:

@@ -69,8 +69,8 @@ class _quiet:
 
 
 def make_data(root: Path, events: int, hosts: int) -> tuple[Path, Path]:
-    from analyzer.ingest.compact import compact_logs
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.ingest.compact import compact_logs
+    from dslogs.analyzer.simulate import simulate
 
     logs, parquet = root / "logs", root / "parquet"
     if not (root / "done").exists():
@@ -86,7 +86,7 @@ def make_data(root: Path, events: int, hosts: int) -> tuple[Path, Path]:
 
 def data_shape(logs: Path, parquet: Path, db) -> dict:
     """Events per request and bytes per event, from the simulated files."""
-    from analyzer.ingest.logs import run_query
+    from dslogs.analyzer.ingest.logs import run_query
 
     raw = gz = 0
     for f in sorted(logs.rglob("*.jsonl*")):
@@ -122,9 +122,9 @@ def data_shape(logs: Path, parquet: Path, db) -> dict:
 
 
 def bench_duckdb(source: Path) -> dict:
-    from analyzer.core.thresholds import defaults
-    from analyzer.engines.compute import compute_metrics
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.engines.compute import compute_metrics
+    from dslogs.analyzer.ingest.logs import open_logs
 
     c0, t0 = _cpu_self(), time.perf_counter()
     db = open_logs([str(source)], use_cache=False)
@@ -136,10 +136,10 @@ def bench_duckdb(source: Path) -> dict:
 
 
 def bench_spark(source: Path, master: str) -> dict:
-    from analyzer.core.thresholds import defaults
-    from analyzer.engines.compute import compute_metrics
-    from analyzer.engines.spark.driver import open_spark
-    from analyzer.engines.spark.session import get_spark
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.engines.compute import compute_metrics
+    from dslogs.analyzer.engines.spark.driver import open_spark
+    from dslogs.analyzer.engines.spark.session import get_spark
 
     spark = get_spark(master)
     c0, j0, t0 = _cpu_self(), _cpu_jvm(spark), time.perf_counter()
@@ -178,7 +178,7 @@ def main() -> None:
             runs.append(r)
         results[label] = min(runs, key=lambda r: r["read_s"] + r["metrics_s"])
 
-    from analyzer.engines.spark.session import get_spark
+    from dslogs.analyzer.engines.spark.session import get_spark
 
     t = time.perf_counter()
     spark = get_spark(args.master)

@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector import Tracer  # noqa: E402
-from collector.samplers import NvmlSampler, Off, torch_memory_rows  # noqa: E402
+from dslogs_collector import Tracer  # noqa: E402
+from dslogs_collector.samplers import NvmlSampler, Off, torch_memory_rows  # noqa: E402
 
 MB = 1024 * 1024
 RESULTS: list[tuple[str, bool, str]] = []
@@ -216,7 +216,7 @@ def check_generate(torch, log_dir: Path, have_nvml: bool) -> None:
     try:
         import jsonschema
 
-        from collector.schema import json_schema
+        from dslogs_collector.schema import json_schema
 
         v = jsonschema.Draft202012Validator(json_schema())
         bad = [e for e in ev if not v.is_valid(e)]

@@ -212,7 +212,7 @@ class FakeSampler:
 
 def run_app(sc: Scenario, log_dir: Path, model, tokenizer, gpu, cuda: bool, server_kind: str) -> dict:
     """Serve ``sc`` and drive it: every session's first message at once, then its turns in order."""
-    from collector import Tracer
+    from dslogs_collector import Tracer
     from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.gradio_chat import ChatApp
     from tests.e2e.apps.thread_server import ThreadServer
@@ -263,7 +263,7 @@ def run_app(sc: Scenario, log_dir: Path, model, tokenizer, gpu, cuda: bool, serv
 def analyze(log_dir: Path) -> dict | None:
     import json
 
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(log_dir), "--format", "json", "--no-cache"],
+    proc = subprocess.run([sys.executable, "-m", "dslogs", "analyze", str(log_dir), "--format", "json", "--no-cache"],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     if proc.returncode != 0:
         check(f"dslogs analyze {log_dir.name}", False, f"exit {proc.returncode}: {proc.stderr.strip()[-500:]}")

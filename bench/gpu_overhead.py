@@ -8,7 +8,7 @@ clock or thermal drift hits all alike; each printed as median ms and x bare:
 
   phase 1, no sampler thread in the process:
   bare               model.generate alone
-  hooks              the first-token forward hooks attached (collector.hf._Probe), nothing else
+  hooks              the first-token forward hooks attached (dslogs_collector.hf._Probe), nothing else
   traced             Tracer(samplers=False).generate
   phase 2, bare generate with one sampler thread beside it (every 0.5 s; 5 s is the default):
   none, gpu (NVML), torch (allocator), process, all three
@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_check import R1_1_5B  # noqa: E402
 
-from collector import Tracer  # noqa: E402
-from collector.hf import _Probe  # noqa: E402
+from dslogs_collector import Tracer  # noqa: E402
+from dslogs_collector.hf import _Probe  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
         return times
 
     # what one reading of each sampler costs on the calling thread
-    from collector.samplers import SAMPLERS
+    from dslogs_collector.samplers import SAMPLERS
 
     print("one sample, on the calling thread (median / p99 of 50, µs):")
     for name, cls in SAMPLERS.items():

@@ -33,7 +33,7 @@ SCENARIOS = {"leak": 6, "transient": 4}  # scenario -> turns per session
 
 
 def analyze(log_dir: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(log_dir), "--format", "json", "--no-cache"],
+    proc = subprocess.run([sys.executable, "-m", "dslogs", "analyze", str(log_dir), "--format", "json", "--no-cache"],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"dslogs analyze {log_dir}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")

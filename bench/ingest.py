@@ -50,7 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-DSLOGS = [PY, "-m", "analyzer"]
+DSLOGS = [PY, "-m", "dslogs"]
 BARE = """
 import sys, duckdb
 files = sys.argv[1:]
@@ -77,7 +77,7 @@ print(json.dumps({"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_s
 def probe(cmd: list[str] | str, env: dict | None = None) -> dict:
     shell = isinstance(cmd, str)
     args = [PY, "-c", PROBE, "sh" if shell else "exec", *([cmd] if shell else cmd)]
-    # cwd and PYTHONPATH = this tree: `python -m analyzer` runs the code under test
+    # cwd and PYTHONPATH = this tree: `python -m dslogs` runs the code under test
     env = {**(env or os.environ), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(args, capture_output=True, text=True, env=env, check=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -99,7 +99,7 @@ SHORT_TURNS = 3  # the short-sessions data set: healthy sessions of 1 to 3 reque
 def make_data(
     folder: Path, events: int, days: int, scenarios=SCENARIOS, max_turns: int | None = None
 ) -> list[Path]:
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     done = folder / "truth.json"
     if not done.is_file():
@@ -117,7 +117,7 @@ def make_data(
 
 def extra_day(folder: Path, events: int, days: int, into: Path) -> Path:
     """One more day of traffic (a new file for the append test), made once."""
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     src = folder.parent / (folder.name + "-extra")
     if not (src / "truth.json").is_file():

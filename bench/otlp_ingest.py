@@ -3,7 +3,7 @@
     .venv/bin/python bench/otlp_ingest.py [--requests 50000] [--repeat 3]
 
 The same number of requests in both formats, made once into a temporary folder:
-- v1: the simulator's healthy scenario (analyzer.simulate), about --requests requests;
+- v1: the simulator's healthy scenario (dslogs.analyzer.simulate), about --requests requests;
 - OTLP: vLLM-shaped ``llm_request`` spans recorded by the OpenTelemetry SDK and encoded by its
   own OTLP encoder (tests/otlp_helpers.py), 512 spans a line as a Collector's file exporter
   batches them, as many requests as the v1 set holds.
@@ -33,7 +33,7 @@ def cpu_run(args: list[str]) -> tuple[float, float, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "dslogs", *args], capture_output=True, text=True,
                          env=env, check=True).stdout  # fmt: skip
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -48,7 +48,7 @@ def main() -> int:
     args = ap.parse_args()
     from otlp_helpers import vllm_workload, write_vllm
 
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     with tempfile.TemporaryDirectory(prefix="dslogs-bench-otlp-") as tmp:
         v1 = Path(tmp) / "v1"

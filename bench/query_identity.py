@@ -54,9 +54,14 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 
 def check(con, label: str, rev: str, failures: list, noise: list) -> int:
-    from analyzer.core.resources import load_query
-    from analyzer.core.thresholds import defaults
-    from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters, sql_params
+    from dslogs.analyzer.core.resources import load_query
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.metrics.registry import (
+        METRIC_QUERIES,
+        bucket_for_span,
+        parameters,
+        sql_params,
+    )
 
     first, last = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()
     params = parameters(
@@ -103,8 +108,8 @@ def main() -> int:
     ap.add_argument("--tz", help="the reader's zone (open_logs tz), default the local one")
     ap.add_argument("--windowed", action="store_true", help="also through the cache with a --since")
     args = ap.parse_args()
-    from analyzer.ingest.logs import open_logs
-    from analyzer.model import result_cache
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.model import result_cache
 
     failures: list[str] = []
     noise: list[str] = []

@@ -32,11 +32,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The child: run_metric wrapped where DuckDBSource.run looks it up (analyzer.engines.duckdb), the
+# The child: run_metric wrapped where DuckDBSource.run looks it up (dslogs.analyzer.engines.duckdb), the
 # CLI run in this process, the times written to $DSLOGS_QPROFILE as JSON.
 CHILD = r"""
 import json, os, sys, time
-from analyzer.engines import duckdb as m
+from dslogs.analyzer.engines import duckdb as m
 times = {}
 inner = m.run_metric
 def timed(con, name, params, *rest):
@@ -45,7 +45,7 @@ def timed(con, name, params, *rest):
     times[name] = [time.process_time() - c, time.perf_counter() - w]
     return rows
 m.run_metric = timed
-from analyzer.cli import main
+from dslogs.analyzer.cli import main
 c, w = time.process_time(), time.perf_counter()
 sys.argv = ["dslogs", *sys.argv[1:]]
 try:

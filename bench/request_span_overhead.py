@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector import Tracer  # noqa: E402
+from dslogs_collector import Tracer  # noqa: E402
 
 
 def timed(fn, n: int) -> list[float]:

@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PREPARE = r"""
 import sys
-from analyzer.core import resources
-from analyzer.engines import duckdb as duckdb_engine
-from analyzer.metrics import registry
-from analyzer.metrics import results
-from analyzer.ingest.logs import open_logs
-from analyzer.core.thresholds import defaults
+from dslogs.analyzer.core import resources
+from dslogs.analyzer.engines import duckdb as duckdb_engine
+from dslogs.analyzer.metrics import registry
+from dslogs.analyzer.metrics import results
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.core.thresholds import defaults
 out, since, tz, *paths = sys.argv[1:]
 db = open_logs(paths, since=since or None, tz=tz or None)
 con = db.con
@@ -53,10 +53,10 @@ CHILD = r"""
 import json, sys, time
 c0 = time.process_time()
 import duckdb
-from analyzer.core import resources
-from analyzer.engines import duckdb as duckdb_engine
-from analyzer.metrics import registry
-from analyzer.metrics import results
+from dslogs.analyzer.core import resources
+from dslogs.analyzer.engines import duckdb as duckdb_engine
+from dslogs.analyzer.metrics import registry
+from dslogs.analyzer.metrics import results
 path, zone = sys.argv[1:]
 con = duckdb.connect(path, read_only=True)
 con.execute("SET TimeZone = $z", {"z": zone})

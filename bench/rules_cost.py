@@ -39,13 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import hashlib, json, sys, time, tracemalloc
-from analyzer.model import report
-from analyzer import rules
-from analyzer.rules.attribution import memory_leak_verdicts
-from analyzer.engines.duckdb import DuckDBSource
-from analyzer.engines.compute import compute_metrics
-from analyzer.ingest.logs import open_logs
-from analyzer.core.thresholds import defaults
+from dslogs.analyzer.model import report
+from dslogs.analyzer import rules
+from dslogs.analyzer.rules.attribution import memory_leak_verdicts
+from dslogs.analyzer.engines.duckdb import DuckDBSource
+from dslogs.analyzer.engines.compute import compute_metrics
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.core.thresholds import defaults
 
 paths, since, repeat, lazy = json.loads(sys.argv[1])
 db = open_logs(paths, since=since)

@@ -279,7 +279,7 @@ def _r(x, nd=3):
 def _span_for(tracer, session_id, request_id):
     """(span, owned): the explicit ``tracer.request()`` span for ``request_id`` (the caller's to
     close), else the implicit one ``tokenize`` opened, else a new implicit one (ours to close)."""
-    from collector.request import RequestSpan
+    from dslogs_collector.request import RequestSpan
 
     span = tracer._requests.get(request_id) if request_id is not None else None
     if span is not None and not span.closed:
@@ -322,7 +322,7 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
         params = _params(model, kwargs, prompt_len)
         device = _model_device(model)
         if span is not None:
-            from collector.request import _last_device, device_name
+            from dslogs_collector.request import _last_device, device_name
 
             span.device = span.probe_device or device_name(device)
             _last_device[0] = span.device
@@ -564,7 +564,7 @@ def traced_tokenize(tracer, tokenizer, text, *, session_id=None, request_id=None
             if open_span is None or open_span.closed:
                 # no tracer.request() around this turn: the request starts here (its memory
                 # and RSS "before") and the generate with this request_id ends it
-                from collector.request import RequestSpan
+                from dslogs_collector.request import RequestSpan
 
                 span = RequestSpan(tracer, session_id, request_id, implicit=True).open(start_clock=False,
                                                                                       count=False)

@@ -15,9 +15,9 @@ import time
 import weakref
 from collections import deque
 
-from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
-from collector.values import LOG_EVENT_DEFAULT
-from collector.writer import MAX_ERROR_MSG, Flush, Writer
+from dslogs_collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
+from dslogs_collector.values import LOG_EVENT_DEFAULT
+from dslogs_collector.writer import MAX_ERROR_MSG, Flush, Writer
 
 DEFAULT_QUEUE_SIZE = 100_000  # ~30 MB of queued tuples at worst; 10 s at 10 k events/s
 ENV_LOG_DIR = "DSLOGS_LOG_DIR"
@@ -226,7 +226,7 @@ class Tracer:
     # -- samplers --------------------------------------------------------------------------
     def start_samplers(self, which=True, interval_s: float = 5.0) -> dict:
         """Start background samplers (see the class doc); returns {name: "on" | reason off}."""
-        from collector.samplers import SamplerThread
+        from dslogs_collector.samplers import SamplerThread
 
         self.stop_samplers()
         self._sampler_args = (which, interval_s)
@@ -244,7 +244,7 @@ class Tracer:
 
     def gpu_memory(self, **fields) -> None:
         """A ``gpu_memory`` event now (article 003 §4.1's log_gpu_memory), if CUDA is in use."""
-        from collector.samplers import torch_memory_rows
+        from dslogs_collector.samplers import torch_memory_rows
 
         try:
             for row in torch_memory_rows(only_device=fields.pop("gpu_index", None)):
@@ -259,7 +259,7 @@ class Tracer:
         """``model.generate(inputs, **generate_kwargs)``, traced: prefill, decode, request,
         kv_cache, gpu_memory and (on failure) error events. Returns what generate returned;
         generate's own exceptions propagate unchanged. See collector/hf.py."""
-        from collector.hf import traced_generate
+        from dslogs_collector.hf import traced_generate
 
         return traced_generate(self, model, inputs, session_id=session_id, request_id=request_id,
                                tokenizer=tokenizer, think_end_token_id=think_end_token_id,
@@ -269,7 +269,7 @@ class Tracer:
                  log_text: bool = False, **tokenizer_kwargs):
         """``tokenizer(text, return_tensors="pt", **kw)`` (moved to ``device``), traced as an
         ``input`` event (characters) and a ``tokenize`` event (tokens, ms)."""
-        from collector.hf import traced_tokenize
+        from dslogs_collector.hf import traced_tokenize
 
         return traced_tokenize(self, tokenizer, text, session_id=session_id, request_id=request_id,
                                device=device, log_text=log_text, **tokenizer_kwargs)
@@ -282,7 +282,7 @@ class Tracer:
         When generate raises, the stream ends and the exception is re-raised here after its
         ``error`` event; closing the generator early stops generation. Beam search raises
         ValueError at once. See collector/hf.py."""
-        from collector.hf import stream_generate
+        from dslogs_collector.hf import stream_generate
 
         return stream_generate(self, model, inputs, session_id=session_id, request_id=request_id,
                                tokenizer=tokenizer, think_end_token_id=think_end_token_id,
@@ -295,7 +295,7 @@ class Tracer:
         ``request`` event at its exit, with duration_ms, ttft_ms, device, inflight, attempts and
         memory/RSS before and after; tokenize/generate/stream_generate with the same request_id
         report into it. Reads Gradio's queue wait itself (GRADIO_PROFILING=1)."""
-        from collector.request import RequestSpan
+        from dslogs_collector.request import RequestSpan
 
         return RequestSpan(self, session_id, request_id, fields)
 

@@ -19,9 +19,9 @@ import threading
 import time
 from collections import deque
 
-from collector.files import LogFiles, gzip_file, remove_stale_tmp
-from collector.schema import SCHEMA_VERSION
-from collector.values import (
+from dslogs_collector.files import LogFiles, gzip_file, remove_stale_tmp
+from dslogs_collector.schema import SCHEMA_VERSION
+from dslogs_collector.values import (
     HARD,
     LOG_EVENT_DEFAULT,
     MAX_EVENT_BYTES,

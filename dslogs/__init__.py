@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analyzer import __version__
+from dslogs.analyzer import __version__
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -63,7 +63,7 @@ _LAZY = {
     "ProcessCapacity": "dslogs._capacity",
     "Level": "dslogs._capacity",
     "Recommendation": "dslogs._capacity",
-    "DslogsError": "analyzer.core.errors",
+    "DslogsError": "dslogs.analyzer.core.errors",
 }
 
 

@@ -1,12 +1,12 @@
 """``Capacity``: the ``dslogs.capacity/1`` model (``dslogs capacity``) as typed objects, the
-model's own declarations (``analyzer.model.types``)."""
+model's own declarations (``dslogs.analyzer.model.types``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analyzer.model.types import Finding, Level, ProcessCapacity, Recommendation
 from dslogs._report import Page
+from dslogs.analyzer.model.types import Finding, Level, ProcessCapacity, Recommendation
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,7 @@ class Capacity(Page):
 
     def render(self, fmt: str = "html") -> str:
         """The capacity view as text: html (the self-contained page), md or json."""
-        from analyzer.render.report import render_capacity
+        from dslogs.analyzer.render.report import render_capacity
 
         return str(render_capacity(self.model, fmt))
 

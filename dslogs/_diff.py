@@ -1,5 +1,5 @@
 """``dslogs.diff``: before against after, as ``dslogs diff BEFORE AFTER``; its typed objects are
-the diff model's own declarations (``analyzer.model.types``)."""
+the diff model's own declarations (``dslogs.analyzer.model.types``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from analyzer.model.types import FindingSummary, MetricChange, PercentileChange, RateChange
 from dslogs._report import Page
+from dslogs.analyzer.model.types import FindingSummary, MetricChange, PercentileChange, RateChange
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,17 +64,17 @@ class Diff(Page):
 
     def has_regression(self) -> bool:
         """A significant regression beyond the limit (``dslogs diff --fail-on-regression``)."""
-        from analyzer.model.diff import has_regression
+        from dslogs.analyzer.model.diff import has_regression
 
         return bool(has_regression(self.model))
 
     def render(self, fmt: str = "html") -> str:
-        from analyzer.render.diff_html import render_diff
+        from dslogs.analyzer.render.diff_html import render_diff
 
         return str(render_diff(self.model, fmt))
 
     def _specs(self) -> dict[str, dict[str, Any]]:
-        from analyzer.render.charts.specs import page_charts
+        from dslogs.analyzer.render.charts.specs import page_charts
 
         return {c.id: c.spec for c in page_charts("diff", self.model)}
 
@@ -87,9 +87,9 @@ class Diff(Page):
 def compare(before: Any, after: Any, tz: str | None = None,
             thresholds: str | os.PathLike[str] | None = None,
             limit: float | None = None, session_attr: str | None = None, engine: str = "duckdb") -> Diff:
-    from analyzer.core.selection import Selection
-    from analyzer.model.diff import REGRESSION_PCT
-    from analyzer.usecases.diff import diff
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.model.diff import REGRESSION_PCT
+    from dslogs.analyzer.usecases.diff import diff
 
     side = Selection.build(_paths(before), tz=tz, thresholds_file=thresholds, session_attr=session_attr, engine=engine)
     model = diff(side, side.with_paths(_paths(after)), REGRESSION_PCT if limit is None else limit)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from analyzer.core.errors import UsageError, one_line
-from analyzer.core.views import VIEWS
+from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.views import VIEWS
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-    from analyzer.ingest import LogSet
     from dslogs._capacity import Capacity
     from dslogs._report import Report
+    from dslogs.analyzer.ingest import LogSet
 
 # The most Arrow data a whole view may fetch before the API stops and points to ``relation``.
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
@@ -43,8 +43,8 @@ class Logs:
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
                  use_cache: bool = True, session_attr: str | None = None) -> None:
-        from analyzer.core.selection import Selection
-        from analyzer.engines.registry import ENGINE_MODULES
+        from dslogs.analyzer.core.selection import Selection
+        from dslogs.analyzer.engines.registry import ENGINE_MODULES
 
         if engine not in ENGINE_MODULES:
             raise UsageError(f"unknown engine {engine!r}; valid: {', '.join(ENGINE_MODULES)}")
@@ -69,7 +69,7 @@ class Logs:
 
     def _open(self) -> LogSet:
         if self._db is None:
-            from analyzer import ingest
+            from dslogs.analyzer import ingest
 
             # as `dslogs query` opens them: the views computed as far as each query needs
             db = ingest.open(self.selection, materialize=False)
@@ -135,7 +135,7 @@ class Logs:
         from dslogs._extras import need
 
         need("pandas", "Logs.query")
-        from analyzer.ingest import user_cursor
+        from dslogs.analyzer.ingest import user_cursor
 
         return _frame(user_cursor(self._open(), sql, params=params or None))
 
@@ -145,7 +145,7 @@ class Logs:
         from dslogs._extras import need
 
         need("pandas", "Logs.session")
-        from analyzer.ingest import execute, resolve_session, session_sql
+        from dslogs.analyzer.ingest import execute, resolve_session, session_sql
 
         db = self._open()
         session_id = resolve_session(db, id_or_prefix)
@@ -183,8 +183,8 @@ class Logs:
 
     def report(self) -> Report:
         """The diagnosis (``dslogs analyze``) of these logs and window, as a ``Report``."""
-        from analyzer.usecases.analyze import analyze
         from dslogs._report import Report
+        from dslogs.analyzer.usecases.analyze import analyze
 
         # analyze opens the logs (and their cache file) on the selection's engine itself: this
         # connection lets go of the cache first, and is opened again when next needed.
@@ -193,8 +193,8 @@ class Logs:
 
     def capacity(self) -> Capacity:
         """How many requests in flight the service holds (``dslogs capacity``), as a ``Capacity``."""
-        from analyzer.usecases.analyze import capacity
         from dslogs._capacity import Capacity
+        from dslogs.analyzer.usecases.analyze import capacity
 
         self.close()  # as report(): capacity opens the logs (and their cache file) itself
         return Capacity(capacity(self.selection))

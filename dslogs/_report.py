@@ -1,6 +1,6 @@
 """``Report``: the ``dslogs.report/1`` model as typed objects, rendered inline in a notebook.
 
-The typed objects are the model's own declarations (``analyzer.model.types``), re-exported: a
+The typed objects are the model's own declarations (``dslogs.analyzer.model.types``), re-exported: a
 field of the model is a field here."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analyzer.core.errors import UsageError
-from analyzer.model.types import (
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.model.types import (
     ChecklistItem,
     Finding,
     Judged,
@@ -55,7 +55,7 @@ class Page:
         if fmt is None:
             raise UsageError(f"{target}: cannot tell the format from the suffix; use one of "
                              f"{', '.join(SAVE_FORMATS)}")
-        from analyzer.core.outfile import write_out
+        from dslogs.analyzer.core.outfile import write_out
 
         # as every --out: a temporary beside the target, renamed once complete; a path that
         # cannot be written is a UsageError naming it
@@ -85,7 +85,7 @@ class Page:
         return altair_chart(self.chart_spec(chart_id))
 
     def _specs(self) -> dict[str, dict[str, Any]]:
-        from analyzer.render.charts.specs import build_charts
+        from dslogs.analyzer.render.charts.specs import build_charts
 
         return {c.id: c.spec for c in build_charts(self.model)}
 
@@ -128,7 +128,7 @@ class Report(Page):
 
     def render(self, fmt: str = "html") -> str:
         """The report as text: html (the self-contained page), md or json."""
-        from analyzer.render.report import render_report
+        from dslogs.analyzer.render.report import render_report
 
         return str(render_report(self.model, fmt))
 
@@ -187,6 +187,6 @@ def inline_frame(page: str, title: str) -> str:
 
 
 def load(path: str | os.PathLike[str]) -> Report:
-    from analyzer.model.report import load_report_json
+    from dslogs.analyzer.model.report import load_report_json
 
     return Report(load_report_json(path))

@@ -33,7 +33,7 @@ def tiny_qwen2():
 def main(log_dir: Path) -> int:
     import torch
 
-    from collector import Tracer
+    from dslogs_collector import Tracer
 
     model = tiny_qwen2()
     tracer = Tracer(log_dir=str(log_dir))
@@ -50,7 +50,7 @@ def main(log_dir: Path) -> int:
     finally:
         tracer.close()
     print(f"wrote the trace to {log_dir}", flush=True)
-    cmd = [sys.executable, "-m", "analyzer", "analyze", str(log_dir), "--format", "md", "--no-cache"]
+    cmd = [sys.executable, "-m", "dslogs", "analyze", str(log_dir), "--format", "md", "--no-cache"]
     print("$ dslogs analyze", log_dir, "--format md", flush=True)
     return subprocess.run(cmd).returncode
 

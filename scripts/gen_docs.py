@@ -8,9 +8,9 @@ A generated part sits between two marker comments in a Markdown file:
 
 ``python scripts/gen_docs.py`` rewrites every such part in README.md and docs/*.md;
 ``--check`` rewrites nothing and exits 1 naming the stale files (tests/test_gen_docs.py runs
-the same check). Parts: ``rules`` (analyzer.rules.RULE_SPECS), ``thresholds``
-(analyzer.core.thresholds.TABLES), ``charts``
-(analyzer.render.charts.specs.CHARTS), ``modules``, ``packages`` and ``import_height`` (the layer
+the same check). Parts: ``rules`` (dslogs.analyzer.rules.RULE_SPECS), ``thresholds``
+(dslogs.analyzer.core.thresholds.TABLES), ``charts``
+(dslogs.analyzer.render.charts.specs.CHARTS), ``modules``, ``packages`` and ``import_height`` (the layer
 map and the import graph of scripts/layermap.py).
 """
 
@@ -31,7 +31,7 @@ def _cell(text) -> str:
 
 def _cited(source) -> str:
     """A rule's source with each article section it cites linked to docs/sources.md."""
-    from analyzer.render.glossary import citations
+    from dslogs.analyzer.render.glossary import citations
 
     text, out, last = str(source), [], 0
     for m, key, anchor in citations(text):
@@ -46,8 +46,8 @@ def _codes(names) -> str:
 
 
 def rules_table() -> str:
-    from analyzer.core.thresholds import defaults
-    from analyzer.rules import RULE_SPECS
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.rules import RULE_SPECS
 
     table = defaults()
     out = ["| rule | area | severity | metric tables | thresholds (default) | source | report sections | charts | fix |",
@@ -61,7 +61,7 @@ def rules_table() -> str:
 
 
 def thresholds_table() -> str:
-    from analyzer.core.thresholds import DEFAULTS, SOURCES
+    from dslogs.analyzer.core.thresholds import DEFAULTS, SOURCES
 
     out = ["| table | key | default | source |", "|---|---|---|---|"]
     for table, keys in DEFAULTS.items():
@@ -71,7 +71,7 @@ def thresholds_table() -> str:
 
 
 def charts_table() -> str:
-    from analyzer.render.charts.specs import CHARTS
+    from dslogs.analyzer.render.charts.specs import CHARTS
 
     out = ["| chart | page | section | series (metric queries) | follows the time range |", "|---|---|---|---|---|"]
     for c in CHARTS.values():
@@ -100,7 +100,7 @@ def packages_table() -> str:
     """The analyzer's packages (and the CLI module), in layer order: README's map of analyzer/."""
     lm = _layermap()
     mods = lm.modules(REPO)
-    rows = [m for m, path in mods.items() if m.startswith("analyzer.") and (path.name == "__init__.py" or m == "analyzer.cli")]
+    rows = [m for m, path in mods.items() if m.startswith("analyzer.") and (path.name == "__init__.py" or m == "dslogs.analyzer.cli")]
     out = ["| path | layer | what it is |", "|---|---|---|"]
     for name in sorted(rows, key=lambda m: (lm.layer_of(m), m)):
         path = mods[name].relative_to(REPO)

@@ -16,57 +16,61 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("collector", "analyzer", "dslogs")
+# folder of the repository -> the import name it ships under (dslogs/analyzer is a link to analyzer/)
+PACKAGES = {"collector": "dslogs_collector", "analyzer": "dslogs.analyzer", "dslogs": "dslogs"}
 
 # Lowest first. A pattern ending in ".*" takes a package's submodules.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("collector", ("collector", "collector.*")),
-    ("core", ("analyzer", "analyzer.core", "analyzer.core.*")),
+    ("collector", ("dslogs_collector", "dslogs_collector.*")),
+    ("core", ("dslogs.analyzer", "dslogs.analyzer.core", "dslogs.analyzer.core.*")),
     # reading logs (and writing them: compact, the simulator)
-    ("ingest", ("analyzer.ingest", "analyzer.ingest.*", "analyzer.simulate", "analyzer.simulate.*")),
-    ("metrics", ("analyzer.metrics", "analyzer.metrics.*")),
+    ("ingest", ("dslogs.analyzer.ingest", "dslogs.analyzer.ingest.*", "dslogs.analyzer.simulate", "dslogs.analyzer.simulate.*")),
+    ("metrics", ("dslogs.analyzer.metrics", "dslogs.analyzer.metrics.*")),
     # the engine contract and its engines: DuckDB, Spark (+ merge); compute_metrics over any of them
-    ("engines", ("analyzer.engines", "analyzer.engines.*")),
-    ("rules", ("analyzer.rules", "analyzer.rules.*")),
-    ("model", ("analyzer.model", "analyzer.model.*")),
+    ("engines", ("dslogs.analyzer.engines", "dslogs.analyzer.engines.*")),
+    ("rules", ("dslogs.analyzer.rules", "dslogs.analyzer.rules.*")),
+    ("model", ("dslogs.analyzer.model", "dslogs.analyzer.model.*")),
     # what each command does, from a Selection to a model (analyze, capacity, diff, weekly)
-    ("usecases", ("analyzer.usecases", "analyzer.usecases.*")),
-    ("render", ("analyzer.render", "analyzer.render.*")),
+    ("usecases", ("dslogs.analyzer.usecases", "dslogs.analyzer.usecases.*")),
+    ("render", ("dslogs.analyzer.render", "dslogs.analyzer.render.*")),
     # commands: the loop that re-runs the analysis (watch), the CLI
-    ("live", ("analyzer.live", "analyzer.live.*")),
+    ("live", ("dslogs.analyzer.live", "dslogs.analyzer.live.*")),
     # The two front ends, side by side over the same library functions: the command line and
     # the Python API (dslogs/). Neither imports the other (tests/test_layers.py): the CLI never
     # loads pandas or altair, and the API never parses arguments or exits.
-    ("cli", ("analyzer.cli", "analyzer.__main__", "dslogs", "dslogs.*")),
+    ("cli", ("dslogs.analyzer.cli", "dslogs.analyzer.__main__", "dslogs", "dslogs.*")),
 ]
 
 # Inside the ingest layer, its steps in order: each imports only the steps before it, so the
 # orchestration (logs) stays on top and a step never reaches back into it.
-INGEST_STEPS = ("analyzer.ingest.prometheus", "analyzer.ingest.formats", "analyzer.ingest.names", "analyzer.ingest.filestats",
-                "analyzer.ingest.columns", "analyzer.ingest.catalogue", "analyzer.ingest.validate", "analyzer.ingest.views",
-                "analyzer.ingest.viewdefs", "analyzer.ingest.storage", "analyzer.ingest.reader", "analyzer.ingest.logs")  # fmt: skip
+INGEST_STEPS = ("dslogs.analyzer.ingest.prometheus", "dslogs.analyzer.ingest.formats", "dslogs.analyzer.ingest.names", "dslogs.analyzer.ingest.filestats",
+                "dslogs.analyzer.ingest.columns", "dslogs.analyzer.ingest.catalogue", "dslogs.analyzer.ingest.validate", "dslogs.analyzer.ingest.views",
+                "dslogs.analyzer.ingest.viewdefs", "dslogs.analyzer.ingest.storage", "dslogs.analyzer.ingest.reader", "dslogs.analyzer.ingest.logs")  # fmt: skip
 
 
 def ingest_internals_reached(graph: dict[str, set[str]]) -> list[str]:
     """Imports of an ingest submodule from outside ingest: the layers above read the logs through
-    ``analyzer.ingest`` (its ``open`` and the names in its ``PUBLIC``), never its internals."""
+    ``dslogs.analyzer.ingest`` (its ``open`` and the names in its ``PUBLIC``), never its internals."""
     import importlib
 
-    public = importlib.import_module("analyzer.ingest").PUBLIC
-    namespaces = {f"analyzer.ingest.{name}" for name, module in public.items() if module is None}
+    public = importlib.import_module("dslogs.analyzer.ingest").PUBLIC
+    namespaces = {f"dslogs.analyzer.ingest.{name}" for name, module in public.items() if module is None}
     return [f"{a} imports {b}" for a, bs in sorted(graph.items()) for b in sorted(bs)
-            if b.startswith("analyzer.ingest.") and b not in namespaces
-            and not a.startswith(("analyzer.ingest", "analyzer.simulate"))
+            if b.startswith("dslogs.analyzer.ingest.") and b not in namespaces
+            and not a.startswith(("dslogs.analyzer.ingest", "dslogs.analyzer.simulate"))
             and a.split(".")[0] in ("analyzer", "dslogs")]
 
 
 def modules(repo: Path = REPO) -> dict[str, Path]:
     """Every module of the three packages: dotted name -> file."""
     out = {}
-    for package in PACKAGES:
-        for path in sorted((repo / package).rglob("*.py")):
-            parts = path.relative_to(repo).with_suffix("").parts
-            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for folder, name in PACKAGES.items():
+        for path in sorted((repo / folder).rglob("*.py")):
+            parts = path.relative_to(repo / folder).with_suffix("").parts
+            if parts[0] == "analyzer" and (repo / folder / parts[0]).is_symlink():
+                continue  # dslogs/analyzer: the analyzer/ folder again
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            out[".".join((name, *parts))] = path
     return out
 
 
@@ -88,7 +92,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
             else:
                 continue
             for target in targets:
-                # "import analyzer.x.y" names analyzer.x.y; the nearest project module counts.
+                # "import dslogs.analyzer.x.y" names dslogs.analyzer.x.y; the nearest project module counts.
                 while target and target not in mods:
                     target = target.rpartition(".")[0]
                 if target and target != name:
@@ -110,10 +114,14 @@ def layer_of(module: str) -> int | None:
     return None
 
 
-def longest_chain(graph: dict[str, set[str]], prefix: str = "analyzer") -> list[str]:
+def longest_chain(graph: dict[str, set[str]], prefix: str = "dslogs.analyzer") -> list[str]:
     """The longest import chain among the modules under ``prefix`` (the graph has no cycles,
     tests/test_layers.py); ties go to the alphabetically first chain, so the doc is stable."""
-    inside = {a: sorted(b for b in bs if b.split(".")[0] == prefix) for a, bs in graph.items() if a.split(".")[0] == prefix}
+
+    def under(m: str) -> bool:
+        return m == prefix or m.startswith(prefix + ".")
+
+    inside = {a: sorted(b for b in bs if under(b)) for a, bs in graph.items() if under(a)}
 
     @cache
     def from_(node: str) -> tuple[str, ...]:

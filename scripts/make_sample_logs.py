@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analyzer.simulate import SCENARIOS, simulate  # noqa: E402
-from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
-from analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
+from dslogs.analyzer.simulate import SCENARIOS, simulate  # noqa: E402
+from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent  # noqa: E402
+from dslogs.analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
 import vllm_sample  # noqa: E402
@@ -136,9 +136,9 @@ def _expect(truth: dict) -> str:
             if scope == "process":
                 who += f" pid {entry['details']['pid']}"
         also = f"; also {', '.join(f'`{a}`' for a in entry['also_fires'])}" if entry["also_fires"] else ""
-        label = entry["rule"] if truth.get("generator") == "analyzer.simulate.concurrent" else name
+        label = entry["rule"] if truth.get("generator") == "dslogs.analyzer.simulate.concurrent" else name
         parts.append(f"`{label}`: {who}{also}")
-    if truth.get("generator") == "analyzer.simulate.concurrent":
+    if truth.get("generator") == "dslogs.analyzer.simulate.concurrent":
         name = truth["args"]["scenario"]
         extra = {
             "concurrent_leak": "no other session flagged although reserved_mb (per process) rises under all of them",

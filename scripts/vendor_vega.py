@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.render.html import BUNDLE_DIR, build_vega_bundle, bundle_file_name  # noqa: E402
+from dslogs.analyzer.render.html import BUNDLE_DIR, build_vega_bundle, bundle_file_name  # noqa: E402
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 
-from collector.schema import json_schema
+from dslogs_collector.schema import json_schema
 
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}[+-]\d{2}:\d{2}$")
 FILE_RE = re.compile(r"^(?P<prefix>.+)_(?P<date>\d{8})(?:\.(?P<index>\d+))?\.jsonl(?P<gz>\.gz)?$")

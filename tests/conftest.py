@@ -17,7 +17,7 @@ import pytest
 def sample_reports():
     """The report model of every sample_logs/ folder, as JSON reads it back (built once for
     every test file that checks models against their declarations and schemas)."""
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in sorted(glob.glob("sample_logs/*/"))}
 

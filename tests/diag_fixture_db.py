@@ -2,7 +2,7 @@
 with exactly the columns docs/internals.md documents, filled from small Python rows.
 
 Used by tests/test_queries.py to check each query's SQL and numbers on hand-made data; the
-end-to-end tests use the real ``analyzer.ingest.logs.open_logs``.
+end-to-end tests use the real ``dslogs.analyzer.ingest.logs.open_logs``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from analyzer.ingest.columns import EVENT_TYPES
+from dslogs.analyzer.ingest.columns import EVENT_TYPES
 
 # The events columns and types as the reader makes them (derived from collector/schema.py).
 EVENTS = dict(EVENT_TYPES)

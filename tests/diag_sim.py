@@ -10,9 +10,9 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from analyzer.simulate import simulate
-from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.simulate import simulate
+from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_concurrent
+from dslogs.analyzer.usecases.analyze import analyze_logs
 
 SEED = 7
 HOSTS = 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 # Differs between any two runs, cached or not. Spelled out here rather than taken from
-# analyzer.model.result_cache.RUN_KEYS so a test fails if the code starts ignoring more of the model.
+# dslogs.analyzer.model.result_cache.RUN_KEYS so a test fails if the code starts ignoring more of the model.
 RUN_INGEST = ("seconds", "read_files", "cached_files", "renamed_files", "cache")
 
 
@@ -21,7 +21,7 @@ def stable(model: dict) -> dict:
 def record_windows(monkeypatch) -> list[bool]:
     """Whether each run took its window from the derived tables (viewdefs.window_from_derived's
     answers, in order)."""
-    from analyzer.ingest import viewdefs
+    from dslogs.analyzer.ingest import viewdefs
 
     calls: list[bool] = []
     original = viewdefs.window_from_derived
@@ -37,9 +37,9 @@ def record_windows(monkeypatch) -> list[bool]:
 def uncached_report_text(folder, tz: str | None = None) -> str:
     """The JSON report of ``folder`` read without the cache, less what describes the run (its
     time and how long reading took): equal text for equal reports."""
-    from analyzer.ingest.logs import open_logs
-    from analyzer.model.report import report_to_json
-    from analyzer.usecases.analyze import build_report
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.model.report import report_to_json
+    from dslogs.analyzer.usecases.analyze import build_report
 
     db = open_logs([str(folder)], use_cache=False, tz=tz)
     try:

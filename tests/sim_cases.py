@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import cache
 from pathlib import Path
 
-from analyzer.simulate import SCENARIOS, simulate
+from dslogs.analyzer.simulate import SCENARIOS, simulate
 
 SEED = 11
 _ROOT = Path(tempfile.mkdtemp(prefix="dslogs-sim-tests-"))

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.simulate import SCENARIOS
-from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 from bench.accuracy import cases, score
+from dslogs.analyzer.simulate import SCENARIOS
+from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 from tests.diag_sim import analysed, simulated
 
 CASES = cases(None, ("v1", "legacy"))
-# End-to-end tests need analyzer.ingest.logs (open_logs); the scorer's own tests do not.
-needs_ingest = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest.logs") is None,
-                                  reason="analyzer.ingest.logs (open_logs) is not there yet")
+# End-to-end tests need dslogs.analyzer.ingest.logs (open_logs); the scorer's own tests do not.
+needs_ingest = pytest.mark.skipif(importlib.util.find_spec("dslogs.analyzer.ingest.logs") is None,
+                                  reason="dslogs.analyzer.ingest.logs (open_logs) is not there yet")
 
 
 @needs_ingest
@@ -113,7 +113,7 @@ SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_
 @needs_ingest
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)
 def test_sample_logs_folders_report_exactly_their_truth(folder):
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
     tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.ingest.logs import open_logs
-from analyzer.rules.attribution import attribute_deltas
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.rules.attribution import attribute_deltas
+from dslogs.analyzer.usecases.analyze import analyze_logs
 from tests.diag_sim import HOSTS, SEED, analysed, simulated
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -200,7 +200,7 @@ def test_real_collector_spans_in_concurrent_threads_pin_the_leak_on_its_session(
     import threading
     import time
 
-    from collector.tracer import Tracer
+    from dslogs_collector.tracer import Tracer
 
     mem = {"allocated_mb": 3400.0, "reserved_mb": 4096.0}
     lock = threading.Lock()
@@ -269,7 +269,7 @@ def _same_ms_logs(path: Path, with_sequence: bool) -> None:
 
 
 def test_requests_ending_in_the_same_millisecond_are_told_apart_by_the_completion_sequence(tmp_path):
-    from analyzer.metrics.results import run_metric
+    from dslogs.analyzer.metrics.results import run_metric
 
     _same_ms_logs(tmp_path / "seq", with_sequence=True)
     db = open_logs([str(tmp_path / "seq")], use_cache=False)
@@ -301,7 +301,7 @@ def _threaded_service(tmp_path, keep_of, turns: int, working_mb: float):
     import threading
     import time
 
-    from collector.tracer import Tracer
+    from dslogs_collector.tracer import Tracer
 
     mem = {"allocated_mb": 3400.0, "reserved_mb": 8192.0}
     lock = threading.Lock()
@@ -374,8 +374,8 @@ def test_fast_sequential_turns_are_not_grouped_with_the_turn_before():
     as near-simultaneous completions, s05's GPU leak was pinned on s04."""
     from pathlib import Path
 
-    from analyzer.ingest.logs import open_logs
-    from analyzer.usecases.analyze import build_report
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.usecases.analyze import build_report
 
     logs = Path(__file__).parent / "fixtures" / "streamlit_fast_turns"
     with open_logs([str(logs)], use_cache=False) as db:

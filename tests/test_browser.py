@@ -16,7 +16,7 @@ import pytest
 from browser_helpers import open_offline
 from fixtures.report_models import XSS_MESSAGE, XSS_SESSION, fixture_model, real_model
 
-from analyzer.render.html import anchor, render_html
+from dslogs.analyzer.render.html import anchor, render_html
 
 pytestmark = pytest.mark.browser
 
@@ -239,8 +239,8 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 
     from fixtures.report_models import build_model
 
-    from analyzer.model.weekly import compare_models
-    from analyzer.render.weekly import render_weekly
+    from dslogs.analyzer.model.weekly import compare_models
+    from dslogs.analyzer.render.weekly import render_weekly
 
     this, prev = build_model(), build_model(seed=3)
     prev["stages"][2]["p95_ms"] /= 2
@@ -263,7 +263,7 @@ def test_weekly_page_loads_cleanly(browser, tmp_path):
 def test_vllm_sample_draws_its_server_metrics_without_horizontal_scroll(browser, tmp_path):
     """sample_logs/vllm (OTLP spans + Prometheus snapshots): the server metrics section and its
     gauges chart are drawn, the queue_wait finding shows, and the page fits 1280 px."""
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     page_path = tmp_path / "vllm.html"
     page_path.write_text(render_html(analyze_logs([str(REPO / "sample_logs" / "vllm")], use_cache=False)),

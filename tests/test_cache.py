@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.ingest import cache as cache_mod
-from analyzer.ingest.logs import open_logs, run_query
+from dslogs.analyzer.ingest import cache as cache_mod
+from dslogs.analyzer.ingest.logs import open_logs, run_query
 from tests.ingest_lines import legacy_turn, v1_request, write_lines
 
 T0 = datetime(2026, 11, 23, 10, 0, 0)
@@ -144,8 +144,8 @@ def test_a_file_that_is_not_a_cache_is_replaced_only_in_the_default_location(log
     # --cache PATH at a foreign file is refused (tests/test_cache_identity.py); dslogs' own
     # folder holds only its caches, so a damaged one there is rebuilt.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    from analyzer.ingest.cache import default_cache_path
-    from analyzer.ingest.discovery import discover
+    from dslogs.analyzer.ingest.cache import default_cache_path
+    from dslogs.analyzer.ingest.discovery import discover
 
     default = default_cache_path([f.path for f in discover([str(logs)]).files])
     default.parent.mkdir(parents=True)

@@ -12,12 +12,12 @@ import sys
 import duckdb
 import pytest
 
-from analyzer.core.errors import UsageError
-from analyzer.ingest.cache import fingerprint
-from analyzer.ingest.logs import open_logs
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.ingest.cache import fingerprint
+from dslogs.analyzer.ingest.logs import open_logs
 from tests.ingest_lines import dumps, v1, write_lines
 
-DSLOGS = [sys.executable, "-m", "analyzer"]
+DSLOGS = [sys.executable, "-m", "dslogs"]
 GOOD = [v1(f"2026-11-23T10:00:{s:02d}.000+00:00", "gpu_sample", None, None, gpu_util_pct=float(s)) for s in range(6)]
 
 

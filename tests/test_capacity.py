@@ -13,11 +13,11 @@ from random import Random
 
 import pytest
 
-from analyzer.core.thresholds import defaults
-from analyzer.ingest.logs import open_logs
-from analyzer.rules.capacity_curve import process_curve
-from analyzer.simulate.concurrent import simulate_concurrent
-from analyzer.usecases.analyze import build_report
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.rules.capacity_curve import process_curve
+from dslogs.analyzer.simulate.concurrent import simulate_concurrent
+from dslogs.analyzer.usecases.analyze import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,8 +149,8 @@ def test_derived_levels_match_collector_inflight(tmp_path):
     sql = (REPO / "queries" / "capacity_per_level.sql").read_text()
     derived = sql.replace("coalesce(r.inflight, s.level) AS level", "s.level AS level")
     assert derived != sql
-    from analyzer.engines.compute import as_source
-    from analyzer.metrics.registry import parameters
+    from dslogs.analyzer.engines.compute import as_source
+    from dslogs.analyzer.metrics.registry import parameters
 
     params = parameters(defaults(), "hour")
     a = {r["level"]: r["requests"] for r in as_source(db).run(["capacity_per_level"], params)["capacity_per_level"]}
@@ -165,11 +165,11 @@ def test_derived_levels_match_collector_inflight(tmp_path):
 def test_capacity_command(tmp_path):
     simulate_concurrent(tmp_path / "logs", "concurrency_cliff", seed=1)
     env_py = sys.executable
-    md = subprocess.run([env_py, "-m", "analyzer", "capacity", str(tmp_path / "logs"), "--no-cache"],
+    md = subprocess.run([env_py, "-m", "dslogs", "capacity", str(tmp_path / "logs"), "--no-cache"],
                         capture_output=True, text=True, timeout=120)
     assert md.returncode == 0, md.stderr
     assert "concurrency_limit" in md.stdout and "| level |" in md.stdout
-    js = subprocess.run([env_py, "-m", "analyzer", "capacity", str(tmp_path / "logs"), "--no-cache", "--format", "json"],
+    js = subprocess.run([env_py, "-m", "dslogs", "capacity", str(tmp_path / "logs"), "--no-cache", "--format", "json"],
                         capture_output=True, text=True, timeout=120)
     doc = json.loads(js.stdout)
     assert doc["capacity"][0]["recommendation"]["limit"] >= 1
@@ -196,8 +196,8 @@ def test_tokens_per_level_come_from_decode_at_that_level(tmp_path):
          "duration_ms": 2000},
     ]
     (tmp_path / "ds15b_20261120.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    from analyzer.engines.compute import as_source
-    from analyzer.metrics.registry import parameters
+    from dslogs.analyzer.engines.compute import as_source
+    from dslogs.analyzer.metrics.registry import parameters
 
     db = open_logs([str(tmp_path)], use_cache=False)
     rows = {r["level"]: r for r in as_source(db).run(["capacity_per_level"], parameters(defaults(), "hour"))[
@@ -212,7 +212,7 @@ def test_tokens_per_level_come_from_decode_at_that_level(tmp_path):
 
 
 def test_a_level_whose_requests_ran_out_of_memory_is_left_out_of_the_memory_fit():
-    from analyzer.rules.capacity_curve import memory_points
+    from dslogs.analyzer.rules.capacity_curve import memory_points
 
     levels = [{"level": lv, "reserved_peak_mb": 1000.0 + 500 * lv, "oom_requests": 0} for lv in (1, 2, 3, 4)]
     capped = {"level": 5, "reserved_peak_mb": 3000.0, "oom_requests": 4}  # repeats level 4: failed allocations
@@ -226,8 +226,8 @@ def test_a_level_whose_requests_ran_out_of_memory_is_left_out_of_the_memory_fit(
 def test_diff_shows_both_capacity_curves(tmp_path):
     """`dslogs diff` of two services: per host pair the knee, the limit and MiB per request in
     flight before → after, and the levels side by side, in Markdown and JSON."""
-    from analyzer.render.diff_md import render_markdown_diff
-    from analyzer.usecases.diff import build_diff
+    from dslogs.analyzer.render.diff_md import render_markdown_diff
+    from dslogs.analyzer.usecases.diff import build_diff
 
     before, after = REPO / "sample_logs" / "concurrency_cliff", REPO / "sample_logs" / "oom_at_concurrency"
     model = build_diff(before=[str(before)], after=[str(after)], use_cache=False)

@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 import pytest
 from fixtures.report_models import fixture_model
 
-from analyzer.core import format as fmt
-from analyzer.render import html as rh
-from analyzer.render import page_cache
-from analyzer.render.charts import specs as charts
-from analyzer.render.charts import svg as svgchart
-from analyzer.render.charts import vl
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.render import html as rh
+from dslogs.analyzer.render import page_cache
+from dslogs.analyzer.render.charts import specs as charts
+from dslogs.analyzer.render.charts import svg as svgchart
+from dslogs.analyzer.render.charts import vl
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_every_spec_is_valid_vega_lite(built):
 
 
 def test_vl_writes_what_altair_writes():
-    """The same chart code through analyzer.render.charts.vl and through altair gives the same spec."""
+    """The same chart code through dslogs.analyzer.render.charts.vl and through altair gives the same spec."""
     import altair as alt
 
     def build(m):
@@ -81,7 +81,7 @@ def test_no_altair_import_when_rendering(tmp_path):
     import sys
 
     code = ("import sys, json; from fixtures.report_models import fixture_model; "
-            "from analyzer.render.html import render_html; render_html(fixture_model()); "
+            "from dslogs.analyzer.render.html import render_html; render_html(fixture_model()); "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('altair', 'vl_convert'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(rh.templates_dir().parent), env={**__import__("os").environ, "PYTHONPATH":
@@ -205,9 +205,9 @@ def test_latency_hist_bins_resolve_sub_second_and_sub_millisecond_values():
     (fixed 1000 ms bins put all of them in one), each value inside its bin, counts complete."""
     import duckdb
 
-    from analyzer.core.thresholds import defaults
-    from analyzer.metrics.registry import parameters
-    from analyzer.metrics.results import run_metric
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.metrics.registry import parameters
+    from dslogs.analyzer.metrics.results import run_metric
 
     values = [0.2, 0.9, 40.0, 400.0, 900.0, 45_000.0, 0.0, 1e12]
     con = duckdb.connect()
@@ -236,7 +236,7 @@ def test_cli_html_path_imports_no_altair(args, tmp_path):
     import subprocess
     import sys
 
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     repo = rh.templates_dir().parent
     if "{weeks}" in args:  # two weeks, so the weekly page has a chart to draw
@@ -259,9 +259,9 @@ def test_diff_and_weekly_charts_are_registered_and_valid_vega_lite():
     from altair.utils.schemapi import validate_jsonschema
     from altair.vegalite.v6.schema import core
 
-    from analyzer.core.selection import Selection
-    from analyzer.model.diff import diff_sides
-    from analyzer.usecases.diff import load_side
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.model.diff import diff_sides
+    from dslogs.analyzer.usecases.diff import load_side
 
     pages = {spec.page for spec in charts.CHARTS.values()}
     assert {"report", "diff", "weekly"} <= pages

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from analyzer.core import format as fmt
+from dslogs.analyzer.core import format as fmt
 from tests.diag_sim import analysed
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest.logs") is None,
-                                reason="analyzer.ingest.logs (open_logs) is not there yet")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("dslogs.analyzer.ingest.logs") is None,
+                                reason="dslogs.analyzer.ingest.logs (open_logs) is not there yet")
 
 IDS = ("tokenize_p50", "prefill_p50", "tpot_p50", "short_prompt_e2e_p50", "ttft_p50", "format_p50",
        "reserved_band", "gpu_util_peak", "no_oom", "long_prefill_p50", "kv_cache_size")
@@ -91,10 +91,10 @@ def test_rows_are_judged_on_their_rules_thresholds_and_cite_their_sources():
     """Each row is judged on the threshold key of the first rule it names (the one that judges
     the same thing), and cites the section that key's source cites; only the one row no rule
     judges (short-prompt end-to-end) keeps a threshold of the checklist's own."""
-    from analyzer.core import thresholds as core_thresholds
-    from analyzer.core.thresholds import defaults
-    from analyzer.rules import CHECK_IDS, RULE_SPECS
-    from analyzer.rules.registry import CHECK_SPECS
+    from dslogs.analyzer.core import thresholds as core_thresholds
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.rules import CHECK_IDS, RULE_SPECS
+    from dslogs.analyzer.rules.registry import CHECK_SPECS
 
     assert CHECK_IDS == IDS
     t = defaults()
@@ -119,8 +119,8 @@ def test_every_rule_and_check_declares_what_it_needs():
     signals, and the source formats lack only signals the rules know of."""
     import inspect
 
-    from analyzer.ingest.formats import NOT_CARRIED
-    from analyzer.rules.registry import CHECK_SPECS, RULE_SPECS, SIGNALS, check, rule
+    from dslogs.analyzer.ingest.formats import NOT_CARRIED
+    from dslogs.analyzer.rules.registry import CHECK_SPECS, RULE_SPECS, SIGNALS, check, rule
 
     for decorator in (rule, check):
         assert inspect.signature(decorator).parameters["needs"].default is inspect.Parameter.empty
@@ -143,9 +143,9 @@ def test_every_rule_and_check_declares_what_it_needs():
 def test_a_fail_row_with_no_finding_says_what_its_rules_said():
     """The oom rule fires at [oom] min_events OOMs in a session; the no_oom row fails at any OOM.
     With min_events raised above what a session had, the row fails and says why no finding."""
-    from analyzer.core.thresholds import defaults
-    from analyzer.model.report import build_checklist
-    from analyzer.rules import evaluate_rules
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.model.report import build_checklist
+    from dslogs.analyzer.rules import evaluate_rules
 
     t = defaults()
     t["oom"]["min_events"] = 3
@@ -169,7 +169,7 @@ SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_
 
 @cache
 def sample_model(folder: str) -> dict:
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
     tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None
@@ -178,7 +178,7 @@ def sample_model(folder: str) -> dict:
 
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)
 def test_every_fail_row_names_a_finding_or_says_why_none(folder):
-    from analyzer.rules.registry import CHECK_SPECS
+    from dslogs.analyzer.rules.registry import CHECK_SPECS
 
     model = sample_model(folder)
     fired = {f["rule"] for f in model["findings"]}
@@ -220,8 +220,8 @@ def test_legacy_long_replies_counted_whole_say_so():
 
 
 def test_html_and_markdown_show_the_finding_or_why_none():
-    from analyzer.render.html import render_html
-    from analyzer.render.markdown import render_markdown
+    from dslogs.analyzer.render.html import render_html
+    from dslogs.analyzer.render.markdown import render_markdown
 
     cpu = sample_model("cpu_only")
     why = {c["id"]: c for c in cpu["checklist"]}["short_prompt_e2e_p50"]["no_finding"]

@@ -10,12 +10,12 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import load_thresholds
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.thresholds import load_thresholds
 from tests.ingest_lines import v1, write_lines
 
-DSLOGS = [sys.executable, "-m", "analyzer"]
+DSLOGS = [sys.executable, "-m", "dslogs"]
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_numeric_values_in_range_still_work(saved_report):
 
 
 def test_parse_number_is_the_one_parser():
-    from analyzer.core.numbers import parse_number
+    from dslogs.analyzer.core.numbers import parse_number
 
     assert parse_number("2.5", "--x") == 2.5 and parse_number(" 7 ", "--n", integer=True) == 7
     for bad, why in [("nan", "finite"), ("1e400", "finite"), ("-1", "out of range"), ("1.0", "whole number")]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from collector import Tracer
+from dslogs_collector import Tracer
 from tests.collector_helpers import FILE_RE, data_events, log_files, read_lines, read_raw, validate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -291,7 +291,7 @@ def test_stage_span_times_block_and_reports_errors(tmp_path):
 
 def test_exit_without_close_writes_everything(tmp_path):
     r = _run_py(f"""
-        from collector import Tracer
+        from dslogs_collector import Tracer
         t = Tracer({str(tmp_path)!r}, flush_interval_s=1.0)
         for i in range(20000):
             t.event("queue", duration_ms=0.5, seq=i)
@@ -305,7 +305,7 @@ def test_log_event_drop_in_for_article_003(tmp_path):
     # The article's app.py calls, unchanged but for session_id, on the default tracer.
     r = _run_py("""
         import time
-        from collector import log_event
+        from dslogs_collector import log_event
         log_event("input", input_len=len("1+1等于几？"), session_id="a1b2c3")
         start_time = time.time()
         log_event("tokenize", duration_ms=(time.time() - start_time) * 1000, input_len=9, session_id="a1b2c3")
@@ -323,7 +323,7 @@ def test_log_event_drop_in_for_article_003(tmp_path):
 
 
 def _child_logs(path: str) -> None:
-    from collector import tracer as tracer_mod
+    from dslogs_collector import tracer as tracer_mod
 
     t = tracer_mod._fork_test_tracer  # inherited from the parent by fork
     for i in range(50):
@@ -333,7 +333,7 @@ def _child_logs(path: str) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
 def test_forked_child_writes_its_own_lines_once(tmp_path):
-    from collector import tracer as tracer_mod
+    from dslogs_collector import tracer as tracer_mod
 
     t = Tracer(tmp_path, flush_interval_s=1.0)
     for i in range(100):  # still queued when the child forks: only the parent may write them

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from collector import Tracer
+from dslogs_collector import Tracer
 from tests.collector_helpers import data_events, log_files, read_lines
 
 

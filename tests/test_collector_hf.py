@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from collector import Tracer  # noqa: E402
+from dslogs_collector import Tracer  # noqa: E402
 from tests.collector_hf_helpers import (  # noqa: E402
     PROMPT,
     by_stage,
@@ -413,7 +413,7 @@ def test_queue_wait_counts_in_duration_and_ttft(model, tmp_path):
 
 
 def test_device_names_and_rss():
-    from collector.request import device_name, rss_mb
+    from dslogs_collector.request import device_name, rss_mb
 
     assert device_name(torch.device("cpu")) == "cpu"
     assert device_name(torch.device("cuda", 1)) == "cuda:1"
@@ -447,7 +447,7 @@ def test_completion_sequence_orders_memory_readings_across_threads(model, tmp_pa
     import itertools
     import os
 
-    from collector.request import INFLIGHT
+    from dslogs_collector.request import INFLIGHT
 
     counter = itertools.count(1)  # next() is atomic in CPython; the span reads it under its lock
     t = Tracer(tmp_path, memory_probe=lambda: {"allocated_mb": float(next(counter)), "reserved_mb": 1.0})

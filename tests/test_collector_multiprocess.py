@@ -19,7 +19,7 @@ MAX_BYTES = 64 * 1024  # ~400 lines a file: ~300 rotations during the test, race
 
 WORKER = """
 import sys
-from collector import Tracer
+from dslogs_collector import Tracer
 log_dir, worker, n, max_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 t = Tracer(log_dir, max_bytes=max_bytes, gzip=True, flush_interval_s=0.02)
 sys.stdin.readline()  # start together

@@ -122,11 +122,11 @@ def collector_wheel(tmp_path_factory) -> Path:
 # What an app does with the collector, every public path once. Runs on the Python under test.
 APP = r"""
 import json, sys, time
-import collector
+import dslogs_collector
 # every module imports on this Python (hf and samplers load torch/pynvml lazily, not here)
-import collector.files, collector.hf, collector.request, collector.samplers, collector.schema
-import collector.values, collector.writer
-from collector import SCHEMA_VERSION, Tracer, log_event, set_default_tracer
+import dslogs_collector.files, dslogs_collector.hf, dslogs_collector.request, dslogs_collector.samplers, dslogs_collector.schema
+import dslogs_collector.values, dslogs_collector.writer
+from dslogs_collector import SCHEMA_VERSION, Tracer, log_event, set_default_tracer
 
 t = Tracer(sys.argv[1], max_bytes=4096, gzip=True, flush_interval_s=0.02,
            samplers=("process",), sample_interval_s=0.05)
@@ -159,7 +159,7 @@ t.event("inference", float("nan"), session_id="s4", pair=(1, 2.5), one={"b"}, ra
         kind=Kind.A, many=list(range(150)), long="y" * 5000, nested=nested, ts=1, stage="x")
 time.sleep(0.3)
 t.close()
-print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "file": collector.__file__,
+print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "file": dslogs_collector.__file__,
                   "schema": SCHEMA_VERSION}))
 """
 
@@ -170,7 +170,7 @@ print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "file": collector._
 NAMES = r"""
 import ast, importlib, inspect, json, sys
 from pathlib import Path
-import collector
+import dslogs_collector
 
 OPTIONAL = {"torch", "transformers", "pynvml", "psutil", "streamlit", "gradio", "numpy"}
 missing, checked = [], 0
@@ -183,7 +183,7 @@ def load(name, where):
         missing.append(f"{where}: import {name}: {e}")
 
 
-for path in sorted(Path(collector.__file__).parent.glob("*.py")):
+for path in sorted(Path(dslogs_collector.__file__).parent.glob("*.py")):
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     modules = {}
     for node in ast.walk(tree):
@@ -222,7 +222,7 @@ print(json.dumps({"missing": missing, "checked": checked}))
 # handle_signals=False the file holds the start heartbeat alone).
 KILLED_APP = r"""
 import sys, time
-from collector import Tracer
+from dslogs_collector import Tracer
 t = Tracer(sys.argv[1], flush_interval_s=1.0)
 time.sleep(0.05)
 for i in range(500):
@@ -341,7 +341,7 @@ def test_collector_installs_from_the_checkout_on_the_oldest_python(tmp_path):
     venv_py = _venv(python, tmp_path / "venv")
     r = _pip_install(python, venv_py, str(REPO / "packaging" / "collector"))
     assert r.returncode == 0, r.stderr
-    run = subprocess.run([str(venv_py), "-I", "-c", "import collector, sys; print(collector.__file__, *sys.version_info[:2])"],
+    run = subprocess.run([str(venv_py), "-I", "-c", "import dslogs_collector, sys; print(dslogs_collector.__file__, *sys.version_info[:2])"],
                          cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=60)
     assert run.returncode == 0, run.stderr
     where, major, minor = run.stdout.split()
@@ -389,7 +389,10 @@ def test_ruff_checks_the_collector_as_python_3_9():
 
 @pytest.fixture(scope="module")
 def dslogs_wheel(tmp_path_factory) -> Path:
-    return _build_wheel(REPO, tmp_path_factory.mktemp("dslogs_wheel"))
+    """The dslogs-llm wheel, beside the dslogs-collector wheel it depends on."""
+    out = tmp_path_factory.mktemp("dslogs_wheel")
+    _build_wheel(REPO / "packaging" / "collector", out / "collector")
+    return _build_wheel(REPO, out)
 
 
 @pytest.mark.parametrize("minor", ANALYZER_PYTHONS)
@@ -398,7 +401,7 @@ def test_analyzer_installs_and_analyzes_on(minor, dslogs_wheel, tmp_path):
     started = time.monotonic()
     venv_py = _venv(python, tmp_path / "venv")
     # the base dependencies from the configured index, for this Python (wheels for its ABI)
-    r = _pip_install(python, venv_py, str(dslogs_wheel))
+    r = _pip_install(python, venv_py, "--find-links", str(dslogs_wheel.parent / "collector"), str(dslogs_wheel))
     assert r.returncode == 0, f"dslogs and its dependencies do not install on {minor}:\n{r.stderr}"
     logs = str(REPO / "sample_logs" / "concurrent_leak")
     args = ["analyze", logs, "--format", "json", "--no-cache", "-q", "--out"]
@@ -406,7 +409,7 @@ def test_analyzer_installs_and_analyzes_on(minor, dslogs_wheel, tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=300)
     assert run.returncode == 0, run.stderr
     # the same report as the suite's Python gives from this checkout
-    here = subprocess.run([sys.executable, "-m", "analyzer.cli", *args, str(tmp_path / "here.json")],
+    here = subprocess.run([sys.executable, "-m", "dslogs.analyzer.cli", *args, str(tmp_path / "here.json")],
                           cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
                           timeout=300)
     assert here.returncode == 0, here.stderr

@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from collector import Tracer
-from collector.samplers import NvmlSampler, ProcessSampler
+from dslogs_collector import Tracer
+from dslogs_collector.samplers import NvmlSampler, ProcessSampler
 from tests.collector_helpers import read_lines, validate
 
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "po
 
 APP = """
 import sys, time
-from collector import Tracer
+from dslogs_collector import Tracer
 log_dir, mode = sys.argv[1], sys.argv[2]
 if mode == "chained":
     import signal
@@ -106,8 +106,8 @@ def test_opted_out_app_keeps_default_sigterm(tmp_path):
 def test_handlers_installed_from_main_thread_only_and_chained(tmp_path):
     code = f"""
         import signal, threading
-        from collector import Tracer
-        from collector import tracer as tm
+        from dslogs_collector import Tracer
+        from dslogs_collector import tracer as tm
         before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
         box = []
         th = threading.Thread(target=lambda: box.append(Tracer({str(tmp_path / 'a')!r})))
@@ -132,7 +132,7 @@ def test_ignored_signal_stays_ignored(tmp_path):
     code = f"""
         import signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        from collector import Tracer
+        from dslogs_collector import Tracer
         t = Tracer({str(tmp_path)!r})
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
         print("ok")
@@ -146,8 +146,8 @@ def test_stale_gzip_temporaries_of_dead_processes_are_removed_at_start(tmp_path)
     """A SIGTERM or kill during a rotation's gzip can leave ``<file>.gz.<pid>.tmp``: a new
     writer removes those whose process is gone (and untouched for STALE_TMP_S), and nothing
     else."""
-    from collector import Tracer
-    from collector.files import STALE_TMP_S
+    from dslogs_collector import Tracer
+    from dslogs_collector.files import STALE_TMP_S
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from collector import Tracer  # noqa: E402
+from dslogs_collector import Tracer  # noqa: E402
 from tests.collector_hf_helpers import (  # noqa: E402
     PROMPT,
     OomOn,
@@ -345,7 +345,7 @@ def streamlit_chat_app():
     import streamlit as st
     import transformers
 
-    from collector import Tracer
+    from dslogs_collector import Tracer
     from tests.collector_hf_helpers import tiny_qwen2, word_tokenizer
     from tests.test_collector_stream import RaiseOomAfter
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from collector import Tracer, log_event, set_default_tracer
+from dslogs_collector import Tracer, log_event, set_default_tracer
 from tests.collector_helpers import data_events, read_lines, validate
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
@@ -17,7 +17,7 @@ AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 ARTICLE_APP = """
 import uuid
 import streamlit as st
-from collector import log_event
+from dslogs_collector import log_event
 
 if "session_id" not in st.session_state:
     st.session_state.session_id = SESSION
@@ -30,7 +30,7 @@ st.write("done")
 
 NO_SESSION_APP = """
 import streamlit as st
-from collector import log_event
+from dslogs_collector import log_event
 log_event("input", input_len=3)
 st.write("done")
 """

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector import Tracer, log_event, set_default_tracer
-from collector.values import MAX_EVENT_BYTES, MAX_ITEMS, MAX_STR_CHARS
+from dslogs_collector import Tracer, log_event, set_default_tracer
+from dslogs_collector.values import MAX_EVENT_BYTES, MAX_ITEMS, MAX_STR_CHARS
 from tests.collector_helpers import data_events, log_files, read_lines, validate
 
 np = pytest.importorskip("numpy")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.ingest.columns import (
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.ingest.columns import (
     DERIVED,
     EVENT_COLUMNS,
     EVENT_TYPES,
@@ -21,8 +21,8 @@ from analyzer.ingest.columns import (
     event_arrow_schema,
     events_table_md,
 )
-from analyzer.ingest.logs import open_logs
-from collector.schema import FIELDS, STAGE_FIELDS, STAGES, json_schema
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs_collector.schema import FIELDS, STAGE_FIELDS, STAGES, json_schema
 from tests.diag_fixture_db import EVENTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_a_line_with_every_field_keeps_every_field_in_the_events_view(tmp_path):
 def test_the_empty_events_of_the_spark_merge_have_the_same_schema():
     import duckdb
 
-    from analyzer.engines.merge import empty_events_sql
+    from dslogs.analyzer.engines.merge import empty_events_sql
 
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -151,7 +151,7 @@ def test_a_dataset_compacted_before_a_field_existed_reads_it_as_null(tmp_path):
     """Parquet written by an older dslogs lacks the newer fields' columns: NULL, not an error."""
     import duckdb
 
-    from analyzer.ingest.compact import compact_logs
+    from dslogs.analyzer.ingest.compact import compact_logs
 
     logs = tmp_path / "logs"
     logs.mkdir()

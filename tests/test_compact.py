@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics
-from analyzer.ingest.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
-from analyzer.ingest.logs import open_logs, run_query
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import compute_metrics
+from dslogs.analyzer.ingest.compact import LOCK, MANIFEST, _locked, compact_logs, load_manifest
+from dslogs.analyzer.ingest.logs import open_logs, run_query
 from tests.engine_compare import INGEST_KEYS, assert_same
 from tests.ingest_lines import legacy_turn, v1_request, write_lines
 

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core import format as fmt
-from analyzer.render.html import MAX_SESSION_ROWS, anchor
-from analyzer.render.report import render_report
-from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.render.html import MAX_SESSION_ROWS, anchor
+from dslogs.analyzer.render.report import render_report
+from dslogs.analyzer.rules.registry import RULE_SPECS, SESSION_SCANS
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(p.name for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
@@ -289,7 +289,7 @@ def _judged_text(j: dict, rule: str, num) -> str:
 
 @pytest.mark.parametrize("name", SETS)
 def test_html_and_markdown_show_the_judged_figures(reports, name):
-    from analyzer.render.markdown import _num
+    from dslogs.analyzer.render.markdown import _num
 
     model, page, md = reports(name)
     by_id = {s["session_id"]: s for s in model["sessions"]}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics.results import run_metric
-from analyzer.rules.attribution import attribute_deltas
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics.results import run_metric
+from dslogs.analyzer.rules.attribution import attribute_deltas
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "cuda_e2e"

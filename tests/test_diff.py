@@ -12,9 +12,9 @@ import pytest
 from fixtures.html_checks import parse_page
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.model.diff import (
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.model.diff import (
     VALUE_COLUMNS,
     Side,
     Values,
@@ -25,8 +25,8 @@ from analyzer.model.diff import (
     quantile_ci,
     weighted_quantile,
 )
-from analyzer.render.diff_html import render_diff
-from analyzer.usecases.diff import build_diff
+from dslogs.analyzer.render.diff_html import render_diff
+from dslogs.analyzer.usecases.diff import build_diff
 
 BEFORE, AFTER = "2026-11-23..2026-11-24", "2026-11-24.."
 
@@ -139,7 +139,7 @@ def test_synthetic_slowdown_is_a_regression_and_longer_prompts_are_mix():
 
 @pytest.fixture(scope="module")
 def changes(tmp_path_factory):
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("changes")
     out = {}
@@ -295,8 +295,8 @@ def test_simulate_change_options_are_checked(tmp_path):
 def test_percentiles_are_analyzes_over_each_window_even_when_sampled(changes, monkeypatch):
     """Above MAX_VALUES the test reads a sample, never the percentiles: with the limit set low,
     every p50/p95/p99 of both windows equals ``analyze``'s over that window, exactly."""
-    import analyzer.model.diff as diff_model
-    from analyzer.usecases.analyze import analyze_logs
+    import dslogs.analyzer.model.diff as diff_model
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     folder = str(changes["prefill_slower"][0])
     monkeypatch.setattr(diff_model, "MAX_VALUES", 50)
@@ -331,10 +331,10 @@ def test_percentiles_are_analyzes_over_each_window_even_when_sampled(changes, mo
 def test_the_values_are_the_ones_behind_the_reports_percentiles(changes):
     """Unsampled, each metric's values give the report's percentile (to its rounding): the test
     and the intervals are about the population the shown number describes."""
-    import analyzer.rules  # noqa: F401
-    from analyzer import ingest
-    from analyzer.core.selection import Selection
-    from analyzer.model.diff import read_values
+    import dslogs.analyzer.rules  # noqa: F401
+    from dslogs.analyzer import ingest
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.model.diff import read_values
 
     folder = str(changes["prompt_shift"][0])
     _, _, d = changes["prompt_shift"]
@@ -365,7 +365,7 @@ def test_diff_imports_no_numpy(tmp_path):
             f"import pathlib\npathlib.Path({str(tried)!r}).open('a').write('{name}\\n')\n"
             f"raise ImportError('{name} is not installed here')\n")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(repo)]), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    args = [sys.executable, "-m", "analyzer", "diff", str(repo / "sample_logs" / "healthy"), "--tz", "UTC",
+    args = [sys.executable, "-m", "dslogs", "diff", str(repo / "sample_logs" / "healthy"), "--tz", "UTC",
             "--before", "2026-11-23..2026-11-23T23:00", "--after", "2026-11-23T23:00..", "--format", "json"]  # fmt: skip
     r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]

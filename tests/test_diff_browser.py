@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import open_offline
 
-from analyzer.render.diff_html import render_diff
-from analyzer.usecases.diff import build_diff
+from dslogs.analyzer.render.diff_html import render_diff
+from dslogs.analyzer.usecases.diff import build_diff
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +26,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 
 def test_diff_page_loads_cleanly_with_and_without_js(tmp_path):
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     logs = tmp_path / "logs"
     simulate(logs, days=2, seed=3, start="2026-11-23", change="prefill_slower")

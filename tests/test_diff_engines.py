@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER = "local[2]"
@@ -34,7 +34,7 @@ def test_an_unknown_engine_is_exit_2():
 @pytest.mark.skipif(not _have_spark(), reason="pyspark or java missing")
 @pytest.mark.spark
 def test_spark_diff_shows_sparks_report_percentiles():
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     runner = CliRunner()
     duck = json.loads(runner.invoke(app, ["diff", BEFORE, AFTER, "--no-cache", "--format", "json"]).output)

@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from analyzer.core.errors import InputError
-from analyzer.ingest.discovery import (
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.ingest.discovery import (
     discover,
     discover_log_files,
     is_log_name,

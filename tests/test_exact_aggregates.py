@@ -14,15 +14,15 @@ from fractions import Fraction
 import pytest
 from ingest_lines import v1
 
-from analyzer.core.resources import load_query
-from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import all_query_names
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics.registry import bucket_for_span, parameters, sql_params
-from analyzer.metrics.results import run_metric
-from analyzer.model import report
-from analyzer.rules import hosts as host_rules
-from analyzer.rules import memory as memory_rules
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import all_query_names
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics.registry import bucket_for_span, parameters, sql_params
+from dslogs.analyzer.metrics.results import run_metric
+from dslogs.analyzer.model import report
+from dslogs.analyzer.rules import hosts as host_rules
+from dslogs.analyzer.rules import memory as memory_rules
 
 # More events than three of DuckDB's row groups (122,880 rows), so that every scan is split
 # between threads; faults that give the slopes something to fit.
@@ -32,7 +32,7 @@ THREADS = (1, 2, 3, 8)
 
 @pytest.fixture(scope="module")
 def big_logs(tmp_path_factory):
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("exact") / "logs"
     simulate(root, scenarios=["memory_leak", "rss_growth", "kv_cache_bloat", "ghost_memory"], seed=3, days=2,
@@ -176,7 +176,7 @@ def test_memory_leak_verdicts_run_once_per_report_and_agree(logs, monkeypatch):
     costs 0.1-0.2 s at 1.57 M events), and the model is the one of each computing its own."""
     from pathlib import Path
 
-    from analyzer.engines.compute import compute_metrics
+    from dslogs.analyzer.engines.compute import compute_metrics
 
     db = open_logs(
         [str(Path(__file__).resolve().parents[1] / "sample_logs" / logs)], use_cache=False

@@ -9,7 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 
 HEALTHY = "sample_logs/healthy"
 
@@ -88,7 +88,7 @@ def test_cpu_only_host_is_said_and_gpu_parts_do_not_apply(tmp_path):
     for cid in ("reserved_band", "gpu_util_peak"):
         assert items[cid]["status"] == "N/A" and items[cid]["note"] == "not applicable (no GPU)"
     assert all(s["gpu_wait_pct_p50"] is None for s in model["sessions"])
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.render.html import render_html
 
     page = render_html(model)
     assert "Not applicable (no GPU)" in page and "gpu wait p50" not in page
@@ -122,7 +122,7 @@ def test_session_prefix_lookup_and_memory_columns():
         assert res.exit_code == 0, res.output
         header = res.stdout.splitlines()[0].split()
         assert {"reserved_mb", "allocated_mb", "inflight"} <= set(header)
-    from analyzer.ingest.logs import open_logs, resolve_session, session_events
+    from dslogs.analyzer.ingest.logs import open_logs, resolve_session, session_events
 
     with open_logs(["sample_logs/memory_leak"], use_cache=False, materialize=False) as db:
         rows = session_events(db, resolve_session(db, "653f6e4a")).dicts()
@@ -157,7 +157,7 @@ def test_memory_findings_carry_the_requests_that_kept_memory():
             src = by_id[r["request_id"]]
             assert r["kept_mb"] == round(src["allocated_mb_after"] - src["allocated_mb_before"], 1)
             assert r["inflight"] == src["inflight"] >= 1
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.render.html import render_html
 
     page = render_html(model)
     assert page.count('class="kept-chart"') == len(ev["requests"]) and "Attribution by request" in page
@@ -178,15 +178,15 @@ def test_host_ram_findings_carry_the_requests_that_kept_it():
             src = by_id[r["request_id"]]
             assert r["rss_before_mb"] == src["rss_mb_before"] and r["rss_after_mb"] == src["rss_mb_after"]
             assert r["kept_mb"] == round(src["rss_mb_after"] - src["rss_mb_before"], 1)
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.render.html import render_html
 
     page = render_html(model)
     assert "Evidence: the requests that kept memory, per session (host RAM (RSS) before/after each request)" in page
 
 
 def test_oom_fix_names_only_the_causes_present():
-    from analyzer.core.thresholds import defaults
-    from analyzer.rules.evidence import fix_for, request_factors
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.rules.evidence import fix_for, request_factors
 
     t = defaults()
     greedy_second_turn = [{"num_beams": 1, "input_len": 80, "turn_index": 2, "max_new_tokens": 1024,
@@ -231,7 +231,7 @@ def test_time_fits_the_data(tmp_path):
     assert model["series_bucket"] == "second"
     buckets = {r["bucket"] for r in model["series"]["stage_latency_by_hour"]}
     assert len(buckets) >= 3 and any(not b.endswith(":00.000+00:00") for b in buckets)
-    from analyzer.render.html import fmt_ts_short, render_html
+    from dslogs.analyzer.render.html import fmt_ts_short, render_html
 
     page = render_html(model)
     # the data's own first and last event next to the requested window
@@ -239,8 +239,8 @@ def test_time_fits_the_data(tmp_path):
     assert "(1 min " in page
     assert fmt_ts_short("2026-11-23T22:07:21.557+00:00") == "11-23 22:07:21"
     # a week keeps hourly buckets, with the date on hour labels
-    from analyzer.metrics.registry import bucket_for_span
-    from analyzer.render.charts.specs import TIME_LABELS_DAYS, TimeAxis, _time_axis_def
+    from dslogs.analyzer.metrics.registry import bucket_for_span
+    from dslogs.analyzer.render.charts.specs import TIME_LABELS_DAYS, TimeAxis, _time_axis_def
 
     assert bucket_for_span("2026-11-23T00:00:00+00:00", "2026-11-30T00:00:00+00:00") == "hour"
     assert bucket_for_span("2026-11-23T00:00:00+00:00", "2026-11-23T00:09:00+00:00") == "second"
@@ -250,7 +250,7 @@ def test_time_fits_the_data(tmp_path):
 
 
 def _run_in_pty(args: list[str], terminal: str, env: dict) -> tuple[bytes, bytes, int]:
-    """``python -m analyzer ARGS`` with ``terminal`` ("stdout" or "stderr") on a pseudo-terminal:
+    """``python -m dslogs ARGS`` with ``terminal`` ("stdout" or "stderr") on a pseudo-terminal:
     (what the other stream wrote, what the terminal received, exit code)."""
     import os
     import pty
@@ -261,7 +261,7 @@ def _run_in_pty(args: list[str], terminal: str, env: dict) -> tuple[bytes, bytes
     master, slave = pty.openpty()
     other = subprocess.PIPE if terminal == "stderr" else subprocess.DEVNULL
     streams = {"stdout": slave, "stderr": other} if terminal == "stdout" else {"stdout": other, "stderr": slave}
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "dslogs", *args], stdin=subprocess.DEVNULL,
                             env={**os.environ, **env}, **streams)  # fmt: skip
     os.close(slave)
     chunks: list[bytes] = []
@@ -286,7 +286,7 @@ def _run_in_pty(args: list[str], terminal: str, env: dict) -> tuple[bytes, bytes
 
 
 def _run_with_pty_stderr(args: list[str], env_extra: dict | None = None) -> tuple[bytes, bytes]:
-    """(stdout, what the terminal on stderr received) of ``python -m analyzer ARGS``."""
+    """(stdout, what the terminal on stderr received) of ``python -m dslogs ARGS``."""
     env = {"TERM": "xterm-256color", "COLUMNS": "120", "DSLOGS_PROGRESS_DELAY": "0", **(env_extra or {})}
     out, seen, rc = _run_in_pty(args, "stderr", env)
     assert rc == 0, seen[-2000:]
@@ -309,7 +309,7 @@ def test_progress_on_a_terminal_only(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-m", "dslogs", *args], capture_output=True, timeout=120,
                           env={**__import__("os").environ, "DSLOGS_PROGRESS_DELAY": "0"})  # fmt: skip
     assert proc.returncode == 0 and b"dslogs analyze:" not in proc.stderr
 
@@ -348,7 +348,7 @@ def test_cache_command_lists_prunes_and_clears(tmp_path, monkeypatch):
 
 
 def _cache_folder(path) -> str | None:
-    from analyzer.ingest.cache import cache_info
+    from dslogs.analyzer.ingest.cache import cache_info
 
     return cache_info(path)["folder"]
 
@@ -356,7 +356,7 @@ def _cache_folder(path) -> str | None:
 def test_requests_are_counted_from_traces_without_an_input_stage(tmp_path):
     from pathlib import Path
 
-    from analyzer.ingest.logs import open_logs, run_query
+    from dslogs.analyzer.ingest.logs import open_logs, run_query
 
     def count(folder):
         with open_logs([str(folder)], tz="UTC", use_cache=False, materialize=False) as db:
@@ -369,8 +369,8 @@ def test_requests_are_counted_from_traces_without_an_input_stage(tmp_path):
         "\n".join(ln for ln in lines if '"stage": "input"' not in ln) + "\n")
     assert count(tmp_path / "legacy") == count("sample_logs/seed_format") == (270, 270)
     # the collector's drop-in log_event, used as the article uses its logger
-    import collector.tracer as tracer_mod
-    from collector import Tracer, log_event
+    import dslogs_collector.tracer as tracer_mod
+    from dslogs_collector import Tracer, log_event
 
     t = Tracer(log_dir=str(tmp_path / "dropin"))
     saved, tracer_mod._default = tracer_mod._default, t
@@ -433,7 +433,7 @@ def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
     import shutil
     from pathlib import Path
 
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.render.html import render_html
 
     model = _analyze_json("sample_logs/concurrent_leak")
     ids = [f"{i:08x}-0000-4000-8000-000000000000" for i in range(41)]
@@ -479,9 +479,9 @@ def test_long_session_lists_collapse_to_a_copyable_list(tmp_path):
 
 
 def test_words_the_report_uses_are_defined():
-    from analyzer.render.glossary import GLOSSARY
-    from analyzer.render.html import render_html
-    from analyzer.render.markdown import render_markdown
+    from dslogs.analyzer.render.glossary import GLOSSARY
+    from dslogs.analyzer.render.html import render_html
+    from dslogs.analyzer.render.markdown import render_markdown
 
     for word in ("TTFT", "TPOT", "TTFA", "reasoning share", "goodput", "gpu_wait", "kept", "in flight", "rise"):
         assert GLOSSARY.get(word), word
@@ -498,11 +498,11 @@ def test_every_citation_is_explained_and_documented():
     and a section of docs/sources.md; no user-facing threshold cites a document that does not ship."""
     from pathlib import Path
 
-    from analyzer import rules  # noqa: F401  (its rules declare their threshold tables)
-    from analyzer.core.thresholds import SOURCES as WHYS
-    from analyzer.render.glossary import _CITATION, SOURCES
-    from analyzer.render.html import cite, render_html
-    from analyzer.rules.registry import RULE_SPECS
+    from dslogs.analyzer import rules  # noqa: F401  (its rules declare their threshold tables)
+    from dslogs.analyzer.core.thresholds import SOURCES as WHYS
+    from dslogs.analyzer.render.glossary import _CITATION, SOURCES
+    from dslogs.analyzer.render.html import cite, render_html
+    from dslogs.analyzer.rules.registry import RULE_SPECS
     from tests.test_lint import UNSHIPPED_REFERENCE
 
     cited = [s.source for s in RULE_SPECS.values()] + [c["source"] for c in _analyze_json(HEALTHY)["checklist"]]

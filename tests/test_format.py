@@ -1,5 +1,5 @@
-"""analyzer.core.format: each medium's preset keeps the output its readers know, from one
-implementation; analyzer.core.time.parse_iso and zone are the only timestamp and zone parsing."""
+"""dslogs.analyzer.core.format: each medium's preset keeps the output its readers know, from one
+implementation; dslogs.analyzer.core.time.parse_iso and zone are the only timestamp and zone parsing."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from analyzer.core import format as fmt
-from analyzer.core.errors import UsageError
-from analyzer.core.time import parse_iso, zone
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.time import parse_iso, zone
 
 
 @pytest.mark.parametrize(("value", "digits", "text"), [

@@ -13,13 +13,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.ingest import formats
-from analyzer.ingest.logs import open_logs
+from dslogs.analyzer.ingest import formats
+from dslogs.analyzer.ingest.logs import open_logs
 
 # A format of one module: "toy" lines, a JSON object per line with `toy_t` (unix seconds) and
 # `toy_ms`, each one request; in *.toy files.
 TOY = '''
-from analyzer.ingest.formats import STATEMENT, Format
+from dslogs.analyzer.ingest.formats import STATEMENT, Format
 
 FORMAT = Format(
     name="toyfmt", order=15, writer="a test",
@@ -68,7 +68,7 @@ def test_a_format_whose_module_holds_no_format_is_refused(tmp_path, monkeypatch)
     finally:
         monkeypatch.undo()
         formats.registry.cache_clear()
-        sys.modules.pop("analyzer.ingest.formats.broken", None)
+        sys.modules.pop("dslogs.analyzer.ingest.formats.broken", None)
 
 
 def test_a_format_is_its_module(tmp_path, monkeypatch):
@@ -98,7 +98,7 @@ def test_a_format_is_its_module(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         formats.registry.cache_clear()
-        sys.modules.pop("analyzer.ingest.formats.toyfmt", None)
+        sys.modules.pop("dslogs.analyzer.ingest.formats.toyfmt", None)
     assert "toyfmt" not in [f.name for f in formats.registry()]
 
 
@@ -111,7 +111,12 @@ def test_format_declarations_are_checked():
 
 
 def test_registry_tables_stay_importable():
-    from analyzer.ingest.formats import ESTIMATED_TOKENS, LINE_FORMATS, NOT_CARRIED, SOURCE_FORMATS
+    from dslogs.analyzer.ingest.formats import (
+        ESTIMATED_TOKENS,
+        LINE_FORMATS,
+        NOT_CARRIED,
+        SOURCE_FORMATS,
+    )
 
     assert NOT_CARRIED["otlp:vllm"] >= {"gpu_memory", "tokenize"} and "queue" not in NOT_CARRIED["otlp:vllm"]
     assert set(ESTIMATED_TOKENS) == {"otlp:openlit"} and LINE_FORMATS["v1"] == "dslogs v1"

@@ -28,7 +28,7 @@ def test_every_part_is_used_and_every_rule_is_listed():
     text = "".join(p.read_text(encoding="utf-8") for p in gen.documents(REPO) if p.is_file())
     for name in gen.PARTS:
         assert f"<!-- generated: {name} -->" in text, name
-    from analyzer.rules import RULE_SPECS
+    from dslogs.analyzer.rules import RULE_SPECS
 
     table = gen.rules_table()
     assert all(f"| `{rid}` | " in table for rid in RULE_SPECS)

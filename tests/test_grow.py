@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.ingest import viewdefs
-from analyzer.ingest.logs import open_logs
-from analyzer.usecases.analyze import analyze_logs
-from collector import Tracer
+from dslogs.analyzer.ingest import viewdefs
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.usecases.analyze import analyze_logs
+from dslogs_collector import Tracer
 from tests.collector_helpers import log_files
 from tests.model_helpers import record_windows, stable
 
@@ -123,7 +123,7 @@ def reads(monkeypatch):
     """What each open_logs read: (tail files, bytes read, read_files, derived tables updated in
     step, derived tables rebuilt whole)."""
     seen: list[tuple[int, int, int, bool, bool]] = []
-    from analyzer.ingest import logs as ingest
+    from dslogs.analyzer.ingest import logs as ingest
 
     load, update, refresh = ingest._load, viewdefs.update_derived, viewdefs.refresh_derived
     flags = {"updated": False, "rebuilt": False}
@@ -213,7 +213,7 @@ def test_the_hourly_cron_over_a_growing_file_reads_only_the_tail(tmp_path, reads
     # renames or gzips it then finds its rows)
     import duckdb
 
-    from analyzer.ingest.cache import fingerprint
+    from dslogs.analyzer.ingest.cache import fingerprint
 
     con = duckdb.connect(str(cache), read_only=True)
     (fp,) = con.execute("SELECT fingerprint FROM files").fetchall()[0]
@@ -371,7 +371,7 @@ def _grow_in_steps(
 def test_a_growing_legacy_file(tmp_path, reads):
     # legacy request ids are numbered by the session's input events across the file: the tail's
     # sessions are numbered again with the rows read before
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     src = tmp_path / "src"
     simulate(src, ["healthy", "memory_leak"], seed=5, fmt="legacy", events=4000, hosts=1,
@@ -382,7 +382,7 @@ def test_a_growing_legacy_file(tmp_path, reads):
 def test_a_growing_file_beside_new_and_deleted_ones(tmp_path, reads):
     # the next day's file appears (read whole), an old one is deleted (retention): the derived
     # tables follow the rows added and dropped
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     src = tmp_path / "src"
     simulate(src, ["healthy", "rss_growth", "oom"], seed=9, fmt="v1", events=9000, hosts=1,

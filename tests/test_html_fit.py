@@ -14,7 +14,7 @@ import pytest
 from browser_helpers import open_offline
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 
 pytestmark = pytest.mark.browser
 

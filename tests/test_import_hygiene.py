@@ -31,7 +31,7 @@ def _loaded_after(code: str, tmp_path) -> set[str]:
 
 def test_tracer_and_log_event_load_no_third_party(tmp_path):
     loaded = _loaded_after(f"""
-        from collector import Tracer, log_event, SCHEMA_VERSION, STAGES
+        from dslogs_collector import Tracer, log_event, SCHEMA_VERSION, STAGES
         t = Tracer({str(tmp_path / "logs")!r})
         t.event("tokenize", duration_ms=1.0, session_id="s", input_len=3)
         with t.stage("format", session_id="s"):
@@ -49,7 +49,7 @@ def test_tracer_and_log_event_load_no_third_party(tmp_path):
 
 def test_process_sampler_loads_psutil_only(tmp_path):
     loaded = _loaded_after(f"""
-        from collector import Tracer
+        from dslogs_collector import Tracer
         t = Tracer({str(tmp_path)!r}, samplers=("process",), sample_interval_s=0.05)
         t.close()
     """, tmp_path)
@@ -58,7 +58,7 @@ def test_process_sampler_loads_psutil_only(tmp_path):
 
 def test_gpu_sampler_never_loads_the_analyzer_stack(tmp_path):
     loaded = _loaded_after(f"""
-        from collector import Tracer
+        from dslogs_collector import Tracer
         t = Tracer({str(tmp_path)!r}, samplers=True, sample_interval_s=0.05)
         t.close()
     """, tmp_path)
@@ -66,7 +66,7 @@ def test_gpu_sampler_never_loads_the_analyzer_stack(tmp_path):
 
 
 def test_collector_sources_import_stdlib_only_at_module_level():
-    allowed = set(sys.stdlib_module_names) | {"collector", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {"dslogs_collector", "__future__"}
     for path in sorted((REPO / "collector").glob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in tree.body:  # module level; lazy imports inside functions are the point

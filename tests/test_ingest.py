@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.core.errors import InputError, UsageError
-from analyzer.ingest.logs import EVENT_COLUMNS, open_logs, run_query, session_events
+from dslogs.analyzer.core.errors import InputError, UsageError
+from dslogs.analyzer.ingest.logs import EVENT_COLUMNS, open_logs, run_query, session_events
 from tests.diag_fixture_db import EVENTS, REQUESTS, SESSIONS
 from tests.ingest_lines import legacy, legacy_turn, v1, v1_request, write_lines
 

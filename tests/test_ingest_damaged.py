@@ -6,9 +6,9 @@ import gzip
 
 import pytest
 
-from analyzer.core.errors import InputError
-from analyzer.ingest.logs import open_logs, run_query
-from analyzer.ingest.validate import MAX_LINE_BYTES, SAMPLES_PER_FILE
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.ingest.logs import open_logs, run_query
+from dslogs.analyzer.ingest.validate import MAX_LINE_BYTES, SAMPLES_PER_FILE
 from tests.ingest_lines import dumps, legacy, v1, write_lines
 
 GOOD = [v1(f"2026-11-23T10:00:{s:02d}.000+00:00", "gpu_sample", None, None, gpu_util_pct=float(s)) for s in range(6)]
@@ -187,7 +187,7 @@ def test_a_file_of_damaged_lines_alone_says_so_in_one_line(tmp_path, name, fmt, 
     path = tmp_path / "logs" / name
     path.parent.mkdir()
     path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
-    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(path.parent), "--format", "json",
+    res = subprocess.run([sys.executable, "-m", "dslogs", "analyze", str(path.parent), "--format", "json",
                           "--no-cache", "--quiet"], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
     assert res.returncode == 2 and res.stdout == "", res.stderr
@@ -204,7 +204,7 @@ def test_a_file_of_damaged_lines_alone_says_so_in_one_line(tmp_path, name, fmt, 
 
 
 def test_damaged_format_reads_keys_of_a_line_cut_short():
-    from analyzer.ingest.formats import damaged_format
+    from dslogs.analyzer.ingest.formats import damaged_format
 
     assert damaged_format(b'{"v":1,"ts":"2026-11-23T10:00:0').name == "v1"
     assert damaged_format(b'{"timestamp":"2026-11-23 10:00:00","stage":"infer').name == "legacy"

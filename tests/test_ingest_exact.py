@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from analyzer.ingest.logs import open_logs, run_query
-from analyzer.ingest.reader import Reader
+from dslogs.analyzer.ingest.logs import open_logs, run_query
+from dslogs.analyzer.ingest.reader import Reader
 from tests.ingest_lines import dumps, v1
 
 N = 30
@@ -145,7 +145,7 @@ def test_slow_path_reads_the_file_a_bounded_number_of_times(tmp_path, monkeypatc
 
 
 def test_damage_in_one_chunk_leaves_the_other_chunks_one_read_each(tmp_path, monkeypatch):
-    from analyzer.ingest import validate
+    from dslogs.analyzer.ingest import validate
 
     monkeypatch.setattr(validate, "CHUNK_LINES", 100)
     calls = []

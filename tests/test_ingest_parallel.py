@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from analyzer.ingest import reader
-from analyzer.ingest.logs import open_logs, run_query
-from analyzer.ingest.reader import Reader
+from dslogs.analyzer.ingest import reader
+from dslogs.analyzer.ingest.logs import open_logs, run_query
+from dslogs.analyzer.ingest.reader import Reader
 from tests.ingest_lines import dumps, v1
 
 

@@ -45,16 +45,16 @@ LIVE = ("dslogs watch ",)
 # provides them: each only inside a function, in the modules named, for a reason a user opts into.
 OPTIONAL_IMPORTS = {
     # read large results through Arrow when both are there; the cursor path otherwise
-    "numpy": ("analyzer.metrics.results",),
-    "pyarrow": ("analyzer.metrics.results", "analyzer.ingest.columns", "analyzer.engines.merge",
-                "analyzer.engines.spark.*"),
-    "pyspark": ("analyzer.engines.spark.*",),  # --engine spark: the spark extra
+    "numpy": ("dslogs.analyzer.metrics.results",),
+    "pyarrow": ("dslogs.analyzer.metrics.results", "dslogs.analyzer.ingest.columns", "dslogs.analyzer.engines.merge",
+                "dslogs.analyzer.engines.spark.*"),
+    "pyspark": ("dslogs.analyzer.engines.spark.*",),  # --engine spark: the spark extra
     # the collector runs in the user's app and uses what the app has (gpu and hf extras)
-    "torch": ("collector.hf", "collector.samplers"),
-    "transformers": ("collector.hf",),
-    "pynvml": ("collector.samplers",),
-    "psutil": ("collector.samplers",),
-    "streamlit": ("collector.tracer",),
+    "torch": ("dslogs_collector.hf", "dslogs_collector.samplers"),
+    "transformers": ("dslogs_collector.hf",),
+    "pynvml": ("dslogs_collector.samplers",),
+    "psutil": ("dslogs_collector.samplers",),
+    "streamlit": ("dslogs_collector.tracer",),
 }
 
 
@@ -69,10 +69,13 @@ def _declared() -> set[str]:
 def _third_party_imports():
     """(module, imported top-level name, line, inside a function) for every import of the
     analyzer and the collector outside the standard library and the project."""
-    for package in ("analyzer", "collector"):
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    sys.path.insert(0, str(REPO / "scripts"))
+    from layermap import modules
+
+    for module, path in modules(REPO).items():
+        if module.split(".")[0] == "dslogs" and not module.startswith("dslogs.analyzer"):
+            continue  # the Python API: its own extra (notebook)
+        if True:
             tree = ast.parse(path.read_text(encoding="utf-8"))
             nested = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
                       for n in ast.walk(f)}
@@ -85,7 +88,7 @@ def _third_party_imports():
                     continue
                 for name in names:
                     top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names and top not in ("analyzer", "collector", "dslogs"):
+                    if top not in sys.stdlib_module_names and top not in ("dslogs", "dslogs_collector"):
                         yield module, top, node.lineno, id(node) in nested
 
 
@@ -115,7 +118,8 @@ def _clean_env(**extra: str) -> dict[str, str]:
 # every entry stamped with it, not for its value.
 EPOCH = 1796515200  # 2026-12-06T00:00:00Z
 # What the root pyproject's wheel is built from: a copy of these is another clone.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "collector", "analyzer", "dslogs", "queries", "templates")
+WHEEL_SOURCES = ("pyproject.toml", "hatch_build.py", "README.md", "collector", "analyzer", "dslogs", "queries",
+                 "templates")
 
 
 def _build_wheel(src: Path, out: Path) -> Path:
@@ -129,8 +133,14 @@ def _build_wheel(src: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The dslogs-llm wheel of this tree, stamped as `make wheels` stamps it."""
-    return _build_wheel(REPO, tmp_path_factory.mktemp("dist"))
+    """The dslogs-llm wheel of this tree, stamped as `make wheels` stamps it, beside the
+    dslogs-collector wheel it depends on (pip finds it there: --find-links)."""
+    dist = tmp_path_factory.mktemp("dist")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(dist), str(REPO / "packaging" / "collector")], capture_output=True, text=True,
+                           timeout=300, env=_clean_env(SOURCE_DATE_EPOCH=str(EPOCH)))
+    assert build.returncode == 0, build.stderr
+    return _build_wheel(REPO, dist)
 
 
 def _venv(where: Path, *requirements: str) -> Path:
@@ -139,7 +149,9 @@ def _venv(where: Path, *requirements: str) -> Path:
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300, env=_clean_env())
     for req in requirements:
-        pip = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", req],
+        # a wheel's folder holds the dslogs-collector wheel it depends on
+        links = ["--find-links", str(Path(req.split("[")[0]).parent)] if req.split("[")[0].endswith(".whl") else []
+        pip = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", *links, req],
                              capture_output=True, text=True, timeout=900, env=_clean_env())
         assert pip.returncode == 0, f"pip install {req}\n{pip.stdout}{pip.stderr}"
     print(f"\n{where.name}: {' '.join(Path(r).name for r in requirements)} installed in a new venv in "
@@ -159,7 +171,7 @@ def test_wheels_are_byte_identical_from_another_clone(wheel, tmp_path):
     for name in WHEEL_SOURCES:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, clone / name, copy_function=shutil.copy,
+            shutil.copytree(src, clone / name, copy_function=shutil.copy, symlinks=True,
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             clone.mkdir(parents=True, exist_ok=True)
@@ -187,7 +199,7 @@ def test_the_installed_package_says_its_version(bare_venv, wheel, tmp_path):
 
 def test_the_bare_venv_has_the_base_dependencies_only(bare_venv, tmp_path):
     r = subprocess.run([str(bare_venv / "bin" / "python"), "-c",
-                        "import importlib.util as u, dslogs, analyzer; print(analyzer.__file__); "
+                        "import importlib.util as u, dslogs.analyzer; print(dslogs.analyzer.__file__); "
                         "print(' '.join(m for m in ('numpy', 'pandas', 'pyarrow', 'altair', 'pytest') if u.find_spec(m)))"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_clean_env())
     assert r.returncode == 0, r.stderr
@@ -344,7 +356,7 @@ print(json.dumps({{"frame": isinstance(df, pandas.DataFrame), "rows": len(df),
 
 GPU_SCRIPT = """
 import json, sys, time
-from collector import Tracer
+from dslogs_collector import Tracer
 t = Tracer("logs")
 status = t.start_samplers(["gpu", "process"], interval_s=0.05)
 time.sleep(0.3)
@@ -375,7 +387,7 @@ def test_the_gpu_extra_samples_or_says_why_not(wheel, new_venv, tmp_path):
 
 HF_SCRIPT = """
 import json, pathlib, torch, transformers
-from collector import Tracer
+from dslogs_collector import Tracer
 torch.manual_seed(0)
 cfg = transformers.Qwen2Config(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256,
@@ -405,3 +417,89 @@ def test_the_hf_extra_traces_generate(wheel, new_venv, tmp_path):
     assert got["new_tokens"] == 6
     assert {"prefill", "decode", "request"} <= set(stages), stages
     assert dict(got["events"])["request"] == 6, got["events"]
+
+
+# -- two distributions, two import roots: next to anything ------------------------------------------
+
+APP = """
+import os
+from dslogs_collector import Tracer, log_event
+import collector, analyzer  # the app's own modules, not dslogs'
+assert collector.MINE and analyzer.MINE
+log_event("tokenize", 12.5, session_id="s1", input_len=30)
+log_event("inference", 480.0, session_id="s1", output_len=64)
+tracer = Tracer(log_dir="logs")
+with tracer.stage("tokenize", session_id="s2", request_id="r1", input_len=7):
+    pass
+tracer.close()
+import dslogs_collector
+print(os.path.dirname(dslogs_collector.__file__))
+"""
+
+
+def test_an_app_with_its_own_collector_and_analyzer_runs_the_readme_example(bare_venv, tmp_path):
+    """The README's collector lines run in an app folder that holds a `collector.py` and an
+    `analyzer/` of its own: dslogs ships `dslogs` and `dslogs_collector` only, so neither shadows
+    the other, and `dslogs analyze` reads what the app logged."""
+    app = tmp_path / "app"
+    (app / "analyzer").mkdir(parents=True)
+    (app / "collector.py").write_text("MINE = True\n")
+    (app / "analyzer" / "__init__.py").write_text("MINE = True\n")
+    (app / "main.py").write_text(APP)
+    r = subprocess.run([str(bare_venv / "bin" / "python"), "main.py"], cwd=app, capture_output=True, text=True,
+                       timeout=120, env=_clean_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith(str(bare_venv))
+    site = Path(r.stdout.strip()).parent
+    assert not (site / "collector").exists() and not (site / "analyzer").exists()
+    logged = [json.loads(line) for p in (app / "logs").glob("*.jsonl") for line in p.read_text().splitlines()]
+    assert {"tokenize", "inference"} <= {e["stage"] for e in logged}
+    res = subprocess.run([str(bare_venv / "bin" / "dslogs"), "analyze", "logs", "--format", "json", "--no-cache"],
+                         cwd=app, capture_output=True, text=True, timeout=300, env=_clean_env(XDG_CACHE_HOME=str(tmp_path)))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["ingest"]["events"] >= 2
+
+
+def test_installing_upgrading_and_uninstalling_either_distribution(wheel, new_venv, tmp_path):
+    """dslogs-llm depends on dslogs-collector and ships none of its files: the collector alone
+    installs and runs; the CLI added beside it leaves it as it was; an upgraded collector (a newer
+    version of the same files) keeps the CLI working; uninstalling the CLI leaves the collector
+    working; uninstalling the collector is refused by nothing but leaves the CLI without a
+    dependency, which `pip check` names."""
+    collector_whl = next(wheel.parent.glob("dslogs_collector-*.whl"))
+    venv = new_venv("venv-two", str(collector_whl))
+    py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip"]
+
+    def run(*args):
+        return subprocess.run(list(args), capture_output=True, text=True, timeout=300, cwd=tmp_path, env=_clean_env())
+
+    probe = "from dslogs_collector import log_event, __version__; log_event('tokenize', 1.0); print(__version__)"
+    assert run(py, "-c", probe).returncode == 0
+    r = run(*pip, "install", "-q", "--find-links", str(wheel.parent), str(wheel))
+    assert r.returncode == 0, r.stderr
+    files = run(*pip, "show", "-f", "dslogs-llm").stdout
+    assert "dslogs_collector/" not in files and "dslogs/analyzer/cli.py" in files
+    assert run(py, "-c", probe).returncode == 0 and run(str(venv / "bin" / "dslogs"), "--version").returncode == 0
+    # an upgrade of the collector: the same sources as a newer version
+    newer = tmp_path / "newer"
+    shutil.copytree(REPO / "packaging" / "collector", newer / "packaging" / "collector", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "dslogs_collector"))
+    shutil.copytree(REPO / "collector", newer / "collector", ignore=shutil.ignore_patterns("__pycache__"))
+    version = (newer / "collector" / "_version.py").read_text()
+    (newer / "collector" / "_version.py").write_text(re.sub(r'"(\d+)\.(\d+)\.(\d+)"',
+                                                            lambda m: f'"{m[1]}.{m[2]}.{int(m[3]) + 1}"', version))
+    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "w"),
+                str(newer / "packaging" / "collector"))
+    assert built.returncode == 0, built.stderr
+    r = run(*pip, "install", "-q", "--upgrade", str(next((tmp_path / "w").glob("*.whl"))))
+    assert r.returncode == 0, r.stderr
+    assert run(py, "-c", probe).stdout.strip() != version and run(str(venv / "bin" / "dslogs"), "schema").returncode == 0
+    assert run(*pip, "check").returncode == 0
+    # uninstall the CLI: the collector stays whole
+    assert run(*pip, "uninstall", "-y", "dslogs-llm").returncode == 0
+    assert run(py, "-c", probe).returncode == 0
+    # and the other way round: without its collector the CLI is a broken install, which pip names
+    assert run(*pip, "install", "-q", "--find-links", str(wheel.parent), str(wheel)).returncode == 0
+    assert run(*pip, "uninstall", "-y", "dslogs-collector").returncode == 0
+    check = run(*pip, "check")
+    assert check.returncode != 0 and "dslogs-collector" in check.stdout, check.stdout

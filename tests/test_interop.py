@@ -20,10 +20,10 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 
 from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm  # noqa: E402
 
-from analyzer.core.thresholds import defaults  # noqa: E402
-from analyzer.ingest import formats  # noqa: E402
-from analyzer.ingest.logs import open_logs  # noqa: E402
-from analyzer.usecases.analyze import build_report  # noqa: E402
+from dslogs.analyzer.core.thresholds import defaults  # noqa: E402
+from dslogs.analyzer.ingest import formats  # noqa: E402
+from dslogs.analyzer.ingest.logs import open_logs  # noqa: E402
+from dslogs.analyzer.usecases.analyze import build_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def _pct(values, q):
 
 def _cli(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "dslogs", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=120)  # fmt: skip
 
 
@@ -171,7 +171,7 @@ def test_genai_time_per_output_token_is_the_requests_tpot(tmp_path):
 def test_discovery_takes_otlp_json_not_other_json(tmp_path):
     write_vllm(tmp_path / "traces.json", vllm_workload(5))
     (tmp_path / "report.json").write_text(json.dumps({"schema": "dslogs.report/1", "findings": []}))
-    from analyzer.ingest.discovery import discover
+    from dslogs.analyzer.ingest.discovery import discover
 
     assert [Path(f.display).name for f in discover([str(tmp_path)]).files] == ["traces.json"]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.core.thresholds import defaults
-from analyzer.engines import compute
-from analyzer.engines import duckdb as duckdb_engine
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics import results
-from analyzer.metrics.rows import LazyRows
-from analyzer.simulate import simulate
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines import compute
+from dslogs.analyzer.engines import duckdb as duckdb_engine
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics import results
+from dslogs.analyzer.metrics.rows import LazyRows
+from dslogs.analyzer.simulate import simulate
 from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]

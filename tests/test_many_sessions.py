@@ -6,8 +6,8 @@ built only for the sessions it lists (report._sessions_block)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.core.thresholds import defaults
-from analyzer.rules.attribution import _overlap, _Overlaps
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.rules.attribution import _overlap, _Overlaps
 
 TIMES = [f"2026-11-23T10:{m:02d}:00.000+00:00" for m in range(12)]
 
@@ -71,7 +71,7 @@ def test_touching_intervals_overlap():
 
 def _sessions_block_every_row(metrics, by_session, findings, thresholds):
     """report._sessions_block as it was: a row for every session, then the cut."""
-    from analyzer.model.report import RULE_IDS, SESSION_KEYS, SEVERITY_RANK
+    from dslogs.analyzer.model.report import RULE_IDS, SESSION_KEYS, SEVERITY_RANK
 
     worst = {}
     for f in findings:
@@ -96,7 +96,7 @@ def _sessions_block_every_row(metrics, by_session, findings, thresholds):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 30), st.integers(0, 8), st.data())
 def test_sessions_block_lists_the_same_rows_as_building_every_row(n, cap, data):
-    from analyzer.model.report import _sessions_block
+    from dslogs.analyzer.model.report import _sessions_block
 
     summary = [
         {"session_id": f"s{i:02d}", "first_ts": TIMES[i % 12], "requests": i} for i in range(n)

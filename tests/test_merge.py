@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from analyzer.core.errors import UsageError
-from analyzer.core.resources import load_query
-from analyzer.core.thresholds import defaults
-from analyzer.engines import merge as M
-from analyzer.engines.compute import compute_metrics
-from analyzer.engines.duckdb import DuckDBSource
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines import merge as M
+from dslogs.analyzer.engines.compute import compute_metrics
+from dslogs.analyzer.engines.duckdb import DuckDBSource
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics.registry import METRIC_QUERIES, bucket_for_span, parameters
 from tests.engine_compare import assert_same
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_sessions_never_cross_hosts_in_the_samples(sample_db):
 
 
 def test_a_session_on_two_hosts_is_refused_not_merged_wrong():
-    from analyzer.engines.spark.driver import _session_hosts
+    from dslogs.analyzer.engines.spark.driver import _session_hosts
 
     assert _session_hosts([{"session_id": "a", "host": "h1"}, {"session_id": "b", "host": "h2"}]) == {"a": "h1", "b": "h2"}
     with pytest.raises(UsageError, match="'a' has events on hosts 'h1' and 'h2'"):
@@ -132,8 +132,8 @@ def test_timelines_for_several_buckets_pick_like_one_run(sample_db):
 def test_host_groups_keep_hosts_whole_and_balance_bytes(tmp_path):
     """The driver's guess: a compacted file's manifest host, a local JSONL file's first-line host
     (none for legacy lines), else the folder; whole guessed hosts per group, balanced by bytes."""
-    from analyzer.engines.spark.driver import host_groups
-    from analyzer.engines.spark.executors import GroupFile
+    from dslogs.analyzer.engines.spark.driver import host_groups
+    from dslogs.analyzer.engines.spark.executors import GroupFile
 
     def jsonl(i, folder, host, size):
         path = tmp_path / folder / f"ds15b_2026112{i}.jsonl"

@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.core.resources import load_query
-from analyzer.core.thresholds import defaults
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics import registry, results
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics import registry, results
 
 ROOT = Path(__file__).resolve().parents[1]
 ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America/St_Johns",

@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
-from analyzer.model.schemas import BUILDERS, schema_text
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.model.load import SCHEMA_DIR, first_error, shipped_schema
+from dslogs.analyzer.model.schemas import BUILDERS, schema_text
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def report_file(sample_reports, tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_shipped_schemas_are_current_and_valid_draft_2020_12(name):
     assert (SCHEMA_DIR / f"{name}.json").read_text(encoding="utf-8") == schema_text(name), \
-        "regenerate with: python -m analyzer.model.schemas"
+        "regenerate with: python -m dslogs.analyzer.model.schemas"
     jsonschema.Draft202012Validator.check_schema(shipped_schema(name))
 
 

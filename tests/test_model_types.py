@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 import dslogs
-from analyzer.cli import app
-from analyzer.model import types as T
-from analyzer.model.load import first_error, shipped_schema
-from analyzer.model.report import INGEST_SERIES, SERIES
-from analyzer.model.schemas import object_schema, schema_of
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.model import types as T
+from dslogs.analyzer.model.load import first_error, shipped_schema
+from dslogs.analyzer.model.report import INGEST_SERIES, SERIES
+from dslogs.analyzer.model.schemas import object_schema, schema_of
 
 
 def _walk(value, tp, path, undeclared, seen):
@@ -72,9 +72,20 @@ def _cli_json(*args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def other_models():
-    """A diff with errors on one side, a weekly report, a capacity model, and one of an empty window."""
+def other_models(tmp_path_factory):
+    """A diff with errors on one side, a weekly report, a capacity model, one of an empty window,
+    and a report whose lists are cut (the fields that say so appear only then): 60 bad lines in a
+    file, and one session, one drill-down session and one request each at most."""
+    import shutil
+
+    logs = tmp_path_factory.mktemp("cut") / "logs"
+    shutil.copytree("sample_logs/memory_leak", logs)
+    with open(sorted(logs.rglob("*.jsonl"))[0], "a", encoding="utf-8") as fh:
+        fh.write("not json\n" * 60)
+    caps = logs.parent / "caps.toml"
+    caps.write_text("[report]\nmax_sessions = 1\ndetail_sessions = 1\ndetail_requests = 1\n", encoding="utf-8")
     return {
+        "report": [_cli_json("analyze", str(logs), "--thresholds", str(caps))],
         "diff": [_cli_json("diff", "sample_logs/healthy", "sample_logs/oom")],
         "weekly": [_cli_json("report", "weekly", "sample_logs/mixed")],
         "capacity": [_cli_json("capacity", "sample_logs/concurrency_cliff"),

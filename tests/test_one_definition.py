@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 # name -> the core module that defines it
@@ -68,7 +68,7 @@ def test_query_session_and_the_report_write_a_time_the_same_way():
 
 
 def test_an_exception_as_one_line():
-    from analyzer.core.errors import one_line
+    from dslogs.analyzer.core.errors import one_line
 
     class Java(Exception):
         def getMessage(self):  # noqa: N802  (py4j's name)

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.core.outfile import open_out, write_out
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.outfile import open_out, write_out
 from tests.ingest_lines import v1_request, write_lines
 
-DSLOGS = [sys.executable, "-m", "analyzer"]
+DSLOGS = [sys.executable, "-m", "dslogs"]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 

@@ -38,7 +38,7 @@ def wheel(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed_env(wheel, tmp_path_factory) -> Path:
+def installed_env(wheel, collector_wheel, tmp_path_factory) -> Path:
     env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
@@ -47,10 +47,11 @@ def installed_env(wheel, tmp_path_factory) -> Path:
         check=True, capture_output=True, text=True,
     ).stdout.strip()
     # Install the wheel by unpacking it (what pip does for a pure wheel), then borrow deps.
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(site)
+    for whl in (collector_wheel, wheel):  # dslogs-llm depends on dslogs-collector
+        with zipfile.ZipFile(whl) as zf:
+            zf.extractall(site)
     entry = Path(site) / "dslogs_entry.py"
-    entry.write_text("from analyzer.cli import main\nmain()\n")
+    entry.write_text("from dslogs.analyzer.cli import main\nmain()\n")
     (env_dir / "bin" / "dslogs").write_text(f"#!/bin/sh\nexec {py} {entry} \"$@\"\n")
     (env_dir / "bin" / "dslogs").chmod(0o755)
     (Path(site) / "borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -59,15 +60,18 @@ def installed_env(wheel, tmp_path_factory) -> Path:
 
 def test_wheel_ships_queries_templates_and_schema(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "collector/trace_schema_v1.json" in names
-    assert "analyzer/cli.py" in names
+    # one import root, dslogs; the collector is the dslogs-collector distribution's
+    assert {n.split("/")[0] for n in names if "dist-info" not in n} == {"dslogs"}
+    assert "dslogs/analyzer/cli.py" in names
     for sql in (REPO / "queries").glob("*.sql"):
-        assert f"analyzer/_data/queries/{sql.name}" in names
+        assert f"dslogs/analyzer/_data/queries/{sql.name}" in names
     for tpl in (REPO / "templates").glob("*.html"):
-        assert f"analyzer/_data/templates/{tpl.name}" in names
+        assert f"dslogs/analyzer/_data/templates/{tpl.name}" in names
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert re.search(r"^Requires-Dist: dslogs-collector[<>=]", meta, re.M), meta
     assert any(n.endswith("entry_points.txt") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "dslogs = analyzer.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "dslogs = dslogs.analyzer.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -79,8 +83,8 @@ def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
     where = subprocess.run(
-        [str(installed_env / "bin" / "python"), "-c", "import analyzer, collector, analyzer.core.resources as r; "
-         "print(analyzer.__file__); print(collector.__file__); print(r.queries_dir()); print(r.templates_dir())"],
+        [str(installed_env / "bin" / "python"), "-c", "import dslogs.analyzer, dslogs_collector, dslogs.analyzer.core.resources as r; "
+         "print(dslogs.analyzer.__file__); print(dslogs_collector.__file__); print(r.queries_dir()); print(r.templates_dir())"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
         env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
     ).stdout.split()
@@ -96,7 +100,7 @@ def test_installed_cli_runs_outside_checkout(installed_env, tmp_path):
     assert schema_run.returncode == 0, schema_run.stderr
     schema = json.loads(schema_run.stdout)
     assert schema["$schema"].endswith("2020-12/schema")
-    shipped = json.loads((REPO / "collector" / "trace_schema_v1.json").read_text())
+    shipped = json.loads((REPO / "collector" / "trace_schema_v1.json").read_text())  # dslogs_collector's
     assert schema == shipped
 
     sim_run = _run(installed_env, "simulate", "out", "--scenario", "memory_leak", "--seed", "3", cwd=tmp_path)
@@ -128,16 +132,16 @@ def test_installed_python_api_imports_outside_checkout(wheel, installed_env, tmp
 
 COLLECTOR_SCRIPT = """
 import json, os, sys
-from collector import Tracer, log_event
-import collector
+from dslogs_collector import Tracer, log_event
+import dslogs_collector
 t = Tracer("logs")
 t.event("tokenize", 1.5, session_id="s", request_id="r", input_len=3)
 with t.stage("format", session_id="s"):
     pass
 log_event("input", input_len=3)
 t.close()
-third = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"collector", "__main__"})
-print(json.dumps({"file": collector.__file__, "third_party": third, "path": sys.path, "stats": t.stats()}))
+third = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"dslogs_collector", "__main__"})
+print(json.dumps({"file": dslogs_collector.__file__, "third_party": third, "path": sys.path, "stats": t.stats()}))
 """
 
 
@@ -160,12 +164,12 @@ def test_collector_wheel_declares_no_dependencies_and_ships_collector_only(colle
     zf = zipfile.ZipFile(collector_wheel)
     names = zf.namelist()
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
-    assert all(n.startswith(("collector/", dist_info + "/")) for n in names), names
-    shipped = {n.split("/", 1)[1] for n in names if n.startswith("collector/")}
+    assert all(n.startswith(("dslogs_collector/", dist_info + "/")) for n in names), names
+    shipped = {n.split("/", 1)[1] for n in names if n.startswith("dslogs_collector/")}
     sources = {p.name for p in (REPO / "collector").iterdir() if p.suffix in (".py", ".json")}
     assert shipped == sources
     for name in sources:  # one copy of the code: the wheel's files are the repository's
-        assert zf.read(f"collector/{name}") == (REPO / "collector" / name).read_bytes()
+        assert zf.read(f"dslogs_collector/{name}") == (REPO / "collector" / name).read_bytes()
     meta = zf.read(f"{dist_info}/METADATA").decode()
     assert "Name: dslogs-collector" in meta
     assert not [line for line in meta.splitlines() if line.startswith(("Requires-Dist", "Provides-Extra"))], meta
@@ -198,7 +202,7 @@ def test_the_version_is_written_once():
     assert written == ["collector/_version.py"]
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     out = CliRunner().invoke(app, ["--version"])
     assert (out.exit_code, out.output) == (0, f"dslogs {_written_version()}\n")
@@ -227,7 +231,7 @@ def test_collector_wheel_installs_into_a_fresh_venv_with_nothing_else(collector_
     site = Path(subprocess.run([str(py), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     installed = sorted(p.name for p in site.iterdir() if p.name != "__pycache__")
-    assert [n for n in installed if not n.endswith(".dist-info")] == ["collector"], installed
+    assert [n for n in installed if not n.endswith(".dist-info")] == ["dslogs_collector"], installed
     # -I: no PYTHONPATH, no user site, not the checkout; the standard library and the wheel only
     run = subprocess.run([str(py), "-I", "-c", COLLECTOR_SCRIPT], cwd=tmp_path, capture_output=True,
                          text=True, env=env, timeout=120)

@@ -16,10 +16,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.model import result_cache
-from analyzer.render import page_cache
-from analyzer.render.html import render_html
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.model import result_cache
+from dslogs.analyzer.render import page_cache
+from dslogs.analyzer.render.html import render_html
+from dslogs.analyzer.usecases.analyze import analyze_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = [
@@ -240,7 +240,7 @@ def run_cli(args: list[str], xdg: Path) -> tuple[str, set[str]]:
     """Run `dslogs analyze`; the analyzer and template modules it imported (-X importtime)."""
     env = {**os.environ, "XDG_CACHE_HOME": str(xdg), "PYTHONPATH": str(ROOT)}
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "analyzer", "analyze", *args],
+        [sys.executable, "-X", "importtime", "-m", "dslogs", "analyze", *args],
         capture_output=True, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
@@ -252,7 +252,7 @@ def run_cli(args: list[str], xdg: Path) -> tuple[str, set[str]]:
     return r.stdout, imported
 
 
-RENDERING = {"jinja2", "analyzer.render.html", "analyzer.render.charts.specs", "analyzer.render.charts.svg"}
+RENDERING = {"jinja2", "dslogs.analyzer.render.html", "dslogs.analyzer.render.charts.specs", "dslogs.analyzer.render.charts.svg"}
 HEAVY = RENDERING | {"altair", "pandas", "vl_convert"}
 
 
@@ -297,10 +297,10 @@ def test_a_changed_file_threshold_or_zone_renders_a_fresh_page(cli_pages):
     pages = {}
     for name, args in cases.items():
         _, imported = run_cli([*args, "--out", str(d / f"{name}.html")], xdg)
-        assert "analyzer.render.html" in imported, name
+        assert "dslogs.analyzer.render.html" in imported, name
         pages[name] = (d / f"{name}.html").read_text(encoding="utf-8")
         _, imported = run_cli([*args, "--out", str(d / f"{name}-again.html")], xdg)
-        assert "analyzer.render.html" not in imported, name
+        assert "dslogs.analyzer.render.html" not in imported, name
         again = (d / f"{name}-again.html").read_text(encoding="utf-8")
         assert without_generated_at(again) == without_generated_at(pages[name])
     passed = 'pass">slow_tokenize<'  # the rule's badge among the passed rules
@@ -310,7 +310,7 @@ def test_a_changed_file_threshold_or_zone_renders_a_fresh_page(cli_pages):
     lines = log.read_text().splitlines(keepends=True)
     log.write_text("".join(lines[: len(lines) // 2]))  # a changed file
     _, imported = run_cli([str(logs), "--out", str(d / "changed.html")], xdg)
-    assert "analyzer.render.html" in imported
+    assert "dslogs.analyzer.render.html" in imported
     changed = (d / "changed.html").read_text(encoding="utf-8")
     assert without_generated_at(changed) != without_generated_at(cli_pages["cold"])
     # and the default run's page is the default page again: no other run's page leaks in

@@ -20,7 +20,7 @@ pytest.importorskip("prometheus_client")
 
 from prom_helpers import TTFT_BUCKETS, VllmServer  # noqa: E402
 
-from analyzer.ingest import formats, prometheus  # noqa: E402
+from dslogs.analyzer.ingest import formats, prometheus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_796_000_000
@@ -28,7 +28,7 @@ T0 = 1_796_000_000
 
 def _cli(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "dslogs", *args], capture_output=True, text=True, env=env,
                           timeout=120)  # fmt: skip
 
 
@@ -103,7 +103,7 @@ def test_report_from_snapshots_alone_in_every_format(scrapes, tmp_path):
     assert {r["gauge"] for r in model["series"]["server_gauges"]} == {"waiting", "running", "kv_cache_usage"}
     saved = tmp_path / "report.json"
     saved.write_text(res.stdout)
-    from analyzer.model.report import load_report_json
+    from dslogs.analyzer.model.report import load_report_json
 
     assert load_report_json(saved)["server_metrics"] == model["server_metrics"]
     md = _cli("analyze", str(folder), "--format", "md", "--no-cache")
@@ -117,7 +117,7 @@ def test_report_from_snapshots_alone_in_every_format(scrapes, tmp_path):
 
 
 def test_server_gauges_chart_is_a_plain_vega_lite_dict(scrapes):
-    from analyzer.render.charts.specs import CHARTS, build_charts
+    from dslogs.analyzer.render.charts.specs import CHARTS, build_charts
 
     folder, _ = scrapes
     servers, _ = prometheus.read_servers([(f, f.name) for f in sorted(folder.glob("*.prom"))])

@@ -16,9 +16,9 @@ import pytest
 pd = pytest.importorskip("pandas")
 
 import dslogs  # noqa: E402
-from analyzer.core.errors import UsageError  # noqa: E402
-from analyzer.core.jsonable import jsonable  # noqa: E402
-from analyzer.model.result_cache import RUN_KEYS  # noqa: E402
+from dslogs.analyzer.core.errors import UsageError  # noqa: E402
+from dslogs.analyzer.core.jsonable import jsonable  # noqa: E402
+from dslogs.analyzer.model.result_cache import RUN_KEYS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OOM = REPO / "sample_logs" / "oom"
@@ -66,13 +66,15 @@ def test_the_cli_path_loads_neither_pandas_nor_altair(tmp_path):
         ["session", str(OOM), "53105a10-b2d1-4906-a443-ff21df9f05f4"],
     ]
     for args in runs:
-        code = ("import json, sys\nfrom analyzer.cli import app\n"
+        code = ("import json, sys\nfrom dslogs.analyzer.cli import app\n"
                 f"try:\n    app({args!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
-                "sys.stderr.write(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+                "sys.stderr.write(json.dumps(sorted(sys.modules)))")
         r = _python(code, tmp_path)
         assert r.returncode == 0, r.stderr
         loaded = set(json.loads(r.stderr.strip().splitlines()[-1]))
-        assert not loaded & {"pandas", "altair", "dslogs"}, (args, loaded & {"pandas", "altair", "dslogs"})
+        # the CLI is dslogs.analyzer: the package dslogs is its parent, the API's modules stay out
+        api = {m for m in loaded if m.startswith("dslogs._")}
+        assert not {m.split(".")[0] for m in loaded} & {"pandas", "altair"} and not api, (args, api)
 
 
 def _cell(value):
@@ -97,7 +99,7 @@ def frame_rows(df) -> list[dict]:
 
 
 def cli_query(paths: list[str], sql: str, env: dict[str, str], cwd: Path = REPO) -> list[dict]:
-    r = subprocess.run([sys.executable, "-m", "analyzer", "query", *paths, sql, "--format", "json"],
+    r = subprocess.run([sys.executable, "-m", "dslogs", "query", *paths, sql, "--format", "json"],
                        capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -141,7 +143,7 @@ def test_session_by_prefix(logs):
 
 
 def test_report_is_the_analyze_model_typed(report, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(OOM), "--format", "json", "--no-cache"],
+    r = subprocess.run([sys.executable, "-m", "dslogs", "analyze", str(OOM), "--format", "json", "--no-cache"],
                        capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO)
     cli = json.loads(r.stdout)
     api = json.loads(report.to_json())
@@ -213,7 +215,7 @@ def test_capacity_is_the_capacity_command_typed(tmp_path):
     alt = pytest.importorskip("altair")
     with dslogs.open(CLIFF, use_cache=False) as opened:
         cap = opened.capacity()
-    r = subprocess.run([sys.executable, "-m", "analyzer", "capacity", str(CLIFF), "--format", "json", "--no-cache"],
+    r = subprocess.run([sys.executable, "-m", "dslogs", "capacity", str(CLIFF), "--format", "json", "--no-cache"],
                        capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO)
     assert r.returncode == 0, r.stderr
     cli, api = json.loads(r.stdout), json.loads(cap.to_json())
@@ -301,7 +303,7 @@ def test_diff_has_typed_parts_that_say_what_its_model_says():
 
 
 def test_save_to_a_path_it_cannot_write_names_it_and_leaves_nothing(report, tmp_path):
-    from analyzer.core.errors import UsageError
+    from dslogs.analyzer.core.errors import UsageError
 
     with pytest.raises(UsageError, match=r"^save .*nowhere/r\.html: cannot write \(its folder does not exist\)"):
         report.save(tmp_path / "nowhere" / "r.html")

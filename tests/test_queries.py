@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.core.resources import load_query, query_names
-from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.metrics import registry
-from analyzer.metrics.registry import (
+from dslogs.analyzer.core.resources import load_query, query_names
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import compute_metrics, session_requests
+from dslogs.analyzer.metrics import registry
+from dslogs.analyzer.metrics.registry import (
     DRILLDOWN_QUERIES,
     METRIC_QUERIES,
     bind,
@@ -25,7 +25,7 @@ from analyzer.metrics.registry import (
     query_params,
     sql_params,
 )
-from analyzer.metrics.results import run_metric
+from dslogs.analyzer.metrics.results import run_metric
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -394,10 +394,10 @@ def _columns(con, name, params):
     return [d[0] for d in con.execute(load_query(name), bind(name, params)).description]
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir() or importlib.util.find_spec("analyzer.ingest.logs") is None,
-                    reason="needs sample_logs/ and analyzer.ingest.logs (open_logs)")
+@pytest.mark.skipif(not SAMPLES.is_dir() or importlib.util.find_spec("dslogs.analyzer.ingest.logs") is None,
+                    reason="needs sample_logs/ and dslogs.analyzer.ingest.logs (open_logs)")
 def test_every_query_runs_on_sample_logs_with_the_expected_columns():
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.ingest.logs import open_logs
 
     p = {**parameters(defaults(), "hour"), "session_ids": []}
     expected = {name: _columns(fixture_connection(), name, p) for name in query_names()}
@@ -421,7 +421,7 @@ def test_every_query_runs_on_sample_logs_with_the_expected_columns():
 
 
 def test_bucket_width_follows_the_span():
-    from analyzer.metrics.registry import bucket_for_span
+    from dslogs.analyzer.metrics.registry import bucket_for_span
 
     t = "2026-01-01T00:00:00+00:00"
     assert bucket_for_span(t, "2026-01-01T02:59:00+00:00") == "minute"

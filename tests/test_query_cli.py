@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 from tests.ingest_lines import legacy_turn, v1, v1_request, write_lines
 
 T0 = datetime(2026, 11, 23, 10, 0, 0)
-DSLOGS = [sys.executable, "-m", "analyzer"]
+DSLOGS = [sys.executable, "-m", "dslogs"]
 
 
 @pytest.fixture(scope="module")

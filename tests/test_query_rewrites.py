@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.core.resources import load_query
-from analyzer.core.thresholds import defaults
-from analyzer.metrics.registry import parameters, sql_params
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.metrics.registry import parameters, sql_params
 from tests.diag_fixture_db import fixture_connection
 
 ORACLES = Path(__file__).resolve().parent / "fixtures" / "query_oracles"

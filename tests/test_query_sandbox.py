@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 from tests.ingest_lines import v1, write_lines
 
 
@@ -165,7 +165,7 @@ def test_a_signal_ends_a_long_query_with_one_line_and_the_cache_intact(tmp_path,
     cache = tmp_path / "c.duckdb"
     n = count(logs, cache)  # the cache is built before: the signal lands in the query
     slow = "SELECT sum(hash(e.ts, i)) FROM events e, range(100000000000) t(i)"
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "query", str(logs), slow, "--cache", str(cache)],
+    proc = subprocess.Popen([sys.executable, "-m", "dslogs", "query", str(logs), slow, "--cache", str(cache)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The handlers are installed before the cache is opened: wait for the open file (a fixed
     # sleep loses the race on a loaded machine), then give the statement a moment to start.

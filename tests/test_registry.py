@@ -15,22 +15,27 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import rules
-from analyzer.core.resources import query_names
-from analyzer.core.selection import Selection
-from analyzer.core.thresholds import DEFAULTS, defaults
-from analyzer.engines.compute import compute_metrics
-from analyzer.engines.registry import open_engine
-from analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
-from analyzer.model import report
-from analyzer.model.report import INGEST_SERIES, REPORT_INPUTS, SERIES, build_report_from_metrics
-from analyzer.render.charts import specs as charts
-from analyzer.render.charts.specs import CHARTS, build_charts
-from analyzer.render.html import SECTION_IDS, render_html
-from analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
-from analyzer.rules.attribution import Credits
-from analyzer.rules.registry import RULE_SPECS
-from analyzer.simulate import SCENARIOS
+from dslogs.analyzer import rules
+from dslogs.analyzer.core.resources import query_names
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.core.thresholds import DEFAULTS, defaults
+from dslogs.analyzer.engines.compute import compute_metrics
+from dslogs.analyzer.engines.registry import open_engine
+from dslogs.analyzer.metrics.registry import DRILLDOWN_QUERIES, METRIC_QUERIES
+from dslogs.analyzer.model import report
+from dslogs.analyzer.model.report import (
+    INGEST_SERIES,
+    REPORT_INPUTS,
+    SERIES,
+    build_report_from_metrics,
+)
+from dslogs.analyzer.render.charts import specs as charts
+from dslogs.analyzer.render.charts.specs import CHARTS, build_charts
+from dslogs.analyzer.render.html import SECTION_IDS, render_html
+from dslogs.analyzer.rules import RULE_IDS, RULES, evaluate_rules, registry
+from dslogs.analyzer.rules.attribution import Credits
+from dslogs.analyzer.rules.registry import RULE_SPECS
+from dslogs.analyzer.simulate import SCENARIOS
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(p for p in (REPO / "sample_logs").iterdir() if p.is_dir())
@@ -384,7 +389,7 @@ def test_every_query_file_is_read_by_a_rule_a_series_or_the_report():
 
 def test_every_rule_has_a_simulator_scenario_and_a_sample_folder():
     # the main simulator's scenarios, or the concurrent one's named after their rule (capacity)
-    from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
+    from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
 
     own = {name: s for name, s in CONCURRENT_SCENARIOS.items() if s.rule == name}
     for rid in RULE_IDS:

@@ -19,8 +19,8 @@ from fixtures.report_models import (
     large_model,
 )
 
-from analyzer.render.charts import specs as charts
-from analyzer.render.html import (
+from dslogs.analyzer.render.charts import specs as charts
+from dslogs.analyzer.render.html import (
     MAX_SESSION_ROWS,
     SECTIONS,
     anchor,
@@ -295,8 +295,8 @@ def test_gold_scrub_removes_only_volatile_parts(model):
 def test_render_cli_rebuilds_the_same_html_from_saved_json(tmp_path, model):
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
-    from analyzer.model.report import load_report_json, report_to_json
+    from dslogs.analyzer.cli import app
+    from dslogs.analyzer.model.report import load_report_json, report_to_json
 
     saved = tmp_path / "day.json"
     saved.write_text(report_to_json(model), encoding="utf-8")
@@ -312,7 +312,7 @@ def test_render_cli_rebuilds_the_same_html_from_saved_json(tmp_path, model):
 def test_render_cli_rejects_a_file_that_is_not_a_report(tmp_path):
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": "something/else"}', encoding="utf-8")
@@ -323,14 +323,14 @@ def test_render_cli_rejects_a_file_that_is_not_a_report(tmp_path):
 
 @pytest.fixture(scope="module")
 def sample_model():
-    pytest.importorskip("analyzer.ingest.logs")
+    pytest.importorskip("dslogs.analyzer.ingest.logs")
     from fixtures.report_models import real_model
 
     return real_model()
 
 
 def test_analyze_then_json_then_render_equals_analyze_html(sample_model, tmp_path):
-    from analyzer.model.report import load_report_json, report_to_json
+    from dslogs.analyzer.model.report import load_report_json, report_to_json
 
     saved = tmp_path / "m.json"
     saved.write_text(report_to_json(sample_model), encoding="utf-8")
@@ -354,7 +354,7 @@ def test_cli_analyze_html_equals_analyze_json_then_render(sample_model, tmp_path
     (two analyze runs differ only in generated_at)."""
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     logs = str(REPO / "sample_logs" / "mixed")
     runner = CliRunner()
@@ -374,7 +374,7 @@ def test_cli_analyze_html_equals_analyze_json_then_render(sample_model, tmp_path
 def test_memory_labels_and_axes_say_mib(model):
     """GPU and host memory fields are MiB: evidence-table labels and chart axes say so; log
     volume stays decimal MB (bytes / 1e6, the 1 MB/s threshold of 000 §3.2)."""
-    from analyzer.render.html import detail_label
+    from dslogs.analyzer.render.html import detail_label
 
     assert detail_label("reserved_slope_mb_per_min") == "reserved slope MiB/min"
     assert detail_label("rise_mb") == "rise MiB" and detail_label("kv_cache_size_max_mb") == "KV cache size max MiB"
@@ -394,7 +394,7 @@ def test_memory_labels_and_axes_say_mib(model):
     ("sample_logs/seed_format", "written by article 003's logger (legacy format), not by the dslogs collector", "v1"),
 ])  # fmt: skip
 def test_an_empty_collector_section_says_why_for_the_formats_read(logs, says, never):
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     model = analyze_logs([logs], use_cache=False)
     assert not (model.get("series") or {}).get("collector")

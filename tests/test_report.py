@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics
-from analyzer.model.report import (
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import compute_metrics
+from dslogs.analyzer.model.report import (
     SCHEMA,
     build_checklist,
     build_report_from_metrics,
@@ -22,8 +22,8 @@ from analyzer.model.report import (
     load_report_json,
     report_to_json,
 )
-from analyzer.render.markdown import render_markdown
-from analyzer.rules import RULE_IDS
+from dslogs.analyzer.render.markdown import render_markdown
+from dslogs.analyzer.rules import RULE_IDS
 from tests.diag_fixture_db import fixture_connection
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -188,14 +188,14 @@ def test_markdown_of_an_empty_model():
 
 # -- end to end: real ingest, the CLI ---------------------------------------------------------
 
-needs_ingest = pytest.mark.skipif(importlib.util.find_spec("analyzer.ingest.logs") is None,
-                                  reason="analyzer.ingest.logs (open_logs) is not there yet")
+needs_ingest = pytest.mark.skipif(importlib.util.find_spec("dslogs.analyzer.ingest.logs") is None,
+                                  reason="dslogs.analyzer.ingest.logs (open_logs) is not there yet")
 
 
 def _cli(*args):
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     return CliRunner().invoke(app, [str(a) for a in args])
 
@@ -244,8 +244,8 @@ def test_cli_thresholds_file_changes_findings_and_rejects_unknown_keys(tmp_path)
 @needs_ingest
 def test_analyze_reads_the_logs_once(monkeypatch):
     """Every metric runs on the one connection open_logs built; nothing else opens the logs."""
-    import analyzer.ingest.logs as ingest
-    from analyzer.usecases.analyze import analyze_logs
+    import dslogs.analyzer.ingest.logs as ingest
+    from dslogs.analyzer.usecases.analyze import analyze_logs
     from tests.diag_sim import simulated
 
     folder, _ = simulated("healthy")
@@ -264,12 +264,12 @@ def test_analyze_reads_the_logs_once(monkeypatch):
 def test_spark_engine_missing_is_a_usage_error(monkeypatch):
     import sys
 
-    from analyzer.engines.registry import OPENERS
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.engines.registry import OPENERS
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     # an engine module that cannot be imported (as when its dependency is not installed)
     monkeypatch.delitem(OPENERS, "spark", raising=False)
-    monkeypatch.setitem(sys.modules, "analyzer.engines.spark.driver", None)
+    monkeypatch.setitem(sys.modules, "dslogs.analyzer.engines.spark.driver", None)
     with pytest.raises(UsageError, match=r"--engine spark is not available .*install dslogs-llm\[spark\]"):
         analyze_logs(["nowhere"], engine="spark")
     with pytest.raises(UsageError, match="unknown engine 'presto'; valid: duckdb, spark"):
@@ -281,8 +281,8 @@ def test_metrics_do_not_reread_the_files(tmp_path):
     """The queries run on what open_logs loaded: deleting the files afterwards changes nothing."""
     import shutil
 
-    from analyzer.ingest.logs import open_logs
-    from analyzer.usecases.analyze import analyze_logs, build_report
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs, build_report
     from tests.diag_sim import simulated
 
     folder, _ = simulated("oom")
@@ -334,7 +334,7 @@ def test_memory_timeline_has_every_oom_session_and_no_single_snapshot():
     assert min(points.values()) >= 2 and not any(s.startswith("single") for s in points)
     assert len(points) == defaults()["report"]["timeline_sessions"]
     # and the chart draws them: flagged sessions come first among its lines
-    from analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.render.charts.specs import build_charts
 
     (chart,) = [c for c in build_charts(model) if c.id == "memory_timeline"]
     drawn = {r["session_id"] for r in chart.spec["data"]["values"]}
@@ -346,8 +346,8 @@ def test_sample_oom_sessions_are_on_the_memory_chart():
     """sample_logs/oom: every session the oom finding names has 5+ snapshots; each is drawn."""
     from pathlib import Path
 
-    from analyzer.render.charts.specs import build_charts
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     folder = Path(__file__).resolve().parents[1] / "sample_logs" / "oom"
     model = analyze_logs([str(folder)], use_cache=False)
@@ -370,7 +370,7 @@ def test_markdown_gives_the_threshold_its_unit_and_counts_in_the_singular(model)
 def test_sessions_carry_the_reserved_rise_the_leak_rule_needs(model):
     """memory_leak judges the rise over a session's turns (003 §5.3): a steep but short-lived
     session (rise under 200 MiB) is not a leak, and the memory table shows the rise that says why."""
-    from analyzer.render.html import render_html
+    from dslogs.analyzer.render.html import render_html
 
     by_id = {s["session_id"]: s for s in model["sessions"]}
     assert by_id[XSS]["reserved_rise_mb"] == 1250.0 and by_id["healthy"]["reserved_rise_mb"] == 0.0
@@ -387,9 +387,9 @@ def test_a_count_of_one_reads_in_the_singular_in_md_and_html():
     """'threshold 1 OOMs' read wrong: count units take the singular for exactly one."""
     from pathlib import Path
 
-    from analyzer.render.html import render_html
-    from analyzer.rules.registry import unit_for
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.render.html import render_html
+    from dslogs.analyzer.rules.registry import unit_for
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     repo = Path(__file__).resolve().parents[1]
     assert unit_for(1, "OOMs") == "OOM" and unit_for(2, "OOMs") == "OOMs" and unit_for(1.0, "beams") == "beam"

@@ -14,10 +14,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.ingest.logs import open_logs, run_query, session_events
-from analyzer.model import report, result_cache
-from analyzer.usecases import analyze as analyze_module
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.ingest.logs import open_logs, run_query, session_events
+from dslogs.analyzer.model import report, result_cache
+from dslogs.analyzer.usecases import analyze as analyze_module
+from dslogs.analyzer.usecases.analyze import analyze_logs
 from tests.ingest_lines import v1_request
 from tests.model_helpers import stable
 
@@ -162,7 +162,7 @@ def test_no_cache_on_the_command_line(mixed, tmp_path):
         "PYTHONPATH": str(ROOT),
         "PATH": "/usr/bin:/bin",
     }
-    cmd = [sys.executable, "-m", "analyzer", "analyze", str(mixed), "--format", "json"]
+    cmd = [sys.executable, "-m", "dslogs", "analyze", str(mixed), "--format", "json"]
     cached = [
         subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
         for _ in range(2)

@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pytest
 
-from analyzer.metrics import results
-from analyzer.metrics.rows import Rows, build_rows, row_maker
+from dslogs.analyzer.metrics import results
+from dslogs.analyzer.metrics.rows import Rows, build_rows, row_maker
 
 pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
@@ -222,8 +222,8 @@ def test_a_large_result_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
     # pyarrow.compute called with Python scalars makes pyarrow import pandas (0.2 s a run)
     code = textwrap.dedent(f"""
         import json, sys, duckdb
-        from analyzer.metrics import results
-        from analyzer.metrics import rows as rows_mod
+        from dslogs.analyzer.metrics import results
+        from dslogs.analyzer.metrics import rows as rows_mod
         con = duckdb.connect()
         con.execute("SET TimeZone = 'Europe/Amsterdam'")
         rows = results.result_rows(con.execute({MIXED!r}, {{"n": 20000, "big": 12000}}))

@@ -13,12 +13,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.engines import duckdb as duckdb_engine
-from analyzer.ingest.logs import open_logs
-from analyzer.metrics import results
-from analyzer.metrics.rows import Rows
-from analyzer.model.report import report_to_json
-from analyzer.usecases.analyze import build_report
+from dslogs.analyzer.engines import duckdb as duckdb_engine
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics import results
+from dslogs.analyzer.metrics.rows import Rows
+from dslogs.analyzer.model.report import report_to_json
+from dslogs.analyzer.usecases.analyze import build_report
 from tests.model_helpers import uncached_report_text
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from analyzer.core import thresholds as declared
-from analyzer.core.errors import UsageError
-from analyzer.core.thresholds import defaults, load_thresholds
-from analyzer.rules import RULE_IDS, RULE_INFO, RULES, evaluate_rules
+from dslogs.analyzer.core import thresholds as declared
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.thresholds import defaults, load_thresholds
+from dslogs.analyzer.rules import RULE_IDS, RULE_INFO, RULES, evaluate_rules
 
 # The rules the seed articles define: each must stay registered. Rules added since need no entry here;
 # docs/rules.md's generated table and test_registry's scenario check cover every registration.
@@ -74,12 +74,12 @@ def test_the_threshold_table_is_whole_without_the_rules():
     rules' included (the metric SQL binds them as $<table>_<key>, a user's TOML may name any)."""
     code = (
         "import sys\n"
-        "from analyzer.core import thresholds as t\n"
-        "assert 'analyzer.rules' not in sys.modules\n"
+        "from dslogs.analyzer.core import thresholds as t\n"
+        "assert 'dslogs.analyzer.rules' not in sys.modules\n"
         "assert t.load_thresholds(None)['memory_leak']['rise_mb'] == 200.0\n"
         "names = set(t.defaults())\n"
-        "import analyzer.rules\n"
-        "assert names == set(analyzer.rules.RULE_IDS) | {'slo', 'checklist', 'report'}, names\n"
+        "import dslogs.analyzer.rules\n"
+        "assert names == set(dslogs.analyzer.rules.RULE_IDS) | {'slo', 'checklist', 'report'}, names\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -423,7 +423,7 @@ def test_memory_is_worded_in_mib_everywhere():
     GiB, never MB or GB, so a value reads the same in a card, a table and a threshold."""
     import re
 
-    from analyzer.model.report import build_checklist
+    from dslogs.analyzer.model.report import build_checklist
 
     m = {
         "memory_per_session": [mem("leak", 73.2, 4000, 4800, ghost_p50_mb=5600.0, ghost_share_p50=0.61)],

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from analyzer import rules
-from analyzer.core.thresholds import defaults
-from analyzer.model import report
-from analyzer.rules import registry
-from analyzer.rules.attribution import (
+from dslogs.analyzer import rules
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.model import report
+from dslogs.analyzer.rules import registry
+from dslogs.analyzer.rules.attribution import (
     SessionVerdicts,
     _beyond_load,
     _overlap,
@@ -25,8 +25,8 @@ from analyzer.rules.attribution import (
     largest_rise,
     memory_leak_verdicts,
 )
-from analyzer.rules.memory import rule_memory_leak
-from analyzer.rules.registry import HostsLeftOut
+from dslogs.analyzer.rules.memory import rule_memory_leak
+from dslogs.analyzer.rules.registry import HostsLeftOut
 
 # -- the reference: analyzer/rules/ before this change ------------------------------------------
 
@@ -481,7 +481,7 @@ def test_memory_leak_verdicts_run_on_the_rule_view_of_cpu_hosts():
 
 
 def test_overlap_reference_helpers_are_the_rules_own():
-    # the reference's pairwise test and process key are read from analyzer.rules: still what they were
+    # the reference's pairwise test and process key are read from dslogs.analyzer.rules: still what they were
     a = {"first_ts": "2026-11-23T10:00:00", "last_ts": "2026-11-23T10:05:00"}
     b = {"first_ts": "2026-11-23T10:05:00", "last_ts": "2026-11-23T10:06:00"}
     assert _overlap(a, b) and not _overlap(a, {"first_ts": None}) and _process_key({"host": "h", "pid": 3}) == ("h", 3)

@@ -3,8 +3,8 @@ details, and holds no session it did not flag."""
 
 from __future__ import annotations
 
-from analyzer.core.thresholds import defaults
-from analyzer.rules.decode import rule_gpu_wait
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.rules.decode import rule_gpu_wait
 
 
 def test_a_finding_over_many_sessions_lists_them_all():
@@ -30,8 +30,8 @@ def test_rules_over_compact_tables_keep_only_the_hits():
 
     import duckdb
 
-    from analyzer.metrics.results import result_rows
-    from analyzer.rules import evaluate_rules
+    from dslogs.analyzer.metrics.results import result_rows
+    from dslogs.analyzer.rules import evaluate_rules
 
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

@@ -11,8 +11,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from collector.schema import (
+from dslogs.analyzer.cli import app
+from dslogs_collector.schema import (
     SAMPLER_STAGES,
     SCHEMA_FILE,
     STAGES,

@@ -15,13 +15,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzer.core.thresholds import load_thresholds
-from analyzer.engines.duckdb import DuckDBSource
-from analyzer.ingest import session_tables
-from analyzer.ingest.logs import open_logs
-from analyzer.model.report import report_to_json
-from analyzer.simulate import simulate
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.core.thresholds import load_thresholds
+from dslogs.analyzer.engines.duckdb import DuckDBSource
+from dslogs.analyzer.ingest import session_tables
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.model.report import report_to_json
+from dslogs.analyzer.simulate import simulate
+from dslogs.analyzer.usecases.analyze import analyze_logs
 from tests.model_helpers import record_windows, stable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,7 +275,7 @@ def test_stale_when_the_derived_tables_are_built_again_or_a_query_changes(
 def test_a_query_run_and_a_windowed_run_without_derived_tables_build_nothing(
     logs, cuts, tmp_path, monkeypatch, reused
 ):
-    from analyzer.ingest.logs import run_query
+    from dslogs.analyzer.ingest.logs import run_query
 
     used = record_windows(monkeypatch)
     cache = tmp_path / "c.duckdb"

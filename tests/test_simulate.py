@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.simulate import SCENARIOS, simulate
-from analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
-from analyzer.simulate.traffic import LOAD_MAX, load_curve
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.simulate import SCENARIOS, simulate
+from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
+from dslogs.analyzer.simulate.traffic import LOAD_MAX, load_curve
 from tests.sim_cases import LEGACY_SCENARIOS, V1_SCENARIOS, evaluate, events, lines, run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from dslogs.analyzer.core.selection import Selection
 from tests.engine_compare import INGEST_KEYS, ROUNDED, assert_exact, assert_same, comparable_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ needs_spark = pytest.mark.skipif(not _have_spark(), reason="pyspark or java miss
 def spark():
     if not _have_spark():
         pytest.skip("pyspark or java missing")
-    from analyzer.engines.spark.session import get_spark
+    from dslogs.analyzer.engines.spark.session import get_spark
 
     session = get_spark(MASTER)
     yield session
@@ -56,8 +57,8 @@ def spark():
 def fleet(tmp_path_factory):
     """Three hosts (one writing +08:00 timestamps), faults in sessions and on a host, rotated and
     gzipped files, compacted to Parquet."""
-    from analyzer.ingest.compact import compact_logs
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.ingest.compact import compact_logs
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("fleet")
     logs = root / "logs"
@@ -71,7 +72,7 @@ def fleet(tmp_path_factory):
 @needs_spark
 @pytest.mark.spark
 def test_report_model_equal_on_sample_logs(spark):
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     duck = analyze_logs([str(REPO / "sample_logs")], use_cache=False)
     spk = analyze_logs([str(REPO / "sample_logs")], engine="spark", master=MASTER)
@@ -84,17 +85,17 @@ def test_report_model_equal_on_sample_logs(spark):
 def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
     """JSONL on DuckDB against the compacted Parquet on Spark, through the one engine contract:
     views row for row, every metric table, the drill-down rows, the model."""
-    from analyzer.core.thresholds import defaults
-    from analyzer.engines.compute import compute_metrics, session_requests
-    from analyzer.engines.spark.driver import open_spark, spark_views
-    from analyzer.engines.spark.sources import _collect
-    from analyzer.ingest.logs import open_logs, run_query
-    from analyzer.metrics.results import jsonable
-    from analyzer.model.report import build_report_from_metrics, detail_session_ids
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.engines.compute import compute_metrics, session_requests
+    from dslogs.analyzer.engines.spark.driver import open_spark, spark_views
+    from dslogs.analyzer.engines.spark.sources import _collect
+    from dslogs.analyzer.ingest.logs import open_logs, run_query
+    from dslogs.analyzer.metrics.results import jsonable
+    from dslogs.analyzer.model.report import build_report_from_metrics, detail_session_ids
 
     logs, parquet = fleet
     db = open_logs([str(logs)], use_cache=False)
-    sp = open_spark([str(parquet)], master=MASTER)
+    sp = open_spark(Selection.build([str(parquet)], master=MASTER))
     try:
         assert {k: db.ingest[k] for k in INGEST_KEYS} == {k: sp.ingest[k] for k in INGEST_KEYS}
         assert len({r["host"] for r in run_query(db, "SELECT DISTINCT host FROM events").dicts()}) == 3
@@ -127,15 +128,15 @@ def test_views_metrics_and_model_equal_on_compacted_fleet(spark, fleet):
 @needs_spark
 @pytest.mark.spark
 def test_spark_query_and_window_on_jsonl_and_parquet(spark, fleet):
-    from analyzer.engines.spark.driver import spark_query
-    from analyzer.ingest.logs import open_logs, run_query
+    from dslogs.analyzer.engines.spark.driver import spark_query
+    from dslogs.analyzer.ingest.logs import open_logs, run_query
 
     logs, parquet = fleet
     sql = "SELECT stage, count(*) AS n, max(duration_ms) AS longest FROM events GROUP BY stage ORDER BY stage"
     since, until = "2026-11-23T01:00:00+00:00", "2026-11-23T02:00:00+00:00"
     duck = run_query(open_logs([str(logs)], since=since, until=until, use_cache=False), sql)
     for source in (logs, parquet):
-        got = spark_query([str(source)], sql, since=since, until=until, master=MASTER)
+        got = spark_query(Selection.build([str(source)], since=since, until=until, master=MASTER), sql)
         assert got.columns == duck.columns
         assert [tuple(r) for r in got.rows] == [tuple(r) for r in duck.rows]
     assert sum(r[1] for r in duck.rows) > 0
@@ -144,16 +145,16 @@ def test_spark_query_and_window_on_jsonl_and_parquet(spark, fleet):
 @needs_spark
 @pytest.mark.spark
 def test_spark_errors_are_one_line(spark, fleet, tmp_path):
-    from analyzer.core.errors import InputError, UsageError
-    from analyzer.engines.spark.driver import spark_query
+    from dslogs.analyzer.core.errors import InputError, UsageError
+    from dslogs.analyzer.engines.spark.driver import spark_query
 
     logs, _ = fleet
     with pytest.raises(UsageError) as bad_sql:
-        spark_query([str(logs)], "SELECT no_such_column FROM events", master=MASTER)
+        spark_query(Selection.build([str(logs)], master=MASTER), "SELECT no_such_column FROM events")
     message = str(bad_sql.value)
     assert "no_such_column" in message and "\n" not in message
     with pytest.raises(InputError, match="no such file or directory"):
-        spark_query([str(tmp_path / "missing")], "SELECT 1", master=MASTER)
+        spark_query(Selection.build([str(tmp_path / "missing")], master=MASTER), "SELECT 1")
 
 
 @needs_spark
@@ -164,7 +165,7 @@ def test_cli_engine_spark(spark, fleet):
 
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     legacy = str(REPO / "sample_logs" / "seed_format")
     runner = CliRunner()
@@ -189,9 +190,9 @@ def test_cli_engine_spark(spark, fleet):
 def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch):
     """The URL path (s3a://, hdfs://: Hadoop's FileSystem), exercised on file: URLs: JSONL found
     recursively and a compacted dataset below the same folder, read like the local paths."""
-    from analyzer.engines.spark import driver as se
-    from analyzer.engines.spark import sources as spark_sources
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.engines.spark import driver as se
+    from dslogs.analyzer.engines.spark import sources as spark_sources
+    from dslogs.analyzer.ingest.logs import open_logs
 
     logs, parquet = fleet
     root = tmp_path / "bucket"
@@ -205,7 +206,7 @@ def test_hadoop_urls_find_logs_and_datasets(spark, fleet, tmp_path, monkeypatch)
     sql = "SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM events"
     want = open_logs([str(logs)], use_cache=False).con.execute(sql).fetchall()[0]
     for url in (f"file:{root}/raw", f"file:{root}/compacted/*"):
-        got = se.spark_query([url], sql, master=MASTER)
+        got = se.spark_query(Selection.build([url], master=MASTER), sql)
         assert tuple(got.rows[0]) == tuple(want), url
 
 
@@ -217,11 +218,11 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     numbered as DuckDB numbers it: local files share their first line's host (none) and go to one
     group; read as URLs the guess is the folder, the two groups both hold host NULL and are merged
     and read again before any table is used."""
-    from analyzer.core.thresholds import defaults
-    from analyzer.engines.compute import compute_metrics
-    from analyzer.engines.spark import driver as se
-    from analyzer.engines.spark import sources as spark_sources
-    from analyzer.ingest.logs import open_logs, run_query
+    from dslogs.analyzer.core.thresholds import defaults
+    from dslogs.analyzer.engines.compute import compute_metrics
+    from dslogs.analyzer.engines.spark import driver as se
+    from dslogs.analyzer.engines.spark import sources as spark_sources
+    from dslogs.analyzer.ingest.logs import open_logs, run_query
 
     lines = (REPO / "sample_logs" / "seed_format" / "ds15b_20261123.jsonl").read_text().splitlines(keepends=True)
     half = len(lines) // 2
@@ -236,12 +237,12 @@ def test_legacy_sessions_split_across_files_and_groups(spark, tmp_path, monkeypa
     t = defaults()
     want = compute_metrics(db, t)
     monkeypatch.setenv("DSLOGS_SPARK_PARTITIONS", "2")
-    local = se.open_spark([str(tmp_path)], master=MASTER)
+    local = se.open_spark(Selection.build([str(tmp_path)], master=MASTER))
     assert len(local.groups) == 1, "both files start with a host-less line: one group"
     assert_same(want, compute_metrics(local, t), "metric tables (legacy, local files)")
     for module in (se, spark_sources):
         monkeypatch.setattr(module, "is_url", lambda p: p.startswith("file:"))
-    urls = se.open_spark([f"file:{tmp_path}"], master=MASTER)
+    urls = se.open_spark(Selection.build([f"file:{tmp_path}"], master=MASTER))
     assert len(urls.groups) == 2, "read as URLs, the folders are two guessed hosts"
     assert_same(want, compute_metrics(urls, t), "metric tables (legacy, URLs, regrouped)")
     assert [len(g) for g in urls.groups if g] == [2], "the groups sharing host NULL were merged"
@@ -259,7 +260,7 @@ def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from otlp_helpers import Recorder, genai_call, vllm_workload, write_vllm
 
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     for i, host in enumerate(("gpu-a", "gpu-b")):
         (tmp_path / host).mkdir()

@@ -101,8 +101,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def parquet(tmp_path_factory):
-    from analyzer.ingest.compact import compact_logs
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.ingest.compact import compact_logs
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("cluster-fleet")
     simulate(root / "logs", scenarios=["memory_leak", "oom"], seed=5, hosts=2, hours=2.0,
@@ -112,14 +112,14 @@ def parquet(tmp_path_factory):
 
 
 def test_analyze_on_a_standalone_cluster_equals_duckdb(cluster, parquet, tmp_path):
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     out = tmp_path / "spark.json"
     # Two shuffle partitions: the cluster has two cores (spark-defaults.conf's job on a real one).
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", DSLOGS_SPARK_SHUFFLE_PARTITIONS="2",
                PYSPARK_PYTHON=sys.executable)  # fmt: skip
     run = subprocess.run(
-        [sys.executable, "-m", "analyzer", "analyze", str(parquet), "--engine", "spark", "--master", cluster,
+        [sys.executable, "-m", "dslogs", "analyze", str(parquet), "--engine", "spark", "--master", cluster,
          "--format", "json", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]

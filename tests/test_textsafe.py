@@ -13,12 +13,12 @@ from datetime import datetime, timedelta
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core import textsafe
-from analyzer.render.markdown import render_markdown
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core import textsafe
+from dslogs.analyzer.render.markdown import render_markdown
 from tests.ingest_lines import v1, v1_request, write_lines
 
-DSLOGS = [sys.executable, "-m", "analyzer"]
+DSLOGS = [sys.executable, "-m", "dslogs"]
 ESC, BEL = "\x1b", "\x07"
 HOSTILE = [
     "\x1b[2J\x1b[H",  # clear screen

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from analyzer.core.errors import UsageError
-from analyzer.core.time import parse_when, parse_window, zone_name
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.time import parse_when, parse_window, zone_name
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import UsageError
-from analyzer.core.time import parse_duration
-from analyzer.live.watch import LogTail, Window
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.time import parse_duration
+from dslogs.analyzer.live.watch import LogTail, Window
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -35,7 +35,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # it rotates many times and gzips each closed file (the plain file disappears, the .gz appears).
 WRITER = r"""
 import random, sys, time, uuid
-from collector import Tracer
+from dslogs_collector import Tracer
 out, seconds, max_bytes = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 tr = Tracer(out, max_bytes=max_bytes, gzip=True, flush_interval_s=0.02, health_interval_s=3600)
 rng = random.Random(1)
@@ -216,7 +216,7 @@ def test_live_view_in_a_pty_follows_a_writer_and_quits_on_ctrl_c(tmp_path):
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    watch = subprocess.Popen([sys.executable, "-m", "analyzer", "watch", str(logs), "--interval", "0.3s"],
+    watch = subprocess.Popen([sys.executable, "-m", "dslogs", "watch", str(logs), "--interval", "0.3s"],
                              stdin=slave, stdout=slave, stderr=slave, env=_env(), cwd=REPO,
                              preexec_fn=controlling_tty, close_fds=True)  # fmt: skip
     os.close(slave)
@@ -267,8 +267,8 @@ def test_ctrl_c_inside_a_duckdb_statement_ends_watch_cleanly(tmp_path, monkeypat
     not a KeyboardInterrupt), and watch still stops with "stopped" and exit 0, never a traceback."""
     from rich.console import Console
 
-    from analyzer.core.selection import Selection
-    from analyzer.live import watch as watch_module
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.live import watch as watch_module
 
     logs = tmp_path / "logs"
     logs.mkdir()

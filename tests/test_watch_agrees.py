@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.format import terminal as _ms
-from analyzer.live.watch import Window
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.format import terminal as _ms
+from dslogs.analyzer.live.watch import Window
 
 runner = CliRunner()
 

@@ -9,10 +9,10 @@ import os
 
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.format import duration as human_age
-from analyzer.ingest import LogTail
-from analyzer.ingest import tail as watch_mod
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.format import duration as human_age
+from dslogs.analyzer.ingest import LogTail
+from dslogs.analyzer.ingest import tail as watch_mod
 
 
 def _line(i: int, tag: str = "a") -> bytes:

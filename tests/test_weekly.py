@@ -11,17 +11,17 @@ import pytest
 from fixtures.html_checks import parse_page
 from fixtures.report_models import XSS_MESSAGE, build_model
 
-from analyzer.core.errors import UsageError
-from analyzer.core.selection import Selection
-from analyzer.model.weekly import (
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.model.weekly import (
     compare_models,
     default_week,
     parse_week,
     previous_week,
     week_bounds,
 )
-from analyzer.render.weekly import render_weekly
-from analyzer.usecases.weekly import newest_log_day
+from dslogs.analyzer.render.weekly import render_weekly
+from dslogs.analyzer.usecases.weekly import newest_log_day
 
 UTC = ZoneInfo("UTC")
 
@@ -122,8 +122,8 @@ def test_formats_json_md_html():
 
 @pytest.fixture(scope="module")
 def two_weeks_of_logs(tmp_path_factory):
-    pytest.importorskip("analyzer.ingest.logs")
-    from analyzer.simulate import simulate
+    pytest.importorskip("dslogs.analyzer.ingest.logs")
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("weeks")
     simulate(root / "w48", scenarios=["healthy"], days=7, seed=1, fmt="v1", events=40000, hosts=1, start="2026-11-23")
@@ -134,7 +134,7 @@ def two_weeks_of_logs(tmp_path_factory):
 def test_cli_weekly_defaults_to_the_last_full_week(two_weeks_of_logs, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -156,7 +156,7 @@ def test_cli_weekly_defaults_to_the_last_full_week(two_weeks_of_logs, tmp_path, 
 def test_cli_weekly_rejects_a_bad_week(two_weeks_of_logs):
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from dslogs.analyzer.cli import app
 
     result = CliRunner().invoke(app, ["report", "weekly", str(two_weeks_of_logs), "--week", "48"])
     assert result.exit_code == 2

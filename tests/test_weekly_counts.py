@@ -12,11 +12,11 @@ import pytest
 from fixtures.report_models import build_model
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.ingest.discovery import discover_log_files
-from analyzer.model.weekly import compare_models
-from analyzer.render.weekly import render_weekly
-from analyzer.usecases.weekly import build_weekly
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.ingest.discovery import discover_log_files
+from dslogs.analyzer.model.weekly import compare_models
+from dslogs.analyzer.render.weekly import render_weekly
+from dslogs.analyzer.usecases.weekly import build_weekly
 
 UTC = ZoneInfo("UTC")
 
@@ -24,7 +24,7 @@ UTC = ZoneInfo("UTC")
 @pytest.fixture(scope="module")
 def many_sessions(tmp_path_factory):
     """One day of 2026-W48 with single-turn sessions, a quarter of them using beam search."""
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("many")
     simulate(root, scenarios=["beam_search"], days=1, seed=1, start="2026-11-24", max_turns=1, events=125_000)

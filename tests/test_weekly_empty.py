@@ -8,15 +8,15 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.selection import Selection
-from analyzer.usecases.weekly import build_weekly, weeks_with_data
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.usecases.weekly import build_weekly, weeks_with_data
 
 
 @pytest.fixture(scope="module")
 def fresh_logs(tmp_path_factory):
     """Two days of logs, Tuesday and Wednesday of 2026-W49: the last full week (W48) is empty."""
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("fresh")
     simulate(root, days=2, seed=5, start="2026-12-01", hours=30)

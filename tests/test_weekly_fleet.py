@@ -9,14 +9,14 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from dslogs.analyzer.cli import app
 from tests.engine_compare import ROUNDED, assert_same
 
 
 @pytest.fixture(scope="module")
 def two_weeks(tmp_path_factory):
     """W48 healthy, W49 with a memory leak, on one host (UTC timestamps)."""
-    from analyzer.simulate import simulate
+    from dslogs.analyzer.simulate import simulate
 
     root = tmp_path_factory.mktemp("weeks-fleet")
     simulate(root / "w48", scenarios=["healthy"], days=7, seed=1, fmt="v1", events=40000, hosts=1, start="2026-11-23")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.ingest import viewdefs
-from analyzer.simulate import simulate
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.ingest import viewdefs
+from dslogs.analyzer.simulate import simulate
+from dslogs.analyzer.usecases.analyze import analyze_logs
 from tests.model_helpers import record_windows, stable
 
 SCENARIOS = ["healthy", "memory_leak", "oom", "rss_growth", "beam_search", "bad_lines"]
@@ -30,7 +30,7 @@ def logs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cuts(logs) -> list[str]:
     """Instants in the middle of sessions (each a window edge that cuts a session)."""
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.ingest.logs import open_logs
 
     with open_logs([str(logs)], use_cache=False, materialize=False) as db:
         rows = db.con.execute(
@@ -75,7 +75,7 @@ def test_a_window_over_the_derived_tables_equals_the_full_computation(
 
 
 def test_the_derived_window_holds_sessions_inside_and_cut_like_the_views(logs, cuts, tmp_path):
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.ingest.logs import open_logs
 
     cache = tmp_path / "c.duckdb"
     analyze_logs([str(logs)], cache=cache)

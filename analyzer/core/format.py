@@ -9,7 +9,7 @@ a number reads the same wherever that medium shows it:
 - ``compact``: diff verdict lines and chart axes, three significant digits.
 - ``terminal``: live values (latencies, utilisation, MiB) in the terminal.
 
-Log-derived text is made safe by ``analyzer.core.textsafe``; this module formats values only.
+Log-derived text is made safe by ``dslogs.analyzer.core.textsafe``; this module formats values only.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from analyzer.core.errors import UsageError
-from analyzer.core.textsafe import visible
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.textsafe import visible
 
 
 def parse_number(text: str, option: str, integer: bool = False, minimum: float | None = None,

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from analyzer.core.errors import UsageError
-from analyzer.core.textsafe import visible
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.textsafe import visible
 
 _REASONS = {
     errno.ENOENT: "its folder does not exist",

@@ -17,8 +17,8 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import IO, Any
 
-from analyzer.core import textsafe
-from analyzer.core.jsonable import jsonable
+from dslogs.analyzer.core import textsafe
+from dslogs.analyzer.core.jsonable import jsonable
 
 FORMATS = ("table", "csv", "json", "jsonl")
 # A table cell longer than this is cut (the full value is in the other formats).

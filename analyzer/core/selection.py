@@ -5,7 +5,7 @@ gave (``Selection.build``): paths, the window parsed into instants (so ``--since
 moment for every part of the run), the time zone, the span attribute that names sessions, the
 thresholds (loaded, so a typo in the file fails before any log is read), the cache policy and the
 engine. Every use case (analyze, diff, weekly, capacity, query, session, watch) takes one and
-hands it to ``analyzer.ingest.open`` or to an engine; nothing below re-parses an option.
+hands it to ``dslogs.analyzer.ingest.open`` or to an engine; nothing below re-parses an option.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from analyzer.core.time import parse_window
+from dslogs.analyzer.core.time import parse_window
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Selection:
     ) -> Selection:
         """The selection of one run: the window parsed (``--since`` / ``--until`` named in any
         error) and the thresholds file read, both before any log is opened."""
-        from analyzer.core.thresholds import load_thresholds
+        from dslogs.analyzer.core.thresholds import load_thresholds
 
         if isinstance(paths, str | os.PathLike):
             paths = [paths]

@@ -109,7 +109,7 @@ def _chartable_time(text) -> bool:
     event in year 1 or 9999 would leave what datetime holds; DuckDB prints BC years too)."""
     if not isinstance(text, str):
         return True
-    from analyzer.core.time import parse_iso
+    from dslogs.analyzer.core.time import parse_iso
 
     try:
         value = parse_iso(text)

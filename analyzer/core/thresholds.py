@@ -26,7 +26,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
+from dslogs.analyzer.core.errors import UsageError
 
 # Weekly report: a side whose events span less than this share of its week's hours gets no
 # regression verdict. Ours (no seed gives one): an LLM service's load follows the hour and the
@@ -52,7 +52,7 @@ def _checked(tables: Spec) -> Spec:
 
 # Table -> key -> (default, source). Seeds: 000 = system resource monitoring guide, 003 = JSONL
 # logger / latency slices / health-check list. The rules' tables come first, in the order the
-# rules are evaluated (analyzer.rules.AREAS, then each module's order), then the shared ones:
+# rules are evaluated (dslogs.analyzer.rules.AREAS, then each module's order), then the shared ones:
 # the order reports and docs/rules.md list them in.
 TABLES: Spec = _checked({
     # memory rules (analyzer/rules/memory.py)

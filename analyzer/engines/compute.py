@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from analyzer.core.resources import query_names
-from analyzer.core.thresholds import defaults
-from analyzer.engines.duckdb import as_source
-from analyzer.metrics.registry import _NEEDS_COLUMN, METRIC_QUERIES, bucket_for_span, parameters
-from analyzer.metrics.results import row_per_session
+from dslogs.analyzer.core.resources import query_names
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.duckdb import as_source
+from dslogs.analyzer.metrics.registry import (
+    _NEEDS_COLUMN,
+    METRIC_QUERIES,
+    bucket_for_span,
+    parameters,
+)
+from dslogs.analyzer.metrics.results import row_per_session
 
 
 def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[dict]]:

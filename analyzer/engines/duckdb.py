@@ -9,12 +9,12 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.resources import load_query, memory_limit
-from analyzer.engines.contract import MetricSource
-from analyzer.ingest import sql_literal
-from analyzer.metrics import results
-from analyzer.metrics.registry import bind
-from analyzer.metrics.results import (
+from dslogs.analyzer.core.resources import load_query, memory_limit
+from dslogs.analyzer.engines.contract import MetricSource
+from dslogs.analyzer.ingest import sql_literal
+from dslogs.analyzer.metrics import results
+from dslogs.analyzer.metrics.registry import bind
+from dslogs.analyzer.metrics.results import (
     _TZ_TYPE,
     KEEP_DB,
     RELEASE_TO,
@@ -27,7 +27,7 @@ from analyzer.metrics.results import (
     run_metric,
     view_columns,
 )
-from analyzer.metrics.rows import LazyRows
+from dslogs.analyzer.metrics.rows import LazyRows
 
 
 class DuckDBSource:
@@ -80,7 +80,7 @@ class DuckDBSource:
     def _stored_sql(self, name: str) -> str | None:
         """The SQL of a per-session query that reads the cache's stored rows (session_tables),
         or None; asked once per source, by the first such query (it builds missing tables)."""
-        from analyzer.ingest import session_tables
+        from dslogs.analyzer.ingest import session_tables
 
         if name not in session_tables.SESSION_QUERIES:
             return None

@@ -5,10 +5,10 @@ picked."""
 
 from __future__ import annotations
 
-from analyzer import ingest
-from analyzer.core.selection import Selection
-from analyzer.engines.duckdb import DuckDBSource
-from analyzer.engines.registry import engine
+from dslogs.analyzer import ingest
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.engines.duckdb import DuckDBSource
+from dslogs.analyzer.engines.registry import engine
 
 
 @engine("duckdb")

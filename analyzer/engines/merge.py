@@ -1,6 +1,6 @@
 """The DuckDB analysis by host partition, and the one merge that makes the fleet's tables from it.
 
-A distributed engine (``analyzer.engines.spark``) does not restate the metric SQL: it splits the
+A distributed engine (``dslogs.analyzer.engines.spark``) does not restate the metric SQL: it splits the
 events by host, runs the unchanged views (``analyzer/ingest/views``) and metric queries (``queries/``) on
 each host's events with DuckDB (``partition_tables``, inside an executor), and merges what the
 partitions return on the driver (``merge_tables``). Splitting by host is exact because a session
@@ -31,11 +31,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analyzer.core.resources import load_query
-from analyzer.core.views import VIEWS
-from analyzer.ingest import EVENT_COLUMNS, event_type, view_sql
-from analyzer.metrics.registry import bind, query_params
-from analyzer.metrics.results import result_rows
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.core.views import VIEWS
+from dslogs.analyzer.ingest import EVENT_COLUMNS, event_type, view_sql
+from dslogs.analyzer.metrics.registry import bind, query_params
+from dslogs.analyzer.metrics.results import result_rows
 
 
 @dataclass(frozen=True)

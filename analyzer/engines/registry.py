@@ -12,15 +12,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from analyzer.core.errors import UsageError
-from analyzer.core.selection import Selection
-from analyzer.engines.contract import MetricSource
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.engines.contract import MetricSource
 
 # name -> the module whose @engine registers it (imported on first use), and the extra to install
 # when its import fails
 ENGINE_MODULES: dict[str, tuple[str, str | None]] = {
-    "duckdb": ("analyzer.engines.duckdb_open", None),
-    "spark": ("analyzer.engines.spark.driver", "spark"),
+    "duckdb": ("dslogs.analyzer.engines.duckdb_open", None),
+    "spark": ("dslogs.analyzer.engines.spark.driver", "spark"),
 }
 
 Opener = Callable[..., MetricSource]

@@ -3,7 +3,7 @@
 The one way in from above: ``ingest.open(selection)`` opens the logs a ``core.selection.Selection``
 names and returns the ``LogSet`` (a DuckDB connection holding the views events, requests,
 sessions). What else the layers above use is named in ``PUBLIC`` and read from here
-(``from analyzer.ingest import data_extent``); ``tests/test_layers.py`` refuses an import of an
+(``from dslogs.analyzer.ingest import data_extent``); ``tests/test_layers.py`` refuses an import of an
 ingest submodule from above, so the internals can move without the commands noticing. Names load
 on first use (``dslogs --help`` imports none of them).
 """
@@ -46,7 +46,7 @@ def open(selection, materialize: bool = True):  # noqa: A001 - the layer's verb
     ``LogSet`` (``logs.open_logs``; no annotation, so that this entry imports nothing). ``materialize``
     computes requests and sessions once (many queries, as in ``analyze``); False keeps them as
     views (one query, as in ``dslogs query``)."""
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.ingest.logs import open_logs
 
     return open_logs(list(selection.paths), since=selection.since, until=selection.until, tz=selection.tz,
                      cache=selection.cache, use_cache=selection.use_cache, materialize=materialize,

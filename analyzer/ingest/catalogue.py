@@ -1,5 +1,5 @@
 """The file catalogue: what the store knows of each log file (``FileStats``, in
-``analyzer.ingest.filestats``; the ``files`` table) and the load plan, which of this run's files are reused from the cache, renamed (same
+``dslogs.analyzer.ingest.filestats``; the ``files`` table) and the load plan, which of this run's files are reused from the cache, renamed (same
 content fingerprint), skipped as copies, read, or dropped; and the records written after reading.
 """
 
@@ -12,9 +12,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analyzer.ingest import cache as cache_mod
-from analyzer.ingest.discovery import Discovery, LogFile
-from analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
+from dslogs.analyzer.ingest import cache as cache_mod
+from dslogs.analyzer.ingest.discovery import Discovery, LogFile
+from dslogs.analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
 
 
 def stats_from(lf: LogFile, resolved: str, file_id: int, fp: str | None) -> FileStats:

@@ -1,4 +1,4 @@
-"""The event columns, derived from the trace schema (``collector.schema.FIELDS``, the one
+"""The event columns, derived from the trace schema (``dslogs_collector.schema.FIELDS``, the one
 definition of the fields): the read schema ``RAW_COLUMNS`` (every v1 field plus the legacy
 ``timestamp``) and the user-facing ``events`` columns ``EVENT_COLUMNS`` with their DuckDB types
 (``EVENT_TYPES``), the Arrow schema of the events, the events table of docs/internals.md and
@@ -11,7 +11,7 @@ tests/test_columns.py fails until both (and the docs tables) agree.
 
 from __future__ import annotations
 
-from collector.schema import COMMON, FIELDS, STAGES, field_stages, logical_type
+from dslogs_collector.schema import COMMON, FIELDS, STAGES, field_stages, logical_type
 
 DUCKDB_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
                 "timestamp": "TIMESTAMPTZ"}  # fmt: skip

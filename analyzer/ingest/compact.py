@@ -24,7 +24,7 @@ across all its files: the manifest keeps each legacy source's per-session input 
 later source's numbers are shifted by the counts of the sources before it (name order), so a
 session spanning a day boundary or a rotation gets the ids a single read of all files gives.
 
-Readers: ``analyzer.ingest.logs`` (DuckDB) and ``analyzer.engines.spark`` recognise a folder holding
+Readers: ``dslogs.analyzer.ingest.logs`` (DuckDB) and ``dslogs.analyzer.engines.spark`` recognise a folder holding
 ``_dslogs_manifest.json`` through :func:`is_dataset` / :func:`dataset_files`.
 """
 
@@ -42,9 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
-from analyzer.core.errors import InputError, UsageError
-from analyzer.core.outfile import out_folder
-from analyzer.ingest.dataset import (
+from dslogs.analyzer.core.errors import InputError, UsageError
+from dslogs.analyzer.core.outfile import out_folder
+from dslogs.analyzer.ingest.dataset import (
     FORMAT,
     MANIFEST,
     load_manifest,
@@ -129,7 +129,7 @@ def _partition_values(rel: str) -> dict[str, str | None]:
 
 def _legacy_offsets(manifest: dict, before_key: str, path: Path) -> dict[str, int]:
     """Per-session input counts of the legacy sources that precede ``path`` in write order."""
-    from analyzer.ingest.discovery import name_sort_key
+    from dslogs.analyzer.ingest.discovery import name_sort_key
 
     mine = name_sort_key(str(path))
     offsets: dict[str, int] = {}
@@ -145,7 +145,7 @@ def _legacy_offsets(manifest: dict, before_key: str, path: Path) -> dict[str, in
 
 def _write_source(path: Path, key: str, sha: str, manifest: dict, out: Path, tz: str | None) -> dict:
     """Normalise one source through the DuckDB ingest and write its partitions; its record."""
-    from analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.ingest.logs import open_logs
 
     db = open_logs([str(path)], tz=tz, use_cache=False, materialize=False)
     con = db.con
@@ -231,7 +231,7 @@ END"""
 
 def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dict:
     """Compact the log files under ``logs`` into ``out`` (see the module doc); a summary dict."""
-    from analyzer.ingest.discovery import discover_log_files
+    from dslogs.analyzer.ingest.discovery import discover_log_files
 
     out = out_folder(out)
     started = time.monotonic()
@@ -301,7 +301,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _name_key(path: Path):
-    from analyzer.ingest.discovery import name_sort_key
+    from dslogs.analyzer.ingest.discovery import name_sort_key
 
     return name_sort_key(str(path))
 

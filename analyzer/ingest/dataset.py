@@ -1,7 +1,7 @@
 """The compacted dataset's manifest, as every reader sees it (``dslogs compact`` writes it).
 
-A folder holding ``_dslogs_manifest.json`` was written by ``analyzer.ingest.compact``; the readers
-(``analyzer.ingest.logs`` on DuckDB, ``analyzer.engines.spark``) list its Parquet files and take its
+A folder holding ``_dslogs_manifest.json`` was written by ``dslogs.analyzer.ingest.compact``; the readers
+(``dslogs.analyzer.ingest.logs`` on DuckDB, ``dslogs.analyzer.engines.spark``) list its Parquet files and take its
 ingest counts from here. This module sits below ingest and compact, so neither imports the other
 the wrong way (compact reads JSONL through ingest; ingest reads datasets through this).
 """
@@ -12,8 +12,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzer.core.errors import InputError
-from analyzer.ingest.names import name_sort_key
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.ingest.names import name_sort_key
 
 MANIFEST = "_dslogs_manifest.json"
 FORMAT = "dslogs.compact/1"

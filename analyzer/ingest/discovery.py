@@ -1,6 +1,6 @@
 """Which files LOGS names: directories searched recursively, files, globs.
 
-A folder search keeps the file names the source formats take (``analyzer.ingest.formats``: each
+A folder search keeps the file names the source formats take (``dslogs.analyzer.ingest.formats``: each
 format module names its own): ``*.jsonl``, ``*.N.jsonl`` (our rotation), ``*.jsonl.N``
 (logrotate), ``*.prom``, each optionally gzipped (``.gz``), and ``*.json`` / ``*.json.gz`` files
 that sniff as OTLP/JSON traces (other JSON, such as a saved report, is left alone). A name
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from analyzer.core.errors import InputError
-from analyzer.ingest import formats
-from analyzer.ingest.names import name_date, name_sort_key, rotation_index  # noqa: F401 (discovery's names)
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.ingest import formats
+from dslogs.analyzer.ingest.names import name_date, name_sort_key, rotation_index  # noqa: F401 (discovery's names)
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 # Folders never searched: VCS metadata and dslogs' own Parquet output.
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
-# A folder holding this file was written by `dslogs compact` (analyzer.ingest.compact.MANIFEST).
+# A folder holding this file was written by `dslogs compact` (dslogs.analyzer.ingest.compact.MANIFEST).
 DATASET_MANIFEST = "_dslogs_manifest.json"
 
 

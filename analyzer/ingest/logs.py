@@ -1,10 +1,10 @@
 """Read trace logs (v1 and the legacy seed format) into DuckDB and define the SQL views.
 
-``open_logs`` discovers the files (``analyzer.ingest.discovery``), reads each JSON line once with
+``open_logs`` discovers the files (``dslogs.analyzer.ingest.discovery``), reads each JSON line once with
 DuckDB ``read_json`` and one explicit schema (``RAW_COLUMNS``: every v1 field plus the legacy
 ``timestamp``), normalises it (``analyzer/ingest/views/events.sql``) into a table of events, and defines
 the views ``events``, ``requests`` and ``sessions`` (docs/internals.md, docs/sql.md) over it, so
-queries never re-scan JSON. The table lives in the cache file (``analyzer.ingest.cache``) or in memory.
+queries never re-scan JSON. The table lives in the cache file (``dslogs.analyzer.ingest.cache``) or in memory.
 
 Damaged input never aborts a run and costs exactly its own lines (``LINE_RULES``). A file is
 first read strictly (fast: one statement for a batch of files); a file that fails is re-read in
@@ -32,18 +32,18 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core import progress
-from analyzer.core.errors import InputError, UsageError, one_line
-from analyzer.core.resources import memory_limit
-from analyzer.core.results import QueryResult
-from analyzer.core.textsafe import visible
-from analyzer.core.time import iso, parse_window, zone_name
-from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import catalogue, formats, storage, viewdefs
-from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-from analyzer.ingest.discovery import Discovery, discover, printable
-from analyzer.ingest.reader import Reader, load_datasets
-from analyzer.ingest.validate import LINE_RULES
+from dslogs.analyzer.core import progress
+from dslogs.analyzer.core.errors import InputError, UsageError, one_line
+from dslogs.analyzer.core.resources import memory_limit
+from dslogs.analyzer.core.results import QueryResult
+from dslogs.analyzer.core.textsafe import visible
+from dslogs.analyzer.core.time import iso, parse_window, zone_name
+from dslogs.analyzer.ingest import cache as cache_mod
+from dslogs.analyzer.ingest import catalogue, formats, storage, viewdefs
+from dslogs.analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
+from dslogs.analyzer.ingest.discovery import Discovery, discover, printable
+from dslogs.analyzer.ingest.reader import Reader, load_datasets
+from dslogs.analyzer.ingest.validate import LINE_RULES
 
 SAMPLES_TOTAL = 50
 
@@ -83,7 +83,7 @@ class LogDB:
         self.close()
 
 
-LogSet = LogDB  # the name the layers above use (analyzer.ingest.open returns one)
+LogSet = LogDB  # the name the layers above use (dslogs.analyzer.ingest.open returns one)
 
 
 # -- open_logs -----------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def open_logs(
     ``gen_ai.conversation.id``); the cache is not used with it (it changes the events).
 
     InputError (exit 2) when no file yields a single event: one line per file saying what it
-    looks like (``analyzer.ingest.formats.describe``)."""
+    looks like (``dslogs.analyzer.ingest.formats.describe``)."""
     started = time.perf_counter()
     zone = zone_name(tz)
     lo, hi = parse_window(since, until, tz)
@@ -120,7 +120,7 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (analyzer.engines.spark)
+    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
         con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
@@ -146,7 +146,7 @@ def open_logs(
 
 
 def is_snapshot(path: Path, display: str, size: int) -> bool:
-    """A snapshot (no events, ``analyzer.ingest.formats``): by its name (*.prom), or a file not
+    """A snapshot (no events, ``dslogs.analyzer.ingest.formats``): by its name (*.prom), or a file not
     named as JSON lines whose first bytes are a server's metrics (a file named on the command line)."""
     return formats.snapshot_format(path, display, size) is not None
 
@@ -161,7 +161,7 @@ def _take_snapshots(found: Discovery) -> list:
 
 def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
     """The server metrics of snapshots ``(path, display)``, each read by its format
-    (``analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
+    (``dslogs.analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
     and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant)."""
     servers, bad = formats.read_snapshots(files, lo, hi)
     ingest["files"] = int(ingest.get("files") or 0) + len(files)

@@ -1,6 +1,6 @@
 """Reading log files into ``store.events``: strict ``read_json`` statements, one per file (small
 files share one), several at once (the fast path), and for a file DuckDB rejects, chunks read as
-they are and only a rejected chunk judged line by line (``analyzer.ingest.validate``), so its good
+they are and only a rejected chunk judged line by line (``dslogs.analyzer.ingest.validate``), so its good
 lines are kept and its bad ones counted per file. Compacted datasets (``dslogs compact``) are
 read from Parquet.
 """
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.errors import one_line
-from analyzer.ingest import formats
-from analyzer.ingest.columns import (
+from dslogs.analyzer.core.errors import one_line
+from dslogs.analyzer.ingest import formats
+from dslogs.analyzer.ingest.columns import (
     EVENT_COLUMNS,
     RAW_COLUMNS,
     columns_struct,
     event_type,
     sql_literal,
 )
-from analyzer.ingest.filestats import FileStats
-from analyzer.ingest.validate import (
+from dslogs.analyzer.ingest.filestats import FileStats
+from dslogs.analyzer.ingest.validate import (
     MAX_LINE_BYTES,
     Line,
     add_bad,
@@ -39,7 +39,7 @@ from analyzer.ingest.validate import (
     rule_reasons,
     short,
 )
-from analyzer.ingest.views import view_sql
+from dslogs.analyzer.ingest.views import view_sql
 
 BATCH_BYTES = 512 << 20  # decompressed bytes per batch (bounds memory, paces progress)
 GZ_RATIO = 8  # decompressed / compressed, to size batches before reading
@@ -249,7 +249,7 @@ class Reader:
 
     def read(self, files: list[FileStats], on_progress=None) -> None:
         """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
-        Files of a statement format (``analyzer.ingest.formats``) are read by its own statement."""
+        Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement."""
         own = []
         for f in files:
             if f.size > 0:
@@ -530,7 +530,7 @@ def load_datasets(con, datasets: list[Path], lo, hi) -> dict | None:
     the days in the window only) into a temporary table; their ingest counts as compacted."""
     if not datasets:
         return None
-    from analyzer.ingest import dataset
+    from dslogs.analyzer.ingest import dataset
 
     rows: list[tuple[str, str | None, str]] = []
     counts = {

@@ -31,7 +31,7 @@ import threading
 
 import duckdb
 
-from analyzer.core.errors import Interrupted, UsageError, one_line
+from dslogs.analyzer.core.errors import Interrupted, UsageError, one_line
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_TYPES = {"COPY"}
@@ -146,7 +146,7 @@ def stop_on_signals():
 def user_cursor(db, sql: str, allow_files: bool = False, params: list | dict | None = None):
     """One user statement over the opened logs, in the sandbox: its DuckDB cursor (``dslogs
     query`` fetches rows from it, the Python API a DataFrame)."""
-    from analyzer.ingest.logs import execute
+    from dslogs.analyzer.ingest.logs import execute
 
     if not sql or not sql.strip():
         raise UsageError('empty SQL: try "SELECT stage, count(*) FROM events GROUP BY stage"')
@@ -159,7 +159,7 @@ def run_user_query(db, sql: str, allow_files: bool = False, stop: SignalStop | N
                    params: list | dict | None = None):
     """One user statement over the opened logs, in the sandbox. Returns a QueryResult; with
     ``stop``, a signal ends the statement as ``Interrupted``."""
-    from analyzer.ingest.logs import fetch_result
+    from dslogs.analyzer.ingest.logs import fetch_result
 
     if stop is None:
         return fetch_result(user_cursor(db, sql, allow_files, params))

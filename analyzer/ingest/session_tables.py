@@ -29,8 +29,8 @@ import re
 from collections.abc import Iterator
 from functools import cache
 
-from analyzer.core.resources import load_query
-from analyzer.ingest.columns import sql_literal
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.ingest.columns import sql_literal
 
 # The metric queries whose rows are one per session (session_id NOT NULL, none without one), each
 # a function of that session's events (or requests, or sessions row) alone, with no parameter;

@@ -1,6 +1,6 @@
 """The store: where the normalised events live, the cache file (``dslogs_cache``, attached
 read-write, or read-only when another dslogs holds it) or memory; its tables (meta, files,
-events) and their schema version (``analyzer.ingest.cache``).
+events) and their schema version (``dslogs.analyzer.ingest.cache``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.core.errors import UsageError, one_line
-from analyzer.ingest import cache as cache_mod
-from analyzer.ingest.columns import RAW_COLUMNS, sql_ident, sql_literal
-from analyzer.ingest.discovery import Discovery
-from analyzer.ingest.views import view_sql
+from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.ingest import cache as cache_mod
+from dslogs.analyzer.ingest.columns import RAW_COLUMNS, sql_ident, sql_literal
+from dslogs.analyzer.ingest.discovery import Discovery
+from dslogs.analyzer.ingest.views import view_sql
 
 
 def empty_raw_sql() -> str:

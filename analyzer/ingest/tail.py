@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzer.core.errors import DslogsError
-from analyzer.ingest import catalogue, formats, storage
-from analyzer.ingest.catalogue import FileStats
-from analyzer.ingest.discovery import discover, name_sort_key, printable
-from analyzer.ingest.formats import split_lines
-from analyzer.ingest.validate import MAX_LINE_BYTES
-from analyzer.ingest.viewdefs import define_views, view_sql
+from dslogs.analyzer.core.errors import DslogsError
+from dslogs.analyzer.ingest import catalogue, formats, storage
+from dslogs.analyzer.ingest.catalogue import FileStats
+from dslogs.analyzer.ingest.discovery import discover, name_sort_key, printable
+from dslogs.analyzer.ingest.formats import split_lines
+from dslogs.analyzer.ingest.validate import MAX_LINE_BYTES
+from dslogs.analyzer.ingest.viewdefs import define_views, view_sql
 
 BACKFILL_BYTES = 32 << 20
 MAX_WINDOW_EVENTS = 2_000_000  # beyond it the oldest events leave the window early (memory)
@@ -66,7 +66,7 @@ def _is_gz(path: str) -> bool:
 @dataclass
 class LogTail:
     """Appended lines of the log files under ``paths`` (directories recursive, files, globs),
-    found by ``analyzer.ingest.discovery`` as ``analyze`` finds them."""
+    found by ``dslogs.analyzer.ingest.discovery`` as ``analyze`` finds them."""
 
     paths: list[str]
     states: dict[str, FileState] = field(default_factory=dict)
@@ -294,10 +294,10 @@ class LogStream:
     def __init__(self, seconds: float, tz: str | None = None):
         import duckdb
 
-        from analyzer.core.resources import memory_limit
-        from analyzer.core.time import zone_name
-        from analyzer.ingest.columns import sql_literal
-        from analyzer.ingest.reader import Reader
+        from dslogs.analyzer.core.resources import memory_limit
+        from dslogs.analyzer.core.time import zone_name
+        from dslogs.analyzer.ingest.columns import sql_literal
+        from dslogs.analyzer.ingest.reader import Reader
 
         self.seconds = seconds
         self.tz = tz

@@ -1,6 +1,6 @@
 """Which lines of a log are events (``LINE_RULES``), judged line by line on the slow path.
 
-The reader (``analyzer.ingest.reader``) reads a file strictly first; only a chunk DuckDB rejects comes
+The reader (``dslogs.analyzer.ingest.reader``) reads a file strictly first; only a chunk DuckDB rejects comes
 here. Python judges what it is sure of (rules 1-5 and 7-8) and flags a deliberately stricter
 superset of rule 6 as *suspect*; DuckDB decides each suspect line alone. The fuzz oracle in
 tests/fuzz applies the same list, line by line, independently of the reader's batching.
@@ -16,9 +16,9 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from analyzer.core.errors import one_line
-from analyzer.ingest.columns import RAW_COLUMNS, STRUCT_TYPES
-from analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
+from dslogs.analyzer.core.errors import one_line
+from dslogs.analyzer.ingest.columns import RAW_COLUMNS, STRUCT_TYPES
+from dslogs.analyzer.ingest.filestats import SAMPLES_PER_FILE, FileStats
 
 MAX_LINE_BYTES = (
     16 << 20

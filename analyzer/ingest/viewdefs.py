@@ -5,11 +5,11 @@ tables (requests_all, sessions_all) reused while the run's files are unchanged.
 
 from __future__ import annotations
 
-from analyzer.ingest import cache as cache_mod
-from analyzer.ingest import session_tables
-from analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
-from analyzer.ingest.filestats import FileStats
-from analyzer.ingest.views import view_sql
+from dslogs.analyzer.ingest import cache as cache_mod
+from dslogs.analyzer.ingest import session_tables
+from dslogs.analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
+from dslogs.analyzer.ingest.filestats import FileStats
+from dslogs.analyzer.ingest.views import view_sql
 
 
 def derived_key(run: list[FileStats], lo, hi) -> str | None:

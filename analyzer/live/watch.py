@@ -1,6 +1,6 @@
 """`dslogs watch`: a live terminal view over log files being written (docs/watch.md).
 
-The logs are followed by ingest (``analyzer.ingest``'s ``LogTail`` reads appended bytes, its
+The logs are followed by ingest (``dslogs.analyzer.ingest``'s ``LogTail`` reads appended bytes, its
 ``LogStream`` holds the window's events as a log set); ``Window`` computes each frame with
 analyze's own definitions: the events/requests/sessions views, the metric queries and the rules
 (``build_report_from_metrics`` over the window). What only a live view shows (in flight, the
@@ -16,10 +16,10 @@ import threading
 import time
 from datetime import datetime
 
-from analyzer.core import format as fmt
-from analyzer.core.errors import UsageError
-from analyzer.core.time import parse_duration
-from analyzer.ingest import LogStream, LogTail, printable
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.time import parse_duration
+from dslogs.analyzer.ingest import LogStream, LogTail, printable
 
 RULES_EVERY_S = 10.0  # the rules need every metric table: a frame of them costs several latency frames
 INFLIGHT_STALE_S = 600.0  # a request started this long ago without an end is abandoned
@@ -34,7 +34,7 @@ class Window(LogStream):
     analyze's own views, metric queries and rules."""
 
     def __init__(self, seconds: float, tz: str | None = None, thresholds: dict | None = None):
-        from analyzer.core.thresholds import defaults
+        from dslogs.analyzer.core.thresholds import defaults
 
         super().__init__(seconds, tz)
         self.thresholds = thresholds or defaults()
@@ -49,11 +49,11 @@ class Window(LogStream):
     def frame(self, now: float, rules: bool = True) -> dict:
         """The window at ``now``; with ``rules`` the findings are evaluated again (else the last
         ones are shown: None until the first evaluation)."""
-        from analyzer.engines.compute import compute_metrics
-        from analyzer.engines.duckdb import DuckDBSource
-        from analyzer.metrics.registry import bucket_for_span, parameters
-        from analyzer.metrics.results import release_tables
-        from analyzer.model.report import _requests_block, build_report_from_metrics
+        from dslogs.analyzer.engines.compute import compute_metrics
+        from dslogs.analyzer.engines.duckdb import DuckDBSource
+        from dslogs.analyzer.metrics.registry import bucket_for_span, parameters
+        from dslogs.analyzer.metrics.results import release_tables
+        from dslogs.analyzer.model.report import _requests_block, build_report_from_metrics
 
         started = time.perf_counter()
         # materialised when every metric reads them (the rules); else only requests
@@ -151,7 +151,7 @@ def render_frame(frame: dict, paths: list[str]):
     from rich.text import Text
 
     stamp = datetime.fromtimestamp(frame["now"]).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    from analyzer.core.time import human_duration
+    from dslogs.analyzer.core.time import human_duration
 
     head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""),
                          f"  ·  {stamp}  ·  window {human_duration(frame['window_s'])}")
@@ -222,7 +222,7 @@ def watch(selection, interval: str = "2s", window: str = "15m", once: bool = Fal
     from rich.console import Console
     from rich.live import Live
 
-    from analyzer.core.time import zone_name
+    from dslogs.analyzer.core.time import zone_name
 
     interval_s = parse_duration(interval, "--interval")
     window_s = parse_duration(window, "--window")

@@ -9,7 +9,7 @@ Every query reads the views ``events``, ``requests`` and ``sessions`` of the one
 ``open_logs`` built: the logs are read once. Parameters (thresholds, SLOs, bin widths) are bound
 as DuckDB prepared parameters (``$name``); nothing is spliced into SQL text. Each query declares
 the parameters it binds in its header (``-- params: <name>, ...``); a threshold is
-``$<table>_<key>`` of analyzer.core.thresholds.TABLES.
+``$<table>_<key>`` of dslogs.analyzer.core.thresholds.TABLES.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from analyzer.core.resources import load_query, query_names
-from analyzer.core.thresholds import DEFAULTS
-from analyzer.core.time import parse_iso
+from dslogs.analyzer.core.resources import load_query, query_names
+from dslogs.analyzer.core.thresholds import DEFAULTS
+from dslogs.analyzer.core.time import parse_iso
 
 # Queries that need session ids picked by the rules (run after them, see report.py).
 DRILLDOWN_QUERIES: tuple[str, ...] = ("session_requests",)

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from itertools import starmap
 
-from analyzer.core.jsonable import jsonable
-from analyzer.core.resources import load_query
-from analyzer.metrics.registry import bind
-from analyzer.metrics.rows import LazyRows, Rows, build_rows, row_maker
+from dslogs.analyzer.core.jsonable import jsonable
+from dslogs.analyzer.core.resources import load_query
+from dslogs.analyzer.metrics.registry import bind
+from dslogs.analyzer.metrics.rows import LazyRows, Rows, build_rows, row_maker
 
 # DuckDB result types whose Python values are already JSON values (None, bool, int, str).
 _PLAIN_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",

@@ -20,7 +20,7 @@ mix part (before → expected) and a service part (expected → after); only the
 make a regression. Too few requests (under ``MIN_COUNT``, or too few in a percentile's tail)
 never make one.
 
-The weekly report is a diff of two windows (``analyzer.model.weekly`` calls ``diff_sides``).
+The weekly report is a diff of two windows (``dslogs.analyzer.model.weekly`` calls ``diff_sides``).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from datetime import datetime
 from itertools import accumulate, chain, islice, repeat
 from operator import add, eq, mul, sub
 
-from analyzer.core import format as fmt
-from analyzer.core.errors import UsageError
-from analyzer.core.severity import severity_rank
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.severity import severity_rank
 
 SCHEMA = "dslogs.diff/1"
 REGRESSION_PCT = 20.0
@@ -720,7 +720,7 @@ def compare_capacity(before: dict, after: dict) -> list[dict]:
 
 def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict:
     """The diff model of two sides."""
-    from analyzer import __version__
+    from dslogs.analyzer import __version__
 
     if limit < 0:
         raise UsageError(f"--fail-on-regression {limit}: a percentage ≥ 0")
@@ -794,7 +794,7 @@ def diff_sides(before: Side, after: Side, limit: float = REGRESSION_PCT) -> dict
     model["summary"] = explain(stages + requests, mix, limit) + [
         f"REGRESSION {r['label']} {r['before'] * 100:.2f} % → {r['after'] * 100:.2f} % ({r['change_pts']:+.2f} pts, p {r['p_value']:.2g})."
         for r in rates if r["verdict"] == "regression"]  # fmt: skip
-    from analyzer.core.jsonable import clean
+    from dslogs.analyzer.core.jsonable import clean
 
     return clean(model)
 

@@ -1,6 +1,6 @@
 """The one loader of saved models: every report-like input (``render``, both sides of ``diff``,
 ``report weekly --previous``) is parsed and checked against its shipped JSON Schema
-(``schemas/*.json``, built by ``analyzer.model.schemas``) before any renderer sees it. A file that
+(``schemas/*.json``, built by ``dslogs.analyzer.model.schemas``) before any renderer sees it. A file that
 is not one is one ``UsageError`` naming the first wrong field by its JSON path and the type
 expected there.
 
@@ -18,8 +18,8 @@ import math
 from functools import cache
 from pathlib import Path
 
-from analyzer.core.errors import UsageError, one_line
-from analyzer.core.textsafe import visible
+from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.textsafe import visible
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 _TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}

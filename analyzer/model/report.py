@@ -2,7 +2,7 @@
 
 The model is built from the metric tables alone (``build_report_from_metrics``: the rules, the
 blocks, the sessions table; ``with_details``: the drill-down and the findings' evidence), so it
-is the same whatever engine computed them; the use cases (``analyzer.usecases.analyze``) open
+is the same whatever engine computed them; the use cases (``dslogs.analyzer.usecases.analyze``) open
 the logs, run the queries and hand the tables here. The renderers (html, md, json), the diff
 and the weekly report read the model.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from analyzer import __version__
-from analyzer.core.errors import UsageError
-from analyzer.core.jsonable import clean
-from analyzer.core.thresholds import defaults
-from analyzer.metrics.registry import METRIC_QUERIES, query_series
-from analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
-from analyzer.rules import (
+from dslogs.analyzer import __version__
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.jsonable import clean
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
+from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
+from dslogs.analyzer.rules import (
     RULE_IDS,
     RULES,
     evaluate_checks,
@@ -26,11 +26,11 @@ from analyzer.rules import (
     evidence,
     rules_unavailable,
 )
-from analyzer.rules.attribution import memory_leak_verdicts, snapshot_rise
-from analyzer.rules.capacity_curve import capacity_curves
-from analyzer.rules.hosts import rss_credits, rss_judgement
-from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
+from dslogs.analyzer.rules.attribution import memory_leak_verdicts, snapshot_rise
+from dslogs.analyzer.rules.capacity_curve import capacity_curves
+from dslogs.analyzer.rules.hosts import rss_credits, rss_judgement
+from dslogs.analyzer.rules.memory import oom_count
+from dslogs.analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
 
@@ -153,7 +153,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "thresholds": thresholds,
     }
     if (ingest or {}).get("server_metrics"):
-        from analyzer.ingest import gauge_rows
+        from dslogs.analyzer.ingest import gauge_rows
 
         model["server_metrics"] = list(ingest["server_metrics"])
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
@@ -424,7 +424,7 @@ def build_notes(metrics: dict, t: dict, cpu_hosts: set | None = None, no_gpu: bo
 
 def source_notes(ingest: dict | None) -> list[dict]:
     """What the sources themselves tell the reader: token counts an instrumentor estimated."""
-    from analyzer.ingest import ESTIMATED_TOKENS
+    from dslogs.analyzer.ingest import ESTIMATED_TOKENS
 
     notes = []
     for name, why in ESTIMATED_TOKENS.items():

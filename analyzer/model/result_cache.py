@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-from analyzer import __version__
-from analyzer.ingest import sql_literal, writable_moment
+from dslogs.analyzer import __version__
+from dslogs.analyzer.ingest import sql_literal, writable_moment
 
 RESULTS_VERSION = 2  # 2: the payload is report_to_json text
 KEEP = 8  # models kept per cache file (a sliding window writes one per run; older ones go)
@@ -52,7 +52,7 @@ _pages: tuple[dict, str, Path, dict[str, bytes]] | None = None
 @cache
 def code_digest() -> str:
     """Hash of what turns events into a model: the SQL (metrics, views) and analyzer's modules."""
-    from analyzer.core.resources import queries_dir
+    from dslogs.analyzer.core.resources import queries_dir
 
     pkg = Path(__file__).resolve().parents[1]
     files = sorted(queries_dir().glob("*.sql")) + sorted(pkg.rglob("*.sql")) + sorted(pkg.rglob("*.py"))
@@ -81,7 +81,7 @@ def _future_events(db, thresholds: dict) -> list:
     """queries/future_events.sql now (it compares naive timestamps with the clock)."""
     if not (db.ingest.get("formats") or {}).get("legacy"):
         return []  # no naive timestamps: the query's answer does not depend on the clock
-    from analyzer.metrics.results import run_metric
+    from dslogs.analyzer.metrics.results import run_metric
 
     params = {
         "now": datetime.now(UTC).isoformat(),
@@ -94,7 +94,7 @@ def result_key(db, thresholds: dict) -> str | None:
     """The key of the model this run would build; None when results are not reused here."""
     if not _usable(db):
         return None
-    from analyzer.ingest import SCHEMA_VERSION
+    from dslogs.analyzer.ingest import SCHEMA_VERSION
 
     files = db.con.execute(
         f"SELECT r.file_id, r.source_file, f.size, f.mtime_ns, f.rows, f.bad_lines "

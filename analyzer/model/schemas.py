@@ -1,11 +1,11 @@
 """JSON Schemas (Draft 2020-12) of the models dslogs writes and reads back, generated from their
-declarations in ``analyzer.model.types``: the report ``dslogs.report/1``, the diff
+declarations in ``dslogs.analyzer.model.types``: the report ``dslogs.report/1``, the diff
 ``dslogs.diff/1``, the weekly report ``dslogs.weekly/1`` and the capacity model
 ``dslogs.capacity/1``.
 
 Shipped as JSON beside this module (``schemas/*.json``, regenerated with
-``python -m analyzer.model.schemas``; a test fails when a shipped file is stale). The schemas use
-only what ``analyzer.model.load``'s validator reads (type, properties, required,
+``python -m dslogs.analyzer.model.schemas``; a test fails when a shipped file is stale). The schemas use
+only what ``dslogs.analyzer.model.load``'s validator reads (type, properties, required,
 additionalProperties, items, enum, const, minimum, maximum, and description): a union of an
 object and scalars is one ``type`` list with the object's keywords beside it.
 """
@@ -23,9 +23,9 @@ import typing
 from functools import cache
 from typing import Any, Literal
 
-from analyzer.model import types as model_types
-from analyzer.model.load import SCHEMA_DIR
-from analyzer.model.types import LIMIT, MODELS, Model, Range, schema_id
+from dslogs.analyzer.model import types as model_types
+from dslogs.analyzer.model.load import SCHEMA_DIR
+from dslogs.analyzer.model.types import LIMIT, MODELS, Model, Range, schema_id
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 NUMBER_BOUNDS = Range(-LIMIT, LIMIT)  # a renderer formats numbers as floats: 10**400 would not convert
@@ -33,7 +33,7 @@ _SCALARS = {str: "string", bool: "boolean", int: "integer", float: "number", typ
 
 
 def schema_of(tp: Any) -> dict[str, Any]:
-    """The JSON Schema of an annotation of ``analyzer.model.types``."""
+    """The JSON Schema of an annotation of ``dslogs.analyzer.model.types``."""
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
         base, *marks = typing.get_args(tp)

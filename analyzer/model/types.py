@@ -6,8 +6,8 @@ Every object is a frozen dataclass whose fields are the object's JSON keys, one 
 the comment on the line as the field's description. Three things read these declarations and
 nothing else:
 
-- ``analyzer.model.schemas`` turns them into the shipped JSON Schemas (``schemas/*.json``),
-  which ``analyzer.model.load`` checks every saved model against;
+- ``dslogs.analyzer.model.schemas`` turns them into the shipped JSON Schemas (``schemas/*.json``),
+  which ``dslogs.analyzer.model.load`` checks every saved model against;
 - the Python API (``dslogs``) re-exports them as its typed objects, built from a model dict by
   ``from_model``;
 - the tests hold every model built from ``sample_logs/`` to them, key by key.
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from analyzer.core.severity import Severity
+from dslogs.analyzer.core.severity import Severity
 
 LIMIT = 2**53
 

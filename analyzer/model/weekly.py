@@ -1,6 +1,6 @@
 """The weekly model (``dslogs.weekly/1``): one ISO week of logs against the week before.
 
-Both weeks go through the same analysis as the daily report (``analyzer.usecases.weekly`` opens
+Both weeks go through the same analysis as the daily report (``dslogs.analyzer.usecases.weekly`` opens
 them); this module only compares the two report models: per-stage p50/p95 change (a rise over 20 % is a regression), request
 latency and goodput, new / resolved / persisting findings, traffic, errors, sessions affected.
 
@@ -15,12 +15,12 @@ import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from analyzer.core.errors import UsageError
-from analyzer.core.severity import SEVERITIES
-from analyzer.core.textsafe import visible
-from analyzer.core.thresholds import WEEK_MIN_COVERAGE
-from analyzer.core.time import parse_iso
-from analyzer.model.diff import REGRESSION_PCT, change_pct, verdict_pct
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.severity import SEVERITIES
+from dslogs.analyzer.core.textsafe import visible
+from dslogs.analyzer.core.thresholds import WEEK_MIN_COVERAGE
+from dslogs.analyzer.core.time import parse_iso
+from dslogs.analyzer.model.diff import REGRESSION_PCT, change_pct, verdict_pct
 
 WEEK_RE = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
 
@@ -120,7 +120,7 @@ def _week_summary(model: dict, label: str, start: datetime, end: datetime) -> di
 def too_partial(side: dict) -> str | None:
     """Why ``side`` cannot carry a regression verdict (a part of its week, or too few requests),
     or None."""
-    from analyzer.model.diff import MIN_COUNT
+    from dslogs.analyzer.model.diff import MIN_COUNT
 
     if not side["has_data"]:
         return None  # an empty side: every finding is new, and the notes say so
@@ -159,7 +159,7 @@ def compare_models(this: dict, prev: dict, week: tuple[int, int], tz, limit: flo
     reports, so a `--previous` model and the Spark engine give the same weekly report as
     analysing both weeks with DuckDB; `dslogs diff LOGS --before … --after …` adds significance
     and the request mix."""
-    from analyzer.model.diff import Side, diff_sides
+    from dslogs.analyzer.model.diff import Side, diff_sides
 
     pweek = previous_week(*week)
     this_start, this_end = week_bounds(*week, tz)
@@ -227,7 +227,7 @@ def load_previous_model(path: Path, start: datetime, end: datetime) -> dict:
     """A saved report model standing for the week [start, end): it must be a dslogs report whose
     events all lie in that week (a model of another week would make every number a false
     regression)."""
-    from analyzer.model.load import check_model, parse_json
+    from dslogs.analyzer.model.load import check_model, parse_json
 
     label = f"--previous {visible(str(path))}"
     model = parse_json(path, label)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from analyzer.core.errors import UsageError
-from analyzer.model.diff import QUANTILES, diff_to_json
-from analyzer.render.charts import specs as charts
-from analyzer.render.diff_md import render_markdown_diff
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.model.diff import QUANTILES, diff_to_json
+from dslogs.analyzer.render.charts import specs as charts
+from dslogs.analyzer.render.diff_md import render_markdown_diff
 
 
 def render_html_diff(d: dict, fallback_svg: bool = True) -> str:
-    from analyzer.render.html import chart_svg, render_page, stable_svg_ids
+    from dslogs.analyzer.render.html import chart_svg, render_page, stable_svg_ids
 
     by_section: dict[str, list[dict]] = {}
     specs: dict[str, dict] = {}

@@ -1,10 +1,10 @@
 """A ``dslogs.diff/1`` model as Markdown (chat, issue, CI log), and the Markdown helpers the weekly
-report shares; the HTML page is ``analyzer.render.diff_html``."""
+report shares; the HTML page is ``dslogs.analyzer.render.diff_html``."""
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.model.diff import QUANTILES
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.model.diff import QUANTILES
 
 VERDICT_MARK = {"regression": " **▲ regression**", "mix": " (mix)", "improved": " ▼ improved", "too few": " (too few)"}
 

@@ -3,7 +3,7 @@
 One file, no network: Vega, Vega-Lite and vega-embed are inlined once (the bundle vl-convert
 builds, shipped or cached per vl-convert version: `vega_bundle`), the chart specs ride along as
 one JSON block, and every chart also carries a static SVG drawn from its spec by
-analyzer.render.charts.svg inside <noscript>, so the page reads where scripts are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
+dslogs.analyzer.render.charts.svg inside <noscript>, so the page reads where scripts are blocked. Jinja2 autoescaping turns every log-derived string into text; the embedded JSON
 has `<`, `>` and `&` escaped as \\u003c… so no string can close the script element; a
 Content-Security-Policy with script hashes blocks any script the page did not put there.
 """
@@ -28,16 +28,16 @@ from jinja2 import (
 )
 from markupsafe import Markup
 
-from analyzer.core import format as fmt
-from analyzer.core.resources import templates_dir
-from analyzer.core.severity import SEVERITIES
-from analyzer.core.time import human_duration, parse_iso
-from analyzer.model.result_cache import RUN_KEYS
-from analyzer.render import page_cache
-from analyzer.render.charts import specs as charts_mod
-from analyzer.render.charts import svg as svgchart
-from analyzer.render.page_cache import bundle_file_name, read_bundle
-from analyzer.rules.registry import unit_for
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.resources import templates_dir
+from dslogs.analyzer.core.severity import SEVERITIES
+from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.model.result_cache import RUN_KEYS
+from dslogs.analyzer.render import page_cache
+from dslogs.analyzer.render.charts import specs as charts_mod
+from dslogs.analyzer.render.charts import svg as svgchart
+from dslogs.analyzer.render.page_cache import bundle_file_name, read_bundle
+from dslogs.analyzer.rules.registry import unit_for
 
 MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
 MAX_DRILLDOWNS = 60  # sessions with a <details> drill-down
@@ -97,7 +97,7 @@ def cite(source) -> Markup:
     long form)."""
     from markupsafe import escape
 
-    from analyzer.render.glossary import SOURCES, citations
+    from dslogs.analyzer.render.glossary import SOURCES, citations
 
     text = "" if source is None else str(source)
     out, last = [], 0
@@ -124,7 +124,7 @@ def json_for_script(obj) -> str:
 
 
 # -- assets ---------------------------------------------------------------------------------
-# The bundle's file name and its reading are analyzer.render.page_cache's: a warm run fills the kept
+# The bundle's file name and its reading are dslogs.analyzer.render.page_cache's: a warm run fills the kept
 # page with the bundle without importing this module.
 
 
@@ -144,7 +144,7 @@ def vega_bundle() -> str:
     vl-convert takes seconds to build the bundle, so it is built once per vl-convert version:
     shipped in templates/vendor/ (scripts/vendor_vega.py), else built on first use and kept in
     the user's cache folder; a file that fails to read or looks cut short is rebuilt."""
-    from analyzer.ingest import cache_home
+    from dslogs.analyzer.ingest import cache_home
 
     name = bundle_file_name()
     text = read_bundle(name)
@@ -181,7 +181,7 @@ def content_security_policy(scripts: list[str]) -> str:
 def _bytecode_cache() -> FileSystemBytecodeCache | None:
     """Compiled templates kept in the user's cache folder: compiling them is a third of a
     report's render time. Jinja2 checks each entry against the template's source checksum."""
-    from analyzer.ingest import cache_home
+    from dslogs.analyzer.ingest import cache_home
 
     folder = cache_home() / "templates"
     try:
@@ -218,7 +218,7 @@ def render_template(name: str, **context) -> str:
 def chart_svg(spec: dict) -> str | None:
     """A chart drawn by vl-convert (the weekly page's dumbbell; the report uses `static_svg`,
     which needs no second chart engine); None if vl-convert cannot draw it."""
-    from analyzer.core.textsafe import clean_tree
+    from dslogs.analyzer.core.textsafe import clean_tree
 
     # A control character anywhere in the spec aborts the process inside vl-convert (a Rust
     # panic, not an exception): the last guard before it (charts clean their data already).
@@ -242,7 +242,7 @@ def _svg_for(spec_json: str) -> str | None:
 
 
 def static_svg(spec: dict) -> str | None:
-    """The no-JavaScript picture of a chart, drawn from its spec by analyzer.render.charts.svg (no second
+    """The no-JavaScript picture of a chart, drawn from its spec by dslogs.analyzer.render.charts.svg (no second
     chart engine: milliseconds, not seconds); None if it cannot be drawn or looks unsafe."""
     svg = svgchart.render_svg(spec)
     if svg is None:
@@ -344,7 +344,7 @@ def detail_label(key: str) -> str:
 
 def column_title(key: str) -> str:
     """The glossary line a column header carries as its tooltip, or ''."""
-    from analyzer.render.glossary import GLOSSARY
+    from dslogs.analyzer.render.glossary import GLOSSARY
 
     text = str(key).lower()
     if text in _GLOSSED_KEYS:
@@ -549,7 +549,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
             data_span = human_duration((parse_iso(window["last_event"]) - parse_iso(window["first_event"])).total_seconds())
         except ValueError:
             data_span = None
-    from analyzer.render.glossary import ARTICLES, GLOSSARY, source_sections
+    from dslogs.analyzer.render.glossary import ARTICLES, GLOSSARY, source_sections
 
     return {
         "model": model,
@@ -601,7 +601,7 @@ def render_html(model: dict, *, fallback_svg: bool = True, keep: bool = False) -
     """The report page for a `dslogs.report/1` model, as one self-contained HTML string.
 
     keep: a model the result cache just found or stored gets its page kept beside it
-    (analyzer.render.page_cache): rendered with slots for generated_at and the bundle, then filled."""
+    (dslogs.analyzer.render.page_cache): rendered with slots for generated_at and the bundle, then filled."""
     if not (keep and page_cache.can_keep(model)):
         ctx = view_model(model, fallback_svg=fallback_svg)
         return render_page("report.html", ctx, with_charts=bool(ctx["specs"]))
@@ -644,6 +644,6 @@ def render_page(template: str, ctx: dict, with_charts: bool, bundle_slot: str | 
 
 
 def write_html(model: dict, path: Path) -> Path:
-    from analyzer.core.outfile import write_out
+    from dslogs.analyzer.core.outfile import write_out
 
     return write_out(path, render_html(model))

@@ -7,10 +7,10 @@ model; log-derived strings are escaped for Markdown tables (``|``, newlines, bac
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.core import textsafe
-from analyzer.core.time import human_duration, parse_iso
-from analyzer.rules.registry import SEVERITIES, unit_for
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core import textsafe
+from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.rules.registry import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
                 "N/A": "not applicable (no GPU)"}
@@ -29,7 +29,7 @@ def _esc(text) -> str:
     """A log-derived value (session id, host, error message): no Markdown or HTML survives."""
     if text is None:
         return "—"
-    # Control characters as escapes, then Markdown/HTML specials (analyzer.core.textsafe).
+    # Control characters as escapes, then Markdown/HTML specials (dslogs.analyzer.core.textsafe).
     return " ".join(textsafe.markdown(str(text)).split())
 
 
@@ -298,7 +298,7 @@ def render_markdown(model: dict) -> str:
                  _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
         out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
     out += _server_metrics(model.get("server_metrics") or [])
-    from analyzer.render.glossary import GLOSSARY
+    from dslogs.analyzer.render.glossary import GLOSSARY
 
     out += ["## Glossary", ""] + [f"- **{_text(w)}**: {_text(m)}" for w, m in GLOSSARY.items()] + [""]
     return "\n".join(out).rstrip() + "\n"

@@ -34,8 +34,8 @@ import re
 import zlib
 from functools import cache
 
-from analyzer.core.resources import templates_dir
-from analyzer.model import result_cache
+from dslogs.analyzer.core.resources import templates_dir
+from dslogs.analyzer.model import result_cache
 
 PAGE_VERSION = 1  # the stored layout below
 BUNDLE_DIR = "vendor"  # templates/vendor/: the bundle shipped with dslogs (package data)
@@ -62,7 +62,7 @@ def bundle_file_name() -> str:
 def read_bundle(name: str) -> str | None:
     """The bundle as shipped in templates/vendor/, else as kept in the user's cache folder; None
     when neither holds a whole one (a file that fails to read or looks cut short)."""
-    from analyzer.ingest import cache_home
+    from dslogs.analyzer.ingest import cache_home
 
     for path in (templates_dir() / BUNDLE_DIR / name, cache_home() / name):
         try:

@@ -9,27 +9,27 @@ FORMATS = ("html", "json", "md")
 def render_report(model: dict, fmt: str) -> str:
     """``model`` (dslogs.report/1) as ``fmt``: html (self-contained page), json or md."""
     if fmt == "json":
-        from analyzer.model.report import report_to_json
-        from analyzer.model.result_cache import json_text
+        from dslogs.analyzer.model.report import report_to_json
+        from dslogs.analyzer.model.result_cache import json_text
 
         # a model found in the result cache prints the very text it was kept as
         return json_text(model) or report_to_json(model)
     if fmt == "md":
-        from analyzer.render.markdown import render_markdown
+        from dslogs.analyzer.render.markdown import render_markdown
 
         return render_markdown(model)
     if fmt == "html":
         # A warm run writes the page kept with the model (no jinja2 or chart code imported);
         # else the page is rendered, and kept with the model when it came from the cache.
-        from analyzer.render.page_cache import cached_html
+        from dslogs.analyzer.render.page_cache import cached_html
 
         page = cached_html(model)
         if page is None:
-            from analyzer.render.html import render_html
+            from dslogs.analyzer.render.html import render_html
 
             page = render_html(model, keep=True)
         return page
-    from analyzer.core.errors import UsageError
+    from dslogs.analyzer.core.errors import UsageError
 
     raise UsageError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")
 
@@ -38,17 +38,17 @@ def render_capacity(model: dict, fmt: str) -> str:
     """The capacity model (dslogs.capacity/1) as ``fmt``: what ``dslogs capacity`` writes and the
     Python API's ``Capacity.save`` and ``_repr_html_`` show."""
     if fmt == "json":
-        from analyzer.model.report import report_to_json
+        from dslogs.analyzer.model.report import report_to_json
 
         return report_to_json(model)
     if fmt == "md":
-        from analyzer.render.markdown import render_capacity_markdown
+        from dslogs.analyzer.render.markdown import render_capacity_markdown
 
         return render_capacity_markdown(model)
     if fmt == "html":
-        from analyzer.render.html import render_capacity_html
+        from dslogs.analyzer.render.html import render_capacity_html
 
         return render_capacity_html(model)
-    from analyzer.core.errors import UsageError
+    from dslogs.analyzer.core.errors import UsageError
 
     raise UsageError(f"unknown capacity format {fmt!r}; valid: {', '.join(FORMATS)}")

@@ -1,12 +1,12 @@
 """The weekly report's pages: Markdown and HTML (with its chart as static SVG) of the model that
-``analyzer.model.weekly`` builds."""
+``dslogs.analyzer.model.weekly`` builds."""
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.core.errors import UsageError
-from analyzer.model.diff import REGRESSION_PCT
-from analyzer.render.diff_md import md_finding_changes, md_text
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.model.diff import REGRESSION_PCT
+from dslogs.analyzer.render.diff_md import md_finding_changes, md_text
 
 
 def render_markdown_weekly(model: dict) -> str:
@@ -54,8 +54,8 @@ def render_markdown_weekly(model: dict) -> str:
 
 def weekly_chart_svg(model: dict) -> str | None:
     """Static SVG of the weekly page's chart (no JavaScript needed)."""
-    from analyzer.render.charts import specs as charts
-    from analyzer.render.html import chart_svg, stable_svg_ids
+    from dslogs.analyzer.render.charts import specs as charts
+    from dslogs.analyzer.render.html import chart_svg, stable_svg_ids
 
     made = charts.page_charts("weekly", model)
     svg = chart_svg(made[0].spec) if made else None
@@ -65,7 +65,7 @@ def weekly_chart_svg(model: dict) -> str | None:
 def render_html_weekly(model: dict) -> str:
     from markupsafe import Markup
 
-    from analyzer.render.html import render_page
+    from dslogs.analyzer.render.html import render_page
 
     svg = weekly_chart_svg(model)
     ctx = {"w": model, "generated_at": model.get("generated_at", ""), "version": model.get("dslogs_version", ""),

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from importlib import import_module
 
-from analyzer.core import thresholds as _thresholds
-from analyzer.rules.registry import (
+from dslogs.analyzer.core import thresholds as _thresholds
+from dslogs.analyzer.rules.registry import (
     CHECK_SPECS,
     RULE_SPECS,
     SEVERITY_RANK,

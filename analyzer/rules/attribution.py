@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
+from dslogs.analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
 
 # -- memory ------------------------------------------------------------------------------------
 

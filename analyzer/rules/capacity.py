@@ -3,9 +3,9 @@ levels. The curve they read is analyzer/rules/capacity_curve.py's, the report's 
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.rules.capacity_curve import SETTING, _proc, group_levels, knee_of, time_beyond
-from analyzer.rules.registry import RuleOutcome, _plural, finding, rule
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.rules.capacity_curve import SETTING, _proc, group_levels, knee_of, time_beyond
+from dslogs.analyzer.rules.registry import RuleOutcome, _plural, finding, rule
 
 
 @rule(

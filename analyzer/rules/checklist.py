@@ -8,12 +8,12 @@ findings of the check's rules or saying why there is none.
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.rules.attribution import largest_rise
-from analyzer.rules.hosts import host_gpu_peaks
-from analyzer.rules.latency import _metric_row
-from analyzer.rules.memory import oom_count
-from analyzer.rules.registry import (
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.rules.attribution import largest_rise
+from dslogs.analyzer.rules.hosts import host_gpu_peaks
+from dslogs.analyzer.rules.latency import _metric_row
+from dslogs.analyzer.rules.memory import oom_count
+from dslogs.analyzer.rules.registry import (
     Measure,
     below,
     check,

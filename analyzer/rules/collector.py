@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.rules.registry import RuleOutcome, _host_findings, _plural, finding, rule
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.rules.registry import RuleOutcome, _host_findings, _plural, finding, rule
 
 
 @rule(

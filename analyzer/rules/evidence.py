@@ -12,7 +12,7 @@ that names sessions
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
+from dslogs.analyzer.core import format as fmt
 
 ATTRIBUTION_DOC = "docs/rules.md#attribution-by-request"
 EVIDENCE_REQUESTS = 8  # requests shown per session in a memory finding's evidence

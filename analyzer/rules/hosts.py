@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.rules.attribution import Credits, attribute_deltas, credited_requests, kept_in_all
-from analyzer.rules.registry import (
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.rules.attribution import (
+    Credits,
+    attribute_deltas,
+    credited_requests,
+    kept_in_all,
+)
+from dslogs.analyzer.rules.registry import (
     RuleOutcome,
     _host_findings,
     _plural,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from analyzer.core import format as fmt
-from analyzer.rules.attribution import _proc_name, memory_leak_verdicts
-from analyzer.rules.registry import (
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.rules.attribution import _proc_name, memory_leak_verdicts
+from dslogs.analyzer.rules.registry import (
     RuleOutcome,
     _host_findings,
     _plural,

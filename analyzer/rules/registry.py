@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from analyzer.core import thresholds as _thresholds
-from analyzer.core.severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (the rules' names for them)
+from dslogs.analyzer.core import thresholds as _thresholds
+from dslogs.analyzer.core.severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (the rules' names for them)
 
 # -- the registry ------------------------------------------------------------------------------
 # Each rule is registered once, by the @rule decorator on its function: what it is (id, default
@@ -48,7 +48,7 @@ def rule(
     gpu: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn(metrics, ingest, thresholds) -> RuleOutcome`` as rule ``rule_id``; it judges
-    by ``thresholds[rule_id]``, the table of that name in ``analyzer.core.thresholds.TABLES``.
+    by ``thresholds[rule_id]``, the table of that name in ``dslogs.analyzer.core.thresholds.TABLES``.
     ``needs`` (required, ``()`` for none) names the SIGNALS the rule cannot judge without: where
     no source format of a run carries one, its "no data" says so rather than blaming the logs."""
 
@@ -86,14 +86,14 @@ def _check_needs(what: str, needs) -> None:
 def not_carried(formats: dict | None, needs) -> list[str]:
     """The ``needs`` that no source format the run read events in carries (none when it read no
     events)."""
-    from analyzer.ingest import unavailable
+    from dslogs.analyzer.ingest import unavailable
 
     return [n for n in needs if unavailable(formats, n)]
 
 
 def not_available(formats: dict | None) -> tuple[str, str]:
     """(status, reason) of a check or rule whose input the run's source formats do not carry."""
-    from analyzer.ingest import NOT_AVAILABLE
+    from dslogs.analyzer.ingest import NOT_AVAILABLE
 
     return NOT_AVAILABLE, "not available for this source (" + ", ".join(sorted(formats or {})) + ")"
 

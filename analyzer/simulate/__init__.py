@@ -26,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 
-from analyzer.core.errors import UsageError
-from analyzer.core.time import wall_clock
-from analyzer.simulate.files import RotatingWriter
-from analyzer.simulate.legacy import LegacyHost
-from analyzer.simulate.scenarios import (
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.time import wall_clock
+from dslogs.analyzer.simulate.files import RotatingWriter
+from dslogs.analyzer.simulate.legacy import LegacyHost
+from dslogs.analyzer.simulate.scenarios import (
     GLOBAL,
     HOST,
     INGEST,
@@ -42,9 +42,9 @@ from analyzer.simulate.scenarios import (
     normalise,
     p50,
 )
-from analyzer.simulate.traffic import MS_PER_HOUR, Host, Planner, Session
-from analyzer.simulate.v1 import V1Host
-from collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
+from dslogs.analyzer.simulate.traffic import MS_PER_HOUR, Host, Planner, Session
+from dslogs.analyzer.simulate.v1 import V1Host
+from dslogs_collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "simulate"]
 
@@ -106,7 +106,7 @@ class _Run:
         sessions = self.planner(host).sessions()
         if self.change is None:
             return sessions
-        from analyzer.simulate.changes import apply_all
+        from dslogs.analyzer.simulate.changes import apply_all
 
         return apply_all(sessions, self.change[0], host.start_ms + self.change[1])
 
@@ -267,7 +267,7 @@ def _change_plan(change, change_at, start_dt: datetime, span_ms: int):
     """(change name, ms after the start) or None; the change lies inside the run."""
     if change is None:
         return None
-    from analyzer.simulate.changes import check
+    from dslogs.analyzer.simulate.changes import check
 
     check(change)
     if change_at is None:
@@ -453,7 +453,7 @@ def _simulate(
         "p50": {k: p50(v) for k, v in sv.items()},
     }
     if change_plan:
-        from analyzer.simulate.changes import truth_entry
+        from dslogs.analyzer.simulate.changes import truth_entry
 
         at = start_dt + timedelta(milliseconds=change_plan[1])
         doc["change"] = truth_entry(change, at.isoformat(), change_plan[1])

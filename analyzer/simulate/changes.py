@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.core.errors import UsageError
-from analyzer.simulate.traffic import KV_MB_PER_TOKEN, Req, Session
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.simulate.traffic import KV_MB_PER_TOKEN, Req, Session
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 
-from analyzer.core.errors import UsageError
-from analyzer.simulate.traffic import new_uuid
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.simulate.traffic import new_uuid
 
 START = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
 WINDOW_S = 40 * 60
@@ -526,7 +526,7 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
                                                                 if "_process" in details else {})},
     }  # fmt: skip
     doc = {
-        "seed": seed, "format": spec.fmt, "generator": "analyzer.simulate.concurrent",
+        "seed": seed, "format": spec.fmt, "generator": "dslogs.analyzer.simulate.concurrent",
         "args": {"scenario": name, "seed": seed, "host_prefix": host_prefix},
         "scenarios": {name: entry}, "healthy_sessions": sorted(s for s, f in faults.items() if not f),
         "bad_lines": [], "files": files, "events": events, "requests": requests, "sessions": len(faults),

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 
-from analyzer.simulate.traffic import Req, Session
-from analyzer.simulate.v1 import BadLines, V1Host, _r
+from dslogs.analyzer.simulate.traffic import Req, Session
+from dslogs.analyzer.simulate.v1 import BadLines, V1Host, _r
 
 SWAP_WITHIN_MS = 3
 SWAP_PROBABILITY = 0.1

@@ -1,4 +1,4 @@
-"""Fault scenarios: one per rule id (analyzer.rules), plus ``healthy``.
+"""Fault scenarios: one per rule id (dslogs.analyzer.rules), plus ``healthy``.
 
 A scenario names the rule it should make fire, the scope it is injected at, the formats that
 can carry it, and its fault: hooks the generic traffic model calls (``traffic.Planner``), so a
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from math import exp
 from statistics import median
 
-from analyzer.core.errors import UsageError
-from analyzer.simulate.traffic import (
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.simulate.traffic import (
     KIND_CPU,
     KIND_THROTTLED,
     NZ,

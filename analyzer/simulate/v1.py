@@ -19,9 +19,9 @@ from functools import cache
 from operator import itemgetter
 from random import Random
 
-from analyzer.simulate.files import RotatingWriter
-from analyzer.simulate.timefmt import TsFormatter
-from analyzer.simulate.traffic import (
+from dslogs.analyzer.simulate.files import RotatingWriter
+from dslogs.analyzer.simulate.timefmt import TsFormatter
+from dslogs.analyzer.simulate.traffic import (
     CONTEXT_MB,
     GPU_TOTAL_MB,
     KIND_CPU,

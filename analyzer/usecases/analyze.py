@@ -3,17 +3,17 @@ engine, into the report model (or the capacity model)."""
 
 from __future__ import annotations
 
-from analyzer.core import progress
-from analyzer.core.selection import Selection
-from analyzer.core.thresholds import defaults
-from analyzer.engines.compute import compute_metrics, session_requests
-from analyzer.engines.duckdb import as_source
-from analyzer.engines.registry import open_engine
-from analyzer.metrics.registry import bucket_for_span, parameters
-from analyzer.metrics.results import release_tables
-from analyzer.model import report as report_model
-from analyzer.model import result_cache
-from analyzer.usecases.window import note_if_empty
+from dslogs.analyzer.core import progress
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import compute_metrics, session_requests
+from dslogs.analyzer.engines.duckdb import as_source
+from dslogs.analyzer.engines.registry import open_engine
+from dslogs.analyzer.metrics.registry import bucket_for_span, parameters
+from dslogs.analyzer.metrics.results import release_tables
+from dslogs.analyzer.model import report as report_model
+from dslogs.analyzer.model import result_cache
+from dslogs.analyzer.usecases.window import note_if_empty
 
 
 def build_report(source, thresholds: dict | None = None) -> dict:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from analyzer import ingest
-from analyzer.core.errors import UsageError
-from analyzer.core.selection import Selection
-from analyzer.core.time import parse_window
-from analyzer.engines.registry import open_engine
-from analyzer.model.diff import REGRESSION_PCT, Side, diff_sides, parse_range, read_values
-from analyzer.model.load import saved_report
-from analyzer.usecases.analyze import build_report
+from dslogs.analyzer import ingest
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.core.time import parse_window
+from dslogs.analyzer.engines.registry import open_engine
+from dslogs.analyzer.model.diff import REGRESSION_PCT, Side, diff_sides, parse_range, read_values
+from dslogs.analyzer.model.load import saved_report
+from dslogs.analyzer.usecases.analyze import build_report
 
 
 def load_side(selection: Selection, label: str) -> Side:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from analyzer import ingest
-from analyzer.core.errors import DslogsError, UsageError
-from analyzer.core.selection import Selection
-from analyzer.core.time import zone as tz_zone
-from analyzer.model.weekly import (
+from dslogs.analyzer import ingest
+from dslogs.analyzer.core.errors import DslogsError, UsageError
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.core.time import zone as tz_zone
+from dslogs.analyzer.model.weekly import (
     compare_models,
     default_week,
     load_previous_model,
@@ -24,7 +24,7 @@ from analyzer.model.weekly import (
     week_bounds,
     week_label,
 )
-from analyzer.usecases.analyze import analyze
+from dslogs.analyzer.usecases.analyze import analyze
 
 
 def newest_log_day(selection: Selection) -> date:

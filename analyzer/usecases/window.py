@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from analyzer import ingest
-from analyzer.core.selection import Selection
+from dslogs.analyzer import ingest
+from dslogs.analyzer.core.selection import Selection
 
 
 def empty_window_note(selection: Selection) -> dict | None:
     """The note for a window that holds no events while the files hold some: how many files, the
     data's first and last event, and a --since or --until that includes every one of them (in the
     logs' zone, as the options read it)."""
-    from analyzer.core.time import zone
+    from dslogs.analyzer.core.time import zone
 
     whole = selection.window(None, None)
     extent = ingest.data_extent(list(whole.paths), tz=whole.tz, cache=whole.cache, use_cache=whole.use_cache)

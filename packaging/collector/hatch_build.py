@@ -1,4 +1,4 @@
-"""Ship ../../collector (the repository's one copy) as the package `collector`.
+"""Ship ../../collector (the repository's one copy) as the package `dslogs_collector`.
 
 In a checkout the sources are two levels up; in this distribution's sdist they were copied
 next to this file. Files are added one by one (*.py and the schema JSON), so a __pycache__ or
@@ -43,7 +43,9 @@ class CollectorSourcesHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version, build_data):
+        if version == "editable":
+            return  # the checkout's dslogs_collector link (next to this file) is put on the path
         src = collector_sources(self.root)
         for name in sorted(os.listdir(src)):
             if name.endswith(SHIPPED_SUFFIXES):
-                build_data["force_include"][os.path.join(src, name)] = f"collector/{name}"
+                build_data["force_include"][os.path.join(src, name)] = f"dslogs_collector/{name}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def _has_diagnosis() -> bool:
     """Branch diagnosis's rules attribute memory by per-request deltas (new thresholds)."""
-    from analyzer.core.thresholds import defaults
+    from dslogs.analyzer.core.thresholds import defaults
 
     return "leak_per_request_mb" in defaults().get("memory_leak", {})
 

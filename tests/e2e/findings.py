@@ -23,10 +23,10 @@ TABLES: list[dict] = []
 
 
 def analyze(log_dir: Path, *extra: str) -> dict:
-    """The report model from the real CLI (``python -m analyzer analyze DIR --format json``),
+    """The report model from the real CLI (``python -m dslogs analyze DIR --format json``),
     run from the log folder's parent as a user would, with no cache written next to the logs."""
     proc = subprocess.run(
-        [sys.executable, "-m", "analyzer", "analyze", str(log_dir), "--format", "json", "--no-cache", *extra],
+        [sys.executable, "-m", "dslogs", "analyze", str(log_dir), "--format", "json", "--no-cache", *extra],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )
     assert proc.returncode == 0, f"dslogs analyze failed ({proc.returncode}): {proc.stderr[-2000:]}"

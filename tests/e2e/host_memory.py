@@ -30,7 +30,7 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
     import gradio.profiling
     import gradio.queueing
 
-    from collector import Tracer
+    from dslogs_collector import Tracer
     from tests.e2e.apps.fake_gpu import FakeCuda
     from tests.e2e.apps.faults import Plan
     from tests.e2e.apps.gradio_chat import ChatApp, build_demo

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from collector import Tracer
+from dslogs_collector import Tracer
 from tests.e2e.apps.fake_gpu import FakeCuda
 from tests.e2e.apps.faults import HOST_LEAK_MB, Plan
 from tests.e2e.apps.serving import free_port, patient_client

@@ -46,7 +46,10 @@ def test_every_late_host_leak_is_named_and_no_innocent(leak_run):
         # heap growth lands in it too: 30.1 to 50.9 MiB over 28 runs of bench/host_ram_e2e.py and
         # this test; a double count would read 80, a missed turn 20.
         assert 0.7 * HOST_LEAK_MB <= row["rss_kept_per_request_mb"] <= 1.3 * HOST_LEAK_MB, row
-        assert 120 <= row["rss_kept_mb"] <= 200, row
+        # in all: those requests' 40 MiB each, within the same 30 % (4 turns: 112 to 208 MiB; a
+        # fixed 120-200 failed at 4 x 50.3 = 201.1, a per-request figure the line above accepts)
+        n = row["requests_counted"]
+        assert n >= 3 and 0.7 * HOST_LEAK_MB * n <= row["rss_kept_mb"] <= 1.3 * HOST_LEAK_MB * n, row
 
 
 def test_large_transients_under_concurrency_name_no_session(transient_run):
@@ -56,8 +59,8 @@ def test_large_transients_under_concurrency_name_no_session(transient_run):
     assert not j["innocent"], j
     # the scenario did what it says: some request's before/after readings saw another request's
     # 200 MiB come or go (else this test would prove nothing)
-    from analyzer.ingest.logs import open_logs
-    from analyzer.metrics.results import run_metric
+    from dslogs.analyzer.ingest.logs import open_logs
+    from dslogs.analyzer.metrics.results import run_metric
 
     db = open_logs([str(served["log_dir"])], use_cache=False)
     deltas = [r["rss_delta_mb"] for r in run_metric(db.con, "request_memory_deltas", {}) if r["rss_delta_mb"] is not None]

@@ -127,7 +127,7 @@ def article_run(log_root):
 def dslogs_run(log_root):
     import streamlit as st
 
-    from collector import default_tracer, set_default_tracer
+    from dslogs_collector import default_tracer, set_default_tracer
 
     log_dir = log_root / "streamlit_dslogs" / "logs"
     with pytest.MonkeyPatch.context() as mp:

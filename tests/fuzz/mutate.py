@@ -7,7 +7,7 @@ import json
 import random
 from datetime import datetime, timedelta
 
-from analyzer.ingest.columns import RAW_COLUMNS
+from dslogs.analyzer.ingest.columns import RAW_COLUMNS
 from tests.ingest_lines import legacy_turn, v1, v1_request
 
 BYTE_MUTATIONS = ("flip", "truncate", "insert", "delete", "duplicate", "splice_lines", "crlf", "gzip")

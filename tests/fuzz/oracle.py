@@ -1,6 +1,6 @@
 """The fuzz suite's oracle: which lines of a log are events, judged one line at a time.
 
-It applies ``analyzer.ingest.validate``'s LINE_RULES (documented there, in one place) independently of
+It applies ``dslogs.analyzer.ingest.validate``'s LINE_RULES (documented there, in one place) independently of
 the reader: no batches, no fast path, no suspects. Rules 3-5 with Python's json, rule 6 by
 reading the line alone with DuckDB's read_json and the reader's schema (``RAW_COLUMNS``),
 rules 7-8 with the events view's own time expression (``analyzer/ingest/views/events.sql``).
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import duckdb
 
-from analyzer.ingest.columns import RAW_COLUMNS
-from analyzer.ingest.validate import MAX_LINE_BYTES
-from analyzer.ingest.viewdefs import view_sql
+from dslogs.analyzer.ingest.columns import RAW_COLUMNS
+from dslogs.analyzer.ingest.validate import MAX_LINE_BYTES
+from dslogs.analyzer.ingest.viewdefs import view_sql
 
 
 @dataclass

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.render.html import render_html
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.render.html import render_html
 from tests.browser_helpers import open_offline
 from tests.fuzz.mutate import HOSTILE, STRING_FIELDS, base_events, encode
 from tests.ingest_lines import write_lines
@@ -86,7 +86,7 @@ def test_every_output_completes_and_stays_in_its_medium(cases, tmp_path):
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"), reason="chromium is not installed")
 def test_html_opens_in_chromium_with_nothing_injected(cases, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    from analyzer.usecases.analyze import analyze_logs
+    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     pages = []
     for k, logs in enumerate(cases):

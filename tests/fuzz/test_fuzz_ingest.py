@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
-from analyzer.core.errors import InputError
-from analyzer.ingest.logs import open_logs
-from analyzer.ingest.validate import SAMPLES_PER_FILE
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.ingest.validate import SAMPLES_PER_FILE
 from tests.fuzz.mutate import (
     BYTE_MUTATIONS,
     base_events,

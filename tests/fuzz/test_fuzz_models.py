@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.core.errors import UsageError
-from analyzer.core.numbers import parse_number
-from analyzer.model.diff import Side, diff_sides
-from analyzer.model.load import check_model
-from analyzer.render.diff_html import render_diff
-from analyzer.render.html import render_html
-from analyzer.render.markdown import render_markdown
-from analyzer.usecases.analyze import analyze_logs
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.numbers import parse_number
+from dslogs.analyzer.model.diff import Side, diff_sides
+from dslogs.analyzer.model.load import check_model
+from dslogs.analyzer.render.diff_html import render_diff
+from dslogs.analyzer.render.html import render_html
+from dslogs.analyzer.render.markdown import render_markdown
+from dslogs.analyzer.usecases.analyze import analyze_logs
 from tests.ingest_lines import v1_request, write_lines
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from analyzer.live.watch import LogTail, Window, render_frame
+from dslogs.analyzer.live.watch import LogTail, Window, render_frame
 
 CASES = max(int(os.environ.get("DSLOGS_FUZZ_CASES", "0") or 0), 25)
 TS = "2026-11-23T10:00:00+00:00"

@@ -5,7 +5,7 @@ through pyspark: ``local[*]`` on one box, any master URL on a cluster, over JSON
 that ``dslogs compact`` writes, at any path Spark reads (``file://``, ``s3a://``, ``hdfs://``).
 Spark does not restate the analysis; it moves bytes and runs DuckDB in its tasks:
 
-1. sources: local paths go through ``analyzer.ingest.discovery`` (same files, same name-date pruning,
+1. sources: local paths go through ``dslogs.analyzer.ingest.discovery`` (same files, same name-date pruning,
    same de-duplication); URLs are listed with Hadoop's FileSystem; a compacted folder is read
    from its manifest.
 2. host groups, on the driver (``host_groups``): each file's host is guessed (a compacted file's

@@ -9,10 +9,10 @@ import os
 import warnings
 from pathlib import Path
 
-from analyzer.core.errors import UsageError, one_line
-from analyzer.core.views import VIEWS
-from analyzer.engines.registry import engine
-from analyzer.engines.spark.executors import (
+from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.views import VIEWS
+from dslogs.analyzer.engines.registry import engine
+from dslogs.analyzer.engines.spark.executors import (
     GroupFile,
     _decode_fn,
     _from_ipc,
@@ -20,8 +20,8 @@ from analyzer.engines.spark.executors import (
     _iso_micros,
     _Task,
 )
-from analyzer.engines.spark.session import GROUP_SCHEMA, get_spark
-from analyzer.engines.spark.sources import (
+from dslogs.analyzer.engines.spark.session import GROUP_SCHEMA, get_spark
+from dslogs.analyzer.engines.spark.sources import (
     _collect,
     _escape_glob,
     _hadoop_uri,
@@ -115,7 +115,7 @@ class SparkSource:
         return self._ingest
 
     def columns(self, view: str) -> set[str]:
-        from analyzer.engines.merge import empty_events_sql, load_partition
+        from dslogs.analyzer.engines.merge import empty_events_sql, load_partition
 
         con = _driver_connection(self.zone)
         try:
@@ -129,7 +129,7 @@ class SparkSource:
         return self._bounds
 
     def run(self, names, params: dict) -> dict[str, list[dict]]:
-        from analyzer.engines.merge import merge_tables, pick_bucket
+        from dslogs.analyzer.engines.merge import merge_tables, pick_bucket
 
         self._prepare()
         names = list(names)
@@ -178,8 +178,8 @@ class SparkSource:
         """The first read: every group's tables for the default thresholds, its ingest and bounds."""
         if self._speculative is not None:
             return
-        from analyzer.core.thresholds import defaults
-        from analyzer.metrics.registry import METRIC_QUERIES, parameters
+        from dslogs.analyzer.core.thresholds import defaults
+        from dslogs.analyzer.metrics.registry import METRIC_QUERIES, parameters
 
         names, params = list(METRIC_QUERIES), parameters(defaults(), "hour")
         tables, metas = self._job(self._live(), "analysis", names, params, speculative=True)
@@ -189,7 +189,7 @@ class SparkSource:
 
     def _combine(self, metas: dict[int, dict]) -> tuple[dict, tuple[str | None, str | None]]:
         """The run's ingest block and time bounds from the groups' and the driver's counts."""
-        from analyzer.ingest import SAMPLES_TOTAL
+        from dslogs.analyzer.ingest import SAMPLES_TOTAL
 
         ingest = {**self._base_ingest, "bad_line_samples": []}
         formats: dict[str, int] = {}
@@ -359,9 +359,9 @@ def open_spark(selection, materialize: bool = True) -> SparkSource:
     ``selection.master``: the same files, ingest block and window as ``ingest.open``; they are
     read at the first use (see ``SparkSource``). The DuckDB engine's options (cache,
     ``materialize``) have no meaning here."""
-    from analyzer.core import progress
-    from analyzer.core.time import iso, zone_name
-    from analyzer.ingest import dataset_ingest
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.core.time import iso, zone_name
+    from dslogs.analyzer.ingest import dataset_ingest
 
     paths, since, until, tz = list(selection.paths), selection.since, selection.until, selection.tz
     master, session_attr = selection.master, selection.session_attr
@@ -379,7 +379,7 @@ def open_spark(selection, materialize: bool = True) -> SparkSource:
     ingest["skipped_files"] += len(empty)
     files: list[GroupFile] = []
     # Prometheus snapshots hold no events: read here, on the driver, as open_logs reads them
-    from analyzer.ingest import is_snapshot, read_snapshots
+    from dslogs.analyzer.ingest import is_snapshot, read_snapshots
 
     snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
     if snapshots:
@@ -417,7 +417,7 @@ def spark_views(source: SparkSource) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from analyzer.engines.merge import empty_events_sql, load_partition
+    from dslogs.analyzer.engines.merge import empty_events_sql, load_partition
 
     con = _driver_connection(source.zone)
     try:
@@ -445,7 +445,7 @@ def spark_views(source: SparkSource) -> None:
 
 def spark_query(selection, sql: str):
     """``dslogs query --engine spark``: Spark SQL over the views events, requests, sessions."""
-    from analyzer.core.results import QueryResult
+    from dslogs.analyzer.core.results import QueryResult
 
     source = open_spark(selection)
     try:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from analyzer.core.resources import memory_limit
-from analyzer.core.views import VIEWS
+from dslogs.analyzer.core.resources import memory_limit
+from dslogs.analyzer.core.views import VIEWS
 
 # -- in the executors ----------------------------------------------------------------------------
 #
@@ -83,7 +83,7 @@ def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, m
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analyzer.engines.merge import load_partition
+    from dslogs.analyzer.engines.merge import load_partition
 
     os.environ["DSLOGS_THREADS"] = str(_worker_threads())
     shown: dict[str, str] = {}
@@ -102,8 +102,8 @@ def _open_group(task: _Task, files: list[GroupFile], contents: dict, tmp: str, m
     parts = [f for f in sorted(files, key=lambda f: f.index) if f.kind == "parquet"]
     ingest = None
     if shown:
-        from analyzer import ingest
-        from analyzer.core.selection import Selection
+        from dslogs.analyzer import ingest
+        from dslogs.analyzer.core.selection import Selection
 
         selection = Selection(paths=tuple(shown), since=task.since, until=task.until, tz=task.tz, use_cache=False,
                               session_attr=task.session_attr)  # fmt: skip
@@ -157,7 +157,7 @@ def _group_meta(con, ingest: dict | None, shown: dict) -> dict:
 def _candidate_buckets(zone: str, first_us: int | None, last_us: int | None) -> list[str]:
     """Timeline buckets the fleet's span may pick: the fleet spans at least this group's span, so
     only this group's bucket and coarser ones (metrics.bucket_for_span)."""
-    from analyzer.metrics.registry import bucket_for_span
+    from dslogs.analyzer.metrics.registry import bucket_for_span
 
     order = ["second", "minute", "hour", "day"]
     if first_us is None:
@@ -204,7 +204,7 @@ def _run_group(task: _Task, files: list[GroupFile], contents: dict, mode: str, n
     """One group's (name, IPC table) rows and its "@meta" row (see ``_group_fn``)."""
     import tempfile
 
-    from analyzer.engines.merge import partition_tables
+    from dslogs.analyzer.engines.merge import partition_tables
 
     out: list[tuple[str, bytes]] = []
     with tempfile.TemporaryDirectory(prefix="dslogs-spark-") as tmp:
@@ -255,7 +255,7 @@ def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None
     """The SQL of a group's events from its registered Parquet tables (name, manifest host), and
     ``_dslogs_jsonl`` when ``with_jsonl``; only those of ``sessions`` when given (a drill-down
     needs nothing else)."""
-    from analyzer.ingest import EVENT_COLUMNS, event_type
+    from dslogs.analyzer.ingest import EVENT_COLUMNS, event_type
 
     selects = [f"SELECT {', '.join(EVENT_COLUMNS)} FROM _dslogs_jsonl"] if with_jsonl else []
     for name, host in inputs:
@@ -271,7 +271,7 @@ def parquet_events_sql(con, inputs: list[tuple[str, str | None]], lo: str | None
                 cols.append(f"NULL::{event_type(c)} AS {c}")
         selects.append(f"SELECT {', '.join(cols)} FROM {name}")
     if not selects:
-        from analyzer.engines.merge import empty_events_sql
+        from dslogs.analyzer.engines.merge import empty_events_sql
 
         return empty_events_sql(), {}
     where, params = [], {}

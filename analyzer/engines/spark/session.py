@@ -10,7 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.errors import UsageError, one_line
 
 LOG4J_FILE = Path(__file__).resolve().with_name("log4j2.properties")
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from analyzer.core.errors import InputError
-from analyzer.engines.spark.session import _GLOB_CHARS
+from dslogs.analyzer.core.errors import InputError
+from dslogs.analyzer.engines.spark.session import _GLOB_CHARS
 
 # -- sources -----------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ def _list_url(spark, url: str) -> tuple[list[tuple[str, int]], list[str]]:
 
 
 def _manifest_name() -> str:
-    from analyzer.ingest import MANIFEST
+    from dslogs.analyzer.ingest import MANIFEST
 
     return MANIFEST
 
@@ -120,9 +120,9 @@ def _manifest_name() -> str:
 
 def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
     """The JSONL files and compacted datasets under ``paths``: local paths through
-    analyzer.ingest.discovery (the DuckDB path's files, order and pruning), Hadoop URLs (s3a://,
+    dslogs.analyzer.ingest.discovery (the DuckDB path's files, order and pruning), Hadoop URLs (s3a://,
     hdfs://, ...) listed with Hadoop's FileSystem and pruned by the same name-date rule."""
-    from analyzer.ingest import dataset, discovery
+    from dslogs.analyzer.ingest import dataset, discovery
 
     sources = Sources()
     local: list[str] = []
@@ -147,7 +147,7 @@ def resolve_sources(spark, paths: list[str], since=None, until=None) -> Sources:
         for url, size in sorted(urls, key=lambda u: discovery.name_sort_key(u[0])):
             sources.jsonl.append(SourceFile(url, _escape_glob(url), _hadoop_uri(spark, url), size))
     if local:
-        from analyzer.ingest import fingerprint, is_snapshot
+        from dslogs.analyzer.ingest import fingerprint, is_snapshot
 
         found = discovery.discover(local, since, until)
         sources.skipped_files += found.skipped_files

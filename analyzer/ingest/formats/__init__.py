@@ -57,7 +57,7 @@ JSONL_NAMES_TEXT = "*.jsonl, *.N.jsonl, *.jsonl.N"
 
 @dataclass(frozen=True)
 class Format:
-    """One source format; its module is ``analyzer.ingest.formats.<name>``."""
+    """One source format; its module is ``dslogs.analyzer.ingest.formats.<name>``."""
 
     name: str  # its module's name
     order: int  # sniff order, and the order of the source_format CASE's arms (lowest first)

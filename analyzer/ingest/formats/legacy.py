@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.ingest.formats import JSONL_NAMES, JSONL_NAMES_TEXT, LINES, Format
+from dslogs.analyzer.ingest.formats import JSONL_NAMES, JSONL_NAMES_TEXT, LINES, Format
 
 _DSLOGS_KEY = re.compile(rb'"(stage|timestamp|session_id|request_id)"\s*:')
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analyzer.ingest.formats import STATEMENT, Format
+from dslogs.analyzer.ingest.formats import STATEMENT, Format
 
 _SPANS_KEY = re.compile(rb'^\s*\{\s*"resourceSpans"')
 

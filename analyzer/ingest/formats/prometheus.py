@@ -1,17 +1,17 @@
 """Prometheus text snapshots of a serving engine's ``/metrics`` (``*.prom``): no events, read
-aside into the report's server metrics by ``analyzer.ingest.prometheus``."""
+aside into the report's server metrics by ``dslogs.analyzer.ingest.prometheus``."""
 
 from __future__ import annotations
 
 import re
 
-from analyzer.ingest.formats import SNAPSHOT, Format
+from dslogs.analyzer.ingest.formats import SNAPSHOT, Format
 
 _PROM = re.compile(rb"^(# (HELP|TYPE) [a-zA-Z_:][\w:]* |[a-zA-Z_:][\w:]*(\{[^}]*\})? [-+0-9.eEnNaIif]+)", re.M)
 
 
 def _sniff(head: bytes, first) -> bool:
-    from analyzer.ingest.prometheus import looks_like
+    from dslogs.analyzer.ingest.prometheus import looks_like
 
     return first() is None and looks_like(head)
 
@@ -24,7 +24,7 @@ def _describe(text: bytes) -> str | None:
 
 
 def _snapshots(files, lo, hi):
-    from analyzer.ingest.prometheus import read_servers
+    from dslogs.analyzer.ingest.prometheus import read_servers
 
     return read_servers(files, lo, hi)
 

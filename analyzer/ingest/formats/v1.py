@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.ingest.formats import JSONL_NAMES, JSONL_NAMES_TEXT, LINES, Format
+from dslogs.analyzer.ingest.formats import JSONL_NAMES, JSONL_NAMES_TEXT, LINES, Format
 
 _V_KEY = re.compile(rb'"v"\s*:')
 

@@ -1,5 +1,5 @@
 """The SQL of the views over the store, one file each (``events``, ``requests``, ``sessions``,
-``legacy_request_ids``); ``analyzer.ingest.viewdefs`` defines them on a connection.
+``legacy_request_ids``); ``dslogs.analyzer.ingest.viewdefs`` defines them on a connection.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from analyzer.ingest import formats
+from dslogs.analyzer.ingest import formats
 
 VIEWS_DIR = Path(__file__).resolve().parent
 

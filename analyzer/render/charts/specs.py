@@ -1,4 +1,4 @@
-"""Vega-Lite chart specs as plain dicts (analyzer.render.charts.vl) from the models only: the report's
+"""Vega-Lite chart specs as plain dicts (dslogs.analyzer.render.charts.vl) from the models only: the report's
 aggregated `series`, and the diff and weekly models for their pages' charts.
 
 Every chart reads a few hundred rows at most: the diagnosis side already aggregates, and this
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from analyzer.core import textsafe
-from analyzer.core.severity import severity_rank
-from analyzer.core.time import parse_iso
-from analyzer.render.charts import vl as alt
+from dslogs.analyzer.core import textsafe
+from dslogs.analyzer.core.severity import severity_rank
+from dslogs.analyzer.core.time import parse_iso
+from dslogs.analyzer.render.charts import vl as alt
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart

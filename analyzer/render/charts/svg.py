@@ -1,7 +1,7 @@
 """Static SVG pictures of the report's Vega-Lite specs, for readers without JavaScript.
 
 A second chart engine (vl-convert) took seconds per report to draw a dozen pictures nobody
-interacts with. This draws the small part of Vega-Lite that `analyzer.render.charts.specs` writes — unit,
+interacts with. This draws the small part of Vega-Lite that `dslogs.analyzer.render.charts.specs` writes — unit,
 layer, hconcat and vconcat specs with inline data; line, area, bar, rule and point marks;
 quantitative (linear or log), temporal (UTC) and nominal-colour encodings; `fold` and
 `datum.f == 'v'` filter transforms — straight from the spec, in a few milliseconds. Time axes
@@ -17,7 +17,7 @@ import math
 import re
 from datetime import UTC, datetime
 
-from analyzer.core import format as fmt
+from dslogs.analyzer.core import format as fmt
 
 PALETTE = ["#2e6fdb", "#e8772e", "#2e9e6b", "#c43d52", "#7d55c7", "#8c6d31", "#d1569b", "#5b6b7f"]
 FONT = "system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"

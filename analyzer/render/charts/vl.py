@@ -1,6 +1,6 @@
 """Vega-Lite specs as plain dicts, through the small part of altair's API the report's charts use.
 
-`analyzer.render.charts.specs` builds a dozen specs per report. altair costs a third of a second to import
+`dslogs.analyzer.render.charts.specs` builds a dozen specs per report. altair costs a third of a second to import
 and validates each spec against the Vega-Lite schema in `to_dict()` (half of its time); the
 specs are ours and fixed in shape, so this module writes the same dicts directly:
 

@@ -145,7 +145,7 @@ if __name__ == "__main__":  # pragma: no cover - manual run
     import os
 
     os.environ.setdefault("GRADIO_PROFILING", "1")
-    from collector import Tracer
+    from dslogs_collector import Tracer
     from tests.e2e.apps.fake_gpu import FakeCuda
     from tests.e2e.apps.tiny_r1 import load_model, load_tokenizer
 

@@ -9,7 +9,7 @@ What changed against ../streamlit_article003/app.py:
 * `tracer.tokenize` / `tracer.generate` replace the hand-timed calls: prefill and decode split,
   params, reasoning_len, and §3.2's greedy fallback as `oom_fallback=` (where the fault plan
   asks for it: without it the OOM reaches Streamlit, as it would);
-* the article's remaining `log_event` calls stay as they were: `from collector import log_event`
+* the article's remaining `log_event` calls stay as they were: `from dslogs_collector import log_event`
   reads the session id from st.session_state like the article's did.
 
 Run it by hand: `PYTHONPATH=. streamlit run tests/e2e/apps/streamlit_dslogs/app.py`.
@@ -21,7 +21,7 @@ import uuid
 
 import streamlit as st
 
-from collector import Tracer, log_event, set_default_tracer
+from dslogs_collector import Tracer, log_event, set_default_tracer
 from tests.e2e.apps import fake_gpu
 from tests.e2e.apps.faults import ACTIVATION_MB, Plan
 from tests.e2e.apps.tiny_r1 import load_model, load_tokenizer, parse_thinking_chain
