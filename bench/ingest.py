@@ -50,7 +50,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-DSLOGS = [PY, "-m", "dslogs"]
+# `python -m analyzer` runs the command line of any tree, older ones (before `python -m dslogs`) too
+DSLOGS = [PY, "-m", "analyzer"]
 BARE = """
 import sys, duckdb
 files = sys.argv[1:]
