@@ -84,8 +84,8 @@ def ratio(a: float, b: float) -> str:
 def measure(code: Path, logs: Path, work: Path, n: int) -> dict[str, dict]:
     """json/html × cold/warm for one code tree and one log folder."""
     base = {**os.environ, "PYTHONPATH": str(code)}
-    cmds = {"json": [PY, "-m", "dslogs", "analyze", str(logs), "--format", "json", "--out", str(work / "r.json")],
-            "html": [PY, "-m", "dslogs", "analyze", str(logs), "--out", str(work / "r.html")]}
+    cmds = {"json": [PY, "-m", "analyzer", "analyze", str(logs), "--format", "json", "--out", str(work / "r.json")],
+            "html": [PY, "-m", "analyzer", "analyze", str(logs), "--out", str(work / "r.html")]}
     runs: dict[str, list[dict]] = {f"{k}_{s}": [] for s in ("cold", "warm") for k in cmds}
     for i in range(n):
         for kind, cmd in cmds.items():
