@@ -43,9 +43,12 @@ def test_process_sampler_proc_fallback_without_psutil(monkeypatch):
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil -> ImportError
     s = ProcessSampler()
     assert s.ps is None
-    x = 0
-    for i in range(300_000):  # burn some CPU so cpu_pct has something to measure
-        x += i * i
+    # burn CPU for 50 ms of process time, not a count of iterations: /proc counts CPU in clock
+    # ticks (10 ms), and 300,000 iterations took less than one tick on a fast, quiet machine
+    # (cpu_pct read 0.0 in a CI run)
+    x, start = 0, time.process_time()
+    while time.process_time() - start < 0.05:
+        x += 1
     (row,) = s.sample()
     assert row["rss_mb"] > 1 and row["threads"] >= 1 and row["cpu_pct"] > 0
 
