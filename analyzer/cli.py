@@ -160,14 +160,14 @@ def _print_notes(model: dict) -> None:
         typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
 
 
-def _warn_if_window_empty(selection, db) -> None:
+def _warn_if_window_empty(selection, ingest_block: dict) -> None:
     """A window that holds no events while the files hold some says so, as analyze's note does,
-    so that `--since 1d` over older logs is not a silent empty answer. ``db`` is closed first:
-    the note opens the logs again, and one connection of a process attaches the cache at a time."""
+    so that `--since 1d` over older logs is not a silent empty answer. Call it once the run's
+    logs are closed: the note opens them again, and one connection of a process attaches the
+    cache at a time."""
     from dslogs.analyzer.usecases.window import note_if_empty
 
-    db.close()
-    if note := note_if_empty(selection, db.ingest):
+    if note := note_if_empty(selection, ingest_block):
         _print_notes({"notes": [note]})
 
 
@@ -461,7 +461,7 @@ def query(
                 result = _run(run_user_query, db, sql, allow_files, stop)
             finally:
                 db.close()
-            _run(_warn_if_window_empty, selection, db)
+            _run(_warn_if_window_empty, selection, db.ingest)
     if out is not None:
         from dslogs.analyzer.core.outfile import open_out
         from dslogs.analyzer.core.results import write_result
@@ -500,7 +500,7 @@ def session(
         result = _run(session_events, db, session_id, timeline=format is SessionFormat.table)
     finally:
         db.close()
-    _run(_warn_if_window_empty, selection, db)
+    _run(_warn_if_window_empty, selection, db.ingest)
     if not result.rows:
         from dslogs.analyzer.core.textsafe import visible
 
