@@ -135,7 +135,8 @@ def open_logs(
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
         if snapshots:
-            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi,
+                           alone=not (found.datasets or db.file_rows or found.files))  # fmt: skip
         else:
             _no_events(db, found)
     except BaseException:
@@ -159,11 +160,17 @@ def _take_snapshots(found: Discovery) -> list:
     return taken
 
 
-def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi, alone: bool = False) -> None:
     """The server metrics of snapshots ``(path, display)``, each read by its format
     (``dslogs.analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
-    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant)."""
+    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant).
+    ``alone``: the run has nothing else, so snapshots of which none could be read (line 0: the
+    file left out whole) are InputError, one line per file."""
     servers, bad = formats.read_snapshots(files, lo, hi)
+    whole = [(display, why) for display, no, why in bad if no == 0]
+    if alone and not servers and whole:
+        lines = [f"{printable(display)}: {visible(why)}" for display, why in whole]
+        raise InputError(lines[0] if len(lines) == 1 else "no snapshot could be read\n" + "\n".join(lines))
     ingest["files"] = int(ingest.get("files") or 0) + len(files)
     ingest["server_metrics"] = servers
     if bad:
