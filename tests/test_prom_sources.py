@@ -308,3 +308,21 @@ def test_prom_gz_inflation_is_bounded(tmp_path):
     n, *why, rss_kb = res.stdout.split()
     assert n == "0" and "64 MiB" in " ".join(why)
     assert int(rss_kb) < 250_000, rss_kb
+
+
+def test_prom_servers_option(tmp_path):
+    """``dslogs analyze --prom-servers``: two replicas are two servers by default, one server
+    with ``one``; a value not offered is one line and exit 2."""
+    for node in ("node01", "node02"):
+        srv = VllmServer()
+        for i in range(2):
+            srv.finish(0.2, 2.0, 0.01, 100, 20)
+            srv.scrape(tmp_path, T0 + 60 * i).rename(tmp_path / f"vllm-{node}-{T0 + 60 * i}.prom")
+    res = _cli("analyze", tmp_path, "--format", "json", "--no-cache")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["server_metrics"]) == 2
+    res = _cli("analyze", tmp_path, "--format", "json", "--no-cache", "--prom-servers", "one")
+    (one,) = json.loads(res.stdout)["server_metrics"]
+    assert one["server"] == "all snapshots" and one["snapshots"] == 4
+    bad = _cli("analyze", tmp_path, "--format", "json", "--no-cache", "--prom-servers", "nodes")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--prom-servers" in bad.stderr

@@ -36,7 +36,7 @@ time>.prom``, a date and time) and the other digits kept, so ``vllm-node01-17333
 ``vllm-node02-1733300000.prom`` are two servers, and by the labels that name a server process
 (``instance``, ``job``, ``model_name``, ``engine``: one file may hold several). ``group`` in
 ``read_servers`` changes that: ``file`` (name only, labels summed), ``labels`` (labels only, every
-file one stream), ``one`` (every snapshot one server). A snapshot's time is the unix time in its
+file one stream), ``one`` (every snapshot one server); ``dslogs analyze --prom-servers``. A snapshot's time is the unix time in its
 name (10 digits, or 13 in ms), else the samples' own timestamps, else the file's modification
 time.
 """
@@ -52,6 +52,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from dslogs.analyzer.core.selection import PROM_SERVERS
 
 PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:")
 # The server process's start (prometheus_client's process collector): a restart where it moves.
@@ -69,7 +71,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 # (GROUP_LABELS), and every one of them is summed over within a server.
 GROUP_LABELS = ("instance", "job", "model_name", "engine")
 _SERVER_LABELS = {*GROUP_LABELS, "model", "pid"}
-GROUPS = ("auto", "file", "labels", "one")
+GROUPS = PROM_SERVERS
 # The most text one snapshot may hold, inflated: far above any server's /metrics, far below what
 # a hostile .prom.gz (a few KB inflating to GBs) would ask of memory.
 MAX_TEXT = 64 << 20
