@@ -326,3 +326,30 @@ def test_prom_servers_option(tmp_path):
     assert one["server"] == "all snapshots" and one["snapshots"] == 4
     bad = _cli("analyze", tmp_path, "--format", "json", "--no-cache", "--prom-servers", "nodes")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--prom-servers" in bad.stderr
+
+
+@pytest.mark.parametrize("folder", ["tgi", "llamacpp"])
+def test_sample_folders_give_what_was_put_in(folder):
+    """sample_logs/tgi (two replicas) and sample_logs/llamacpp (an average TYPEd counter that
+    falls): one server per replica, no restart, requests and tokens as truth.json says."""
+    path = ROOT / "sample_logs" / folder
+    truth = json.loads((path / "truth.json").read_text())
+    res = _cli("analyze", path, "--format", "json", "--no-cache")
+    assert res.returncode == 0, res.stderr
+    model = json.loads(res.stdout)
+    assert model["ingest"]["snapshots"] == truth["snapshots"] and not model["ingest"].get("bad_lines")
+    servers = {s["server"].rsplit("/", 1)[-1]: s for s in model["server_metrics"]}
+    assert sorted(servers) == sorted(truth["servers"])
+    for name, want in truth["servers"].items():
+        sv = servers[name]
+        assert sv["restarts"] == 0
+        counters, hist = _by(sv["counters"]), _by(sv["histograms"])
+        if folder == "tgi":
+            assert counters["tgi_request_count"]["increase"] == want["requests"]
+            assert counters["tgi_request_success"]["increase"] == want["success"]
+            assert hist["tgi_request_input_length"]["sum"] == want["prompt_tokens"]
+            assert hist["tgi_request_generated_tokens"]["sum"] == want["generated_tokens"]
+        else:
+            assert counters["llamacpp:prompt_tokens"]["increase"] == pytest.approx(want["prompt_tokens"], rel=1e-5)
+            assert counters["llamacpp:tokens_predicted"]["increase"] == pytest.approx(want["generated_tokens"],
+                                                                                      rel=1e-5)  # fmt: skip
