@@ -208,6 +208,9 @@ def test_sglang_through_prometheus_client(tmp_path):
     assert bad == [] and sv["restarts"] == 0
     assert rates["sglang:prompt_tokens"]["increase"] == 40 * 120
     assert rates["sglang:generation_tokens"]["per_s"] == pytest.approx(40 * 300 / 60)
+    # prometheus_client writes each _created stamp under a TYPE gauge line of its own: a stamp
+    assert sorted(g["metric"] for g in sv["gauges"]) == ["sglang:num_queue_reqs", "sglang:num_running_reqs",
+                                                         "sglang:token_usage"]  # fmt: skip
 
 
 # -- numbers and files as hostile as the exposition format allows ---------------------------------

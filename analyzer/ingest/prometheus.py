@@ -267,6 +267,12 @@ def server_key(display: str) -> str:
 def _family(name: str, types: dict[str, str]) -> tuple[str, str, str]:
     """(family, kind, part) of a sample name by its family's TYPE line: part is bucket, count,
     sum, created, total, quantile (a summary's own samples) or ""."""
+    if name.endswith("_created"):
+        # prometheus_client gives each ``_created`` a TYPE gauge line of its own: still a stamp
+        base = name[: -len("_created")]
+        kind = types.get(base) or types.get(base + "_total")
+        if kind in ("counter", "histogram", "summary"):
+            return base, kind, "created"
     kind = types.get(name)
     if kind is not None:
         if kind == "counter":
@@ -403,7 +409,7 @@ def server_metrics(snaps: list[Snapshot]) -> dict:
         elif kind == "counter" and part in ("total", "") and key not in falling:
             k = (fam, _label_text(labels))
             counters[k] = counters.get(k, 0.0) + _delta(series, restarts)
-        elif (kind == "gauge" and part == "") or key in falling or (name == START_TIME and kind != "counter"):
+        elif ((kind == "gauge" and part == "") or key in falling) and name != START_TIME:
             k = (fam, _label_text(labels))
             if key in falling:
                 not_counters.add(k)
@@ -505,8 +511,13 @@ def read_servers(files: list[tuple[Path, str]], lo: datetime | None = None, hi: 
         for who, part in _split(snap, group).items():
             groups.setdefault((base, who), []).append(part)
     out = []
+    shared_base = {}
+    for base, who in groups:
+        shared_base[base] = shared_base.get(base, 0) + 1
     for (base, who), snaps in sorted(groups.items()):
-        name = " ".join([base] * bool(base) + [f"{k}={v}" for k, v in who]) or "all snapshots"
+        # a file of one server is named by the file alone; its labels name it among others
+        labels = [f"{k}={v}" for k, v in who] if shared_base[base] > 1 or not base else []
+        name = " ".join([base] * bool(base) + labels) or "all snapshots"
         row = {"server": name, **server_metrics(snaps)}
         if row["snapshots"] < 2:
             row["note"] = "one snapshot: no window (rates and percentiles need two or more)"
