@@ -511,8 +511,8 @@ def read_servers(files: list[tuple[Path, str]], lo: datetime | None = None, hi: 
         for who, part in _split(snap, group).items():
             groups.setdefault((base, who), []).append(part)
     out = []
-    shared_base = {}
-    for base, who in groups:
+    shared_base: dict[str, int] = {}
+    for base, _ in groups:
         shared_base[base] = shared_base.get(base, 0) + 1
     for (base, who), snaps in sorted(groups.items()):
         # a file of one server is named by the file alone; its labels name it among others
