@@ -356,3 +356,20 @@ def test_sample_folders_give_what_was_put_in(folder):
             assert counters["llamacpp:prompt_tokens"]["increase"] == pytest.approx(want["prompt_tokens"], rel=1e-5)
             assert counters["llamacpp:tokens_predicted"]["increase"] == pytest.approx(want["generated_tokens"],
                                                                                       rel=1e-5)  # fmt: skip
+
+
+def test_python_api_groups_servers_too(tmp_path):
+    import dslogs
+    from dslogs.analyzer.core.errors import UsageError
+
+    for node in ("node01", "node02"):
+        srv = VllmServer()
+        for i in range(2):
+            srv.finish(0.2, 2.0, 0.01, 100, 20)
+            srv.scrape(tmp_path, T0 + 60 * i).rename(tmp_path / f"vllm-{node}-{T0 + 60 * i}.prom")
+    with dslogs.open(tmp_path, use_cache=False, prom_servers="file") as logs:
+        assert len(logs.report().model["server_metrics"]) == 2
+    with dslogs.open(tmp_path, use_cache=False, prom_servers="one") as logs:
+        assert len(logs.report().model["server_metrics"]) == 1
+    with pytest.raises(UsageError, match="prom-servers"):
+        dslogs.open(tmp_path, prom_servers="hosts")
