@@ -373,3 +373,21 @@ def test_python_api_groups_servers_too(tmp_path):
         assert len(logs.report().model["server_metrics"]) == 1
     with pytest.raises(UsageError, match="prom-servers"):
         dslogs.open(tmp_path, prom_servers="hosts")
+
+
+def test_a_family_with_fewer_server_labels_joins_its_server(tmp_path):
+    """vLLM's ``cache_config_info`` carries ``engine`` but not ``model_name``: it belongs to the
+    server whose labels include it, not to a server of its own."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
+                     registry=reg).labels("m", "0")  # fmt: skip
+    Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", ["block_size", "engine"],
+          registry=reg).labels("16", "0").set(1)  # fmt: skip
+    for i in range(2):
+        tokens.inc(50)
+        (tmp_path / f"metrics-{T0 + 60 * i}.prom").write_bytes(generate_latest(reg))
+    (sv,), _ = _read(tmp_path)
+    assert sv["server"] == "metrics" and _by(sv["counters"])["vllm:prompt_tokens"]["increase"] == 50
+    assert "vllm:cache_config_info" in _by(sv["gauges"])

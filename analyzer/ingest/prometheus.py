@@ -472,22 +472,24 @@ def _same(text: str, q: float) -> bool:
 
 
 def _split(snap: Snapshot, group: str) -> dict[tuple, Snapshot]:
-    """A snapshot's samples by the server labels they carry (GROUP_LABELS); samples without any
-    (a process's start time) belong to every server of the file."""
+    """A snapshot's samples by the server labels they carry (GROUP_LABELS). A server is a fullest
+    label set (one no other set contains); a sample with fewer of them (vLLM's
+    ``cache_config_info`` has ``engine`` but no ``model_name``; a process's start time has none)
+    belongs to every server whose labels include its own."""
     if group in ("file", "one"):
         return {(): snap}
-    parts: dict[tuple, Snapshot] = {}
-    shared = {}
+    by_who: dict[tuple, dict] = {}
     for key, value in snap.values.items():
         who = tuple((k, v) for k, v in key[1] if k in GROUP_LABELS)
-        if who:
-            parts.setdefault(who, Snapshot(snap.display, snap.t, snap.types)).values[key] = value
-        else:
-            shared[key] = value
-    if not parts:
+        by_who.setdefault(who, {})[key] = value
+    fullest = [w for w in by_who if not any(set(w) < set(o) for o in by_who)]
+    if fullest == [()]:
         return {(): snap}
-    for part in parts.values():
-        part.values.update(shared)
+    parts = {w: Snapshot(snap.display, snap.t, snap.types) for w in fullest}
+    for who, values in by_who.items():
+        for w in fullest:
+            if set(who) <= set(w):
+                parts[w].values.update(values)
     return parts
 
 
