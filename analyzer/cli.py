@@ -191,6 +191,13 @@ SessionAttrOpt = Annotated[
     typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
 ]
 
+PromServersOpt = Annotated[
+    str,
+    typer.Option("--prom-servers", help="Prometheus snapshots: how they are told apart into servers: auto (host in the "
+                 "file name and the instance, job, model_name, engine labels), file (the file name alone, labels "
+                 "summed), labels (the labels alone), one (every snapshot one server)."),
+]  # fmt: skip
+
 
 def _fail(message: str) -> None:
     typer.echo(f"dslogs: error: {message}", err=True)
@@ -211,14 +218,15 @@ def _run(fn, *args, **kwargs):
 
 
 def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, no_cache=False, engine=None,
-            master="local[*]", session_attr=None):
+            master="local[*]", session_attr=None, prom_servers="auto"):
     """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
     file is exit 2 here, before any log is read)."""
     from dslogs.analyzer.core.selection import Selection
 
     return _run(Selection.build, logs, since=since, until=until, tz=tz, session_attr=session_attr,
                 thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                engine=engine.value if engine is not None else "duckdb", master=master)  # fmt: skip
+                engine=engine.value if engine is not None else "duckdb", master=master,
+                prom_servers=prom_servers)  # fmt: skip
 
 
 def _open(selection, materialize=True):
@@ -262,12 +270,14 @@ def analyze(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
     from dslogs.analyzer.core import progress
 
-    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     with progress.run("analyze", quiet):
         _analyze(selection, format, out, fail_on)
 

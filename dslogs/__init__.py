@@ -86,17 +86,19 @@ def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
     cache: str | PathLike[str] | None = None,
     use_cache: bool = True,
     session_attr: str | None = None,
+    prom_servers: str = "auto",
 ) -> Logs:
     """Open trace logs (folders, files or globs) for the window ``since``..``until``.
 
     Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date;
     ``tz`` for naive (legacy) timestamps; ``thresholds`` a TOML file of rule thresholds;
     ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB);
-    ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md)."""
+    ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md);
+    ``prom_servers`` how Prometheus snapshots are told apart into servers (``--prom-servers``)."""
     from dslogs._logs import Logs
 
     return Logs(paths, since=since, until=until, tz=tz, thresholds=thresholds, engine=engine,
-                cache=cache, use_cache=use_cache, session_attr=session_attr)
+                cache=cache, use_cache=use_cache, session_attr=session_attr, prom_servers=prom_servers)
 
 
 def diff(

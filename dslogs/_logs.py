@@ -42,7 +42,7 @@ class Logs:
     def __init__(self, paths: Any, *, since: str | None = None, until: str | None = None,
                  tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
-                 use_cache: bool = True, session_attr: str | None = None) -> None:
+                 use_cache: bool = True, session_attr: str | None = None, prom_servers: str = "auto") -> None:
         from dslogs.analyzer.core.selection import Selection
         from dslogs.analyzer.engines.registry import ENGINE_MODULES
 
@@ -52,7 +52,8 @@ class Logs:
         # thresholds file fails here, before any log is read
         self.selection = Selection.build(_paths(paths), since=since, until=until, tz=tz,
                                          session_attr=session_attr, thresholds_file=thresholds,
-                                         cache=cache, use_cache=use_cache, engine=engine)
+                                         cache=cache, use_cache=use_cache, engine=engine,
+                                         prom_servers=prom_servers)
         self.paths = list(self.selection.paths)
         self.since, self.until, self.tz = since, until, tz
         self.thresholds_file = self.selection.thresholds_file

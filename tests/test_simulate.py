@@ -383,7 +383,8 @@ def test_sample_logs_are_what_the_script_generates(tmp_path):
     assert sorted(checked_in) == sorted(_content(tmp_path)), "run scripts/make_sample_logs.py and commit"
     assert checked_in == _content(tmp_path), "run scripts/make_sample_logs.py and commit"
     folders = {p.name for p in (REPO / "sample_logs").iterdir() if p.is_dir()}
-    assert folders == set(SCENARIOS) | {"seed_format", "mixed", "vllm"} | set(CONCURRENT_SCENARIOS)
+    assert folders == (set(SCENARIOS) | {"seed_format", "mixed", "vllm"} | set(CONCURRENT_SCENARIOS)
+                       | set(module.prom_samples.FOLDERS))  # fmt: skip
     total = sum(len(b) for b in _tree(REPO / "sample_logs").values())
     assert total < 6 << 20, f"sample_logs/ is {total} bytes; keep it small"
     sessions = set()

@@ -18,6 +18,10 @@ from typing import Any
 
 from dslogs.analyzer.core.time import parse_window
 
+# How Prometheus snapshots are told apart into servers (dslogs.analyzer.ingest.prometheus): host in
+# the file name and server labels, the file name alone, the labels alone, or one server.
+PROM_SERVERS = ("auto", "file", "labels", "one")
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -37,6 +41,7 @@ class Selection:
     use_cache: bool = True
     engine: str = "duckdb"
     master: str = "local[*]"
+    prom_servers: str = "auto"  # one of PROM_SERVERS
 
     @classmethod
     def build(
@@ -52,11 +57,15 @@ class Selection:
         engine: str = "duckdb",
         master: str = "local[*]",
         now: datetime | None = None,
+        prom_servers: str = "auto",
     ) -> Selection:
         """The selection of one run: the window parsed (``--since`` / ``--until`` named in any
         error) and the thresholds file read, both before any log is opened."""
+        from dslogs.analyzer.core.errors import UsageError
         from dslogs.analyzer.core.thresholds import load_thresholds
 
+        if prom_servers not in PROM_SERVERS:
+            raise UsageError(f"--prom-servers: {prom_servers!r} is not one of {', '.join(PROM_SERVERS)}")
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
         lo, hi = parse_window(since, until, tz, now)
@@ -75,6 +84,7 @@ class Selection:
             use_cache=use_cache,
             engine=engine,
             master=master,
+            prom_servers=prom_servers,
         )
 
     @property

@@ -50,7 +50,8 @@ def open(selection, materialize: bool = True):  # noqa: A001 - the layer's verb
 
     return open_logs(list(selection.paths), since=selection.since, until=selection.until, tz=selection.tz,
                      cache=selection.cache, use_cache=selection.use_cache, materialize=materialize,
-                     session_attr=selection.session_attr)  # fmt: skip
+                     session_attr=selection.session_attr,
+                     prom_servers=getattr(selection, "prom_servers", "auto"))  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

@@ -98,6 +98,7 @@ def open_logs(
     use_cache: bool = True,
     materialize: bool = True,
     session_attr: str | None = None,
+    prom_servers: str = "auto",
 ) -> LogDB:
     """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
 
@@ -105,6 +106,8 @@ def open_logs(
     in ``analyze``); False keeps them as views (one query, as in ``dslogs query``).
     ``session_attr``: the span attribute that names the session in OTLP traces (else
     ``gen_ai.conversation.id``); the cache is not used with it (it changes the events).
+    ``prom_servers``: how Prometheus snapshots are told apart into servers
+    (``core.selection.PROM_SERVERS``).
 
     InputError (exit 2) when no file yields a single event: one line per file saying what it
     looks like (``dslogs.analyzer.ingest.formats.describe``)."""
@@ -135,7 +138,8 @@ def open_logs(
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
         if snapshots:
-            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi,
+                           alone=not (found.datasets or db.file_rows or found.files), group=prom_servers)  # fmt: skip
         else:
             _no_events(db, found)
     except BaseException:
@@ -159,11 +163,19 @@ def _take_snapshots(found: Discovery) -> list:
     return taken
 
 
-def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi, alone: bool = False,
+                   group: str = "auto") -> None:  # fmt: skip
     """The server metrics of snapshots ``(path, display)``, each read by its format
     (``dslogs.analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
-    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant)."""
-    servers, bad = formats.read_snapshots(files, lo, hi)
+    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant).
+    ``alone``: the run has nothing else, so snapshots of which none could be read (line 0: the
+    file left out whole) are InputError, one line per file. ``group``: how snapshots are told apart
+    into servers (``core.selection.PROM_SERVERS``)."""
+    servers, bad = formats.read_snapshots(files, lo, hi, group)
+    whole = [(display, why) for display, no, why in bad if no == 0]
+    if alone and not servers and whole:
+        lines = [f"{printable(display)}: {visible(why)}" for display, why in whole]
+        raise InputError(lines[0] if len(lines) == 1 else "no snapshot could be read\n" + "\n".join(lines))
     ingest["files"] = int(ingest.get("files") or 0) + len(files)
     ingest["server_metrics"] = servers
     if bad:

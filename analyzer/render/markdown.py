@@ -327,7 +327,8 @@ def _server_metrics(servers: list[dict]) -> list[str]:
         if sv.get("histograms"):
             out += ["Percentiles from the buckets' counts in the window; each lies in the bucket shown.", ""]
             rows = [[_esc(h.get("metric")), _num(h.get("count")), _num(h.get("mean"), 3),
-                     *[x for q in ("p50", "p90", "p99") for x in (_num(h.get(q), 3), _bucket(h.get(f"{q}_bucket")))]]
+                     *[x for q in ("p50", "p90", "p99")
+                       for x in (_num(h.get(q), 3), "since start" if h.get("quantiles") else _bucket(h.get(f"{q}_bucket")))]]
                     for h in sv["histograms"]]  # fmt: skip
             out += _table(["histogram", "count", "mean", "p50", "p50 bucket", "p90", "p90 bucket", "p99", "p99 bucket"],
                           rows, "lrrrlrlrl") + [""]  # fmt: skip

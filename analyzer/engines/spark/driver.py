@@ -383,7 +383,7 @@ def open_spark(selection, materialize: bool = True) -> SparkSource:
 
     snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
     if snapshots:
-        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi)
+        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi, group=selection.prom_servers)
     for i, f in enumerate(sources.jsonl):
         if f.size == 0 or f in snapshots:
             continue
