@@ -7,7 +7,6 @@ percentiles must equal what was put in."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 
-from otlp_helpers import NS, Recorder, VllmRequest, vllm_workload, write_vllm  # noqa: E402
+from otlp_helpers import NS, Recorder, vllm_workload, write_vllm  # noqa: E402
 
 from dslogs.analyzer.core.thresholds import defaults  # noqa: E402
 from dslogs.analyzer.ingest.logs import open_logs  # noqa: E402
