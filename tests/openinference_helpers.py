@@ -8,6 +8,11 @@ LLM, ``llm.token_count.*`` from the response's usage, ``llm.invocation_parameter
 the request's parameters, ``session.id``/``user.id`` from ``using_session``/``using_user``, the
 "First Token Stream Event" of a stream, an ``exception`` event and ERROR status on failure.
 Agent and chain spans around the calls come from the library's own ``OITracer``.
+
+With a ``Clock`` nothing sleeps: the SDK's clock is it, moved as the response arrives (the
+client's response hook: the first chunk's wait, or the whole answer's) and after the first
+chunk of a stream (the rest of it), so the spans are the same, byte for byte, on every run
+(scripts/otlp_samples.py).
 """
 
 from __future__ import annotations
@@ -35,6 +40,29 @@ class Call:
     max_tokens: int | None = 256
     temperature: float | None = 0.7
     n: int | None = None
+    gap: float = 0.0  # seconds before the call (its arrival after the previous call's end)
+
+
+class Clock:
+    """A clock in nanoseconds that moves only when told to."""
+
+    def __init__(self, start: float):
+        self.ns = int(start * NS)
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def wait(self, seconds: float) -> None:
+        self.ns += int(seconds * NS)
+
+
+_CLOCK: Clock | None = None
+
+
+def _wait(seconds: float) -> None:
+    """The server's wait: real time, unless a Clock moves instead (on the client's side)."""
+    if _CLOCK is None:
+        time.sleep(seconds)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -49,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         usage = {"prompt_tokens": plan["prompt_tokens"], "completion_tokens": plan["completion_tokens"],
                  "total_tokens": plan["prompt_tokens"] + plan["completion_tokens"]}  # fmt: skip
         if plan["fail"]:
-            time.sleep(plan["seconds"])
+            _wait(plan["seconds"])
             out = json.dumps({"error": {"message": "internal server error", "type": "InternalServerError"}}).encode()
             self.send_response(500)
             self.send_header("Content-Type", "application/json")
@@ -57,9 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(out)
             return
-        base = {"id": "chatcmpl-1", "created": int(time.time()), "model": body["model"]}
+        base = {"id": "chatcmpl-1", "created": 1_796_000_000, "model": body["model"]}
         if not plan["stream"]:
-            time.sleep(plan["seconds"])
+            _wait(plan["seconds"])
             out = json.dumps({**base, "object": "chat.completion", "usage": usage, "choices": [
                 {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}).encode()
             self.send_response(200)
@@ -72,11 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
-        time.sleep(plan["first_token"])
+        _wait(plan["first_token"])
         chunk = {**base, "object": "chat.completion.chunk"}
         for i, piece in enumerate(("o", "k")):
             if i:
-                time.sleep(max(0.0, plan["seconds"] - plan["first_token"]))
+                _wait(max(0.0, plan["seconds"] - plan["first_token"]))
             delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
             self.wfile.write(b"data: " + json.dumps({**chunk, "choices": [
                 {"index": 0, "delta": delta, "finish_reason": None}]}).encode() + b"\n\n")  # fmt: skip
@@ -104,23 +132,43 @@ class FakeOpenAI:
         self.server.server_close()
 
 
-def run_calls(provider, calls: list[Call], agent_every: int = 0, model: str = "qwen2.5-0.5b-instruct") -> None:
+def run_calls(provider, calls: list[Call], agent_every: int = 0, model: str = "qwen2.5-0.5b-instruct",
+              clock: Clock | None = None) -> None:  # fmt: skip
     """Make ``calls`` through the instrumented client (one at a time). With ``agent_every``, each
     group of that many calls runs inside an AGENT span holding a CHAIN span, as an agent framework
     traces a turn (OITracer, the library's tracer), the agent span carrying the group's token total."""
+    import httpx
     import openai
     from openinference.instrumentation import OITracer, TraceConfig, using_session, using_user
     from openinference.instrumentation.openai import OpenAIInstrumentor
     from openinference.semconv.trace import SpanAttributes
 
+    global _CLOCK
+    patches = contextlib.ExitStack()
+    if clock is not None:
+        from unittest import mock
+
+        _CLOCK = clock
+        patches.enter_context(mock.patch("opentelemetry.sdk.trace.time_ns", clock))
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     tracer = OITracer(provider.get_tracer("agent"), config=TraceConfig())
     try:
         with FakeOpenAI() as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+            current: list[Call] = []
+
+            def arrived(response) -> None:  # headers in: the wait before the first byte
+                if clock is not None and current:
+                    c = current[-1]
+                    clock.wait(c.first_token if c.stream and not c.fail else c.seconds)
+
+            http = httpx.Client(event_hooks={"response": [arrived]})
+            client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0, http_client=http)
 
             def one(c: Call) -> None:
+                if c.gap and clock is not None:
+                    clock.wait(c.gap)
+                current.append(c)
                 params = {k: v for k, v in (("max_tokens", c.max_tokens), ("temperature", c.temperature), ("n", c.n))
                           if v is not None}  # fmt: skip
                 plan = json.dumps({"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
@@ -132,9 +180,11 @@ def run_calls(provider, calls: list[Call], agent_every: int = 0, model: str = "q
                 with session, user:
                     try:
                         if c.stream:
-                            for _ in client.chat.completions.create(model=model, messages=messages, stream=True,
-                                                                    stream_options={"include_usage": True}, **params):
-                                pass
+                            for i, _chunk in enumerate(client.chat.completions.create(
+                                    model=model, messages=messages, stream=True,
+                                    stream_options={"include_usage": True}, **params)):  # fmt: skip
+                                if i == 0 and clock is not None:  # the first token recorded: the rest
+                                    clock.wait(max(0.0, c.seconds - c.first_token))
                         else:
                             client.chat.completions.create(model=model, messages=messages, **params)
                     except openai.InternalServerError:
@@ -155,3 +205,5 @@ def run_calls(provider, calls: list[Call], agent_every: int = 0, model: str = "q
                                         sum(c.completion_tokens for c in group))
     finally:
         instrumentor.uninstrument()
+        patches.close()
+        _CLOCK = None
