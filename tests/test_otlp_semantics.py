@@ -7,6 +7,7 @@ percentiles must equal what was put in."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -227,3 +228,25 @@ def test_span_ids_shared_across_traces_stay_apart(tmp_path):
     assert len({r[0] for r in rows}) == 4
     assert model["ingest"]["bad_lines"] == 1
     assert "shared by spans of 4 traces" in model["ingest"]["bad_line_samples"][0]["reason"]
+
+
+# -- the sample folders: what was put in is what the report says --------------------------------
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+@pytest.mark.parametrize("folder", ["openinference", "genai_agents"])
+def test_sample_folder_reads_as_put_in(folder):
+    truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
+    with open_logs([str(SAMPLES / folder)], use_cache=False) as db:
+        model = build_report(db, defaults())
+        tokens = db.con.execute("SELECT sum(input_len), sum(output_len) FROM requests WHERE status = 'ok'").fetchone()
+    assert model["ingest"]["formats"].keys() == {truth["format"]} and model["ingest"]["bad_lines"] == 0
+    assert (model["requests"]["count"], model["requests"]["errors"]) == (truth["requests"], truth["errors"])
+    assert {s["session_id"]: s["requests"] for s in model["sessions"]} == truth["session_requests"]
+    assert tokens == (truth["input_tokens"], truth["output_tokens"])
+    for key in ("e2e_ms", "ttft_ms"):
+        for q in ("p50", "p90"):
+            assert model["requests"][key][q] == pytest.approx(truth[key][q], abs=0.01)
+    assert model["requests"]["ttft_ms"]["count"] == truth["ttft_ms"]["count"]
+    assert not model["findings"]
