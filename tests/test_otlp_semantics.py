@@ -227,7 +227,7 @@ def test_span_ids_shared_across_traces_stay_apart(tmp_path):
     assert model["requests"]["count"] == 4 and sorted(r[5] for r in rows) == [10, 11, 12, 13]
     assert len({r[0] for r in rows}) == 4
     assert model["ingest"]["bad_lines"] == 1
-    assert "shared by spans of 4 traces" in model["ingest"]["bad_line_samples"][0]["reason"]
+    assert "shared by 4 spans of several traces" in model["ingest"]["bad_line_samples"][0]["reason"]
 
 
 # -- the sample folders: what was put in is what the report says --------------------------------

@@ -57,15 +57,14 @@ def _sql_list(values: tuple[str, ...]) -> str:
 
 # Macros otlp_traces.sql reads spans through, created on the connection before the read:
 # otlp_attr: the value of attribute ``name`` in an OTLP key/value list (the last one when a key
-# repeats); otlp_num: a value as a double (doubleValue, or intValue); otlp_int: the intValue of
-# the first of ``names`` present; otlp_is_request / otlp_failed_finish / otlp_first_token_event:
+# repeats); otlp_num: a value as a double (doubleValue, or intValue); otlp_int: an intValue as
+# a BIGINT; otlp_is_request / otlp_failed_finish / otlp_first_token_event:
 # the lists above.
 OTLP_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
     'list_filter(kvs, lambda x: x."key" = name)[-1]."value"',
     "CREATE OR REPLACE TEMP MACRO otlp_num(v) AS coalesce(v.doubleValue, TRY_CAST(v.intValue AS DOUBLE))",
-    "CREATE OR REPLACE TEMP MACRO otlp_int(kvs, names) AS "
-    "TRY_CAST(list_filter(list_transform(names, lambda n: otlp_attr(kvs, n).intValue), lambda v: v IS NOT NULL)[1] AS BIGINT)",
+    "CREATE OR REPLACE TEMP MACRO otlp_int(kvs, name) AS TRY_CAST(otlp_attr(kvs, name).intValue AS BIGINT)",
     "CREATE OR REPLACE TEMP MACRO otlp_is_request(oi_kind, op, tl_kind) AS CASE "
     f"WHEN oi_kind IS NOT NULL THEN list_contains({_sql_list(OPENINFERENCE_REQUEST_KINDS)}, upper(oi_kind)) "
     f"WHEN op IS NOT NULL THEN list_contains({_sql_list(GENAI_INFERENCE_OPERATIONS)}, lower(op)) "

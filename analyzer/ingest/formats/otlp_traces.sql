@@ -56,12 +56,16 @@ WITH lines AS (
        OR starts_with(scope, 'openlit.instrumentation.')
        OR regexp_matches(s."name", '^(chat|text_completion|generate_content)( |$)')
 ), k AS (
-    SELECT *, otlp_is_request(oi_kind, op, tl_kind) AS by_kind
-    FROM (SELECT kv.*,
-                 otlp_attr(a, 'openinference.span.kind').stringValue AS oi_kind,
-                 otlp_attr(a, 'gen_ai.operation.name').stringValue AS op,
-                 otlp_attr(a, 'traceloop.span.kind').stringValue AS tl_kind
-          FROM kv)
+    -- the attributes that classify a span, taken in one pass; the OpenInference-only ones read
+    -- only on its spans
+    SELECT *, otlp_is_request(oi_kind, op, tl_kind) AS by_kind,
+        CASE WHEN oi_kind IS NOT NULL THEN otlp_attr(a, 'llm.invocation_parameters').stringValue END AS inv_raw
+    FROM (SELECT *,
+                 otlp_attr(c, 'openinference.span.kind').stringValue AS oi_kind,
+                 otlp_attr(c, 'gen_ai.operation.name').stringValue AS op,
+                 otlp_attr(c, 'traceloop.span.kind').stringValue AS tl_kind
+          FROM (SELECT kv.*, list_filter(a, lambda x: x."key" IN ('openinference.span.kind', 'gen_ai.operation.name', 'traceloop.span.kind')) AS c
+                FROM kv))
 ), wrappers AS (
     -- spans whose child in the same trace is a request (nested totals are counted once)
     SELECT DISTINCT s.traceId AS trace_id, s.parentSpanId AS span_id
@@ -92,19 +96,18 @@ WITH lines AS (
         CAST(first_token_ns AS HUGEINT) // 1000 AS first_token_us,
         otlp_num(otlp_attr(a, 'gen_ai.server.time_per_output_token')) * 1000 AS tpot_attr_ms,
         otlp_num(otlp_attr(a, 'gen_ai.latency.e2e')) * 1000 AS e2e_s_ms,
-        otlp_int(a, ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt']) AS input_len,
-        otlp_int(a, ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion']) AS output_len,
-        otlp_int(a, ['llm.token_count.completion_details.reasoning']) AS reasoning_len,
+        coalesce(otlp_int(a, 'gen_ai.usage.input_tokens'), otlp_int(a, 'gen_ai.usage.prompt_tokens'), otlp_int(a, 'llm.token_count.prompt')) AS input_len,
+        coalesce(otlp_int(a, 'gen_ai.usage.output_tokens'), otlp_int(a, 'gen_ai.usage.completion_tokens'), otlp_int(a, 'llm.token_count.completion')) AS output_len,
+        CASE WHEN oi_kind IS NOT NULL THEN otlp_int(a, 'llm.token_count.completion_details.reasoning') END AS reasoning_len,
         -- OpenInference's request parameters: the JSON object the client sent (max_tokens, n...)
-        CASE WHEN json_valid(otlp_attr(a, 'llm.invocation_parameters').stringValue)
-             THEN otlp_attr(a, 'llm.invocation_parameters').stringValue END AS inv,
-        coalesce(otlp_int(a, ['gen_ai.request.max_tokens', 'gen_ai.request.max_new_tokens']),
+        CASE WHEN json_valid(inv_raw) THEN inv_raw END AS inv,
+        coalesce(otlp_int(a, 'gen_ai.request.max_tokens'), otlp_int(a, 'gen_ai.request.max_new_tokens'),
                  TRY_CAST(json_extract_string(inv, '$.max_tokens') AS BIGINT),
                  TRY_CAST(json_extract_string(inv, '$.max_completion_tokens') AS BIGINT),
                  TRY_CAST(json_extract_string(inv, '$.max_new_tokens') AS BIGINT)) AS max_new_tokens,
         coalesce(otlp_num(otlp_attr(a, 'gen_ai.request.temperature')), TRY_CAST(json_extract_string(inv, '$.temperature') AS DOUBLE)) AS temperature,
         coalesce(otlp_num(otlp_attr(a, 'gen_ai.request.top_p')), TRY_CAST(json_extract_string(inv, '$.top_p') AS DOUBLE)) AS top_p,
-        coalesce(otlp_int(a, ['gen_ai.request.choice.count', 'gen_ai.request.n']), TRY_CAST(json_extract_string(inv, '$.n') AS BIGINT)) AS n,
+        coalesce(otlp_int(a, 'gen_ai.request.choice.count'), otlp_int(a, 'gen_ai.request.n'), TRY_CAST(json_extract_string(inv, '$.n') AS BIGINT)) AS n,
         -- beams: a num_beams parameter (transformers), or vLLM's use_beam_search with its width n
         coalesce(TRY_CAST(json_extract_string(inv, '$.num_beams') AS BIGINT),
                  CASE WHEN TRY_CAST(json_extract_string(inv, '$.use_beam_search') AS BOOLEAN)
@@ -125,10 +128,14 @@ WITH lines AS (
     FROM req
 ), ids AS (
     -- a span id is unique within its trace only: spans of several traces sharing one are told
-    -- apart by their trace id (and said, below)
+    -- apart by their trace id, and the first of them says so (a problem row)
     SELECT *,
-        own_id IS NULL AND min(trace_id) OVER (PARTITION BY span_id, own_id IS NULL) <> max(trace_id) OVER (PARTITION BY span_id, own_id IS NULL) AS id_shared
+        own_id IS NULL AND min(trace_id) OVER sid <> max(trace_id) OVER sid AS id_shared,
+        count(*) OVER sid AS id_spans,
+        row_number() OVER sid AS id_rank
     FROM f
+    WHERE start_us IS NOT NULL AND end_us IS NOT NULL
+    WINDOW sid AS (PARTITION BY span_id, own_id IS NULL)
 ), g AS (
     -- a GenAI span's time per output token (semconv, seconds) gives its decode time, so that
     -- TPOT = decode / (output - 1) is the span's own figure
@@ -143,17 +150,18 @@ WITH lines AS (
             WHEN has_exc THEN coalesce(regexp_extract(exc_type, '([^.]+)$', 1), 'exception')
             WHEN otlp_failed_finish(finish_reason) THEN finish_reason
             WHEN status_error THEN 'error'
-        END AS err_type
+        END AS err_type,
+        -- what the reader counts as a bad line: a span ending before it starts is not read
+        end_us < start_us AS reversed,
+        CASE WHEN end_us < start_us
+             THEN 'span ' || span_id || ' (trace ' || trace_id || ') ends ' || ((start_us - end_us) / 1000.0) || ' ms before it starts: not read'
+             WHEN id_shared AND id_rank = 1
+             THEN 'span id ' || span_id || ' is shared by ' || id_spans || ' spans of several traces: read as one request each, ids trace:span'
+        END AS problem
     FROM ids
-    WHERE start_us IS NOT NULL AND end_us IS NOT NULL AND end_us >= start_us
-), problems AS (
-    SELECT 'span ' || span_id || ' (trace ' || trace_id || ') ends ' || ((start_us - end_us) / 1000.0) || ' ms before it starts: not read' AS reason
-    FROM f WHERE end_us < start_us
-    UNION ALL
-    SELECT 'span id ' || span_id || ' is shared by spans of ' || count(DISTINCT trace_id) || ' traces: read as one request each, ids trace:span'
-    FROM ids WHERE id_shared GROUP BY span_id
 ), marks AS (
-    SELECT *, unnest([start_us, end_us]) AS t, unnest([1, -1]) AS d FROM g
+    -- a reversed span takes no part in the in-flight counts (d 0)
+    SELECT *, unnest([start_us, end_us]) AS t, unnest(CASE WHEN reversed THEN [0, NULL] ELSE [1, -1] END) AS d FROM g
 ), w AS (
     -- requests in flight at each arrival on the same host and process, itself included (the
     -- collector's `inflight`), derived from overlapping spans; ends before arrivals at the same
@@ -161,9 +169,11 @@ WITH lines AS (
     SELECT * EXCLUDE (t, d) FROM (
         SELECT *, sum(d) OVER (PARTITION BY host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
         FROM marks)
-    WHERE d = 1
+    WHERE d >= 0
 ), ev AS (
-    SELECT w.*, unnest(['input', 'queue', 'prefill', 'decode', 'request', 'error']) AS stage FROM w
+    SELECT w.*, unnest(CASE WHEN reversed THEN ['problem']
+                            WHEN problem IS NOT NULL THEN ['problem', 'input', 'queue', 'prefill', 'decode', 'request', 'error']
+                            ELSE ['input', 'queue', 'prefill', 'decode', 'request', 'error'] END) AS stage FROM w
 )
 SELECT
     CASE WHEN is_vllm THEN 'otlp:vllm' WHEN is_openinference THEN 'otlp:openinference'
@@ -175,7 +185,7 @@ SELECT
         WHEN 'error' THEN coalesce(exc_us, end_us)
         ELSE end_us END AS BIGINT))) AS ts,
     NULL::VARCHAR AS "timestamp",
-    stage,
+    nullif(stage, 'problem') AS stage,
     session_id,
     request_id,
     host,
@@ -189,7 +199,7 @@ SELECT
     CASE WHEN stage = 'request' THEN CASE WHEN failed THEN 'error' ELSE 'ok' END END AS status,
     CASE WHEN stage = 'request' THEN finish_reason END AS finish_reason,
     CASE WHEN stage = 'error' THEN err_type END AS error_type,
-    CASE WHEN stage = 'error' THEN coalesce(exc_message, status_message, finish_reason) END AS error_msg,
+    CASE stage WHEN 'error' THEN coalesce(exc_message, status_message, finish_reason) WHEN 'problem' THEN problem END AS error_msg,
     CASE WHEN stage = 'error' THEN CASE WHEN is_vllm THEN 'decode' ELSE 'request' END END AS failed_stage,
     CASE WHEN stage IN ('decode', 'error') THEN
         {'num_beams': num_beams, 'max_new_tokens': max_new_tokens, 'temperature': temperature,
@@ -207,6 +217,5 @@ WHERE CASE stage
     WHEN 'decode' THEN decode_ms IS NOT NULL OR (NOT is_vllm AND (max_new_tokens IS NOT NULL OR output_len IS NOT NULL))
     WHEN 'request' THEN true
     WHEN 'error' THEN failed
+    WHEN 'problem' THEN true
 END
-UNION ALL BY NAME
-SELECT 'otlp:problem' AS v, NULL::TIMESTAMPTZ AS ts, NULL::VARCHAR AS stage, reason AS error_msg FROM problems
