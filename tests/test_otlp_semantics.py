@@ -199,13 +199,14 @@ def test_vllm_error_finish_reason_is_an_error(tmp_path):
 def test_span_ending_before_its_start_is_counted_not_read(tmp_path):
     rec = Recorder({"service.name": "x", "host.name": "h"}, seed=5)
     t = 1_796_000_000.0
-    for i, secs in enumerate((1.0, -1.0, 2.0)):
+    for i, secs in enumerate((1.0, 2.0, -1.0)):
         span = rec.tracer.start_span("chat m", start_time=int((t + 10 * i) * NS), attributes={"gen_ai.operation.name": "chat"})
         span.end(end_time=int((t + 10 * i + secs) * NS))
-    model, rows = _report(rec.write(tmp_path / "t.json"))
+    model, rows = _report(rec.write(tmp_path / "t.json", per_line=2))  # the reversed span on line 2
     assert model["requests"]["count"] == 2 and min(r[8] for r in rows) == pytest.approx(1000)
     assert model["ingest"]["bad_lines"] == 1
-    assert "before it starts" in model["ingest"]["bad_line_samples"][0]["reason"]
+    sample = model["ingest"]["bad_line_samples"][0]
+    assert sample["line"] == 2 and "1000.0 ms before it starts" in sample["reason"]
 
 
 def test_span_ids_shared_across_traces_stay_apart(tmp_path):

@@ -29,19 +29,24 @@
 -- decode, request (the summary, at the span's end) and error. v names the profile, which
 -- events.sql turns into source_format (otlp:vllm, otlp:genai, ...). Spans the statement cannot
 -- take as they are (an end before the start; a span id shared across traces) give one row with
--- no stage each: error_msg says what, and the reader counts it as a bad line and removes it.
-WITH lines AS (
-    SELECT unnest(resourceSpans) AS rs
+-- no stage each: error_msg says what, input_len its line (the JSON object's place in the file),
+-- and the reader counts it as a bad line and removes it.
+WITH objects AS (
+    -- line_no: the object's place in the file (its line, blank lines aside), for the bad lines
+    SELECT row_number() OVER () AS line_no, resourceSpans
     FROM read_json($file, format = 'newline_delimited', maximum_object_size = {max_object_size},
                    columns = {'resourceSpans': 'STRUCT(resource STRUCT(attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[]), scopeSpans STRUCT(scope STRUCT("name" VARCHAR), spans STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, "name" VARCHAR, kind VARCHAR, startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[], events STRUCT(timeUnixNano VARCHAR, "name" VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[])[], status STRUCT(code VARCHAR, message VARCHAR))[])[])[]'})
+), lines AS (
+    SELECT line_no, unnest(resourceSpans) AS rs FROM objects
 ), scoped AS (
-    SELECT rs.resource.attributes AS r, unnest(rs.scopeSpans) AS ss FROM lines
+    SELECT line_no, rs.resource.attributes AS r, unnest(rs.scopeSpans) AS ss FROM lines
 ), spans AS (
-    SELECT r, ss.scope."name" AS scope, unnest(ss.spans) AS s FROM scoped
+    SELECT line_no, r, ss.scope."name" AS scope, unnest(ss.spans) AS s FROM scoped
 ), kv AS (
     -- attributes stay key/value lists, read by otlp_attr (a lookup costs less than building a
     -- map of every span's attributes)
     SELECT
+        line_no,
         s,
         scope,
         r,
@@ -75,6 +80,7 @@ WITH lines AS (
     WHERE by_kind
 ), f AS (
     SELECT
+        line_no,
         CAST(s.startTimeUnixNano AS HUGEINT) // 1000 AS start_us,
         CAST(s.endTimeUnixNano AS HUGEINT) // 1000 AS end_us,
         s.traceId AS trace_id,
@@ -192,7 +198,7 @@ SELECT
     pid,
     CASE stage WHEN 'queue' THEN queue_ms WHEN 'prefill' THEN prefill_ms WHEN 'decode' THEN decode_ms
                WHEN 'request' THEN e2e_ms END AS duration_ms,
-    CASE WHEN stage IN ('prefill', 'request') THEN input_len END AS input_len,
+    CASE WHEN stage IN ('prefill', 'request') THEN input_len WHEN stage = 'problem' THEN line_no END AS input_len,
     CASE WHEN stage IN ('decode', 'request') THEN output_len END AS output_len,
     CASE WHEN stage IN ('decode', 'request') THEN reasoning_len END AS reasoning_len,
     CASE WHEN stage = 'request' THEN ttft_ms END AS ttft_ms,
