@@ -136,7 +136,7 @@ WITH objects AS (
     -- a span id is unique within its trace only: spans of several traces sharing one are told
     -- apart by their trace id, and the first of them says so (a problem row)
     SELECT *,
-        own_id IS NULL AND min(trace_id) OVER sid <> max(trace_id) OVER sid AS id_shared,
+        own_id IS NULL AND span_id IS NOT NULL AND min(trace_id) OVER sid <> max(trace_id) OVER sid AS id_shared,
         count(*) OVER sid AS id_spans,
         row_number() OVER sid AS id_rank
     FROM f
@@ -160,7 +160,7 @@ WITH objects AS (
         -- what the reader counts as a bad line: a span ending before it starts is not read
         end_us < start_us AS reversed,
         CASE WHEN end_us < start_us
-             THEN 'span ' || span_id || ' (trace ' || trace_id || ') ends ' || ((start_us - end_us) / 1000.0) || ' ms before it starts: not read'
+             THEN 'span ' || coalesce(span_id, '(no id)') || ' (trace ' || coalesce(trace_id, '(no id)') || ') ends ' || ((start_us - end_us) / 1000.0) || ' ms before it starts: not read'
              WHEN id_shared AND id_rank = 1
              THEN 'span id ' || span_id || ' is shared by ' || id_spans || ' spans of several traces: read as one request each, ids trace:span'
         END AS problem
