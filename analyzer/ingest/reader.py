@@ -324,12 +324,23 @@ class Reader:
             params["session_attr"] = self.session_attr
         self.con.execute(sql, params)
 
+    def _statement_problems(self, f: FileStats) -> None:
+        """A statement's rows with no stage are what it could not take as it was (error_msg why,
+        input_len the line): counted as bad lines of the file and removed."""
+        where = f"FROM {self.store}.events WHERE file_id = ? AND stage IS NULL"
+        rows = self.con.execute(f"SELECT coalesce(input_len, 0), error_msg {where}", [f.file_id]).fetchall()
+        if rows:
+            self.con.execute(f"DELETE {where}", [f.file_id])
+            for line, reason in sorted(rows):
+                add_bad(f, line, reason)
+
     def _read_statement(self, f: FileStats, fmt: formats.Format) -> None:
         """One file of a statement format in one statement (DuckDB streams its lines, megabytes
         each); when DuckDB rejects it, its lines are judged one at a time (one line in memory)
         and the good ones read, the others counted as bad lines."""
         try:
             self._insert_statement(fmt, str(f.path), f.file_id)
+            self._statement_problems(f)
             return
         except _OUR_BUGS:
             raise
@@ -360,6 +371,7 @@ class Reader:
             if kept:
                 try:
                     self._insert_statement(fmt, str(clean), f.file_id)
+                    self._statement_problems(f)
                 except _OUR_BUGS:
                     raise
                 except duckdb.Error as exc:
