@@ -28,8 +28,8 @@ from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_c
 from dslogs.analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
-import prom_samples  # noqa: E402
 import otlp_samples  # noqa: E402
+import prom_samples  # noqa: E402
 import vllm_sample  # noqa: E402
 
 SEED = 2026
