@@ -72,3 +72,90 @@ def test_beam_finding_with_failed_beam_requests_says_how_many(report):
     failed = sum(s.get("beam_failed_requests") or 0 for s in f["evidence"]["details"]["sessions"])
     assert failed > 0
     assert f"{failed} beam request" in f["fix"] and "failed (out of memory)" in f["fix"]
+
+
+# -- slow requests explained ---------------------------------------------------------------------
+
+
+def _event(end_s: float, stage: str, ms: float, sid: str, rid: str, pid: int = 1, **f) -> str:
+    ts = f"2026-12-06T10:00:{end_s:06.3f}+00:00"
+    return json.dumps({"v": 1, "ts": ts, "stage": stage, "host": "h", "pid": pid, "duration_ms": ms,
+                       "session_id": sid, "request_id": rid, **f})
+
+
+@pytest.fixture(scope="module")
+def overlap_model(tmp_path_factory):
+    """Three requests of one process, A [0, 10 s] with B [2, 4 s] and C [3, 6 s] inside it, and D
+    [0, 10 s] alone in another process: A shares 4 s (B and C overlap), 0.5 others on average."""
+    d = tmp_path_factory.mktemp("overlap")
+    lines = [
+        _event(1.0, "queue", 1000, "sa", "A"), _event(1.5, "prefill", 500, "sa", "A", input_len=40),
+        _event(9.5, "decode", 8000, "sa", "A", output_len=101, params={"num_beams": 4}),
+        _event(10.0, "request", 10000, "sa", "A", status="ok", output_len=101),
+        _event(3.0, "prefill", 100, "sb", "B"), _event(4.0, "request", 2000, "sb", "B", status="ok"),
+        _event(4.0, "prefill", 100, "sc", "C"), _event(6.0, "request", 3000, "sc", "C", status="ok"),
+        _event(5.0, "prefill", 100, "sd", "D", pid=2), _event(9.9, "decode", 4800, "sd", "D", pid=2, output_len=49),
+        _event(10.0, "request", 10000, "sd", "D", pid=2, status="ok"),
+    ]
+    (d / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = d / "report.json"
+    res = CliRunner().invoke(app, ["analyze", str(d), "--format", "json", "--no-cache", "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_slow_requests_split_their_time_and_count_the_overlap(overlap_model):
+    by_id = {r["request_id"]: r for r in overlap_model["slow_requests"]}
+    a, d = by_id["A"], by_id["D"]
+    assert a["shared_ms"] == pytest.approx(4000, abs=1) and a["others_avg"] == pytest.approx(0.5, abs=0.001)
+    assert d["shared_ms"] == 0 and d["others_avg"] == 0  # another process: nothing shared
+    assert (a["queue_ms"], a["prefill_ms"], a["decode_ms"]) == (1000, 500, 8000)
+    assert a["other_ms"] == pytest.approx(500)
+    assert a["num_beams"] == 4
+    assert a["why"][0].startswith("decode 8 s (80.0 %) for 101 tokens, 80 ms per token, with num_beams=4")
+    assert [r["request_id"] for r in overlap_model["slow_requests"]][:2] in (["A", "D"], ["D", "A"])
+
+
+def test_slow_requests_section_names_them_with_why(overlap_model):
+    html = render_report(overlap_model, "html")
+    section = html[html.index('id="sec-slow"'):html.index('id="sec-prefill"')]
+    assert "with num_beams=4" in section and "queue ms" in section
+
+
+def test_queue_wait_is_a_reason_where_it_dominates(report):
+    model, _ = report("queue_wait")
+    slow = model["slow_requests"]
+    assert slow and all(r["queue_ms"] is not None for r in slow[:3])
+    waited = [r for r in slow if r["queue_ms"] >= 0.25 * r["e2e_ms"]]
+    assert waited and all(any("in the queue" in w for w in r["why"]) for r in waited)
+    for r in slow:
+        parts = sum(r.get(k) or 0 for k in ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms"))
+        assert parts == pytest.approx(r["e2e_ms"], rel=1e-6) or parts > r["e2e_ms"]
+
+
+# -- the lead ------------------------------------------------------------------------------------
+
+
+def test_lead_ranks_problems_by_users_and_links_to_their_evidence(report):
+    model, html = report("gradio_host_leak")
+    lead = model["lead"]
+    assert lead and [x["rank"] for x in lead] == list(range(1, len(lead) + 1))
+    rss = next(x for x in lead if x["rule"] == "rss_growth")
+    assert rss["sessions"] == 4 and rss["session_share"] == pytest.approx(4 / 16)
+    assert rss["impact"].startswith(f"{rss['requests']} of {model['requests']['count']} requests")
+    assert "in 4 of 16 sessions" in rss["impact"] and rss["since"] and rss["minutes"] is not None
+    assert rss["change"] and "per session" in rss["change"]
+    # on the first screen: before the checklist, every link resolving inside the page
+    top = html[:html.index('id="sec-checklist"')]
+    assert 'id="lead"' in top and "4 of 16 sessions" in top
+    import re
+    for href in re.findall(r'<li class="lead-line[^>]*>.*?href="#([^"]+)"', top, re.S):
+        assert f'id="{href}"' in html
+
+
+def test_lead_puts_failed_requests_first(report):
+    model, _ = report("oom_fallback")
+    lead = model["lead"]
+    first = lead[0]
+    assert first["failed_requests"] > 0 or first["slo_missed_requests"] > 0
+    assert all(x["failed_requests"] <= first["failed_requests"] for x in lead)

@@ -48,7 +48,7 @@ SVG_BUDGET_BYTES = 800_000  # all no-JS fallback SVGs together
 
 SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
-    ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
+    ("timeline", "Time range"), ("latency", "Latency"), ("slow", "Slow requests"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
     ("capacity", "Capacity"),
     ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
@@ -425,13 +425,29 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
 
 
 def _detail_columns(rows: list[dict]) -> list[str]:
+    """The columns with a value in some row: a field this source never logs is no column."""
     present = []
     for r in rows:
-        for k in r:
-            if k not in present:
+        for k, v in r.items():
+            if k not in present and v is not None and v != "":
                 present.append(k)
     ordered = [c for c in DETAIL_COLUMNS if c in present]
     return ordered + sorted(c for c in present if c not in ordered and c != "session_id")
+
+
+def _lead(model: dict, links: dict[str, str]) -> list[dict]:
+    """The lead lines with the anchor of their evidence: the finding card (cards are in severity
+    order, the model's findings in rule order) or the section."""
+    found = model.get("findings") or []
+    order = sorted(range(len(found)), key=lambda i: (charts_mod.severity_rank(found[i].get("severity")),
+                                                      str(found[i].get("rule"))))
+    card = {model_i + 1: view_i + 1 for view_i, model_i in enumerate(order)}
+    out = []
+    for x in model.get("lead") or []:
+        href = (f"#finding-{card[x['finding']]}" if x.get("finding") in card
+                else f"#sec-{x.get('section') or 'findings'}")
+        out.append(dict(x, href=href, links=[(s, links.get(s)) for s in x.get("session_ids") or []]))
+    return out
 
 
 def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
@@ -567,6 +583,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "hosts": model.get("hosts") or [],
         "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
+        "lead": _lead(model, links),
+        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in model.get("slow_requests") or []],
         "counts": counts,
         "stages": model.get("stages") or [],
         "requests": requests,
