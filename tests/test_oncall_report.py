@@ -159,3 +159,56 @@ def test_lead_puts_failed_requests_first(report):
     first = lead[0]
     assert first["failed_requests"] > 0 or first["slo_missed_requests"] > 0
     assert all(x["failed_requests"] <= first["failed_requests"] for x in lead)
+
+
+# -- progress that moves -------------------------------------------------------------------------
+
+
+def test_bytes_are_reported_while_duckdb_reads_not_after(tmp_path, monkeypatch):
+    """A read of one large file advances the bar several times while the statement runs."""
+    import duckdb
+
+    from dslogs.analyzer.core import progress
+
+    logs = tmp_path / "big.jsonl"
+    line = json.dumps({"v": 1, "ts": "2026-12-06T10:00:00+00:00", "stage": "decode", "duration_ms": 1.5,
+                       "session_id": "s", "pad": "x" * 60})
+    logs.write_text((line + "\n") * 600_000, encoding="utf-8")
+    size = logs.stat().st_size
+
+    class Recorder:
+        def __init__(self):
+            self.steps = []
+
+        def advance(self, n):
+            self.steps.append(n)
+
+    rec = Recorder()
+    monkeypatch.setattr(progress, "_current", rec)
+    con = duckdb.connect()
+    with progress.statement(con, size, interval_s=0.02):
+        con.execute(f"CREATE TABLE t AS SELECT * FROM read_json('{logs}', format='newline_delimited')")
+    assert sum(rec.steps) == pytest.approx(size)
+    partial = [s for s in rec.steps[:-1] if s > 0]
+    assert len(partial) >= 2, rec.steps  # moved during the read, not only at its end
+
+
+def test_each_phase_draws_its_own_measure():
+    from rich.progress import Progress
+
+    from dslogs.analyzer.core import progress
+
+    rep = progress._Reporter("analyze")
+    try:
+        bar: Progress = rep._bar
+        measure = bar.columns[2]
+        rep.start("reading", 18_600_000, "19 files", "bytes")
+        rep.advance(9_300_000)
+        assert str(measure.render(bar.tasks[-1])).startswith("9.3/18.6 MB")
+        rep.start("computing", 45, "", "queries")
+        rep.advance(12)
+        assert str(measure.render(bar.tasks[-1])) == "12/45 queries"
+        rep.start("indexing", None, "", "")
+        assert str(measure.render(bar.tasks[-1])) == ""  # no "0/? bytes" for a step without a count
+    finally:
+        rep.close()

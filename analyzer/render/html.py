@@ -29,6 +29,7 @@ from jinja2 import (
 from markupsafe import Markup
 
 from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
@@ -274,7 +275,9 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
     by_section: dict[str, list[dict]] = {}
     specs: dict[str, dict] = {}
     budget = SVG_BUDGET_BYTES
-    for chart in charts_mod.build_charts(model):
+    charts = charts_mod.build_charts(model)
+    progress.counting("rendering", len(charts), "charts")
+    for chart in charts:
         svg = static_svg(chart.spec) if fallback_svg else None
         if svg is not None and len(svg) > budget:
             svg = None
@@ -285,6 +288,7 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
             {"id": chart.id, "title": chart.title, "timeline": chart.timeline, "notes": chart.notes,
              "svg": Markup(svg) if svg else None}
         )
+        progress.advance(1)
     return by_section, specs
 
 
