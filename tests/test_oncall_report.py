@@ -212,3 +212,69 @@ def test_each_phase_draws_its_own_measure():
         assert str(measure.render(bar.tasks[-1])) == ""  # no "0/? bytes" for a step without a count
     finally:
         rep.close()
+
+
+# -- a page that explains itself offline ---------------------------------------------------------
+
+
+def test_every_link_opens_inside_the_page_and_no_doc_is_cited_by_path(report):
+    import re
+
+    for name in ("gradio_host_leak", "oom_fallback", "beam_search"):
+        _, page = report(name)
+        html = re.sub(r"<script\b.*?</script>", "", page, flags=re.S)  # the chart library's own code
+        ids = set(re.findall(r'\bid="([^"]+)"', html))
+        hrefs = re.findall(r'\bhref="([^"]*)"', html)
+        assert hrefs
+        outside = [h for h in hrefs if not h.startswith("#") and not h.startswith("data:")]
+        assert not outside, outside
+        missing = sorted({h[1:] for h in hrefs if h.startswith("#") and h[1:] not in ids})
+        assert not missing, (name, missing)
+        assert "<code>docs/" not in html, name  # a doc path does not open from a file
+
+
+def test_terms_are_linked_to_their_definition_where_they_appear(report):
+    model, html = report("gradio_host_leak")
+    _, beam_html = report("beam_search")
+    assert 'id="gloss-seed-app"' in html and 'id="gloss-knee"' in html and 'id="gloss-ttfa"' in html
+    assert 'id="gloss-queue-wait"' in html and 'id="gloss-slo"' in html
+    # the lead's slow-requests line and the findings' texts link the terms they use
+    import re
+
+    linked = set(re.findall(r'<a class="term" href="#(gloss-[a-z0-9-]+)"', html + beam_html))
+    assert linked and all(f'id="{a}"' in html for a in linked)
+
+
+def _cpu_oom_logs(d: Path) -> None:
+    lines = []
+    for i in range(3):
+        sid, rid, end = f"s{i}", f"r{i}", 1.0 + i
+        lines.append(_event(end - 0.5, "decode", 400, sid, rid, device="cpu", output_len=10))
+        lines.append(_event(end, "request", 500, sid, rid, status="ok", device="cpu"))
+    lines.append(json.dumps({"v": 1, "ts": "2026-12-06T10:00:05.000+00:00", "stage": "error", "host": "h", "pid": 1,
+                             "session_id": "s9", "request_id": "r9", "device": "cpu",
+                             "error_type": "OutOfMemoryError", "error_msg": "CUDA out of memory. Tried to allocate 2 GiB"}))
+    (d / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_cuda_oom_on_a_cpu_host_is_pointed_out(tmp_path):
+    _cpu_oom_logs(tmp_path)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    model = json.loads(out.read_text(encoding="utf-8"))
+    assert model["no_gpu"]
+    note = next(n for n in model["notes"] if n.get("id") == "cuda_on_cpu")
+    assert "name CUDA, yet every request ran on the CPU" in note["message"]
+    assert "name CUDA, yet every request ran on the CPU" in render_report(model, "html")
+
+
+def test_a_window_far_longer_than_its_logs_is_pointed_out(tmp_path):
+    _cpu_oom_logs(tmp_path)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out),
+                                   "--since", "2026-12-05T11:00:00+00:00", "--until", "2026-12-06T11:00:00+00:00"])
+    assert res.exit_code == 0, res.output
+    model = json.loads(out.read_text(encoding="utf-8"))
+    note = next(n for n in model["notes"] if n.get("id") == "window_vs_data")
+    assert note["message"].startswith("the window asked spans 1 d, the logs in it only 4 s")

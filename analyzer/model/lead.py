@@ -234,3 +234,43 @@ def impact_text(x: dict, total_requests: int, total_sessions: int) -> str:
         except (TypeError, ValueError):
             pass
     return text
+
+
+# -- contradictions ------------------------------------------------------------------------------
+
+# the logs are said to cover the window asked when they span at least this share of it
+WINDOW_COVERED = 0.1
+
+
+def contradictions(model: dict) -> list[dict]:
+    """Notes for what the data says twice, differently: errors naming CUDA where every request ran
+    on the CPU; a window asked for far longer than the logs in it span."""
+    notes = []
+    if model.get("no_gpu"):
+        cuda = [e for e in model.get("errors") or []
+                if "cuda" in f"{e.get('error_type') or ''} {e.get('sample_msg') or ''}".lower()]
+        if cuda:
+            n = sum(e.get("count") or 0 for e in cuda)
+            kinds = ", ".join(sorted({str(e.get("error_type")) for e in cuda}))
+            notes.append({"id": "cuda_on_cpu", "level": "warning", "message": (
+                f"{n} error{'s' if n != 1 else ''} ({kinds}) name CUDA, yet every request ran on the CPU (device cpu) "
+                "and no GPU was seen: the message does not come from this model's device (a simulated or "
+                "re-raised error, another process on a GPU, or device fields logged wrong); check where it is "
+                "raised before acting on GPU advice")})
+    w = model.get("window") or {}
+    try:
+        since = parse_iso(w["since"]) if w.get("since") else None
+        until = parse_iso(w["until"]) if w.get("until") else parse_iso(model["generated_at"])
+        first = parse_iso(w["first_event"]) if w.get("first_event") else None
+        last = parse_iso(w["last_event"]) if w.get("last_event") else None
+    except (KeyError, TypeError, ValueError):
+        return notes
+    if since is not None and until is not None and first is not None and last is not None:
+        asked = (until - since).total_seconds()
+        held = (last - first).total_seconds()
+        if asked > 0 and held < WINDOW_COVERED * asked:
+            notes.append({"id": "window_vs_data", "level": "note", "message": (
+                f"the window asked spans {human_duration(asked)}, the logs in it only {human_duration(held)} "
+                f"({w['first_event']} to {w['last_event']}): every figure and rate covers that span, not the "
+                "window")})
+    return notes

@@ -17,7 +17,7 @@ from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.jsonable import clean
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
-from dslogs.analyzer.model.lead import lead, slow_requests
+from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
 from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from dslogs.analyzer.rules import (
     RULE_IDS,
@@ -164,6 +164,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
 
         model["server_metrics"] = list(ingest["server_metrics"])
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
+    model["notes"] += contradictions(model)
     model["lead"] = lead(model)
     return clean(model)
 

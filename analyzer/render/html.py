@@ -26,7 +26,7 @@ from jinja2 import (
     StrictUndefined,
     select_autoescape,
 )
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import progress
@@ -111,6 +111,28 @@ def cite(source) -> Markup:
     return Markup("".join(out))
 
 
+def defined(text) -> Markup:
+    """``text`` escaped, with the first use of each glossary term linked to its entry (its
+    meaning as the tooltip): a term is explained where a reader meets it."""
+    from dslogs.analyzer.render.glossary import GLOSSARY, TERM_RE, term_anchor
+
+    if text is None:
+        return Markup("—")
+    seen: set[str] = set()
+    out, last = [], 0
+    raw = str(text)
+    for m in TERM_RE.finditer(raw):
+        word = m.group(1)
+        if word in seen:
+            continue
+        seen.add(word)
+        out.append(escape(raw[last:m.start()]))
+        out.append(Markup('<a class="term" href="#{}" title="{}">{}</a>').format(term_anchor(word), GLOSSARY[word], word))
+        last = m.end()
+    out.append(escape(raw[last:]))
+    return Markup("").join(out)
+
+
 def anchor(session_id) -> str:
     """A fragment id for a session's drill-down: readable prefix plus a hash (ids are log text)."""
     text = str(session_id)
@@ -192,6 +214,12 @@ def _bytecode_cache() -> FileSystemBytecodeCache | None:
     return FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
 
 
+def _term_anchor(word: str) -> str:
+    from dslogs.analyzer.render.glossary import term_anchor
+
+    return term_anchor(word)
+
+
 @cache
 def _env() -> Environment:
     env = Environment(
@@ -204,7 +232,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
+    env.filters.update(defined=defined, term_anchor=_term_anchor, cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
