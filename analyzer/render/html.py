@@ -57,7 +57,7 @@ SECTIONS = [
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
-                  "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
+                  "reasoning_len", "queue_ms", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
                   "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
                   "max_new_tokens"]
 LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
