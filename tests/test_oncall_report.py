@@ -20,7 +20,8 @@ from dslogs.analyzer.render.report import render_report
 ROOT = Path(__file__).resolve().parent.parent
 HOST_LEAK = ROOT / "tests" / "fixtures" / "gradio_host_leak"
 SETS = {"gradio_host_leak": HOST_LEAK, "beam_search": ROOT / "sample_logs" / "beam_search",
-        "oom_fallback": ROOT / "sample_logs" / "oom_fallback", "queue_wait": ROOT / "sample_logs" / "queue_wait"}
+        "oom_fallback": ROOT / "sample_logs" / "oom_fallback", "queue_wait": ROOT / "sample_logs" / "queue_wait",
+        "cpu_only": ROOT / "sample_logs" / "cpu_only"}
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +279,93 @@ def test_a_window_far_longer_than_its_logs_is_pointed_out(tmp_path):
     model = json.loads(out.read_text(encoding="utf-8"))
     note = next(n for n in model["notes"] if n.get("id") == "window_vs_data")
     assert note["message"].startswith("the window asked spans 1 d, the logs in it only 4 s")
+
+
+# -- tables and charts that fit the data ---------------------------------------------------------
+
+
+def test_drilldown_shows_only_columns_with_data_and_one_format_per_column(report):
+    import re
+
+    from dslogs.analyzer.render.html import view_model
+
+    model, html = report("gradio_host_leak")
+    drills = view_model(model, fallback_svg=False)["drilldowns"]
+    assert drills
+    for d in drills:
+        for c in d["columns"]:
+            assert any(r.get(c) is not None for r in d["rows"]), (d["id"], c)
+    # a column of numbers carries one number of decimals in every cell
+    for d in drills:
+        for c, digits in d["digits"].items():
+            cells = [__import__("dslogs.analyzer.render.html", fromlist=["numcol"]).numcol(r.get(c), digits)
+                     for r in d["rows"] if r.get(c) is not None]
+            decimals = {len(x.split(".")[1]) if "." in x else 0 for x in cells}
+            assert len(decimals) == 1, (c, cells)
+    # GPU-only fields of a CPU-only source are no columns
+    cpu_model, cpu_html = report("cpu_only")
+    assert cpu_model["no_gpu"]
+    cpu_drills = view_model(cpu_model, fallback_svg=False)["drilldowns"]
+    assert cpu_drills
+    gpu_fields = {"gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "reserved_mb_before"}
+    assert not any(gpu_fields & set(d["columns"]) for d in cpu_drills)
+    assert not re.search(r'data-key="gpu_(wait|util)_pct"', cpu_html)
+
+
+def test_column_digits_are_one_per_column():
+    from dslogs.analyzer.render.html import column_digits, numcol
+
+    rows = [{"a": 40.0, "b": 3, "c": 1200.4, "d": 0.123}, {"a": 40.9, "b": 5, "c": 12.0, "d": 1.5}]
+    digits = column_digits(rows, ["a", "b", "c", "d"])
+    assert digits == {"a": 1, "b": 0, "c": 0, "d": 2}
+    assert [numcol(r["a"], digits["a"]) for r in rows] == ["40.0", "40.9"]
+    assert [numcol(r["c"], digits["c"]) for r in rows] == ["1,200", "12"]
+
+
+def test_per_session_axes_count_the_turns_the_data_has(report):
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, _ = report("gradio_host_leak")
+    most = max(len(rows) for rows in model["session_details"].values())
+    seen = 0
+    for c in build_charts(model):
+        if c.id in ("kv_growth", "memory_timeline"):
+            x = json.loads(json.dumps(c.spec))
+            text = json.dumps(x)
+            assert "turn in the session" in text
+            domain = text[text.index('"domain": [1, '):].split("]")[0]
+            top = int(domain.split(",")[1])
+            assert top <= most, (c.id, top, most)
+            seen += 1
+    assert seen
+
+
+def test_day_axes_show_dates_at_a_month_start():
+    from dslogs.analyzer.render.charts.specs import TimeAxis, _time_axis_def
+
+    three_days = TimeAxis(domain=[0, 3 * 86_400_000])
+    assert _time_axis_def(three_days)["format"]["month"] == "%b %d"
+    assert _time_axis_def(TimeAxis(domain=[0, 3_600_000]))["format"]["month"] == "%b %d"
+    half_year = TimeAxis(domain=[0, 180 * 86_400_000])
+    assert _time_axis_def(half_year)["format"]["month"] == "%b %Y"
+
+
+def test_evidence_chart_has_axes_and_says_why_a_turn_is_missing(report):
+    import copy
+
+    from dslogs.analyzer.rules.evidence import memory_requests
+
+    rows = [{"request_id": f"r{i}", "turn_index": i, "rss_mb_before": 100.0 * i, "rss_mb_after": 100.0 * i + 40}
+            for i in (1, 2, 4)]
+    rows.insert(2, {"request_id": "r3", "turn_index": 3})  # no before/after reading
+    entry = memory_requests(rows, bases=("rss",))
+    assert [r["turn_index"] for r in entry["requests"]] == [1, 2, 4]
+    assert entry["missing"] == [{"turn_index": 3, "why": "no before/after reading"}]
+    from dslogs.analyzer.render.html import render_html
+
+    model = copy.deepcopy(report("gradio_host_leak")[0])
+    f = next(f for f in model["findings"] if (f.get("evidence") or {}).get("requests"))
+    f["evidence"]["requests"][0]["missing"] = [{"turn_index": 99, "why": "no before/after reading"}]
+    html = render_html(model, fallback_svg=False)
+    assert "MiB kept" in html and "turn of the session" in html
+    assert "turn 99 (no before/after reading)" in html

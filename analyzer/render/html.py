@@ -60,6 +60,8 @@ DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type"
                   "reasoning_len", "queue_ms", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
                   "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
                   "max_new_tokens"]
+SLOW_COLUMNS = ["e2e_ms", "times_median", "queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms", "shared_ms",
+                "others_avg"]
 LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
                   ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")]
 TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "source_format")
@@ -232,7 +234,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(defined=defined, term_anchor=_term_anchor, cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
+    env.filters.update(numcol=numcol, defined=defined, term_anchor=_term_anchor, cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -389,6 +391,30 @@ def _words(text: str) -> str:
     return " ".join(_WORDS.get(w, w) for w in text.split("_"))
 
 
+def column_digits(rows: list[dict], columns: list[str]) -> dict[str, int]:
+    """Decimals per numeric column, one for the whole column: none when every value is whole or
+    some reach 1,000; two when all are under 10 (ratios, R²); else one."""
+    out = {}
+    for c in columns:
+        vals = [r.get(c) for r in rows]
+        nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        if not nums:
+            continue
+        top = max(abs(v) for v in nums)
+        if all(v.is_integer() for v in nums) or top >= 1000:
+            out[c] = 0
+        else:
+            out[c] = 2 if top < 10 else 1
+    return out
+
+
+def numcol(value, digits: int | None) -> str:
+    """A cell of a column formatted by ``column_digits``: every value with the same decimals."""
+    if digits is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return fmt.table(value)
+    return fmt.number(value, digits, whole_from=None)
+
+
 def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
     """Lists of records in a finding's evidence (per-session numbers, bad-line samples) as small
     tables, so a card shows the numbers behind its claim, not only ids."""
@@ -402,7 +428,7 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
         rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
         # a list the model cut says how long it was (``<key>_total``)
         total = details.get(f"{key}_total") if details.get(f"{key}_truncated") else None
-        tables.append({"key": key, "columns": columns, "rows": rows,
+        tables.append({"key": key, "columns": columns, "rows": rows, "digits": column_digits(rows, columns),
                        "more": max(0, (total or len(value)) - len(rows)),
                        "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
     return tables
@@ -498,8 +524,9 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
         rows = list(details.get(sid) or [])
         shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
         left -= len(shown)
+        columns = _detail_columns(shown)
         drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
-                      "columns": _detail_columns(shown), "rows": shown, "total_rows": totals.get(sid, len(rows)),
+                      "columns": columns, "rows": shown, "digits": column_digits(shown, columns), "total_rows": totals.get(sid, len(rows)),
                       "more_rows": totals.get(sid, len(rows)) - len(shown)})
     drill_set = set(drill_ids)
     # A session links to its drill-down, else to its row in the sessions table.
@@ -526,7 +553,9 @@ def _table(rows, preferred: list[str], max_rows: int = 50, max_cols: int = 12) -
         present += [k for k in r if k not in present]
     columns = [c for c in preferred if c in present] + [c for c in present if c not in preferred]
     columns = [c for c in columns if not c.endswith("_ts") and not isinstance(rows[0].get(c), (dict, list))]
-    return {"columns": columns[:max_cols], "rows": rows[:max_rows], "more": max(0, len(rows) - max_rows)}
+    shown = rows[:max_rows]
+    return {"columns": columns[:max_cols], "rows": shown, "more": max(0, len(rows) - max_rows),
+            "digits": column_digits(shown, columns[:max_cols])}
 
 
 def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
@@ -616,7 +645,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
         "lead": _lead(model, links),
-        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in model.get("slow_requests") or []],
+        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:10]],
+        "slow_digits": column_digits((model.get("slow_requests") or [])[:10], SLOW_COLUMNS),
         "counts": counts,
         "stages": model.get("stages") or [],
         "requests": requests,
