@@ -129,7 +129,8 @@ def _figure(f: dict) -> str:
         return f.get("message") or ""
     unit = f" {f['unit']}" if f.get("unit") else ""
     text = f"{fmt.prose(f['value'])}{unit}"
-    if f.get("threshold") is not None:
+    # a threshold of 0 or 1 (any OOM, any beam) says nothing the value does not
+    if f.get("threshold") is not None and f["threshold"] not in (0, 1):
         text += f" (threshold {fmt.prose(f['threshold'])}{unit})"
     return text
 
@@ -188,13 +189,9 @@ def lead(model: dict) -> list[dict]:
 def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | None:
     """A line for the requests over the SLO, when some are, explained by the slowest of them."""
     req = model.get("requests") or {}
-    goodput = req.get("goodput")
+    missed = req.get("slo_missed") or 0
     slow = model.get("slow_requests") or []
-    if not total_requests or goodput is None or goodput >= 1 or not slow:
-        return None
-    # goodput counts a failed request as missed: those are the failures' lines
-    missed = round(total_requests * (1 - goodput)) - (req.get("errors") or 0)
-    if missed <= 0:
+    if not total_requests or missed <= 0 or not slow:
         return None
     top = slow[0]
     slo = req.get("slo") or {}

@@ -231,6 +231,7 @@ def _requests_block(metrics: dict, thresholds: dict) -> dict:
         "ttfa_ms": _pcts(lat.get("ttfa_ms")),
         "tpot_is_upper_bound": bool((lat.get("tpot_ms") or {}).get("upper_bound_count")),
         "goodput": g.get("goodput"),
+        "slo_missed": g.get("slo_missed"),
         "slo": {"ttft_ms": thresholds["slo"]["ttft_ms"], "tpot_ms": thresholds["slo"]["tpot_ms"]},
         "prefill_decode_ratio_p50": ratio.get("p50"),
         "prefill_decode_ratio_p90": ratio.get("p90"),

@@ -428,6 +428,7 @@ class Requests(Model):
     ttfa_ms: LatencyStats = field(default_factory=LatencyStats)  # time to first answer token (after the reasoning)
     tpot_is_upper_bound: bool | None = None  # some TPOTs include the prefill
     goodput: Share | None = None  # share of requests within the SLO
+    slo_missed: Count | None = None  # answered requests with a measured TTFT over an SLO
     slo: Slo = field(default_factory=Slo)
     prefill_decode_ratio_p50: float | None = None
     prefill_decode_ratio_p90: float | None = None

@@ -590,9 +590,10 @@ def _turn_x(out: list[dict]) -> alt.X:
     """The x of a per-session chart: its turns, 1 to the most any session shown has, whole
     numbers only (a scale made "nice" ran to 10 where no session had more than 5 turns)."""
     top = max((r["turn"] for r in out), default=1)
+    ticks = {"values": list(range(1, top + 1))} if top <= 20 else {}
     return alt.X("turn:Q", title="turn in the session (one point per turn with a reading)",
                  scale=alt.Scale(domain=[1, max(top, 2)], nice=False),
-                 axis=alt.Axis(tickMinStep=1, format="d", values=list(range(1, top + 1)) if top <= 20 else alt.Undefined))
+                 axis=alt.Axis(tickMinStep=1, format="d", **ticks))
 
 
 def _multi_point_rows(rows: list[dict]) -> list[dict]:
