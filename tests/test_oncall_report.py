@@ -287,7 +287,7 @@ def test_a_window_far_longer_than_its_logs_is_pointed_out(tmp_path):
 def test_drilldown_shows_only_columns_with_data_and_one_format_per_column(report):
     import re
 
-    from dslogs.analyzer.render.html import view_model
+    from dslogs.analyzer.render.html import numcol, view_model
 
     model, html = report("gradio_host_leak")
     drills = view_model(model, fallback_svg=False)["drilldowns"]
@@ -298,8 +298,7 @@ def test_drilldown_shows_only_columns_with_data_and_one_format_per_column(report
     # a column of numbers carries one number of decimals in every cell
     for d in drills:
         for c, digits in d["digits"].items():
-            cells = [__import__("dslogs.analyzer.render.html", fromlist=["numcol"]).numcol(r.get(c), digits)
-                     for r in d["rows"] if r.get(c) is not None]
+            cells = [numcol(r.get(c), digits) for r in d["rows"] if r.get(c) is not None]
             decimals = {len(x.split(".")[1]) if "." in x else 0 for x in cells}
             assert len(decimals) == 1, (c, cells)
     # GPU-only fields of a CPU-only source are no columns
