@@ -250,7 +250,7 @@ def _load(
     total = sum(f.size for f in reading)
     # dslogs draws its own progress, on stderr only, when a command shows it (core.progress)
     progress.reading(total, len(reading))
-    reader.read(reading, on_progress=progress.advance if progress.active() else None)
+    reader.read(reading, watch=progress.statement if progress.active() else None)
     progress.phase("indexing")
     db.read_bytes, db.tail_files = total, len(plan.tails)
     if in_step:

@@ -247,9 +247,11 @@ class Reader:
         ).fetchall()
         return {fid: n for fid, n in rows}
 
-    def read(self, files: list[FileStats], on_progress=None) -> None:
+    def read(self, files: list[FileStats], watch=None) -> None:
         """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
-        Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement."""
+        Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement.
+        ``watch(con, size)``: a context that reports the bytes read while its body runs
+        (``core.progress.statement``)."""
         own = []
         for f in files:
             if f.size > 0:
@@ -257,9 +259,11 @@ class Reader:
                 if fmt is not None and fmt.read == formats.STATEMENT:
                     own.append((f, fmt))
         for f, fmt in own:
-            self._read_statement(f, fmt)
-            if on_progress:
-                on_progress(f.size)
+            if watch:
+                with watch(self.con, f.size):
+                    self._read_statement(f, fmt)
+            else:
+                self._read_statement(f, fmt)
         taken = {id(f) for f, _ in own}
         files = [f for f in files if id(f) not in taken]
         batches: list[list[FileStats]] = []
@@ -275,43 +279,49 @@ class Reader:
         if current:
             batches.append(current)
         for batch in batches:
-            readable = [f for f in batch if f.size > 0]
-            for f in batch:
-                if f.size == 0:
-                    f.unreadable = "empty file"
-            slow: list[FileStats] = []
-            groups = _groups(readable)
-            for group in self._insert_groups(groups):
-                # One of them is damaged: read them one by one (a group of one: it is that one).
-                alone = self._insert_groups([[f] for f in group]) if len(group) > 1 else [group]
-                slow += [g[0] for g in alone]
-            suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
-            shared = {f.file_id: g for g in groups if len(g) > 1 for f in g}
-            if any(fid in shared for fid in suspects):
-                # Read again alone: a file read out of step with its neighbours may be fine. The
-                # file before a suspect one too: a line only one reader skips (whitespace) shifts
-                # its own line lengths silently and shows only at the next file's first row. (A
-                # file read alone shows it itself: its last row lacks a side.)
-                again_ids = {fid for fid in suspects if fid in shared}
-                for g in groups:
-                    for before, f in zip(g, g[1:], strict=False):
-                        if f.file_id in again_ids:
-                            again_ids.add(before.file_id)
-                again = [f for f in readable if f.file_id in again_ids and f not in slow]
-                self._delete([f.file_id for f in again])
-                slow += [g[0] for g in self._insert_groups([[f] for f in again])]
-                rechecked = self._suspect_rows([f.file_id for f in again if f not in slow])
-                suspects = {
-                    fid: n for fid, n in suspects.items() if fid not in again_ids
-                } | rechecked
-            for f in readable:
-                if f.file_id in suspects and f not in slow:
-                    slow.append(f)
-            self._delete([f.file_id for f in slow])
-            for f in slow:
-                self._read_slow(f)
-            if on_progress:
-                on_progress(sum(f.size for f in batch))
+            if watch:
+                # bytes as DuckDB reads them, not one step per batch (a batch is up to BATCH_BYTES)
+                with watch(self.con, sum(f.size for f in batch)):
+                    self._read_batch(batch)
+            else:
+                self._read_batch(batch)
+
+    def _read_batch(self, batch: list[FileStats]) -> None:
+        readable = [f for f in batch if f.size > 0]
+        for f in batch:
+            if f.size == 0:
+                f.unreadable = "empty file"
+        slow: list[FileStats] = []
+        groups = _groups(readable)
+        for group in self._insert_groups(groups):
+            # One of them is damaged: read them one by one (a group of one: it is that one).
+            alone = self._insert_groups([[f] for f in group]) if len(group) > 1 else [group]
+            slow += [g[0] for g in alone]
+        suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
+        shared = {f.file_id: g for g in groups if len(g) > 1 for f in g}
+        if any(fid in shared for fid in suspects):
+            # Read again alone: a file read out of step with its neighbours may be fine. The
+            # file before a suspect one too: a line only one reader skips (whitespace) shifts
+            # its own line lengths silently and shows only at the next file's first row. (A
+            # file read alone shows it itself: its last row lacks a side.)
+            again_ids = {fid for fid in suspects if fid in shared}
+            for g in groups:
+                for before, f in zip(g, g[1:], strict=False):
+                    if f.file_id in again_ids:
+                        again_ids.add(before.file_id)
+            again = [f for f in readable if f.file_id in again_ids and f not in slow]
+            self._delete([f.file_id for f in again])
+            slow += [g[0] for g in self._insert_groups([[f] for f in again])]
+            rechecked = self._suspect_rows([f.file_id for f in again if f not in slow])
+            suspects = {
+                fid: n for fid, n in suspects.items() if fid not in again_ids
+            } | rechecked
+        for f in readable:
+            if f.file_id in suspects and f not in slow:
+                slow.append(f)
+        self._delete([f.file_id for f in slow])
+        for f in slow:
+            self._read_slow(f)
 
     # -- formats read by their own statement (OTLP/JSON traces) --------------------------------
 
