@@ -6,6 +6,7 @@ Library modules are imported inside commands so `dslogs --help` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -227,12 +228,31 @@ def _open(selection, materialize=True):
     return _run(ingest.open, selection, materialize)
 
 
-def _check_out(out: Path | None) -> None:
-    """An --out that cannot be written fails before the logs are read, not after."""
-    if out is not None:
-        from dslogs.analyzer.core.outfile import check_out
+def _check_out(out: Path | None, logs=(), *files) -> None:
+    """An --out that cannot be written fails before the logs are read, not after; so does one
+    that is a file the run reads (one of ``logs``, or ``files``: thresholds, saved reports)."""
+    if out is None:
+        return
+    from dslogs.analyzer.core.outfile import check_not_input, check_out
 
-        _run(check_out, out)
+    _run(check_out, out)
+    if os.path.exists(out):
+        _run(check_not_input, out, _input_files(logs, files))
+
+
+def _input_files(logs, files) -> list:
+    """The files a run names or would discover under ``logs``, plus ``files``."""
+    from dslogs.analyzer import ingest
+    from dslogs.analyzer.core.errors import DslogsError
+
+    found = [f for f in (*files, *logs) if f is not None and os.path.isfile(f)]
+    try:
+        discovered = ingest.discover([str(p) for p in logs]) if logs else None
+    except (DslogsError, OSError):
+        discovered = None  # the run itself says what is wrong with its logs
+    if discovered is not None:
+        found += [f.path for f in (*discovered.files, *discovered.pruned)]
+    return found
 
 
 def _write_or_print(text: str, out: Path | None) -> None:
@@ -264,7 +284,8 @@ def analyze(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
 
     selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
@@ -314,7 +335,8 @@ def capacity(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.report import render_capacity
     from dslogs.analyzer.usecases.analyze import capacity as run_capacity
@@ -346,7 +368,7 @@ def report_weekly(
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
-    _check_out(out)
+    _check_out(out, logs, thresholds, cache, previous)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.weekly import render_weekly
     from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
@@ -385,7 +407,8 @@ def diff(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.model.diff import REGRESSION_PCT, has_regression
     from dslogs.analyzer.render.diff_html import render_diff
@@ -440,7 +463,7 @@ def query(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
-    _check_out(out)
+    _check_out(out, logs, cache)
     selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr)
     if engine is Engine.spark:
         from dslogs.analyzer.engines.spark.driver import spark_query
@@ -533,7 +556,7 @@ def render(
 
     target = out or report_json.with_suffix(".html")
     _check_out(target)
-    if target.resolve() == report_json.resolve():
+    if target.exists() and target.resolve() == report_json.resolve():
         _fail(f"--out {target}: is the report being read; give another file")
     model = _run(load_report_json, report_json)
     _write_or_print(render_html(model), target)
