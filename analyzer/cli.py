@@ -157,8 +157,10 @@ def number(help: str, option: str, integer: bool = False, minimum: float | None 
 
 def _print_notes(model: dict) -> None:
     """A model's notes (an empty window, ids missing, estimates) on stderr, one line each."""
+    from dslogs.analyzer.core.textsafe import visible
+
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
+        typer.echo(f"dslogs: {visible(str(note.get('level', 'warning')))}: {visible(str(note['message']))}", err=True)
 
 
 def _warn_if_window_empty(selection, ingest_block: dict) -> None:
@@ -194,7 +196,10 @@ SessionAttrOpt = Annotated[
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"dslogs: error: {message}", err=True)
+    # every error line may quote a path, a value or a log's text: shown, never obeyed
+    from dslogs.analyzer.core.textsafe import visible
+
+    typer.echo(f"dslogs: error: {visible(str(message))}", err=True)
     raise typer.Exit(2)
 
 
@@ -207,7 +212,9 @@ def _run(fn, *args, **kwargs):
     except DslogsError as exc:
         _fail(str(exc))
     except Interrupted as exc:
-        typer.echo(f"dslogs: {exc}", err=True)
+        from dslogs.analyzer.core.textsafe import visible
+
+        typer.echo(f"dslogs: {visible(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 
@@ -380,8 +387,10 @@ def report_weekly(
         return
     with progress.run("report weekly", quiet):
         model = _run(weekly, selection, week=week, previous=previous)
+    from dslogs.analyzer.core.textsafe import visible
+
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: note: {note}", err=True)
+        typer.echo(f"dslogs: note: {visible(str(note))}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
@@ -671,10 +680,11 @@ def cache_cmd(
     if unused_days is not None and not prune:
         _fail("--unused-days goes with --prune")
     home = cache_home()
+    shown = visible(str(home))  # $XDG_CACHE_HOME is the environment's text, not ours
     if clear:
         caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
         freed = sum(remove_cache(Path(c["path"])) for c in caches)
-        typer.echo(f"removed {len(caches)} cache(s) from {home}, {freed / 1e6:,.1f} MB freed")
+        typer.echo(f"removed {len(caches)} cache(s) from {shown}, {freed / 1e6:,.1f} MB freed")
         return
     if prune:
         removed = prune_caches(unused_days, time.time(), home)
@@ -684,10 +694,10 @@ def cache_cmd(
         return
     caches = list_caches(home)
     if not caches:
-        typer.echo(f"no caches in {home}")
+        typer.echo(f"no caches in {shown}")
         return
     now = time.time()
-    typer.echo(f"{len(caches)} cache(s) in {home}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
+    typer.echo(f"{len(caches)} cache(s) in {shown}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
     for c in caches:
         age = (now - c["last_used"]) / 86400
         folder = visible(c["folder"]) if c["folder"] else "—"

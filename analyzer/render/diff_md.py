@@ -18,7 +18,9 @@ def _ci(c: dict) -> str:
 
 def md_text(text) -> str:
     # Log-derived text in Markdown: one line, no table breaks, inert if the Markdown becomes HTML.
-    s = " ".join(str(text or "").split())
+    from dslogs.analyzer.core.textsafe import visible
+
+    s = visible(" ".join(str(text or "").split()))
     return s.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("`", "'")
 
 
@@ -113,7 +115,7 @@ def md_finding_changes(findings: dict, with_fix: bool = False) -> list[str]:
             n = f.get("sessions") or 0
             where = f" — {n} session{'s' if n != 1 else ''}" if n else ""
             hosts = f" on {md_text(', '.join(f['hosts']))}" if f.get("hosts") else ""
-            out.append(f"- **{f['severity']}** `{md_text(f['rule'])}`{hosts}{where}: {md_text(f.get('message'))}")
+            out.append(f"- **{md_text(f['severity'])}** `{md_text(f['rule'])}`{hosts}{where}: {md_text(f.get('message'))}")
             if with_fix and kind != "resolved" and f.get("fix"):
                 out.append(f"  - fix: {md_text(f['fix'])}")
     return out
