@@ -20,8 +20,32 @@ if TYPE_CHECKING:
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
 # (bench/api_memory.py: one day of events, ~147 MiB of Arrow, 831 MB), so a view at the limit
 # stays near 1.1 GB, within the command line's 1.5 GB goal.
-FRAME_BUDGET_BYTES = int(os.environ.get("DSLOGS_FRAME_BUDGET_MB", "200")) << 20
+# DSLOGS_FRAME_BUDGET_MB changes it (MiB, read when a view is fetched); a value set here wins.
+FRAME_BUDGET_BYTES: int | None = None
 ROWS_PER_BATCH = 100_000
+
+
+def frame_budget() -> int:
+    """The byte budget of one view's DataFrame: FRAME_BUDGET_BYTES, else DSLOGS_FRAME_BUDGET_MB
+    (MiB, a decimal allowed, an M/MB/MiB suffix tolerated; default 200); UsageError otherwise."""
+    if FRAME_BUDGET_BYTES is not None:
+        return FRAME_BUDGET_BYTES
+    raw = os.environ.get("DSLOGS_FRAME_BUDGET_MB", "200")
+    text = raw.strip()
+    for suffix in ("MiB", "MB", "M", "mib", "mb", "m"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)].strip()
+            break
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not 0 < mib < 2**40:
+        from dslogs.analyzer.core.textsafe import visible
+
+        raise UsageError(f"DSLOGS_FRAME_BUDGET_MB={visible(raw)!r}: expected a number of MiB above 0, "
+                         f"such as 200 or 1.5")
+    return int(mib * 2**20)
 
 
 def _paths(paths: Any) -> list[str]:
@@ -53,6 +77,7 @@ class Logs:
         self.selection = Selection.build(_paths(paths), since=since, until=until, tz=tz,
                                          session_attr=session_attr, thresholds_file=thresholds,
                                          cache=cache, use_cache=use_cache, engine=engine)
+        frame_budget()  # a bad DSLOGS_FRAME_BUDGET_MB is said now, not at the first DataFrame
         self.paths = list(self.selection.paths)
         self.since, self.until, self.tz = since, until, tz
         self.thresholds_file = self.selection.thresholds_file
@@ -160,14 +185,15 @@ class Logs:
             db = self._open()
             # fetched in batches and counted as they come, so a view too big for a DataFrame is
             # refused before it is all in memory
+            budget = frame_budget()
             reader = db.con.sql(f"SELECT * FROM {view}").to_arrow_reader(ROWS_PER_BATCH)
             batches: list[Any] = []
             size = 0
             for batch in reader:
                 size += batch.nbytes
-                if size > FRAME_BUDGET_BYTES:
+                if size > budget:
                     raise UsageError(
-                        f"logs.{view} is more than {FRAME_BUDGET_BYTES / 2**20:,.0f} MiB of data "
+                        f"logs.{view} is more than {budget / 2**20:,.1f} MiB of data "
                         f"(stopped after {sum(b.num_rows for b in batches):,} rows), too big for "
                         f"a DataFrame here: use logs.relation({view!r}) to filter or aggregate in "
                         f"DuckDB first, or narrow the window (since/until); "

@@ -59,6 +59,13 @@ class Selection:
 
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
+        from dslogs.analyzer.core.resources import memory_limit
+        from dslogs.analyzer.core.time import zone_name
+
+        # the zone (--tz, else $TZ) and DuckDB's memory budget are read now: a value neither
+        # can use is one line before any log is read, not a DuckDB error halfway
+        zone_name(tz)
+        memory_limit()
         lo, hi = parse_window(since, until, tz, now)
         file = os.fspath(thresholds_file) if thresholds_file is not None else None
         return cls(

@@ -34,7 +34,7 @@ import duckdb
 
 from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import InputError, UsageError, one_line
-from dslogs.analyzer.core.resources import memory_limit
+from dslogs.analyzer.core.resources import env_int, memory_limit
 from dslogs.analyzer.core.results import QueryResult
 from dslogs.analyzer.core.textsafe import visible
 from dslogs.analyzer.core.time import iso, parse_window, zone_name
@@ -120,8 +120,8 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
-        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
+    if threads := env_int("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
+        con.execute(f"SET threads = {threads}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
