@@ -675,24 +675,26 @@ def cache_cmd(
     import time
 
     from dslogs.analyzer.core.textsafe import visible
-    from dslogs.analyzer.ingest import cache_home, list_caches, prune_caches, remove_cache
+    from dslogs.analyzer.ingest import cache_home, clear_caches, list_caches, prune_caches
 
     if unused_days is not None and not prune:
         _fail("--unused-days goes with --prune")
     home = cache_home()
     shown = visible(str(home))  # $XDG_CACHE_HOME is the environment's text, not ours
     if clear:
-        caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
-        freed = sum(remove_cache(Path(c["path"])) for c in caches)
+        caches, busy = _run(clear_caches, home)
+        freed = sum(c["freed"] for c in caches)
+        for c in busy:
+            typer.echo(f"kept {visible(c['path'])}: in use by a running dslogs")
         typer.echo(f"removed {len(caches)} cache(s) from {shown}, {freed / 1e6:,.1f} MB freed")
         return
     if prune:
-        removed = prune_caches(unused_days, time.time(), home)
+        removed = _run(prune_caches, unused_days, time.time(), home)
         for c in removed:
             typer.echo(f"removed {visible(c['path'])} ({c['freed'] / 1e6:,.1f} MB): {c['why']}")
         typer.echo(f"pruned {len(removed)} cache(s), {sum(c['freed'] for c in removed) / 1e6:,.1f} MB freed")
         return
-    caches = list_caches(home)
+    caches = _run(list_caches, home)
     if not caches:
         typer.echo(f"no caches in {shown}")
         return

@@ -55,9 +55,8 @@ MIN_MEMORY_BYTES = 64 * 10**6
 
 def _env_error(name: str, value: str, expected: str):
     from dslogs.analyzer.core.errors import UsageError
-    from dslogs.analyzer.core.textsafe import visible
 
-    return UsageError(f"{name}={visible(value)!r}: expected {expected}")
+    return UsageError(f"{name}={value!r}: expected {expected}")  # repr: no control code shown raw
 
 
 def memory_limit() -> str:

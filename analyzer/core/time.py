@@ -141,9 +141,7 @@ def local_zone_name() -> str:
             named = _known_zone(value) if value and ".." not in value else None
             named = named or _posix_zone(value)
         if named is None:
-            from dslogs.analyzer.core.textsafe import visible
-
-            raise UsageError(f"TZ={visible(env)!r}: not a time zone dslogs can use; set TZ to an IANA name "
+            raise UsageError(f"TZ={env!r}: not a time zone dslogs can use; set TZ to an IANA name "
                              f"(Asia/Shanghai, UTC) or a whole-hour POSIX offset (CST-8), or pass --tz")
         return named
     try:
@@ -167,9 +165,7 @@ def zone_name(tz: str | None) -> str:
         return local_zone_name()
     named = _known_zone(tz) if ".." not in tz and not tz.startswith("/") else None
     if named is None:
-        from dslogs.analyzer.core.textsafe import visible
-
-        raise UsageError(f"--tz {visible(tz)!r}: unknown time zone (use an IANA name like Asia/Shanghai or UTC)")
+        raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name like Asia/Shanghai or UTC)")
     return named
 
 

@@ -68,10 +68,13 @@ class LogDB:
     # with bad lines: what a file that yields no event held
     damaged: dict[str, tuple[int, list[dict], str | None]] = field(default_factory=dict)
     _tmp: tempfile.TemporaryDirectory | None = None
+    _cache_lock: int | None = None  # cache.hold's shared lock while the cache file is in use
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.con.close()
+        cache_mod.release(self._cache_lock)
+        self._cache_lock = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -211,11 +214,16 @@ def _load(
         cache_path = (
             Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
         )
+        # held until the LogSet closes: `dslogs cache --clear` (of the default folder, the only
+        # one it clears) leaves a cache in use alone; no lock file beside a --cache PATH
+        db._cache_lock = cache_mod.hold(cache_path) if cache is None else None
         mode = storage.attach_cache(con, cache_path, found, zone, explicit=cache is not None)
         if mode:
             store = "dslogs_cache"
         else:
             cache_path = None
+            cache_mod.release(db._cache_lock)
+            db._cache_lock = None
     readonly = mode == "ro"
     db.cache_path = cache_path
     if cache_path is not None:
