@@ -157,10 +157,12 @@ def number(help: str, option: str, integer: bool = False, minimum: float | None 
 
 def _print_notes(model: dict) -> None:
     """A model's notes (an empty window, ids missing, estimates) on stderr, one line each."""
+    from dslogs.analyzer.core.format import note_message
     from dslogs.analyzer.core.textsafe import visible
 
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: {visible(str(note.get('level', 'warning')))}: {visible(str(note['message']))}", err=True)
+        level = (note.get("level") if isinstance(note, dict) else None) or "warning"
+        typer.echo(f"dslogs: {visible(str(level))}: {visible(note_message(note))}", err=True)
 
 
 def _warn_if_window_empty(selection, ingest_block: dict) -> None:
@@ -563,6 +565,8 @@ def render(
     from dslogs.analyzer.model.report import load_report_json
     from dslogs.analyzer.render.html import render_html
 
+    if not str(report_json).strip() or report_json.is_dir() or not report_json.name:
+        _fail(f"REPORT_JSON {str(report_json)!r}: not a file; give a report saved with `analyze --format json`")
     target = out or report_json.with_suffix(".html")
     _check_out(target)
     if target.exists() and target.resolve() == report_json.resolve():

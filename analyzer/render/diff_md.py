@@ -53,7 +53,7 @@ def render_markdown_diff(d: dict) -> str:
            f"A regression is a significant change worse than {lim:g} % that the request mix does not explain. "
            f"Regressions: **{len(d['regressions'])}**" + (f" ({md_text(', '.join(d['regressions']))})" if d["regressions"] else "") + "."]
     for note in d.get("notes") or []:
-        out += ["", f"> {md_text(note)}"]
+        out += ["", f"> {md_text(fmt.note_message(note))}"]
     if d.get("summary"):
         out += ["", "## What changed", ""] + [f"- {md_text(s)}" for s in d["summary"]]
     out += ["", "## Requests", ""] + _latency_table(d["request_metrics"], d["significance"])
