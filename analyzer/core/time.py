@@ -77,12 +77,17 @@ def _known_zone(name: str) -> str | None:
     """The name DuckDB knows for the IANA zone ``name``: itself, without a posix/ or right/
     folder, or the zone a link such as ``localtime`` or ``posixrules`` points at; None if none."""
     zones = _duckdb_zones()
+    if not name.isprintable() or len(name) > 255:
+        return None  # a NUL, a control character, a path-long name: no zone is called that
     candidates = [name] + [name[len(p):] for p in _ZONE_PREFIXES if name.startswith(p)]
     import zoneinfo
 
     for root in zoneinfo.TZPATH:
         for candidate in list(candidates):
-            real = os.path.realpath(os.path.join(root, candidate))
+            try:
+                real = os.path.realpath(os.path.join(root, candidate))
+            except (OSError, ValueError):
+                continue
             if "/zoneinfo/" in real and os.path.isfile(real):
                 target = real.split("/zoneinfo/", 1)[1]
                 candidates += [target] + [target[len(p):] for p in _ZONE_PREFIXES if target.startswith(p)]
