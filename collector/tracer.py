@@ -15,6 +15,7 @@ import time
 import weakref
 from collections import deque
 
+from dslogs_collector.files import remove_tmp_in_progress
 from dslogs_collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 from dslogs_collector.values import LOG_EVENT_DEFAULT
 from dslogs_collector.writer import MAX_ERROR_MSG, Flush, Writer
@@ -499,6 +500,11 @@ def _on_signal(signum, frame):
     if callable(prev):
         return prev(signum, frame)
     if dies:
+        # A gzip still under way dies with the process: its .tmp goes first.
+        try:
+            remove_tmp_in_progress()
+        except Exception:
+            pass
         # The default action, so the exit status still says "killed by SIGTERM".
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

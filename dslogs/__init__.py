@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dslogs.analyzer import __version__
 
 if TYPE_CHECKING:
+    from datetime import date, datetime, timedelta, tzinfo
     from os import PathLike
 
     from dslogs._capacity import Capacity, Level, ProcessCapacity, Recommendation
@@ -78,9 +79,9 @@ def __getattr__(name: str) -> Any:
 
 def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
     paths: str | PathLike[str] | list[str | PathLike[str]],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
+    since: str | datetime | date | timedelta | None = None,
+    until: str | datetime | date | timedelta | None = None,
+    tz: str | tzinfo | None = None,
     thresholds: str | PathLike[str] | None = None,
     engine: str = "duckdb",
     cache: str | PathLike[str] | None = None,
@@ -90,7 +91,8 @@ def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
 ) -> Logs:
     """Open trace logs (folders, files or globs) for the window ``since``..``until``.
 
-    Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date;
+    Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date,
+    or a ``datetime`` (naive: wall-clock time in ``tz``), a ``date`` or a ``timedelta`` (ago);
     ``tz`` for naive (legacy) timestamps; ``thresholds`` a TOML file of rule thresholds;
     ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB);
     ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md);

@@ -199,3 +199,103 @@ def test_out_is_checked_before_the_logs_are_read(tmp_path, command):
     out = tmp_path / "no" / "r.html"
     r = CliRunner().invoke(app, [command, str(tmp_path / "no-logs-here"), "--no-cache", "--out", str(out)])
     _one_line(r, str(out), "folder does not exist")
+
+
+def _private_device(folder: Path) -> Path | None:
+    """A character device of our own (the null device's numbers) inside ``folder``: replacing it
+    harms nothing else. Only root can make one; None elsewhere."""
+    if not IS_ROOT:
+        return None
+    node = folder / "private-null"
+    try:
+        os.mknod(node, 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    except OSError:
+        return None
+    return node
+
+
+def _specials(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (the --out path, the word the refusal names)."""
+    import socket
+    import stat as st
+
+    found: dict[str, tuple[Path, str]] = {}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    found["fifo"] = (fifo, "a FIFO")
+    (tmp_path / "to-fifo").symlink_to(fifo)
+    found["link-to-fifo"] = (tmp_path / "to-fifo", "a FIFO")
+    sock_path = tmp_path / "sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    sock.close()
+    assert st.S_ISSOCK(os.lstat(sock_path).st_mode)
+    found["socket"] = (sock_path, "a socket")
+    device = _private_device(tmp_path)
+    if device is not None:
+        found["device"] = (device, "a device")
+        (tmp_path / "to-device").symlink_to(device)
+        found["link-to-device"] = (tmp_path / "to-device", "a device")
+    return found
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_special_file_is_never_replaced(logs, report, tmp_path, command):
+    """A FIFO, a socket, a device or a link to one stays what it is: one line, exit 2. (As root
+    a private device node stands in for /dev/null; /dev/null itself is only checked after.)"""
+    import stat as st
+
+    for name, (path, word) in _specials(tmp_path).items():
+        before = os.lstat(path).st_mode
+        target_before = os.stat(path).st_mode
+        r = CliRunner().invoke(app, _commands(logs, report, str(path))[command])
+        _one_line(r, str(path), word)
+        assert os.lstat(path).st_mode == before and os.stat(path).st_mode == target_before, name
+        assert "not a regular file" in r.output
+    assert st.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_report_save_refuses_a_special_file(tmp_path):
+    import dslogs
+
+    (logs := tmp_path / "logs").mkdir()
+    lines = []
+    for i in range(3):
+        lines += v1_request("s0", f"r{i}", datetime(2026, 11, 23, 10, i))
+    write_lines(logs / "ds15b_20261123.jsonl", lines)
+    rep = dslogs.open(str(logs), use_cache=False).report()
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=r"^save .*out\.json: a FIFO, not a regular file"):
+        rep.save(fifo)
+    assert __import__("stat").S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("command", ["analyze-md", "capacity", "query", "weekly"])
+def test_an_input_log_is_never_the_out_file(logs, report, tmp_path, command):
+    """`--out` naming a log the run reads (directly, through a link, or found under LOGS) is
+    refused before anything is written; the log keeps its bytes."""
+    log = next(logs.glob("*.jsonl"))
+    before = log.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(log)
+    for out in (log, link):
+        r = CliRunner().invoke(app, _commands(logs, report, str(out))[command])
+        _one_line(r, str(out), "is an input of this run")
+        assert log.read_bytes() == before
+
+
+def test_thresholds_and_previous_are_inputs_too(logs, report, tmp_path):
+    th = tmp_path / "t.toml"
+    th.write_text("", encoding="utf-8")
+    r = CliRunner().invoke(app, ["analyze", str(logs), "--no-cache", "--format", "md", "--thresholds", str(th),
+                                 "--out", str(th)])
+    _one_line(r, str(th), "is an input of this run")
+    assert th.read_text(encoding="utf-8") == ""
+    r = CliRunner().invoke(app, ["report", "weekly", str(logs), "--week", "2026-W48", "--tz", "UTC", "--no-cache",
+                                 "--format", "md", "--previous", str(report), "--out", str(report)])
+    _one_line(r, str(report), "is an input of this run")
+    r = CliRunner().invoke(app, _commands(logs, report, str(report))["diff"])
+    _one_line(r, str(report), "is an input of this run")
+    assert json.loads(report.read_text(encoding="utf-8"))["schema"] == "dslogs.report/1"

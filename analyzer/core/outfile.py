@@ -10,6 +10,11 @@ file system) and is renamed over it once complete: a reader of the target sees t
 the new one, never half of one. A target that cannot be written (missing folder, a directory,
 no permission, a full disk) is a ``UsageError`` naming the path, and no temporary file is
 left behind.
+
+Only a regular file or a new path is ever replaced: a device (``/dev/null`` in a CI line run as
+root), a FIFO, a socket or a link to one of them would otherwise become a plain file for the
+whole machine, so each is refused before any work, and again at the write. A target that is
+one of the run's own input files (a log, the thresholds file, a saved report) is refused too.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,15 +60,55 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
+def _special_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
 def _file_target(path: Path | str, option: str) -> Path:
     """The file a write replaces: a link is followed (the file it points at is replaced, not the
-    link itself); a directory is refused."""
+    link itself); a directory is refused, and so is anything that is not a regular file."""
     target = Path(path)
     if target.is_symlink():
         target = Path(os.path.realpath(target))
     if target.is_dir():
         raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return target  # a new path (or one the write will name its own error for)
+    kind = _special_kind(mode)
+    if kind is not None:
+        shown = visible(str(path)) + ("" if str(target) == str(path) else f" -> {visible(str(target))}")
+        raise UsageError(f"{option} {shown}: {kind}, not a regular file; give a file to write")
     return target
+
+
+def check_not_input(path: Path | str, inputs, option: str = "--out") -> None:
+    """UsageError when ``path`` is (the same file as, links and hard links included) one of
+    ``inputs``, the files a run reads: its logs, a thresholds or saved report file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # a new path cannot be an input
+    for name in inputs:
+        if name is None:
+            continue
+        try:
+            other = os.stat(name)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            raise UsageError(f"{option} {visible(str(path))}: is an input of this run "
+                             f"({visible(os.fspath(name))}); give another file")
 
 
 def _temporary(target: Path, folder: Path, option: str) -> tuple[int, str]:
@@ -98,10 +144,13 @@ def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -
         raise
 
 
-def check_out(path: Path | str, option: str = "--out") -> None:
+def check_out(path: Path | str, option: str = "--out", inputs=()) -> None:
     """Fail now, before minutes of work, when ``path`` clearly cannot be written: its folder is
-    missing or not writable, or it is a directory. The write itself still reports a full disk."""
+    missing or not writable, it is a directory, a device, FIFO or socket, or one of ``inputs``
+    (the files the run reads). The write itself still reports a full disk."""
     target = _file_target(path, option)
+    if inputs:
+        check_not_input(target, inputs, option)
     folder = target.parent
     if not folder.is_dir():
         code = errno.ENOTDIR if folder.exists() else errno.ENOENT
@@ -140,4 +189,4 @@ def _remove(tmp: str) -> None:
         os.unlink(tmp)
 
 
-__all__ = ["check_out", "open_out", "write_out"]
+__all__ = ["check_not_input", "check_out", "open_out", "write_out"]

@@ -16,7 +16,18 @@ import sys
 import threading
 from collections.abc import Iterator
 
-DELAY_S = float(os.environ.get("DSLOGS_PROGRESS_DELAY", "1.0"))
+
+def _delay() -> float:
+    """DSLOGS_PROGRESS_DELAY in seconds; a value that is not a number >= 0 is the default (the
+    bar is cosmetic: a typo there must not stop a run)."""
+    try:
+        value = float(os.environ.get("DSLOGS_PROGRESS_DELAY", "1.0"))
+    except ValueError:
+        return 1.0
+    return value if 0 <= value < 1e6 else 1.0
+
+
+DELAY_S = _delay()
 
 
 class _Reporter:

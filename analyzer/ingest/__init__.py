@@ -23,7 +23,7 @@ PUBLIC: dict[str, str] = {
     "check_statement": "sandbox", "lock_down": "sandbox", "run_user_query": "sandbox",
     "stop_on_signals": "sandbox", "user_cursor": "sandbox",
     # the cache files
-    "cache_home": "cache", "list_caches": "cache", "prune_caches": "cache", "remove_cache": "cache",
+    "cache_home": "cache", "list_caches": "cache", "clear_caches": "cache", "prune_caches": "cache", "remove_cache": "cache",
     "fingerprint": "cache", "SCHEMA_VERSION": "cache",
     # the event columns and SQL quoting
     "EVENT_COLUMNS": "columns", "event_type": "columns", "events_table_md": "columns",

@@ -34,7 +34,7 @@ import duckdb
 
 from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import InputError, UsageError, one_line
-from dslogs.analyzer.core.resources import memory_limit
+from dslogs.analyzer.core.resources import env_int, memory_limit
 from dslogs.analyzer.core.results import QueryResult
 from dslogs.analyzer.core.textsafe import visible
 from dslogs.analyzer.core.time import iso, parse_window, zone_name
@@ -68,10 +68,13 @@ class LogDB:
     # with bad lines: what a file that yields no event held
     damaged: dict[str, tuple[int, list[dict], str | None]] = field(default_factory=dict)
     _tmp: tempfile.TemporaryDirectory | None = None
+    _cache_lock: int | None = None  # cache.hold's shared lock while the cache file is in use
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.con.close()
+        cache_mod.release(self._cache_lock)
+        self._cache_lock = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -123,8 +126,8 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
-        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
+    if threads := env_int("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
+        con.execute(f"SET threads = {threads}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
@@ -223,11 +226,16 @@ def _load(
         cache_path = (
             Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
         )
+        # held until the LogSet closes: `dslogs cache --clear` (of the default folder, the only
+        # one it clears) leaves a cache in use alone; no lock file beside a --cache PATH
+        db._cache_lock = cache_mod.hold(cache_path) if cache is None else None
         mode = storage.attach_cache(con, cache_path, found, zone, explicit=cache is not None)
         if mode:
             store = "dslogs_cache"
         else:
             cache_path = None
+            cache_mod.release(db._cache_lock)
+            db._cache_lock = None
     readonly = mode == "ro"
     db.cache_path = cache_path
     if cache_path is not None:
