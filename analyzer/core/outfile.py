@@ -11,16 +11,19 @@ the new one, never half of one. A target that cannot be written (missing folder,
 no permission, a full disk) is a ``UsageError`` naming the path, and no temporary file is
 left behind.
 
-Only a regular file or a new path is ever replaced: a device (``/dev/null`` in a CI line run as
-root), a FIFO, a socket or a link to one of them would otherwise become a plain file for the
-whole machine, so each is refused before any work, and again at the write. A target that is
-one of the run's own input files (a log, the thresholds file, a saved report) is refused too.
+Only a regular file or a new path is ever replaced. A character device (``/dev/null`` in a CI
+line run as root, ``/dev/stdout``) or a FIFO (a shell's ``>(jq .)``) is a stream: it is written
+in place, opened without create or truncate and never renamed over, so it stays what it is; a
+FIFO nobody reads is one line, not a hang. A block device, a socket or anything else that is
+not a regular file is refused before any work, and again at the write. A target that is one of
+the run's own input files (a log, the thresholds file, a saved report) is refused too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import stat
 import tempfile
@@ -60,12 +63,24 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
+def _is_stream(mode: int) -> bool:
+    """A target written in place rather than replaced: a character device or a FIFO."""
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _stream_target(target: Path) -> bool:
+    try:
+        return _is_stream(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
 def _special_kind(mode: int) -> str | None:
-    """What a file that is not a regular one is, in words; None for a regular file."""
-    if stat.S_ISREG(mode):
+    """What a file that is neither regular nor a stream is, in words; None for those."""
+    if stat.S_ISREG(mode) or _is_stream(mode):
         return None
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISSOCK(mode):
@@ -74,8 +89,9 @@ def _special_kind(mode: int) -> str | None:
 
 
 def _file_target(path: Path | str, option: str) -> Path:
-    """The file a write replaces: a link is followed (the file it points at is replaced, not the
-    link itself); a directory is refused, and so is anything that is not a regular file."""
+    """The file a write replaces (or, for a stream, writes into): a link is followed (the file it
+    points at is written, not the link itself); a directory is refused, and so is anything that
+    is neither a regular file nor a stream."""
     target = Path(path)
     if target.is_symlink():
         target = Path(os.path.realpath(target))
@@ -119,10 +135,39 @@ def _temporary(target: Path, folder: Path, option: str) -> tuple[int, str]:
         raise _error(target, exc, option) from None
 
 
+def _open_stream(target: Path, option: str, path: Path | str) -> int:
+    """A descriptor on a character device or FIFO, opened without create or truncate. A FIFO is
+    opened non-blocking first, so one without a reader is an error now, not a hang."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            shown = visible(str(path)) + ("" if str(target) == str(path) else f" -> {visible(str(target))}")
+            raise UsageError(f"{option} {shown}: a FIFO nobody reads; start its reader first") from None
+        raise _error(target, exc, option) from None
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+@contextlib.contextmanager
+def _stream_out(target: Path, option: str, encoding: str, path: Path | str) -> Iterator[IO[str]]:
+    fh = os.fdopen(_open_stream(target, option, path), "w", encoding=encoding, newline="")
+    try:
+        with fh:
+            yield fh
+    except OSError as exc:
+        raise _error(target, exc, option) from None
+
+
 @contextlib.contextmanager
 def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """A text stream whose content replaces ``path`` only when the block ends without error."""
+    """A text stream whose content replaces ``path`` only when the block ends without error (a
+    character device or FIFO is written in place)."""
     target = _file_target(path, option)
+    if _stream_target(target):
+        with _stream_out(target, option, encoding, path) as fh:
+            yield fh
+        return
     fd, tmp = _temporary(target, target.parent, option)
     try:
         try:
@@ -151,6 +196,8 @@ def check_out(path: Path | str, option: str = "--out", inputs=()) -> None:
     target = _file_target(path, option)
     if inputs:
         check_not_input(target, inputs, option)
+    if _stream_target(target):
+        return  # written in place: no folder to probe, and a FIFO's reader must not see an open now
     folder = target.parent
     if not folder.is_dir():
         code = errno.ENOTDIR if folder.exists() else errno.ENOENT
