@@ -12,7 +12,7 @@ from dslogs.analyzer.core.jsonable import clean
 from dslogs.analyzer.core.selection import Selection
 from dslogs.analyzer.model import deploys as dm
 from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides
-from dslogs.analyzer.usecases.diff import load_side
+from dslogs.analyzer.usecases.analyze import load_side
 
 
 def _timeline(selection: Selection) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
