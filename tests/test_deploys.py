@@ -142,3 +142,23 @@ def test_cli_deploys_and_diff_by_deploy(sim_root):
     assert r.exit_code == 2 and "--deploy d9: no such deploy" in r.output
     r = run.invoke(app, ["diff", str(folder), "--deploy", "d1", "--no-cache"])
     assert r.exit_code == 2 and "give it twice" in r.output
+
+
+def test_otlp_service_versions_are_deploys(tmp_path):
+    """vLLM's spans under service.version 0.6.1, then 0.6.2 with decode 60 % slower."""
+    from dataclasses import replace
+
+    from tests.otlp_helpers import VLLM_RESOURCE, vllm_workload, write_vllm
+
+    old = vllm_workload(n=150, seed=1)
+    new = [replace(r, arrival=r.arrival + 200.0, decode=r.decode * 1.6, request_id=r.request_id + "b")
+           for r in vllm_workload(n=150, seed=2, start=old[-1].arrival)]
+    (tmp_path / "logs").mkdir()
+    write_vllm(tmp_path / "logs" / "a.json", old, dict(VLLM_RESOURCE, **{"service.version": "0.6.1"}))
+    write_vllm(tmp_path / "logs" / "b.json", new, dict(VLLM_RESOURCE, **{"service.version": "0.6.2", "process.pid": 4343}))
+    m = deploys_logs([str(tmp_path / "logs")], use_cache=False)
+    assert m["source"] == "otlp"
+    assert [(d["label"], d["requests"]) for d in m["deploys"]] == [("0.6.1", 150), ("0.6.2", 150)]
+    d2 = m["deploys"][1]
+    assert {"key": "service.version", "before": "0.6.1", "after": "0.6.2"} in d2["changes"]
+    assert d2["verdict"] == "regression" and any(c["label"] == "decode" for c in d2["metric_changes"])

@@ -48,7 +48,7 @@ FROM events WHERE stage = 'deploy' AND deploy_id IS NOT NULL
 GROUP BY deploy_id ORDER BY start, deploy_id
 """
 LABEL_SQL = """
-SELECT host, label, min(ts) AS start, max(ts) AS last FROM events
+SELECT host, label, min(ts) AS start, max(ts) AS last, arg_min(config, ts) FILTER (WHERE config IS NOT NULL) AS config FROM events
 WHERE label IS NOT NULL AND stage <> 'deploy'
 GROUP BY host, label ORDER BY start, host
 """
@@ -99,7 +99,7 @@ def read_instances(con) -> tuple[str, list[Instance]]:
     rows = con.execute(LABEL_SQL).fetchall()
     if rows:
         return "otlp", [Instance(key=f"{r[0] or ''}@{r[1]}", start=r[2], host=r[0], label=r[1],
-                                 config={"service.version": r[1]}, last=r[3]) for r in rows]
+                                 config=_config([r[4]]) or {"service.version": r[1]}, last=r[3]) for r in rows]
     rows = con.execute(PROCESS_SQL).fetchall()
     return "processes", [Instance(key=f"{r[0] or ''}:{r[1]}", start=r[2], host=r[0], pid=r[1], last=r[3]) for r in rows]
 
