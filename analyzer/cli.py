@@ -349,6 +349,7 @@ def report_weekly(
     _check_out(out)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.weekly import render_weekly
+    from dslogs.analyzer.usecases.deploys import week_deploys
     from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
 
     selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
@@ -358,6 +359,7 @@ def report_weekly(
         return
     with progress.run("report weekly", quiet):
         model = _run(weekly, selection, week=week, previous=previous)
+        model["deploys"] = _run(week_deploys, selection, model)
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {note}", err=True)
     text = render_weekly(model, format.value)

@@ -18,14 +18,14 @@ def deploy_line(at: datetime, deploy_id: str, config: dict, label: str | None = 
 
 
 def simulated(folder: Path, seed: int, change: str | None, deploys: list[tuple[float, dict]] | None,
-              hours: float = 3.0, change_hour: float = 2.0, events: int = 30_000) -> dict:
-    """Simulate ``hours`` from ``START`` (UTC) with ``change`` at ``change_hour``, and write one
+              hours: float = 3.0, change_hour: float = 2.0, events: int = 30_000, start: str = START) -> dict:
+    """Simulate ``hours`` from ``start`` (UTC) with ``change`` at ``change_hour``, and write one
     deploy record per (hour, config) of ``deploys`` (none: logs without records)."""
     from dslogs.analyzer.simulate import simulate
 
-    t0 = datetime.fromisoformat(START + "+00:00")
+    t0 = datetime.fromisoformat(start + "+00:00")
     at = (t0 + timedelta(hours=change_hour)).strftime("%Y-%m-%dT%H:%M")
-    simulate(folder, hours=hours, seed=seed, start=START, change=change, change_at=at if change else None,
+    simulate(folder, hours=hours, seed=seed, start=start, change=change, change_at=at if change else None,
              events=events)
     if deploys:
         lines = [deploy_line(t0 + timedelta(hours=h), f"sim-{seed}-{n}", cfg) for n, (h, cfg) in enumerate(deploys)]

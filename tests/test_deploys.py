@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from dslogs.analyzer.cli import app
 from dslogs.analyzer.render.deploys import render_deploys
+from dslogs.analyzer.render.weekly import render_weekly
 from dslogs.analyzer.usecases.deploys import deploys_logs
 from dslogs_collector import Tracer
 from dslogs_collector.deploy import find_git_dir, git_info, label_from_env
@@ -162,3 +163,19 @@ def test_otlp_service_versions_are_deploys(tmp_path):
     d2 = m["deploys"][1]
     assert {"key": "service.version", "before": "0.6.1", "after": "0.6.2"} in d2["changes"]
     assert d2["verdict"] == "regression" and any(c["label"] == "decode" for c in d2["metric_changes"])
+
+
+def test_weekly_lists_the_weeks_deploys(sim_root):
+    """Sunday 2026-11-29 (the end of ISO week 48) and Monday (week 49), a new torch with prefill
+    40 % slower from Monday: week 49's report lists that deploy, a regression against Sunday's."""
+    folder = sim_root / "weeks"
+    simulated(folder, 2, "prefill_slower", [(0, OLD), (24, NEW)], hours=48, change_hour=24, events=60_000,
+              start="2026-11-29T00:00")
+    r = CliRunner().invoke(app, ["report", "weekly", str(folder), "--week", "2026-W49", "--format", "json", "--no-cache",
+                                 "--tz", "UTC"])
+    assert r.exit_code == 0, r.output
+    w = json.loads(r.stdout)
+    assert [(d["start"][:10], d["verdict"], d["changes"]) for d in w["deploys"]] == [
+        ("2026-11-30", "regression", [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}])]
+    md = render_weekly(w, "md")
+    assert "## Deploys" in md and "pkg.torch 2.4.1 → 2.5.0" in md

@@ -1042,6 +1042,7 @@ class WeeklyModel(Model):
     memory: list[MemoryChange] = field(default_factory=list)
     notes: list[Note | str] = field(default_factory=list)
     errors: WeeklyErrors = field(default_factory=WeeklyErrors)
+    deploys: list[Deploy] = field(default_factory=list)  # deploys started this week (records only)
 
 
 # -- dslogs.deploys/1 ------------------------------------------------------------------------

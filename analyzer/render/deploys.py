@@ -30,15 +30,20 @@ def _metric_text(m: dict) -> str:
             f"({fmt.signed_pct(m.get('change_pct'))}{service}) {m['verdict']}")
 
 
-def deploys_md(model: dict) -> str:
-    out = ["# Deploys", ""]
-    rows = model.get("deploys") or []
-    out.append("| deploy | label | first event | last event | requests | changed | verdict |")
-    out.append("|---|---|---|---|---:|---|---|")
+def deploys_table_md(rows: list[dict]) -> list[str]:
+    """One row per deploy: when, how many requests, what changed, the verdict."""
+    out = ["| deploy | label | first event | last event | requests | changed | verdict |", "|---|---|---|---|---:|---|---|"]
     for d in rows:
         changed = "first deploy" if d["verdict"] == "first" else _changes_text(d.get("changes") or [])
         out.append(f"| {d['id']} | {md_text(d.get('label') or '')} | {d.get('first_event') or '—'} | {d.get('last_event') or '—'} | "
                    f"{d.get('requests', 0)} | {md_text(changed)} | {VERDICT_MD.get(d['verdict'], d['verdict'])} |")
+    return out
+
+
+def deploys_md(model: dict) -> str:
+    out = ["# Deploys", ""]
+    rows = model.get("deploys") or []
+    out += deploys_table_md(rows)
     for d in rows:
         if d.get("metric_changes") and d["verdict"] in ("regression", "improvement"):
             out += ["", f"## {d['id']}: {d['verdict']}", ""]

@@ -30,8 +30,9 @@ def _deploy_id(group: list[dm.Instance], n: int) -> str:
     return f"d{n + 1}"
 
 
-def deploys(selection: Selection, limit: float = REGRESSION_PCT) -> dict:
-    """The deploys model ``dslogs.deploys/1`` of one log set."""
+def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False) -> dict:
+    """The deploys model ``dslogs.deploys/1`` of one log set; ``only_recorded``: no deploys (and no
+    analysis) when the logs have no records and no OTLP versions."""
     from dslogs.analyzer import __version__
 
     if selection.windowed:
@@ -40,6 +41,8 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT) -> dict:
     else:
         lo = hi = None
     source, insts, groups, candidate = _timeline(selection)
+    if only_recorded and source == "processes":
+        groups, candidate = [], None
     starts = [g[0].start for g in groups]
     rows = []
     prev_side = prev_cfg = None
@@ -97,6 +100,20 @@ def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance
     return {"at": dm.iso(at), "metric": candidate["metric"], "verdict": verdict, "reasons": reasons,
             "metric_changes": dm.metric_changes(diff), "deploy": None if near is None else near.key,
             "summary": [f"a regression began at {at.isoformat(timespec='minutes')} ({', '.join(reasons[:4])}); {where}."]}
+
+
+def week_deploys(selection: Selection, week: dict) -> list[dict]:
+    """The deploys that started in a weekly model's week, each judged against the deploy before it
+    (which may have started the week before): recorded deploys only, so a weekly report over logs
+    without records analyses nothing more."""
+    this, prev = week.get("this") or {}, week.get("previous") or {}
+    lo, hi = prev.get("since") or this.get("since"), this.get("until")
+    if not lo or not hi:
+        return []
+    lo_t, hi_t = datetime.fromisoformat(lo), datetime.fromisoformat(hi)
+    model = deploys(selection.window(lo_t, hi_t, lo, hi), only_recorded=True)
+    since = datetime.fromisoformat(this["since"]) if this.get("since") else lo_t
+    return [d for d in model["deploys"] if datetime.fromisoformat(d["start"]) >= since]
 
 
 def deploy_sides(selection: Selection, names: list[str]) -> tuple[Selection, Selection]:
