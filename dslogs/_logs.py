@@ -205,7 +205,8 @@ class Logs:
         from dslogs.analyzer.usecases.deploys import deploys
 
         self.close()  # as report(): each deploy's window is opened by the diff itself
-        return deploys(self.selection)
+        model: dict[str, Any] = deploys(self.selection)
+        return model
 
 
 def _frame(cur: Any) -> pd.DataFrame:

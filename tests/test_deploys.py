@@ -179,3 +179,14 @@ def test_weekly_lists_the_weeks_deploys(sim_root):
         ("2026-11-30", "regression", [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}])]
     md = render_weekly(w, "md")
     assert "## Deploys" in md and "pkg.torch 2.4.1 → 2.5.0" in md
+
+
+def test_python_api_deploys(sim_root):
+    import dslogs
+
+    folder = sim_root / "upgrade-0"
+    if not folder.exists():
+        simulated(folder, 0, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
+    with dslogs.open(str(folder), tz="UTC", use_cache=False) as logs:
+        m = logs.deploys()
+    assert m["schema"] == "dslogs.deploys/1" and [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
