@@ -3,7 +3,8 @@
 The simulator runs 3 h with deploy records at 0 h, 1 h (a restart, nothing changed) and 2 h (a
 new torch) and prefill +40 % from 2 h: in 5 of 5 seeds the third deploy is the regression and the
 restart is steady. Without records, a pure prompt shift is no regression and the upgrade is found
-as a change point with no deploy there. ~45 s on a 2-core box.
+as a change point with no deploy there; OTLP service versions, weekly and the API. 45-75 s on a
+busy 2-core box.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ def _changes_text(changes: list[dict], limit: int = 6) -> str:
 def _metric_text(m: dict) -> str:
     q = f" {m['quantile']}" if m.get("quantile") else ""
     service = f", same requests {fmt.signed_pct(m['service_pct'])}" if m.get("service_pct") is not None else ""
+    if m.get("quantile") is None:  # a rate: shares, its change in points
+        change = "—" if m.get("change_pct") is None else f"{m['change_pct']:+.2f} pts"
+        return f"{m['label']} {fmt.compact(m.get('before'))} → {fmt.compact(m.get('after'))} ({change}) {m['verdict']}"
     return (f"{m['label']}{q} {fmt.compact(m.get('before'))} → {fmt.compact(m.get('after'))} {m.get('unit') or ''} "
             f"({fmt.signed_pct(m.get('change_pct'))}{service}) {m['verdict']}")
 
