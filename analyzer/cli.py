@@ -390,6 +390,7 @@ def report_weekly(
     _check_out(out, logs, thresholds, cache, previous)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.weekly import render_weekly
+    from dslogs.analyzer.usecases.deploys import week_deploys
     from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
 
     selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
@@ -399,6 +400,7 @@ def report_weekly(
         return
     with progress.run("report weekly", quiet):
         model = _run(weekly, selection, week=week, previous=previous)
+        model["deploys"] = _run(week_deploys, selection, model)
     from dslogs.analyzer.core.textsafe import visible
 
     for note in model.get("notes") or []:
@@ -415,6 +417,7 @@ def diff(
     logs: Annotated[list[str], typer.Argument(help="BEFORE AFTER (log sets or saved report JSON), or LOGS with --before/--after.")],
     before: Annotated[str | None, typer.Option("--before", help="Split LOGS by time: the before window START..END.")] = None,
     after: Annotated[str | None, typer.Option("--after", help="The after window START..END (END may be empty).")] = None,
+    deploy: Annotated[list[str] | None, typer.Option("--deploy", help="Compare two deploys of LOGS: --deploy A --deploy B (ids or labels from `dslogs deploys`).")] = None,
     format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-diff.html).")] = None,
     fail_on_regression: Annotated[float | None, number("Exit 1 on a significant regression above PCT %.", "--fail-on-regression", minimum=0, maximum=1e6)] = None,
@@ -437,7 +440,12 @@ def diff(
     from dslogs.analyzer.usecases.diff import sides
 
     selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
-    before_side, after_side = _run(sides, selection, before, after)
+    if deploy:
+        from dslogs.analyzer.usecases.deploys import deploy_sides
+
+        before_side, after_side = _run(deploy_sides, selection, deploy)
+    else:
+        before_side, after_side = _run(sides, selection, before, after)
     limit = REGRESSION_PCT if fail_on_regression is None else fail_on_regression
     with progress.run("diff", quiet):
         model = _run(run_diff, before_side, after_side, limit)
@@ -449,6 +457,36 @@ def diff(
         _write_or_print(text, out)
     if fail_on_regression is not None and has_regression(model):
         raise typer.Exit(1)
+
+
+@app.command()
+def deploys(
+    logs: LogsArg,
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.md,
+    out: Annotated[Path | None, typer.Option("--out", help="Output file (html default: dslogs-deploys.html).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tz: TzOpt = None,
+    thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
+    session_attr: SessionAttrOpt = None,
+) -> None:
+    """The deploys in the logs, what changed at each, and whether it made the service slower."""
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-deploys.html"))
+    from dslogs.analyzer.core import progress
+    from dslogs.analyzer.render.deploys import render_deploys
+    from dslogs.analyzer.usecases.deploys import deploys as run_deploys
+
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, Engine.duckdb, "local[*]", session_attr)
+    with progress.run("deploys", quiet):
+        model = _run(run_deploys, selection)
+        text = _run(render_deploys, model, format.value)
+    if format is ReportFormat.html:
+        _write_or_print(text, out or Path("dslogs-deploys.html"))
+    else:
+        _write_or_print(text, out)
 
 
 @app.command()

@@ -320,6 +320,9 @@ def traced_generate(tracer, model, inputs=None, *, session_id=None, request_id=N
     try:
         prompt_len, embeds_only = _prompt_len(inputs, kwargs)
         params = _params(model, kwargs, prompt_len)
+        deploy = tracer._deploy
+        if deploy is not None and id(model) not in deploy.seen:
+            deploy.saw_model(model, kwargs)
         device = _model_device(model)
         if span is not None:
             from dslogs_collector.request import _last_device, device_name

@@ -134,6 +134,11 @@ FIELDS: dict[str, Field] = {
     "done_seq": Field({"type": ["integer", "null"], "minimum": 1},
                       "this request's completion index in the process (1-based), read with \"after\""),
     "fallback": Field(_STR, "the retry after an OOM (`greedy`: oom_fallback)"),
+    # what the service runs with (collector/deploy.py)
+    "deploy_id": Field(_STR, "the tracer start a `deploy` line belongs to (one per process start)"),
+    "label": Field(_STR, "the deploy's own name: `$DSLOGS_DEPLOY` or OpenTelemetry's service.version"),
+    "config": Field(_STR, "the deploy record: a JSON object of flat keys (`pkg.torch`, `model.config_hash`, "
+                          "`generate.use_cache`, `git.commit`, ...)"),
 }  # fmt: skip
 
 COMMON = ("v", "ts", "stage", "session_id", "request_id", "host", "pid", "duration_ms")
@@ -161,6 +166,7 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
                    "power_w", "temp_c", "sm_clock_mhz"),
     "process_sample": ("rss_mb", "cpu_pct", "threads"),
     "collector": ("queued", "written", "dropped", "bytes_written"),
+    "deploy": ("deploy_id", "label", "config"),
 }  # fmt: skip
 
 # The JSON Schema fragments, by name (derived from FIELDS).
@@ -180,7 +186,7 @@ def field_stages(name: str) -> tuple[str, ...]:
 # Stages timed per request, in pipeline order (the latency table's rows).
 LATENCY_STAGES = ("tokenize", "queue", "prefill", "decode", "inference", "format", "request")
 # Stages written by background samplers: no session_id / request_id.
-SAMPLER_STAGES = ("gpu_sample", "process_sample", "collector")
+SAMPLER_STAGES = ("gpu_sample", "process_sample", "collector", "deploy")
 
 
 def stage_fields(stage: str) -> dict[str, dict]:

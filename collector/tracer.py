@@ -69,7 +69,9 @@ class Tracer:
 
     Several processes may share ``log_dir``. ``samplers`` turns on background samplers:
     ``True`` for all, or any of ``"gpu"`` (NVML ``gpu_sample``), ``"torch"`` (``gpu_memory``),
-    ``"process"`` (``process_sample``), every ``sample_interval_s`` seconds.
+    ``"process"`` (``process_sample``), every ``sample_interval_s`` seconds. ``deploy_record``
+    writes a ``deploy`` line at start and at the first generate call with each model: what the
+    service runs with (collector/deploy.py), off the caller's thread.
     """
 
     def __init__(self, log_dir: str | os.PathLike | None = "./logs", prefix: str = DEFAULT_PREFIX,
@@ -77,7 +79,7 @@ class Tracer:
                  queue_size: int = DEFAULT_QUEUE_SIZE, flush_interval_s: float = 0.1,
                  health_interval_s: float = 60.0, host: str | None = None, clock=None,
                  samplers=None, sample_interval_s: float = 5.0, handle_signals: bool = True,
-                 memory_probe=None, _write=os.write, _stderr=None):
+                 memory_probe=None, deploy_record: bool = True, _write=os.write, _stderr=None):
         if log_dir is None:
             log_dir = os.environ.get(ENV_LOG_DIR) or "./logs"
         self.log_dir = os.path.abspath(os.fspath(log_dir))  # an app's later chdir must not move logs
@@ -105,6 +107,15 @@ class Tracer:
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
         if handle_signals:
             _install_signal_handlers(self)
+        self._deploy = None
+        if deploy_record:
+            try:
+                from dslogs_collector.deploy import Deploy
+
+                self._deploy = Deploy(self)
+                self._deploy.start()
+            except Exception:
+                self._deploy = None
         if samplers:
             self.start_samplers(samplers, interval_s=sample_interval_s)
 
@@ -338,6 +349,8 @@ class Tracer:
         if self._closed:
             return
         self._writer.after_fork()
+        if self._deploy is not None:
+            self._deploy.after_fork()
         if self._sampler_args:
             which, interval = self._sampler_args
             try:

@@ -249,6 +249,15 @@ class Logs:
             self.close()  # as report(): capacity opens the logs (and their cache file) itself
             return Capacity(capacity(self.selection))
 
+    def deploys(self) -> dict[str, Any]:
+        """The deploys in these logs (``dslogs deploys``): the model ``dslogs.deploys/1``, a dict
+        whose ``deploys`` lists each with what changed and its verdict against the one before."""
+        from dslogs.analyzer.usecases.deploys import deploys
+
+        self.close()  # as report(): each deploy's window is opened by the diff itself
+        model: dict[str, Any] = deploys(self.selection)
+        return model
+
 
 def _frame(cur: Any) -> pd.DataFrame:
     """An executed statement's rows as a DataFrame (DuckDB's own conversion, with timestamps in

@@ -54,4 +54,4 @@ def validate(event: dict) -> None:
 
 
 def data_events(events: list[dict]) -> list[dict]:
-    return [e for e in events if e["stage"] != "collector"]
+    return [e for e in events if e["stage"] not in ("collector", "deploy")]

@@ -60,7 +60,7 @@ def _fill(t: Tracer, n: int, every: int = 50) -> None:
 def test_real_full_tmpfs_with_rotations(tmp_path):
     with _tmpfs(tmp_path / "small", "size=256k") as logs:
         err = io.StringIO()
-        t = Tracer(logs, max_bytes=32 * 1024, _stderr=err, handle_signals=False)
+        t = Tracer(logs, max_bytes=32 * 1024, _stderr=err, handle_signals=False, deploy_record=False)
         _fill(t, 6000)  # ~1 MB of lines into 256 KiB
         t.close()
         s = _check(t, 6000, _lines_on_disk(logs))
@@ -75,7 +75,7 @@ def test_real_rotation_that_cannot_create_its_file(tmp_path):
     # 5 inodes: the root, the lock file, then 3 log files; the 4th rotation's open() fails
     with _tmpfs(tmp_path / "few", "size=4m,nr_inodes=5") as logs:
         err = io.StringIO()
-        t = Tracer(logs, max_bytes=8 * 1024, _stderr=err, handle_signals=False)
+        t = Tracer(logs, max_bytes=8 * 1024, _stderr=err, handle_signals=False, deploy_record=False)
         _fill(t, 2000, every=200)  # batches of 200 lines split across rotations
         t.close()
         s = _check(t, 2000, _lines_on_disk(logs))
@@ -92,7 +92,7 @@ def test_injected_enospc_after_a_rotation_splits_the_count(tmp_path):
         return os.write(fd, data)
 
     err = io.StringIO()
-    t = Tracer(tmp_path, max_bytes=4096, _write=write, _stderr=err, handle_signals=False,
+    t = Tracer(tmp_path, max_bytes=4096, _write=write, _stderr=err, handle_signals=False, deploy_record=False,
                health_interval_s=1e9, flush_interval_s=1.0)
     for i in range(30):
         t.event("decode", 12.5, session_id="s", seq=i, note="y" * 100)
@@ -113,7 +113,7 @@ def test_injected_partial_write_then_recovery(tmp_path):
             raise OSError(errno.ENOSPC, "No space left on device")
         return os.write(fd, data)
 
-    t = Tracer(tmp_path, max_bytes=16 * 1024, _write=write, _stderr=io.StringIO(), handle_signals=False)
+    t = Tracer(tmp_path, max_bytes=16 * 1024, _write=write, _stderr=io.StringIO(), handle_signals=False, deploy_record=False)
     _fill(t, 500)
     state["full"] = True
     _fill(t, 500)
@@ -127,7 +127,7 @@ def test_injected_partial_write_then_recovery(tmp_path):
 
 def test_deleted_directory_counts_add_up(tmp_path):
     logs = tmp_path / "logs"
-    t = Tracer(logs, max_bytes=8 * 1024, handle_signals=False, _stderr=io.StringIO())
+    t = Tracer(logs, max_bytes=8 * 1024, handle_signals=False, deploy_record=False, _stderr=io.StringIO())
     _fill(t, 300)
     before = _lines_on_disk(logs)
     shutil.rmtree(logs)
@@ -138,7 +138,7 @@ def test_deleted_directory_counts_add_up(tmp_path):
 
 
 def test_queue_overflow_and_close_counts_add_up(tmp_path):
-    t = Tracer(tmp_path, queue_size=100, flush_interval_s=1.0, handle_signals=False, _stderr=io.StringIO())
+    t = Tracer(tmp_path, queue_size=100, flush_interval_s=1.0, handle_signals=False, deploy_record=False, _stderr=io.StringIO())
     for i in range(1000):
         t.event("decode", 1.0, seq=i)
     t.close()
@@ -155,7 +155,7 @@ def test_close_counts_what_a_hung_writer_could_not_write(tmp_path):
         return os.write(fd, data)
 
     err = io.StringIO()
-    t = Tracer(tmp_path, _write=write, _stderr=err, handle_signals=False)
+    t = Tracer(tmp_path, _write=write, _stderr=err, handle_signals=False, deploy_record=False)
     for i in range(100):
         t.event("decode", 1.0, seq=i)
     t.close(timeout=0.3)

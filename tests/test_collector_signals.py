@@ -34,7 +34,7 @@ if mode == "chained":
         raise SystemExit(3)
     signal.signal(signal.SIGTERM, mine)
 # 1 s between writer wake-ups: without the handler the last second would be lost
-t = Tracer(log_dir, flush_interval_s=1.0, handle_signals=(mode != "optout"))
+t = Tracer(log_dir, flush_interval_s=1.0, handle_signals=(mode != "optout"), deploy_record=False)
 print("ready", flush=True)
 i = 0
 try:

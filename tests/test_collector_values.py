@@ -211,7 +211,8 @@ _stage = st.one_of(st.sampled_from(["decode", "tokenize", "request"]), _value)
 @given(data=st.lists(st.tuples(_stage, _duration, _fields, st.booleans()), min_size=1, max_size=4))
 def test_property_any_value_no_exception_bounded_caller_time(tmp_path_factory, fast_switch, data):
     folder = tmp_path_factory.mktemp("fuzz")
-    t = Tracer(folder, max_bytes=16 * 1024, handle_signals=False, health_interval_s=1e9)
+    t = Tracer(folder, max_bytes=16 * 1024, handle_signals=False, health_interval_s=1e9,
+               deploy_record=False)
     set_default_tracer(t)
     times = []
     try:

@@ -90,7 +90,17 @@ def other_models(tmp_path_factory):
         "weekly": [_cli_json("report", "weekly", "sample_logs/mixed")],
         "capacity": [_cli_json("capacity", "sample_logs/concurrency_cliff"),
                      _cli_json("capacity", "sample_logs/healthy", "--since", "2001-01-01", "--until", "2001-01-02")],
+        "deploys": _deploys_models(logs.parent),
     }  # fmt: skip
+
+
+def _deploys_models(root) -> list[dict]:
+    """Deploys from records (an upgrade that regressed) and without (a change point)."""
+    from tests.deploy_helpers import simulated
+
+    simulated(root / "deploys", 0, "prefill_slower", [(0, {"pkg.torch": "2.4"}), (2, {"pkg.torch": "2.5"})])
+    simulated(root / "no_records", 1, "prefill_slower", None)
+    return [_cli_json("deploys", str(root / "deploys"), "--tz", "UTC"), _cli_json("deploys", str(root / "no_records"), "--tz", "UTC")]
 
 
 def test_every_key_of_every_model_is_declared(sample_reports, other_models):

@@ -1102,11 +1102,98 @@ class WeeklyModel(Model):
     memory: list[MemoryChange] = field(default_factory=list)
     notes: list[Note | str] = field(default_factory=list)
     errors: WeeklyErrors = field(default_factory=WeeklyErrors)
+    deploys: list[Deploy] = field(default_factory=list)  # deploys started this week (records only)
+
+
+# -- dslogs.deploys/1 ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployProcess(Model):
+    """One start that belongs to a deploy: a tracer, an OTLP service version, or a process."""
+
+    host: str | None = None
+    pid: int | None = None
+    key: str  # deploy_id of a collector record, host@version (OTLP), or host:pid
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigChange(Model):
+    """One key of the deploy record that differs from the deploy before."""
+
+    key: str  # e.g. generate.use_cache, pkg.torch, model.config_hash, git.commit
+    before: Scalar  # null: the key was not recorded then
+    after: Scalar
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployMetricChange(Model):
+    """A percentile or rate of the diff against the deploy before that carries a verdict."""
+
+    metric: str
+    label: str
+    quantile: str | None = None  # p50, p95, p99; null for a rate
+    unit: str | None = None
+    before: float | None = None
+    after: float | None = None
+    change_pct: float | None = None  # percent; points for a rate
+    expected_after: float | None = None  # before's service with after's mix
+    service_pct: float | None = None  # the change for the same requests
+    mix_pct: float | None = None  # the change the mix alone explains
+    verdict: Literal["regression", "improved", "mix"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deploy(Model):
+    """One deploy: its window (from its start to the next deploy's), what changed, its verdict."""
+
+    id: str  # d1, d2, ... in time order
+    label: str | None = None  # DSLOGS_DEPLOY or service.version
+    start: str  # the first start of the deploy
+    first_event: str | None = None
+    last_event: str | None = None
+    requests: Count
+    errors: Count = 0
+    processes: list[DeployProcess] = field(default_factory=list)
+    config: dict[str, Scalar] = field(default_factory=dict)  # the deploy record, merged over its lines
+    changes: list[ConfigChange] = field(default_factory=list)  # against the deploy before
+    verdict: Literal["first", "regression", "improvement", "steady", "too few"]
+    reasons: list[str] = field(default_factory=list)  # what made the verdict
+    metric_changes: list[DeployMetricChange] = field(default_factory=list)
+    memory: list[MemoryChange] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)  # the diff's changes in words
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangePoint(Model):
+    """Without deploy records: the minute a regression began, diffed before against after."""
+
+    at: str
+    metric: str  # the per-minute median that moved most
+    verdict: Literal["regression"]
+    reasons: list[str] = field(default_factory=list)
+    metric_changes: list[DeployMetricChange] = field(default_factory=list)
+    deploy: str | None = None  # the process start near it, if any
+    summary: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploysModel(Model):
+    """``dslogs.deploys/1``: what ``dslogs deploys --format json`` writes and ``Logs.deploys()`` returns."""
+
+    schema: Literal["dslogs.deploys/1"]
+    generated_at: str | None = None
+    dslogs_version: str | None = None
+    source: Literal["records", "otlp", "processes"]  # where the deploys came from
+    regression_threshold_pct: float | None = None
+    deploys: list[Deploy] = field(default_factory=list)
+    change_point: ChangePoint | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 # the top-level model of each kind dslogs writes and reads back
 MODELS: dict[str, type[Model]] = {"report": ReportModel, "diff": DiffModel, "weekly": WeeklyModel,
-                                  "capacity": CapacityModel}  # fmt: skip
+                                  "capacity": CapacityModel, "deploys": DeploysModel}  # fmt: skip
 
 
 def schema_id(kind: str) -> str:

@@ -48,6 +48,10 @@ def render_markdown_weekly(model: dict) -> str:
                 mark = " **▲**" if r[f"{q}_verdict"] == "regression" else ""
                 cells += [fmt.with_unit(r[q]), fmt.with_unit(r[f"{q}_prev"]), fmt.signed_pct(r[f"{q}_change_pct"]) + mark]
             out.append(f"| {r['label']} ({r['unit']}) | " + " | ".join(cells) + " |")
+    if model.get("deploys"):
+        from dslogs.analyzer.render.deploys import deploys_table_md
+
+        out += ["", "## Deploys", ""] + deploys_table_md(model["deploys"])
     out += md_finding_changes(model["findings"], with_fix=True)
     return "\n".join(out) + "\n"
 

@@ -1,9 +1,14 @@
 """``dslogs analyze`` and ``dslogs capacity``: the logs a selection names, opened once on its
-engine, into the report model (or the capacity model)."""
+engine, into the report model (or the capacity model); ``load_side``: the same for one side of
+``dslogs diff`` or one deploy of ``dslogs deploys``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from dslogs.analyzer import ingest
 from dslogs.analyzer.core import progress
+from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.selection import Selection
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.engines.compute import compute_metrics, session_requests
@@ -13,6 +18,8 @@ from dslogs.analyzer.metrics.registry import bucket_for_span, parameters
 from dslogs.analyzer.metrics.results import release_tables
 from dslogs.analyzer.model import report as report_model
 from dslogs.analyzer.model import result_cache
+from dslogs.analyzer.model.diff import Side, read_values
+from dslogs.analyzer.model.load import saved_report
 from dslogs.analyzer.usecases.window import note_if_empty
 
 
@@ -41,6 +48,33 @@ def build_capacity(source, thresholds: dict | None = None) -> dict:
     params = parameters(thresholds, bucket_for_span(*source.time_bounds()))
     metrics = source.run(["capacity_per_level", "time_span"], params)
     return report_model.capacity_model(metrics, source.ingest, source.window, thresholds)
+
+
+def load_side(selection: Selection, label: str) -> Side:
+    """A saved report model (one .json path), or logs opened on the selection's engine: the
+    report model and the values behind its percentiles, from the one opened side. An engine
+    without DuckDB's connection (Spark) builds the model; the values are then read with DuckDB
+    over the same selection (the engine contract carries metric tables, not per-request rows)."""
+    paths = list(selection.paths)
+    saved = saved_report(paths[0]) if len(paths) == 1 else None
+    if saved is not None:
+        if selection.windowed:
+            raise UsageError(f"{paths[0]}: a saved report cannot be split by time; give logs for --before/--after")
+        return Side(label, saved, "report", paths=paths)
+    source = open_engine(selection)
+    try:
+        model = build_report(source, selection.threshold_tables())
+        db = getattr(source, "db", None)
+        read = read_values(db.con) if db is not None else None
+    finally:
+        source.close()
+    values_engine = selection.engine
+    if read is None:
+        values_engine = "duckdb"
+        with ingest.open(replace(selection, engine=values_engine)) as db:
+            read = read_values(db.con)
+    values, sampled = read
+    return Side(label, model, "logs", values, sampled, paths, engine=selection.engine, values_engine=values_engine)
 
 
 def analyze(selection: Selection) -> dict:

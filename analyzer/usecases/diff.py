@@ -4,43 +4,11 @@ model, so the same percentiles), compared by ``model.diff.diff_sides``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from dslogs.analyzer import ingest
 from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.selection import Selection
 from dslogs.analyzer.core.time import parse_window
-from dslogs.analyzer.engines.registry import open_engine
-from dslogs.analyzer.model.diff import REGRESSION_PCT, Side, diff_sides, parse_range, read_values
-from dslogs.analyzer.model.load import saved_report
-from dslogs.analyzer.usecases.analyze import build_report
-
-
-def load_side(selection: Selection, label: str) -> Side:
-    """A saved report model (one .json path), or logs opened on the selection's engine: the
-    report model and the values behind its percentiles, from the one opened side. An engine
-    without DuckDB's connection (Spark) builds the model; the values are then read with DuckDB
-    over the same selection (the engine contract carries metric tables, not per-request rows)."""
-    paths = list(selection.paths)
-    saved = saved_report(paths[0]) if len(paths) == 1 else None
-    if saved is not None:
-        if selection.windowed:
-            raise UsageError(f"{paths[0]}: a saved report cannot be split by time; give logs for --before/--after")
-        return Side(label, saved, "report", paths=paths)
-    source = open_engine(selection)
-    try:
-        model = build_report(source, selection.threshold_tables())
-        db = getattr(source, "db", None)
-        read = read_values(db.con) if db is not None else None
-    finally:
-        source.close()
-    values_engine = selection.engine
-    if read is None:
-        values_engine = "duckdb"
-        with ingest.open(replace(selection, engine=values_engine)) as db:
-            read = read_values(db.con)
-    values, sampled = read
-    return Side(label, model, "logs", values, sampled, paths, engine=selection.engine, values_engine=values_engine)
+from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides, parse_range
+from dslogs.analyzer.usecases.analyze import load_side
 
 
 def diff(before: Selection, after: Selection, limit: float = REGRESSION_PCT) -> dict:

@@ -110,7 +110,7 @@ FORMAT = Format(
     gives=frozenset({
         "v", "ts", "timestamp", "stage", "session_id", "request_id", "host", "pid", "duration_ms",
         "input_len", "output_len", "reasoning_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
-        "failed_stage", "params", "source", "inflight",
+        "failed_stage", "params", "source", "inflight", "label", "config",
     }),
     prepare=OTLP_MACROS,
     line_problem=_line_problem,

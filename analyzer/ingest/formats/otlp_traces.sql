@@ -90,6 +90,12 @@ WITH objects AS (
                  otlp_attr(a, 'gen_ai.conversation.id').stringValue, otlp_attr(a, 'session.id').stringValue) AS session_id,
         coalesce(otlp_attr(r, 'host.name').stringValue, otlp_attr(r, 'service.instance.id').stringValue) AS host,
         TRY_CAST(coalesce(otlp_attr(r, 'process.pid').intValue, otlp_attr(r, 'process.pid').stringValue) AS BIGINT) AS pid,
+        -- the deploy a span ran under: the resource's service.version, and its string attributes
+        -- (what changed between two versions) but those of one process (pid, instance id)
+        otlp_attr(r, 'service.version').stringValue AS service_version,
+        CAST(map_from_entries(list_transform(
+            list_filter(r, lambda x: x."value".stringValue IS NOT NULL AND x."key" NOT IN ('service.instance.id', 'host.name')),
+            lambda x: {'k': x."key", 'v': x."value".stringValue})) AS JSON)::VARCHAR AS resource_json,
         (otlp_attr(a, 'gen_ai.latency.e2e') IS NOT NULL OR s."name" = 'llm_request') AS is_vllm,
         oi_kind IS NOT NULL AS is_openinference,
         coalesce(otlp_attr(a, 'telemetry.sdk.name').stringValue = 'openlit' OR starts_with(scope, 'openlit.'), false) AS is_openlit,
@@ -212,6 +218,8 @@ SELECT
          'top_p': top_p, 'do_sample': CASE WHEN temperature IS NOT NULL THEN temperature > 0 END} END AS params,
     CASE WHEN stage = 'queue' THEN 'vllm' END AS source,
     CASE WHEN stage = 'request' THEN inflight END AS inflight,
+    service_version AS label,
+    CASE WHEN stage = 'request' AND service_version IS NOT NULL THEN resource_json END AS config,
     start_us,
     end_us,
     stage = 'request' AS is_request

@@ -73,6 +73,9 @@ SELECT
     done_before,
     done_seq,
     fallback,
+    deploy_id,
+    label,
+    config,
     {source_format} AS source_format,
     file_id,
     line_bytes

@@ -1,0 +1,144 @@
+"""``dslogs deploys``: the deploys of a log set (``model.deploys``), each analysed over its own
+window as ``dslogs analyze`` does and compared with the one before it by ``dslogs diff``'s
+``diff_sides``; without records, a change point in the per-minute latencies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dslogs.analyzer import ingest
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.jsonable import clean
+from dslogs.analyzer.core.selection import Selection
+from dslogs.analyzer.model import deploys as dm
+from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides
+from dslogs.analyzer.usecases.analyze import load_side
+
+
+def _timeline(selection: Selection) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
+    with ingest.open(selection) as db:
+        source, insts = dm.read_instances(db.con)
+        candidate = dm.candidate_change(db.con) if source != "records" else None
+    return source, insts, dm.group_deploys(insts), candidate
+
+
+def _side(selection: Selection, lo: datetime | None, hi: datetime | None, label: str):
+    return load_side(selection.window(lo, hi, dm.iso(lo), dm.iso(hi)), label)
+
+
+def _deploy_id(group: list[dm.Instance], n: int) -> str:
+    return f"d{n + 1}"
+
+
+def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False) -> dict:
+    """The deploys model ``dslogs.deploys/1`` of one log set; ``only_recorded``: no deploys (and no
+    analysis) when the logs have no records and no OTLP versions."""
+    from dslogs.analyzer import __version__
+
+    if selection.windowed:
+        # a deploy's window is cut from the whole log set: a window would cut a deploy short
+        lo, hi = selection.since, selection.until
+    else:
+        lo = hi = None
+    source, insts, groups, candidate = _timeline(selection)
+    if only_recorded and source == "processes":
+        groups, candidate = [], None
+    starts = [g[0].start for g in groups]
+    rows = []
+    prev_side = prev_cfg = None
+    for n, (group, (w_lo, w_hi)) in enumerate(zip(groups, dm.window_bounds(starts), strict=True)):
+        if lo is not None:
+            w_lo = max(w_lo, lo) if w_lo is not None else lo
+        if hi is not None:
+            w_hi = min(w_hi, hi) if w_hi is not None else hi
+        if w_lo is not None and w_hi is not None and w_lo >= w_hi:
+            continue  # outside the asked window
+        label = next((i.label for i in group if i.label), None)
+        did = _deploy_id(group, n)
+        side = _side(selection, w_lo, w_hi, f"{did} ({label or group[0].start.isoformat(timespec='seconds')})")
+        cfg = dm.merged_config(group)
+        diff = diff_sides(prev_side, side, limit) if prev_side is not None else None
+        verdict, reasons = dm.verdict(diff)
+        window = side.model.get("window") or {}
+        rows.append({
+            "id": did, "label": label, "start": dm.iso(group[0].start),
+            "first_event": window.get("first_event"), "last_event": window.get("last_event"),
+            "requests": (side.model.get("requests") or {}).get("count") or 0,
+            "errors": (side.model.get("requests") or {}).get("errors") or 0,
+            "processes": [{"host": i.host, "pid": i.pid, "key": i.key} for i in group],
+            "config": cfg,
+            "changes": dm.changes(prev_cfg, cfg) if prev_cfg is not None else [],
+            "verdict": verdict, "reasons": reasons,
+            "metric_changes": dm.metric_changes(diff),
+            "memory": diff.get("memory") if diff else [],
+            "summary": diff.get("summary") if diff else [],
+        })
+        prev_side, prev_cfg = side, cfg
+    change_point = _change_point(selection, candidate, insts, limit) if candidate else None
+    notes = []
+    if source == "processes":
+        notes.append("no deploy records in these logs (the dslogs collector writes them; OTLP spans give them "
+                     "with service.version): each process start is taken as a deploy and what changed is unknown.")
+    model = {"schema": dm.SCHEMA, "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+             "dslogs_version": __version__, "source": source, "regression_threshold_pct": limit,
+             "deploys": rows, "change_point": change_point, "notes": notes}
+    return clean(model)
+
+
+def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance], limit: float) -> dict | None:
+    """The candidate minute, diffed before against after; kept only when it is a regression."""
+    at = candidate["at"]
+    before = _side(selection, selection.since, at, f"before {at.isoformat(timespec='minutes')}")
+    after = _side(selection, at, selection.until, f"from {at.isoformat(timespec='minutes')}")
+    diff = diff_sides(before, after, limit)
+    verdict, reasons = dm.verdict(diff)
+    if verdict != "regression":
+        return None
+    near = dm.near_start(at, insts)
+    where = (f"a process started there ({near.host or 'unnamed host'} pid {near.pid}, {near.start.isoformat(timespec='seconds')})"
+             if near is not None and near.start > insts[0].start else "no deploy found there")
+    return {"at": dm.iso(at), "metric": candidate["metric"], "verdict": verdict, "reasons": reasons,
+            "metric_changes": dm.metric_changes(diff), "deploy": None if near is None else near.key,
+            "summary": [f"a regression began at {at.isoformat(timespec='minutes')} ({', '.join(reasons[:4])}); {where}."]}
+
+
+def week_deploys(selection: Selection, week: dict) -> list[dict]:
+    """The deploys that started in a weekly model's week, each judged against the deploy before it
+    (which may have started the week before): recorded deploys only, so a weekly report over logs
+    without records analyses nothing more."""
+    this, prev = week.get("this") or {}, week.get("previous") or {}
+    lo, hi = prev.get("since") or this.get("since"), this.get("until")
+    if not lo or not hi:
+        return []
+    lo_t, hi_t = datetime.fromisoformat(lo), datetime.fromisoformat(hi)
+    model = deploys(selection.window(lo_t, hi_t, lo, hi), only_recorded=True)
+    since = datetime.fromisoformat(this["since"]) if this.get("since") else lo_t
+    return [d for d in model["deploys"] if datetime.fromisoformat(d["start"]) >= since]
+
+
+def deploy_sides(selection: Selection, names: list[str]) -> tuple[Selection, Selection]:
+    """``dslogs diff LOGS --deploy A --deploy B``: the two deploys' windows (ids d1, d2, ... as
+    ``dslogs deploys`` lists them, or their labels)."""
+    if len(names) != 2:
+        raise UsageError("--deploy: give it twice, e.g. --deploy d1 --deploy d3 (ids or labels from `dslogs deploys`)")
+    _, _, groups, _ = _timeline(selection)
+    starts = [g[0].start for g in groups]
+    bounds = dm.window_bounds(starts)
+    out = []
+    for name in names:
+        hit = None
+        for n, g in enumerate(groups):
+            if name == _deploy_id(g, n) or any(i.label == name for i in g):
+                hit = n
+                break
+        if hit is None:
+            known = ", ".join(f"{_deploy_id(g, n)}" + (f" ({g[0].label})" if g[0].label else "") for n, g in enumerate(groups))
+            raise UsageError(f"--deploy {name}: no such deploy; these logs have {known or 'none'}")
+        lo, hi = bounds[hit]
+        out.append(selection.window(lo, hi, f"{name} {dm.iso(lo) or ''}", dm.iso(hi)))
+    return out[0], out[1]
+
+
+def deploys_logs(paths, limit: float = REGRESSION_PCT, **options) -> dict:
+    """``deploys`` with the selection's options as keywords (``Selection.build``'s)."""
+    return deploys(Selection.build(paths, **options), limit)

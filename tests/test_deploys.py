@@ -1,0 +1,193 @@
+"""Deploys: the collector's record, deploys read back, and each judged against the one before.
+
+The simulator runs 3 h with deploy records at 0 h, 1 h (a restart, nothing changed) and 2 h (a
+new torch) and prefill +40 % from 2 h: in 5 of 5 seeds the third deploy is the regression and the
+restart is steady. Without records, a pure prompt shift is no regression and the upgrade is found
+as a change point with no deploy there; OTLP service versions, weekly and the API. 45-75 s on a
+busy 2-core box.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.render.deploys import render_deploys
+from dslogs.analyzer.render.weekly import render_weekly
+from dslogs.analyzer.usecases.deploys import deploys_logs
+from dslogs_collector import Tracer
+from dslogs_collector.deploy import find_git_dir, git_info, label_from_env
+from dslogs_collector.schema import json_schema
+from tests.deploy_helpers import simulated
+
+SEEDS = range(5)
+OLD, NEW = {"pkg.torch": "2.4.1", "generate.use_cache": True}, {"pkg.torch": "2.5.0", "generate.use_cache": True}
+
+
+# -- the collector's record ---------------------------------------------------------------------
+
+
+def test_git_commit_is_read_from_files(tmp_path):
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "repo"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "packed-refs").write_text(f"# pack-refs with: peeled\n{sha} refs/heads/main\n")
+    (repo / "app" / "sub").mkdir(parents=True)
+    assert git_info(str(repo / "app" / "sub")) == {"git.branch": "main", "git.commit": sha}
+    # a loose ref wins over packed-refs; a worktree's .git file points at its own HEAD
+    loose = "f" * 40
+    (repo / ".git" / "refs" / "heads" / "main").write_text(loose + "\n")
+    assert git_info(str(repo))["git.commit"] == loose
+    wt = repo / ".git" / "worktrees" / "w"
+    wt.mkdir(parents=True)
+    (wt / "HEAD").write_text(sha + "\n")  # detached
+    (wt / "commondir").write_text("../..\n")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / ".git").write_text(f"gitdir: {wt}\n")
+    assert find_git_dir(str(tmp_path / "w")) == (str(wt), str(repo / ".git"))
+    assert git_info(str(tmp_path / "w")) == {"git.commit": sha}
+
+
+def test_label_from_env():
+    assert label_from_env({"DSLOGS_DEPLOY": "v7", "OTEL_SERVICE_VERSION": "x"}) == "v7"
+    assert label_from_env({"OTEL_RESOURCE_ATTRIBUTES": "service.name=chat,service.version=1.4.2%2Brc1"}) == "1.4.2+rc1"
+    assert label_from_env({}) is None
+
+
+def test_tracer_writes_its_record_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSLOGS_DEPLOY", "release-12")
+    t = Tracer(tmp_path / "logs", handle_signals=False)
+    t.event("queue", 1.0, session_id="s", request_id="r")
+    t.close()
+    lines = [json.loads(x) for f in sorted((tmp_path / "logs").glob("*.jsonl")) for x in f.read_text().splitlines()]
+    first = next(x for x in lines if x["stage"] != "collector")  # the writer's heartbeat may come first
+    assert first["stage"] == "deploy" and first["label"] == "release-12" and first["pid"] == os.getpid()
+    cfg = json.loads(first["config"])
+    assert cfg["python"].count(".") == 2 and cfg["trigger"] == "start"
+    assert "git.commit" in cfg  # the tests run in a repository (a clean clone, or a worktree)
+    jsonschema.Draft202012Validator(json_schema()).validate(first)
+    off = Tracer(tmp_path / "off", handle_signals=False, deploy_record=False)
+    off.close()
+    assert not any("deploy" in f.read_text() for f in (tmp_path / "off").glob("*.jsonl"))
+
+
+# -- the simulator ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("deploys")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_regression_at_a_deploy_is_found_there(sim_root, seed):
+    folder = sim_root / f"upgrade-{seed}"
+    simulated(folder, seed, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
+    m = deploys_logs([str(folder)], tz="UTC", use_cache=False)
+    assert m["source"] == "records"
+    got = [(d["id"], d["verdict"]) for d in m["deploys"]]
+    assert got == [("d1", "first"), ("d2", "steady"), ("d3", "regression")], (seed, got, m["deploys"][1]["reasons"])
+    d2, d3 = m["deploys"][1], m["deploys"][2]
+    assert d2["changes"] == []  # a restart with nothing changed
+    assert d3["changes"] == [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}]
+    assert d3["start"].startswith("2026-11-23T02:00")
+    behind = {(c["label"], c["verdict"]) for c in d3["metric_changes"]}
+    assert ("prefill", "regression") in behind and ("TTFT", "regression") in behind
+    # the same requests are slower: the service, not the mix
+    ttft = next(c for c in d3["metric_changes"] if c["label"] == "TTFT" and c["quantile"] == "p50")
+    assert ttft["service_pct"] > 20
+
+
+def test_a_prompt_shift_without_a_deploy_is_not_a_regression(sim_root):
+    folder = sim_root / "shift"
+    simulated(folder, 3, "prompt_shift", None)
+    m = deploys_logs([str(folder)], tz="UTC", use_cache=False)
+    assert m["source"] == "processes" and m["change_point"] is None
+    assert all(d["verdict"] in ("first", "steady", "too few") for d in m["deploys"])
+    assert "no deploy records" in m["notes"][0]
+
+
+def test_without_records_a_change_point_says_when_and_that_no_deploy_was_there(sim_root):
+    folder = sim_root / "no-records"
+    simulated(folder, 1, "prefill_slower", None)
+    m = deploys_logs([str(folder)], tz="UTC", use_cache=False)
+    cp = m["change_point"]
+    assert cp is not None and cp["verdict"] == "regression"
+    assert "2026-11-23T01:30" <= cp["at"][:16] <= "2026-11-23T02:30", cp["at"]
+    assert "no deploy found there" in cp["summary"][0]
+
+
+def test_cli_deploys_and_diff_by_deploy(sim_root):
+    folder = sim_root / "upgrade-0"
+    if not folder.exists():
+        simulated(folder, 0, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
+    run = CliRunner()
+    r = run.invoke(app, ["deploys", str(folder), "--format", "json", "--no-cache", "--tz", "UTC"])
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(json.loads(open("analyzer/model/schemas/deploys.json").read())).validate(m)
+    assert [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
+    md, page = render_deploys(m, "md"), render_deploys(m, "html")
+    assert "pkg.torch 2.4.1 → 2.5.0" in md and "**▲ regression**" in md
+    assert page.startswith("<!doctype html>") and '<tr class="regression">' in page
+    r = run.invoke(app, ["diff", str(folder), "--deploy", "d2", "--deploy", "d3", "--format", "json", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert "TTFT p50" in d["regressions"] and d["after"]["first_event"].startswith("2026-11-23T02:00")
+    r = run.invoke(app, ["diff", str(folder), "--deploy", "d1", "--deploy", "d9", "--no-cache"])
+    assert r.exit_code == 2 and "--deploy d9: no such deploy" in r.output
+    r = run.invoke(app, ["diff", str(folder), "--deploy", "d1", "--no-cache"])
+    assert r.exit_code == 2 and "give it twice" in r.output
+
+
+def test_otlp_service_versions_are_deploys(tmp_path):
+    """vLLM's spans under service.version 0.6.1, then 0.6.2 with decode 60 % slower."""
+    from dataclasses import replace
+
+    from tests.otlp_helpers import VLLM_RESOURCE, vllm_workload, write_vllm
+
+    old = vllm_workload(n=150, seed=1)
+    new = [replace(r, arrival=r.arrival + 200.0, decode=r.decode * 1.6, request_id=r.request_id + "b")
+           for r in vllm_workload(n=150, seed=2, start=old[-1].arrival)]
+    (tmp_path / "logs").mkdir()
+    write_vllm(tmp_path / "logs" / "a.json", old, dict(VLLM_RESOURCE, **{"service.version": "0.6.1"}))
+    write_vllm(tmp_path / "logs" / "b.json", new, dict(VLLM_RESOURCE, **{"service.version": "0.6.2", "process.pid": 4343}))
+    m = deploys_logs([str(tmp_path / "logs")], use_cache=False)
+    assert m["source"] == "otlp"
+    assert [(d["label"], d["requests"]) for d in m["deploys"]] == [("0.6.1", 150), ("0.6.2", 150)]
+    d2 = m["deploys"][1]
+    assert {"key": "service.version", "before": "0.6.1", "after": "0.6.2"} in d2["changes"]
+    assert d2["verdict"] == "regression" and any(c["label"] == "decode" for c in d2["metric_changes"])
+
+
+def test_weekly_lists_the_weeks_deploys(sim_root):
+    """Sunday 2026-11-29 (the end of ISO week 48) and Monday (week 49), a new torch with prefill
+    40 % slower from Monday: week 49's report lists that deploy, a regression against Sunday's."""
+    folder = sim_root / "weeks"
+    simulated(folder, 2, "prefill_slower", [(0, OLD), (24, NEW)], hours=48, change_hour=24, events=60_000,
+              start="2026-11-29T00:00")
+    r = CliRunner().invoke(app, ["report", "weekly", str(folder), "--week", "2026-W49", "--format", "json", "--no-cache",
+                                 "--tz", "UTC"])
+    assert r.exit_code == 0, r.output
+    w = json.loads(r.stdout)
+    assert [(d["start"][:10], d["verdict"], d["changes"]) for d in w["deploys"]] == [
+        ("2026-11-30", "regression", [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}])]
+    md = render_weekly(w, "md")
+    assert "## Deploys" in md and "pkg.torch 2.4.1 → 2.5.0" in md
+
+
+def test_python_api_deploys(sim_root):
+    import dslogs
+
+    folder = sim_root / "upgrade-0"
+    if not folder.exists():
+        simulated(folder, 0, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
+    with dslogs.open(str(folder), tz="UTC", use_cache=False) as logs:
+        m = logs.deploys()
+    assert m["schema"] == "dslogs.deploys/1" and [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
