@@ -6,7 +6,7 @@ memory_leak_verdicts turns the solution into per-session and per-process verdict
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from dslogs.analyzer.rules.registry import HostsLeftOut, cpu_only_hosts
 
@@ -179,6 +179,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
     kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
     kept = _late_readings(kept, stepped, spans, min_requests)
+    if not isinstance(rows, Iterator):
+        _band_refit(kept, _spans_by_session(stepped, spans), rows, key)
     out = {}
     for sid in own:
         since = _since(kept[sid], min_requests)
@@ -748,3 +750,165 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     return {"sessions": sessions, "processes": processes}
 
 
+
+
+
+def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,
+                sweeps: int = 400) -> None:
+    """Keepers whose requests ran at the same time, credited again from their process's readings
+    (``kept`` is updated in place). Under load a keeper's memory is often read first by a neighbour's
+    "after" reading, a few readings before its own: a step holds two keeps, the next none, and the
+    steps cannot tell whose; split by the sessions' rates, the stronger takes more round after round.
+    The readings in order bound it: what the process kept by each reading (the lowest reading from
+    then on) is at least what the requests completed by then kept and at most what the requests
+    started before it kept. The keepers' requests (the sessions that keep at least a tenth of the
+    strongest one's per request, when two of them ran at once) each get the non-negative keep that
+    least violates those bounds, the other sessions' credits held; coordinate descent from each
+    keeper's typical keep, so that what the readings leave open stays even among its requests.
+
+    ``spans_of``: session -> (its request's place, (process, done_before, done_seq)) per request
+    judged by steps; ``rows`` are read again (only when some process has such keepers), for the
+    readings (``key``'s "before" and "after" columns) of those processes' requests."""
+    by_proc: dict[tuple, list[str]] = {}
+    for sid, steps in spans_of.items():
+        if steps:
+            by_proc.setdefault(steps[0][1][0], []).append(sid)
+    chosen: dict[tuple, tuple] = {}  # process -> (its keepers, their typical keep)
+    for proc, sids in by_proc.items():
+        typical = {sid: _mean_positive(kept[sid]) for sid in sids}
+        top = max(typical.values(), default=0.0)
+        if top <= 0:
+            continue
+        keepers = {sid for sid in sids if typical[sid] >= top / 10}
+        if len(keepers) >= 2 and _ran_together(keepers, spans_of):
+            chosen[proc] = (keepers, typical)
+    if not chosen:
+        return
+    col = key.replace("delta_", "")  # rss_delta_mb -> rss_mb_before / rss_mb_after
+    readings: dict[tuple, list[tuple]] = {proc: [] for proc in chosen}
+    place: dict[str, int] = {}
+    for r in rows:
+        sid = r.get("session_id")
+        if r.get(key) is None or sid is None:
+            continue
+        i = place[sid] = place.get(sid, -1) + 1
+        reqs = readings.get((r.get("host"), r.get("pid")))
+        if reqs is None:
+            continue
+        before, after = r.get(f"{col}_before"), r.get(f"{col}_after")
+        if before is None or after is None or r.get("done_before") is None or r.get("done_seq") is None:
+            chosen.pop((r.get("host"), r.get("pid")), None)  # an incomplete sequence: the steps stand
+            continue
+        reqs.append((r["done_before"], r["done_seq"], r.get("start_ts"), float(before), float(after), sid, i))
+    for proc, (keepers, typical) in chosen.items():
+        _refit_process(readings[proc], keepers, typical, kept, sweeps)
+
+
+def _spans_by_session(stepped: list[tuple], spans: dict[int, tuple]) -> dict[str, list[tuple]]:
+    """session -> (its request's place, (process, done_before, done_seq)) per request with a span."""
+    out: dict[str, list[tuple]] = {}
+    count: dict[str, int] = {}
+    for k, (sid, _group) in enumerate(stepped):
+        i = count.get(sid, 0)
+        count[sid] = i + 1
+        span = spans.get(k)
+        if span is not None:
+            out.setdefault(sid, []).append((i, span))
+    return out
+
+
+def _mean_positive(xs: list[float]) -> float:
+    return max(sum(xs) / len(xs), 0.0) if xs else 0.0
+
+
+def _ran_together(keepers: set[str], spans_of: dict[str, list[tuple]]) -> bool:
+    """Whether two keepers' requests were in flight at once (by the completion sequence)."""
+    spans = sorted((before, seq, sid) for sid in keepers for _i, (_p, before, seq) in spans_of[sid]
+                   if before is not None and seq is not None)
+    last_end, last_sid = -1, None
+    for before, seq, sid in spans:
+        # a request whose "before" came after completion `before` overlaps one completing later
+        if last_sid is not None and sid != last_sid and before < last_end:
+            return True
+        if seq > last_end:
+            last_end, last_sid = seq, sid
+    return False
+
+
+def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, float],
+                   kept: dict[str, list[float]], sweeps: int) -> None:
+    order: list[tuple] = []  # (order key, value, request, is after)
+    for i, (before_seq, seq, start, before, after, _sid, _place) in enumerate(reqs):
+        order.append(((seq, 0, ""), after, i, True))
+        order.append(((before_seq, 1, str(start or "")), before, i, False))
+    order.sort(key=lambda r: r[0])
+    n = len(order)
+    env = [0.0] * n
+    low = float("inf")
+    for j in range(n - 1, -1, -1):
+        low = min(low, order[j][1])
+        env[j] = low
+    opened, closed = [0] * len(reqs), [0] * len(reqs)
+    for j, (_k, _v, i, is_after) in enumerate(order):
+        if is_after:
+            closed[i] = j
+        else:
+            opened[i] = j
+    # One keep per request for each keeper, from the request from which it keeps (``_since``: the
+    # ones before keep their credit), all keepers starting even; the other sessions' credits held
+    start = sum(typical[sid] for sid in keepers) / len(keepers)
+    firsts = dict.fromkeys(keepers, 0)
+    x: list[float] = []
+    free_of: dict[str, list[int]] = {sid: [] for sid in keepers}
+    for i, (_b, _s, _t, _bv, _av, sid, place) in enumerate(reqs):
+        if sid in keepers and place >= firsts[sid]:
+            x.append(start)
+            free_of[sid].append(i)
+        else:
+            x.append(max(kept[sid][place], 0.0) if sid in kept else 0.0)
+    free_of = {sid: ids for sid, ids in free_of.items() if ids}
+    if not free_of:
+        return
+    free = [i for ids in free_of.values() for i in ids]
+    # The keepers' window, from the first one's "before" reading to the last one's "after": what
+    # was kept before it is the base; growth after it is no keeper's to explain.
+    w0, w1 = min(opened[i] for i in free), max(closed[i] for i in free)
+    base = env[w0]
+    # lo[j]: kept by the requests completed by reading j; hi[j]: by those started before it
+    lo, hi = [0.0] * n, [0.0] * n
+    for i, xi in enumerate(x):
+        if closed[i] >= w0:
+            _add(lo, closed[i], xi, w1)
+            _add(hi, opened[i] + 1, xi, w1)
+    for _ in range(sweeps):
+        moved = 0.0
+        for i in free:
+            # d/dx of the squared violations: the request's keep raises hi over (opened, w1] and
+            # lo over [closed, w1]
+            grad = 0.0
+            for j in range(opened[i] + 1, w1 + 1):
+                e = env[j] - base
+                if e > hi[j]:
+                    grad -= 2 * (e - hi[j])
+                elif j >= closed[i] and e < lo[j]:
+                    grad += 2 * (lo[j] - e)
+            count = w1 - opened[i]
+            if count <= 0:
+                continue
+            new = max(x[i] - grad / (2 * count), 0.0)
+            step = new - x[i]
+            if step:
+                _add(lo, closed[i], step, w1)
+                _add(hi, opened[i] + 1, step, w1)
+                x[i] = new
+                moved = max(moved, abs(step))
+        if moved < 0.01:
+            break
+    for sid, ids in free_of.items():
+        for i in ids:
+            kept[sid][reqs[i][6]] = x[i]
+
+
+def _add(arr: list[float], start: int, value: float, last: int) -> None:
+    for j in range(start, last + 1):
+        arr[j] += value
