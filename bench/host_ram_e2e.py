@@ -69,7 +69,14 @@ def main(argv=None) -> int:
     import torch
 
     from tests.e2e.apps import tiny_r1
-    from tests.e2e.host_memory import LANES, LEAK_PLAN, OVERLAP_PLAN, PER_LANE, TRANSIENT_PLAN, serve_and_drive
+    from tests.e2e.host_memory import (
+        LANES,
+        LEAK_PLAN,
+        OVERLAP_PLAN,
+        PER_LANE,
+        TRANSIENT_PLAN,
+        serve_and_drive,
+    )
 
     torch.set_num_threads(1)
     model, tokenizer = tiny_r1.load_model(), tiny_r1.load_tokenizer()

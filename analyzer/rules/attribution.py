@@ -750,25 +750,21 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     return {"sessions": sessions, "processes": processes}
 
 
-
-
-
 def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,
-                sweeps: int = 400) -> None:
-    """Keepers whose requests ran at the same time, credited again from their process's readings
-    (``kept`` is updated in place). Under load a keeper's memory is often read first by a neighbour's
-    "after" reading, a few readings before its own: a step holds two keeps, the next none, and the
-    steps cannot tell whose; split by the sessions' rates, the stronger takes more round after round.
-    The readings in order bound it: what the process kept by each reading (the lowest reading from
-    then on) is at least what the requests completed by then kept and at most what the requests
-    started before it kept. The keepers' requests (the sessions that keep at least a tenth of the
-    strongest one's per request, when two of them ran at once) each get the non-negative keep that
-    least violates those bounds, the other sessions' credits held; coordinate descent from each
-    keeper's typical keep, so that what the readings leave open stays even among its requests.
+                rounds: int = 50) -> None:
+    """Keepers whose requests ran at the same time as others', credited again from their process's
+    readings in order (``kept`` is updated in place; ``_refit_process``). Under load a keeper's
+    memory is often read first by a neighbour's "after" reading, a few readings before its own: a
+    step holds two keeps, the next none, and the steps cannot tell whose; split by the sessions'
+    rates, the stronger took more round after round, and a keeper whose keeps were all read by
+    others' readings was credited with nothing (four keepers at once on a 2-core box: 2 or 3 of 4
+    named, up to twice their keep).
 
+    Keepers: the sessions that keep at least a tenth of the strongest one's per request.
     ``spans_of``: session -> (its request's place, (process, done_before, done_seq)) per request
-    judged by steps; ``rows`` are read again (only when some process has such keepers), for the
-    readings (``key``'s "before" and "after" columns) of those processes' requests."""
+    judged by steps; ``rows`` are read again (only when some process has a keeper that ran beside
+    another session), for the readings (``key``'s "before" and "after" columns) of those processes'
+    requests; a process with a request without them keeps its steps' credits."""
     by_proc: dict[tuple, list[str]] = {}
     for sid, steps in spans_of.items():
         if steps:
@@ -780,7 +776,7 @@ def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], 
         if top <= 0:
             continue
         keepers = {sid for sid in sids if typical[sid] >= top / 10}
-        if len(keepers) >= 2 and _ran_together(keepers, spans_of):
+        if _ran_together(keepers, spans_of, sids):
             chosen[proc] = (keepers, typical)
     if not chosen:
         return
@@ -801,7 +797,7 @@ def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], 
             continue
         reqs.append((r["done_before"], r["done_seq"], r.get("start_ts"), float(before), float(after), sid, i))
     for proc, (keepers, typical) in chosen.items():
-        _refit_process(readings[proc], keepers, typical, kept, sweeps)
+        _refit_process(readings[proc], keepers, typical, kept, rounds)
 
 
 def _spans_by_session(stepped: list[tuple], spans: dict[int, tuple]) -> dict[str, list[tuple]]:
@@ -817,26 +813,38 @@ def _spans_by_session(stepped: list[tuple], spans: dict[int, tuple]) -> dict[str
     return out
 
 
+def _ran_together(keepers: set[str], spans_of: dict[str, list[tuple]], sids: Iterable[str]) -> bool:
+    """Whether a keeper's request was in flight together with another session's (by the completion
+    sequence: B's "after" came after A's "before", and B's "before" before A's "after")."""
+    spans = sorted((before, seq, sid) for sid in sids for _i, (_p, before, seq) in spans_of[sid]
+                   if before is not None and seq is not None)
+    starts = [before for before, _seq, _sid in spans]
+    for sid in keepers:
+        for _i, (_p, before, seq) in spans_of[sid]:
+            if before is None or seq is None:
+                continue
+            for _b_before, b_seq, b_sid in spans[:bisect.bisect_left(starts, seq)]:
+                if b_sid != sid and b_seq > before:
+                    return True
+    return False
+
+
 def _mean_positive(xs: list[float]) -> float:
     return max(sum(xs) / len(xs), 0.0) if xs else 0.0
 
 
-def _ran_together(keepers: set[str], spans_of: dict[str, list[tuple]]) -> bool:
-    """Whether two keepers' requests were in flight at once (by the completion sequence)."""
-    spans = sorted((before, seq, sid) for sid in keepers for _i, (_p, before, seq) in spans_of[sid]
-                   if before is not None and seq is not None)
-    last_end, last_sid = -1, None
-    for before, seq, sid in spans:
-        # a request whose "before" came after completion `before` overlaps one completing later
-        if last_sid is not None and sid != last_sid and before < last_end:
-            return True
-        if seq > last_end:
-            last_end, last_sid = seq, sid
-    return False
+NULL_MARGIN = 0.25  # of a keep squared: what placing it must gain over keeping nothing
+READ_LATE = 0.02  # of a keep squared, per reading its gap lies before its request's "after"
 
 
 def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, float],
-                   kept: dict[str, list[float]], sweeps: int) -> None:
+                   kept: dict[str, list[float]], rounds: int) -> None:
+    """Every request's keep, in one process whose keepers ran at once: each is one jump of what the
+    process kept (the lowest reading from then on), somewhere between its "before" and "after"
+    readings, or nothing; each session keeps one amount per request that keeps. Fitted by least
+    squares over every gap between readings (those where nothing was kept too): from each keep at
+    its own "after" reading, each request in turn moves its keep to the gap (or to none) that fits
+    best, then each session's amount is fitted to its keeps; until nothing moves."""
     order: list[tuple] = []  # (order key, value, request, is after)
     for i, (before_seq, seq, start, before, after, _sid, _place) in enumerate(reqs):
         order.append(((seq, 0, ""), after, i, True))
@@ -854,61 +862,75 @@ def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, floa
             closed[i] = j
         else:
             opened[i] = j
-    # One keep per request for each keeper, from the request from which it keeps (``_since``: the
-    # ones before keep their credit), all keepers starting even; the other sessions' credits held
-    start = sum(typical[sid] for sid in keepers) / len(keepers)
-    firsts = dict.fromkeys(keepers, 0)
-    x: list[float] = []
-    free_of: dict[str, list[int]] = {sid: [] for sid in keepers}
-    for i, (_b, _s, _t, _bv, _av, sid, place) in enumerate(reqs):
-        if sid in keepers and place >= firsts[sid]:
-            x.append(start)
-            free_of[sid].append(i)
-        else:
-            x.append(max(kept[sid][place], 0.0) if sid in kept else 0.0)
-    free_of = {sid: ids for sid, ids in free_of.items() if ids}
-    if not free_of:
-        return
-    free = [i for ids in free_of.values() for i in ids]
-    # The keepers' window, from the first one's "before" reading to the last one's "after": what
-    # was kept before it is the base; growth after it is no keeper's to explain.
-    w0, w1 = min(opened[i] for i in free), max(closed[i] for i in free)
-    base = env[w0]
-    # lo[j]: kept by the requests completed by reading j; hi[j]: by those started before it
-    lo, hi = [0.0] * n, [0.0] * n
-    for i, xi in enumerate(x):
-        if closed[i] >= w0:
-            _add(lo, closed[i], xi, w1)
-            _add(hi, opened[i] + 1, xi, w1)
-    for _ in range(sweeps):
-        moved = 0.0
-        for i in free:
-            # d/dx of the squared violations: the request's keep raises hi over (opened, w1] and
-            # lo over [closed, w1]
-            grad = 0.0
-            for j in range(opened[i] + 1, w1 + 1):
-                e = env[j] - base
-                if e > hi[j]:
-                    grad -= 2 * (e - hi[j])
-                elif j >= closed[i] and e < lo[j]:
-                    grad += 2 * (lo[j] - e)
-            count = w1 - opened[i]
-            if count <= 0:
-                continue
-            new = max(x[i] - grad / (2 * count), 0.0)
-            step = new - x[i]
-            if step:
-                _add(lo, closed[i], step, w1)
-                _add(hi, opened[i] + 1, step, w1)
-                x[i] = new
-                moved = max(moved, abs(step))
-        if moved < 0.01:
-            break
-    for sid, ids in free_of.items():
+    # gap j: from reading j - 1 to reading j; a request's keep lands in one of (opened, closed]
+    rise = [0.0] + [env[j] - env[j - 1] for j in range(1, n)]
+    # Free: the keepers, and the sessions whose requests mostly saw the process keep half the
+    # strongest keeper's keep across their own span (a keeper the steps credited with little reads
+    # its own keeps there). Every other session keeps its credits, each read at its own "after".
+    top = max(typical[sid] for sid in keepers)
+    seen: dict[str, list[float]] = {}
+    for i, r in enumerate(reqs):
+        seen.setdefault(r[5], []).append(env[closed[i]] - env[opened[i]])
+    free = keepers | {sid for sid, xs in seen.items() if sorted(xs)[len(xs) // 2] >= top / 2}
+    pred = [0.0] * n
+    sessions: dict[str, list[int]] = {}
+    for i, r in enumerate(reqs):
+        if r[5] in free:
+            sessions.setdefault(r[5], []).append(i)
+        elif r[5] in kept:
+            pred[closed[i]] += kept[r[5]][r[6]]
+    at = list(closed)  # the gap each request's keep is in; -1: it kept nothing
+    # keepers start at what the steps credited them, the others at what their spans typically saw
+    rate = {sid: typical[sid] if sid in keepers else min(sorted(seen[sid])[len(seen[sid]) // 2], top)
+            for sid in sessions}
+    for sid, ids in sessions.items():
         for i in ids:
-            kept[sid][reqs[i][6]] = x[i]
+            pred[at[i]] += rate[sid]
 
+    def fit_rates() -> None:
+        for sid, ids in sessions.items():
+            old = rate[sid]
+            num = den = 0.0
+            for i in ids:
+                if at[i] >= 0:
+                    num += rise[at[i]] - (pred[at[i]] - old)
+                    den += 1
+            new = max(num / den, 0.0) if den else 0.0
+            for i in ids:
+                if at[i] >= 0:
+                    pred[at[i]] += new - old
+            rate[sid] = new
 
-def _add(arr: list[float], start: int, value: float, last: int) -> None:
-    for j in range(start, last + 1):
-        arr[j] += value
+    for _ in range(rounds):
+        fit_rates()
+        moved = 0
+        keeping: set[str] = set()  # sessions one of whose requests kept, in this pass
+        for i, r in enumerate(reqs):
+            if r[5] not in rate:
+                continue
+            x = rate[r[5]]
+            if at[i] >= 0:
+                pred[at[i]] -= x
+            # Nothing kept, unless a gap's unexplained rise holds at least 5/8 of the keep (a session
+            # that keeps a little everywhere would soak up the keepers' rises); but a session keeps
+            # from some request on, on every one after it (a cache that fills from some turn).
+            best = float("inf") if r[5] in keeping else -NULL_MARGIN * x * x
+            where = -1
+            for j in range(opened[i] + 1, closed[i] + 1):
+                # the change in the squared error were the keep there, plus a little per reading
+                # between there and its own "after" (a keep is most often read by its own request)
+                change = (rise[j] - pred[j] - x) ** 2 - (rise[j] - pred[j]) ** 2 + READ_LATE * x * x * (closed[i] - j)
+                if change < best - 1e-9:
+                    best, where = change, j
+            if where != at[i]:
+                moved += 1
+            at[i] = where
+            if where >= 0:
+                pred[where] += x
+                keeping.add(r[5])
+        if not moved:
+            break
+    fit_rates()
+    for i, r in enumerate(reqs):
+        if r[5] in rate:
+            kept[r[5]][r[6]] = rate[r[5]] if at[i] >= 0 else 0.0
