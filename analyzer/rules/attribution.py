@@ -775,7 +775,7 @@ def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], 
         top = max(typical.values(), default=0.0)
         if top <= 0:
             continue
-        keepers = {sid for sid in sids if typical[sid] >= top / 10}
+        keepers = {sid for sid in sids if typical[sid] >= top / 3}
         if _ran_together(keepers, spans_of, sids):
             chosen[proc] = (keepers, typical)
     if not chosen:
@@ -931,6 +931,12 @@ def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, floa
         if not moved:
             break
     fit_rates()
+    # One jump per keep must account for about what the steps credited these sessions: where the
+    # readings are noisy enough that a keep rises over many gaps, it does not, and the steps stand.
+    before = sum(max(v, 0.0) for sid in rate for v in kept[sid])
+    after = sum(rate[r[5]] for i, r in enumerate(reqs) if r[5] in rate and at[i] >= 0)
+    if after < 0.75 * before:
+        return
     for i, r in enumerate(reqs):
         if r[5] in rate:
             kept[r[5]][r[6]] = rate[r[5]] if at[i] >= 0 else 0.0
