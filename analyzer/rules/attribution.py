@@ -819,13 +819,27 @@ def _ran_together(keepers: set[str], spans_of: dict[str, list[tuple]], sids: Ite
     spans = sorted((before, seq, sid) for sid in sids for _i, (_p, before, seq) in spans_of[sid]
                    if before is not None and seq is not None)
     starts = [before for before, _seq, _sid in spans]
+    # over the spans started before each place: the latest end, its session, and the latest end
+    # of any other session (so a keeper's own requests never count as its company)
+    ends1, sids1, ends2 = [], [], []
+    e1, s1, e2 = -1, None, -1
+    for _before, seq, sid in spans:
+        if seq > e1:
+            if sid != s1:
+                e2 = e1
+            e1, s1 = seq, sid
+        elif sid != s1 and seq > e2:
+            e2 = seq
+        ends1.append(e1)
+        sids1.append(s1)
+        ends2.append(e2)
     for sid in keepers:
         for _i, (_p, before, seq) in spans_of[sid]:
             if before is None or seq is None:
                 continue
-            for _b_before, b_seq, b_sid in spans[:bisect.bisect_left(starts, seq)]:
-                if b_sid != sid and b_seq > before:
-                    return True
+            k = bisect.bisect_left(starts, seq) - 1
+            if k >= 0 and (ends1[k] if sids1[k] != sid else ends2[k]) > before:
+                return True
     return False
 
 
