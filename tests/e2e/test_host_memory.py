@@ -19,7 +19,15 @@ import pytest
 
 from tests.e2e.apps.faults import HOST_LEAK_MB
 from tests.e2e.findings import analyze
-from tests.e2e.host_memory import LANES, LEAK_PLAN, OVERLAP_PLAN, PER_LANE, TRANSIENT_PLAN, judged, serve_and_drive
+from tests.e2e.host_memory import (
+    LANES,
+    LEAK_PLAN,
+    OVERLAP_PLAN,
+    PER_LANE,
+    TRANSIENT_PLAN,
+    judged,
+    serve_and_drive,
+)
 
 pytest.importorskip("gradio")
 pytest.importorskip("gradio_client")
