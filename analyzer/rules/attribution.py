@@ -760,7 +760,8 @@ def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], 
     others' readings was credited with nothing (four keepers at once on a 2-core box: 2 or 3 of 4
     named, up to twice their keep).
 
-    Keepers: the sessions that keep at least a tenth of the strongest one's per request.
+    Keepers: the sessions that keep at least a third of the strongest one's per request, two or
+    more of them.
     ``spans_of``: session -> (its request's place, (process, done_before, done_seq)) per request
     judged by steps; ``rows`` are read again (only when some process has a keeper that ran beside
     another session), for the readings (``key``'s "before" and "after" columns) of those processes'
@@ -776,7 +777,7 @@ def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], 
         if top <= 0:
             continue
         keepers = {sid for sid in sids if typical[sid] >= top / 3}
-        if _ran_together(keepers, spans_of, sids):
+        if len(keepers) >= 2 and _ran_together(keepers, spans_of, sids):
             chosen[proc] = (keepers, typical)
     if not chosen:
         return
@@ -945,11 +946,13 @@ def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, floa
         if not moved:
             break
     fit_rates()
-    # One jump per keep must account for about what the steps credited these sessions: where the
-    # readings are noisy enough that a keep rises over many gaps, it does not, and the steps stand.
+    # One jump per keep must account for about what the steps credited these sessions (within a
+    # quarter): where the readings are noisy enough that a keep rises over many gaps it accounts
+    # for less, where a rise is nobody's keep (CUDA's lazy start-up in the first completion's
+    # readings) for more; then the steps stand.
     before = sum(max(v, 0.0) for sid in rate for v in kept[sid])
     after = sum(rate[r[5]] for i, r in enumerate(reqs) if r[5] in rate and at[i] >= 0)
-    if after < 0.75 * before:
+    if not 0.75 * before <= after <= 1.25 * before:
         return
     for i, r in enumerate(reqs):
         if r[5] in rate:
