@@ -179,8 +179,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
     kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
     kept = _late_readings(kept, stepped, spans, min_requests)
-    if not isinstance(rows, Iterator):
-        _band_refit(kept, _spans_by_session(stepped, spans), rows, key)
+    if not isinstance(rows, Iterator):  # a one-shot iterator cannot be read again: the steps stand
+        _refit_keepers(kept, _spans_by_session(stepped, spans), rows, key)
     out = {}
     for sid in own:
         since = _since(kept[sid], min_requests)
@@ -750,8 +750,8 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     return {"sessions": sessions, "processes": processes}
 
 
-def _band_refit(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,
-                rounds: int = 50) -> None:
+def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,
+                   rounds: int = 50) -> None:
     """Keepers whose requests ran at the same time as others', credited again from their process's
     readings in order (``kept`` is updated in place; ``_refit_process``). Under load a keeper's
     memory is often read first by a neighbour's "after" reading, a few readings before its own: a
