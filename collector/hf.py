@@ -198,7 +198,11 @@ class _Probe:
         # Other threads' requests, and decode steps under torch.compile (dynamo must not trace us).
         return threading.get_ident() != self.tid or (self._compiling is not None and self._compiling())
 
-    def _pre(self, module, args, kwargs):
+    # Both hooks take kwargs as optional: torch decides per call whether a hook registered
+    # with_kwargs gets them, by looking its id up in a dict that another thread's detach may be
+    # changing at that moment, so a hook can be called without them (a TypeError in the app).
+    def _pre(self, module, args, kwargs=None):
+        kwargs = kwargs or {}
         try:
             if self._skip():
                 return None
@@ -215,7 +219,8 @@ class _Probe:
             pass
         return None
 
-    def _post(self, module, args, kwargs, out):
+    def _post(self, module, args, *rest):
+        out = rest[-1] if rest else None
         try:
             if self._skip():
                 return None

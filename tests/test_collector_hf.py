@@ -489,3 +489,24 @@ def test_completion_sequence_orders_memory_readings_across_threads(model, tmp_pa
             os._exit(0 if (INFLIGHT.done, INFLIGHT.n) == (0, 0) else 1)
         _, status = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(status) == 0
+
+
+def test_hooks_called_without_kwargs_never_raise_into_generate(model, tmp_path):
+    """torch picks per call whether a hook registered with_kwargs gets the kwargs, from a dict
+    another thread's detach may be changing: a hook called without them must not raise into the
+    app (it once failed a request of a Gradio app with "_post() missing 1 required positional
+    argument"). Registering the probe's hooks without kwargs makes torch call them that way."""
+    cls = type(model)
+    model.register_forward_hook = lambda hook, with_kwargs=False, **kw: cls.register_forward_hook(model, hook, **kw)
+    model.register_forward_pre_hook = lambda hook, with_kwargs=False, **kw: cls.register_forward_pre_hook(
+        model, hook, **kw)
+    try:
+        t = Tracer(tmp_path)
+        out = t.generate(model, prompt_ids(7), request_id="r1", max_new_tokens=5, eos_token_id=None)
+        t.close()
+    finally:
+        del model.register_forward_hook, model.register_forward_pre_hook
+    ev = events_of(tmp_path)
+    (dec,) = by_stage(ev, "decode")
+    assert dec["output_len"] == 5 == out.shape[1] - PROMPT
+    assert not [e for e in ev if e.get("stage") == "error"]
