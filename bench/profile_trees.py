@@ -14,8 +14,16 @@ the same process. Per repeat, the trees alternate (the second repeat starts with
   (the hourly cron's window, one hour later each run, k = 1, 2, ...: nothing to reuse but the
   cached events and their derived tables).
 
+- bare: bench/ingest.py's bare DuckDB scan of the same files (two fields, stage percentiles);
+- pandas (--pandas): the read article 003 suggests, `pandas.read_json(lines=True)` of every file
+  and the same percentiles;
+- html (--html): cold `analyze --out r.html` (its own empty cache).
+
 Printed: per phase and per query the median CPU-s of each tree and the ratio to the first tree;
-the whole process (CPU, wall, peak RSS) likewise.
+the whole process (CPU, wall, peak RSS) likewise; then the issue's ratios for every tree: cold
+wall over the pandas read's, cold CPU over the first tree's, sliding CPU over the bare scan's,
+HTML over JSON (cold, CPU), and whether its report is the same as the last tree's (less the
+run's own lines: generated_at, read time, cache path).
 """
 
 from __future__ import annotations
@@ -104,6 +112,27 @@ with open(os.environ["DSLOGS_PROFILE_OUT"], "w") as f:
 """
 
 
+PANDAS = """
+import sys, pandas as pd
+df = pd.concat([pd.read_json(f, lines=True) for f in sys.argv[1:]], ignore_index=True)
+print(len(df), df.groupby("stage")["duration_ms"].quantile([0.5, 0.9, 0.95, 0.99]).shape)
+"""
+VOLATILE = ('"seconds"', '"generated_at"', '"cache"')
+
+
+def probe(cmd: list[str]) -> dict:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ingest import PROBE
+
+    out = subprocess.run([sys.executable, "-c", PROBE, "exec", *cmd], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def stable(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if not any(v in line for v in VOLATILE)]
+
+
 def run_child(tree: Path, args: list[str], home: Path, out: Path) -> dict:
     cfg = json.dumps({"phases": PHASES, "query_at": QUERY_AT})
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(home),
@@ -124,7 +153,9 @@ def table(title: str, trees: list[Path], runs: dict, key: str) -> None:
     for t in trees:
         for r in runs[t]:
             names += [n for n in r[key] if n not in names]
-    med = {t: {n: statistics.median(r[key].get(n, 0.0) for r in runs[t]) for n in names} for t in trees}
+    med = {
+        t: {n: statistics.median(r[key].get(n, 0.0) for r in runs[t]) for n in names} for t in trees
+    }
     if key == "queries":
         names.sort(key=lambda n: -max(med[t][n] for t in trees))
     print(f"\n== {title}: median CPU s" + (", ratio to the first tree" if len(trees) > 1 else ""))
@@ -133,7 +164,9 @@ def table(title: str, trees: list[Path], runs: dict, key: str) -> None:
     for n in names:
         cells = "".join(f"{med[t][n]:16.3f}" for t in trees)
         base = med[trees[0]][n]
-        ratios = "".join(f"  {med[t][n] / base:5.2f}x" if base > 0.005 else "      - " for t in trees[1:])
+        ratios = "".join(
+            f"  {med[t][n] / base:5.2f}x" if base > 0.005 else "      - " for t in trees[1:]
+        )
         print(f"{n[:34]:34}{cells}{ratios}")
         if not n.startswith("("):
             for t in trees:
@@ -147,7 +180,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--slides", type=int, default=1, help="sliding runs per repeat")
     ap.add_argument("--tree", type=Path, action="append", help="source trees (default: this one)")
+    ap.add_argument("--pandas", action="store_true", help="time the pandas read too")
+    ap.add_argument("--html", action="store_true", help="cold HTML runs too")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ingest import BARE
+
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     files = sorted(p for p in args.data.rglob("*.jsonl*"))
     if not files:
@@ -158,20 +196,33 @@ def main() -> int:
     analyze = ["analyze", str(logdir), "--format", "json", "--out", str(work / "r.json")]
     cold: dict[Path, list[dict]] = {t: [] for t in trees}
     sliding: dict[Path, list[dict]] = {t: [] for t in trees}
+    html: dict[Path, list[dict]] = {t: [] for t in trees}
+    bare, pandas, reports = [], [], {}
     try:
         k = 0
         for rep in range(args.repeat):
+            bare.append(probe([sys.executable, "-c", BARE, *map(str, files)]))
+            if args.pandas:
+                pandas.append(probe([sys.executable, "-c", PANDAS, *map(str, files)]))
             order = trees if rep % 2 == 0 else trees[::-1]
             for t in order:
                 home = work / f"home-{trees.index(t)}"
+                if args.html:
+                    shutil.rmtree(home, ignore_errors=True)
+                    html_args = ["analyze", str(logdir), "--out", str(work / "r.html")]
+                    html[t].append(run_child(t, html_args, home, work / "p.json"))
                 shutil.rmtree(home, ignore_errors=True)
                 cold[t].append(run_child(t, analyze, home, work / "p.json"))
+                if rep == 0:
+                    reports[t] = stable(work / "r.json")
             for _ in range(args.slides):
                 k += 1
                 since = (since0 + timedelta(hours=k)).isoformat()
                 for t in order:
                     home = work / f"home-{trees.index(t)}"
-                    sliding[t].append(run_child(t, [*analyze, "--since", since], home, work / "p.json"))
+                    sliding[t].append(
+                        run_child(t, [*analyze, "--since", since], home, work / "p.json")
+                    )
             print(f"repeat {rep + 1} of {args.repeat} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -179,12 +230,47 @@ def main() -> int:
         table(f"{case}, phases", trees, runs, "phases")
         table(f"{case}, metric queries", trees, runs, "queries")
         print(f"\n{case}, whole process (median):")
-        base = {k: statistics.median(r[k] for r in runs[trees[0]]) for k in ("cpu", "wall", "rss_mb")}
+        base = {
+            k: statistics.median(r[k] for r in runs[trees[0]]) for k in ("cpu", "wall", "rss_mb")
+        }
         for t in trees:
             m = {k: statistics.median(r[k] for r in runs[t]) for k in ("cpu", "wall", "rss_mb")}
             print(f"  {str(t)[-30:]:30} CPU {m['cpu']:6.2f} s ({m['cpu'] / base['cpu']:.2f}x), "
                   f"wall {m['wall']:6.2f} s ({m['wall'] / base['wall']:.2f}x), "
                   f"peak RSS {m['rss_mb']:5.0f} MB ({m['rss_mb'] / base['rss_mb']:.2f}x)")  # fmt: skip
+
+    def med(runs: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    print(f"\n== ratios ({len(files)} files, {args.data.name}, median of {args.repeat}; "
+          f"bare scan {med(bare, 'cpu'):.2f} CPU-s, {med(bare, 'wall'):.2f} s wall"
+          + (f"; pandas read {med(pandas, 'wall'):.2f} s wall, {med(pandas, 'cpu'):.2f} CPU-s" if pandas else "")
+          + ")")  # fmt: skip
+    for t in trees:
+        line = [
+            f"cold CPU {med(cold[t], 'cpu') / med(cold[trees[0]], 'cpu'):.2f}x the first tree's (target <= 1)"
+        ]
+        if pandas:
+            line.append(
+                f"cold wall {med(cold[t], 'wall') / med(pandas, 'wall'):.2f}x pandas (target <= 0.5)"
+            )
+        line.append(
+            f"sliding CPU {med(sliding[t], 'cpu') / med(bare, 'cpu'):.2f}x bare (target <= 1, goal 0.5)"
+        )
+        line.append(f"peak RSS cold {max(r['rss_mb'] for r in cold[t]):.0f} MB")
+        if html[t]:
+            line.append(
+                f"HTML {med(html[t], 'cpu') / med(cold[t], 'cpu'):.2f}x JSON CPU cold (target <= 1.3)"
+            )
+        line.append(
+            "report "
+            + (
+                "the same as the last tree's"
+                if reports[t] == reports[trees[-1]]
+                else "DIFFERS from the last tree's"
+            )
+        )
+        print(f"  {str(t)[-30:]:30} " + "; ".join(line))
     return 0
 
 
