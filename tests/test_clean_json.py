@@ -1,6 +1,7 @@
 """clean_json writes the text json.dumps(clean(obj), indent=2) writes, on every shape of value."""
 
 import json
+import math
 import random
 from datetime import date
 
@@ -48,3 +49,36 @@ def test_random_trees():
 def test_not_json_raises_as_json_does():
     with pytest.raises(TypeError, match="not JSON serializable"):
         clean_json({"a": [1, {"d": date(2026, 1, 1)}]})
+
+
+def recursive_clean(obj):
+    """clean as defined: floats rounded to 3 decimals, NaN/inf None, containers walked."""
+    if isinstance(obj, float):
+        return round(obj, 3) if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: recursive_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [recursive_clean(v) for v in obj]
+    return obj
+
+
+class Half(float):
+    """a float subclass (numpy's float64 is one): cleaned as a float"""
+
+
+def test_clean_is_the_recursive_definition():
+    rnd = random.Random(7)
+
+    def gen(depth):
+        if depth > 4 or rnd.random() < 0.5:
+            return rnd.choice([None, True, 1, 2**70, rnd.random() * 1e6, float("nan"), float("-inf"), -0.0, "s",
+                               Half(1.23456), (1.5555, 2)])  # fmt: skip
+        if rnd.random() < 0.5:
+            return {str(i): gen(depth + 1) for i in range(rnd.randint(0, 5))}
+        return [gen(depth + 1) for _ in range(rnd.randint(0, 5))]
+
+    for _ in range(3000):
+        obj = gen(0)
+        got, want = clean(obj), recursive_clean(obj)
+        assert json.dumps(got) == json.dumps(want)
+        assert repr(got) == repr(want)  # types too (-0.0, a subclass's round)
