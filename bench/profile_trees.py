@@ -182,6 +182,11 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", help="source trees (default: this one)")
     ap.add_argument("--pandas", action="store_true", help="time the pandas read too")
     ap.add_argument("--html", action="store_true", help="cold HTML runs too")
+    ap.add_argument(
+        "--cold-once",
+        action="store_true",
+        help="one cold run per tree (fills the cache), then only the sliding runs repeat",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "bench"))
     from ingest import BARE
@@ -205,7 +210,7 @@ def main() -> int:
             if args.pandas:
                 pandas.append(probe([sys.executable, "-c", PANDAS, *map(str, files)]))
             order = trees if rep % 2 == 0 else trees[::-1]
-            for t in order:
+            for t in order if rep == 0 or not args.cold_once else ():
                 home = work / f"home-{trees.index(t)}"
                 if args.html:
                     shutil.rmtree(home, ignore_errors=True)
