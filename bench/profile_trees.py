@@ -90,12 +90,14 @@ def wrap(places, sink, label=None):
         return True
     return False
 cfg = json.loads(os.environ["DSLOGS_PROFILE_CFG"])
+# a tree without dslogs/ (before the package moved) must not reach the installed dslogs
+new = cfg["new_layout"]
 for label, places in cfg["phases"]:
-    wrap(places, phases, label)
-wrap(cfg["query_at"], queries)
-try:
+    wrap([p for p in places if p[0].startswith("dslogs.") == new], phases, label)
+wrap([p for p in cfg["query_at"] if p[0].startswith("dslogs.") == new], queries)
+if new:
     from dslogs.analyzer.cli import main
-except ImportError:
+else:
     from analyzer.cli import main
 c, w = cpu(), time.perf_counter()
 sys.argv = ["dslogs", *sys.argv[1:]]
@@ -134,7 +136,9 @@ def stable(path: Path) -> list[str]:
 
 
 def run_child(tree: Path, args: list[str], home: Path, out: Path) -> dict:
-    cfg = json.dumps({"phases": PHASES, "query_at": QUERY_AT})
+    cfg = json.dumps(
+        {"phases": PHASES, "query_at": QUERY_AT, "new_layout": (tree / "dslogs").is_dir()}
+    )
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(home),
            "DSLOGS_PROFILE_OUT": str(out), "DSLOGS_PROFILE_CFG": cfg}  # fmt: skip
     subprocess.run([sys.executable, "-c", CHILD, *args], env=env, check=True, cwd=tree,
