@@ -90,11 +90,16 @@ def wrap(places, sink, label=None):
         return True
     return False
 cfg = json.loads(os.environ["DSLOGS_PROFILE_CFG"])
-# a tree without dslogs/ (before the package moved) must not reach the installed dslogs
+# a tree without dslogs/analyzer (before the package moved) must not reach the installed dslogs
 new = cfg["new_layout"]
+def own(places):
+    if new:
+        return [p for p in places if p[0].startswith("dslogs.")]
+    # the same module path under the top-level analyzer package, then the older flat layout
+    return [(m.removeprefix("dslogs."), a) for m, a in places]
 for label, places in cfg["phases"]:
-    wrap([p for p in places if p[0].startswith("dslogs.") == new], phases, label)
-wrap([p for p in cfg["query_at"] if p[0].startswith("dslogs.") == new], queries)
+    wrap(own(places), phases, label)
+wrap(own(cfg["query_at"]), queries)
 if new:
     from dslogs.analyzer.cli import main
 else:
@@ -137,7 +142,11 @@ def stable(path: Path) -> list[str]:
 
 def run_child(tree: Path, args: list[str], home: Path, out: Path) -> dict:
     cfg = json.dumps(
-        {"phases": PHASES, "query_at": QUERY_AT, "new_layout": (tree / "dslogs").is_dir()}
+        {
+            "phases": PHASES,
+            "query_at": QUERY_AT,
+            "new_layout": (tree / "dslogs" / "analyzer").exists(),
+        }
     )
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(home),
            "DSLOGS_PROFILE_OUT": str(out), "DSLOGS_PROFILE_CFG": cfg}  # fmt: skip
