@@ -9,12 +9,11 @@ and the weekly report read the model.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from dslogs.analyzer import __version__
 from dslogs.analyzer.core.errors import UsageError
-from dslogs.analyzer.core.jsonable import clean
+from dslogs.analyzer.core.jsonable import clean, clean_json
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
 from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
@@ -470,7 +469,7 @@ def build_checklist(metrics: dict, t: dict, leak: dict | None = None, formats: d
 
 def report_to_json(model: dict) -> str:
     """The model as JSON text: insertion order kept (stable across runs), no NaN."""
-    return json.dumps(clean(model), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    return clean_json(model) + "\n"
 
 
 def has_findings_at(model: dict, level: str) -> bool:
