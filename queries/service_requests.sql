@@ -1,0 +1,45 @@
+-- The service model's request sample (what-if simulation, docs/capacity.md): per request of every
+-- process, what it asked (input and output tokens, beams, max_new_tokens), what it cost (service
+-- TTFT: TTFT less the queue wait; decode: e2e less TTFT; the handler time when TTFT is unknown),
+-- the requests in flight when it started (the collector's `inflight`), and the user's think time
+-- before the session's next request: from this request's end to the next one's arrival (its end
+-- less its e2e, which holds the queue wait), so the client's own round trip is in it. At most
+-- 5,000 requests per process, picked by a hash of the request id: the same logs give the same
+-- sample. Errors are kept (the OOM share is read from them). stack: what served the process, for
+-- the setting's name (vllm: its spans; gradio: Gradio's queue measured the wait; else null), and
+-- gpu: any event of the process ran on a CUDA device or read GPU memory. Units: ms, tokens.
+WITH proc AS (
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey,
+           CASE WHEN bool_or(source_format ILIKE '%vllm%') THEN 'vllm'
+                WHEN bool_or(stage = 'queue' AND source = 'gradio') THEN 'gradio'
+           END AS stack,
+           bool_or(device ILIKE 'cuda%' OR gpu_mem_total_mb > 0 OR reserved_mb > 0) AS gpu
+    FROM events
+    GROUP BY ALL
+), r AS (
+    SELECT
+        coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid, session_id, request_id, turn_index,
+        end_ts, e2e_ms, queue_ms, ttft_ms, input_len, output_len, num_beams, max_new_tokens, inflight, is_error,
+        coalesce(error_type IN ('OutOfMemoryError', 'OOMError') OR error_msg ILIKE '%out of memory%', false) AS oom,
+        CASE WHEN e2e_ms BETWEEN 0 AND 1e9 THEN end_ts - to_microseconds(CAST(e2e_ms * 1000 AS BIGINT)) END AS arrive_ts
+    FROM requests
+    WHERE end_ts IS NOT NULL AND e2e_ms BETWEEN 0 AND 1e9
+), s AS (
+    SELECT
+        *,
+        (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
+         - epoch_us(end_ts)) / 1000.0 AS think_ms,
+        row_number() OVER (PARTITION BY hkey, pkey ORDER BY hash(request_id), request_id) AS pick
+    FROM r
+)
+SELECT
+    host, pid, proc.stack, proc.gpu, session_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,
+    e2e_ms, queue_ms,
+    CASE WHEN ttft_ms IS NOT NULL THEN greatest(ttft_ms - coalesce(queue_ms, 0), 0) END AS service_ttft_ms,
+    CASE WHEN ttft_ms IS NOT NULL AND e2e_ms >= ttft_ms THEN e2e_ms - ttft_ms
+         ELSE greatest(e2e_ms - coalesce(queue_ms, 0), 0) END AS decode_ms,
+    CASE WHEN think_ms >= 0 THEN think_ms END AS think_ms
+FROM s
+LEFT JOIN proc USING (hkey, pkey)
+WHERE pick <= 5000
+ORDER BY host, pid, session_id, turn_index, request_id
