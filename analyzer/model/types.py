@@ -669,6 +669,7 @@ class ProcessCapacity(Row):
     max_users: list[MaxUsers] = field(default_factory=list)
     what_if_notes: list[str] = field(default_factory=list)  # cells the logs do not cover, and why
     users_at_slo: int | None = None  # users the recommended limit holds within the SLO
+    users_text: str | None = None  # users_at_slo in words: the setting, the SLO, the users' habits
     setting_code: str | None = None  # the recommended limit as code for the stack the logs came from
 
     @property

@@ -218,13 +218,14 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
     within = sum(1 for a, b in zip(ttft, tpot, strict=True) if a <= ttft_slo and b <= tpot_slo)
     return {
         "limit": limit, "users": users,
-        "e2e_p50_ms": round(_pct(e2e, 0.5), 1), "e2e_p95_ms": round(_pct(e2e, 0.95), 1),
-        "ttft_p95_ms": round(_pct(ttft, 0.95), 1), "queue_p95_ms": round(_pct(queue_ms, 0.95), 1),
-        "tokens_per_s": round(sum(n for *_, n in kept) / span_ms * 1000, 2),
-        "requests_per_s": round(len(kept) / span_ms * 1000, 3),
-        "slo_share": round(within / len(kept), 4),
+        # whole ms, whole-percent shares: a simulation's own noise is larger than any finer digit
+        "e2e_p50_ms": round(_pct(e2e, 0.5)), "e2e_p95_ms": round(_pct(e2e, 0.95)),
+        "ttft_p95_ms": round(_pct(ttft, 0.95)), "queue_p95_ms": round(_pct(queue_ms, 0.95)),
+        "tokens_per_s": round(sum(n for *_, n in kept) / span_ms * 1000, 1),
+        "requests_per_s": round(len(kept) / span_ms * 1000, 2),
+        "slo_share": round(within / len(kept), 2),
         # the share of the time the simulated service ran at or past the OOM level
-        "oom_risk": round(oom_time / span_ms, 4) if oom_level else None,
+        "oom_risk": round(oom_time / span_ms, 2) if oom_level else None,
     }
 
 
@@ -335,4 +336,18 @@ def process_what_if(curve: dict, sample: list[dict], thresholds: dict, grid: dic
     if rec:
         out["users_at_slo"] = at_rec
         out["setting_code"] = setting_code(service.get("stack"), rec, at_rec)
+        out["users_text"] = users_text(service, rec, at_rec, slo)
     return out
+
+
+def users_text(service: dict, limit: int, users: int, slo: dict) -> str:
+    """The capacity in users, in words: the setting, the users it holds, the SLO, the users' habits."""
+    name = {"gradio": "concurrency_limit", "vllm": "max_num_seqs"}.get(service.get("stack") or "", "a limit")
+    think = service.get("think_p50_ms")
+    habits = (f"{service.get('turns_per_session')} turns per session, think time p50 {think / 1000:.1f} s"
+              if think is not None else "no think time seen (users send again at once)")
+    held = (f"{users}+ users (the most the simulation tried)" if users >= MAX_USERS
+            else f"{users} user{'s' if users != 1 else ''} at once" if users else "no user")
+    return (f"with {name}={limit} the service holds {held} within the SLO (TTFT ≤ {slo['ttft_ms']:.0f} ms "
+            f"with the queue wait, TPOT ≤ {slo['tpot_ms']:.0f} ms, for {SLO_SHARE:.0%} of requests), "
+            f"for users as the logs show them: {habits}")
