@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dslogs._report import Page
-from dslogs.analyzer.model.types import Finding, Level, MaxUsers, ProcessCapacity, Recommendation, WhatIf
+from dslogs.analyzer.model.types import (
+    Finding,
+    Level,
+    MaxUsers,
+    ProcessCapacity,
+    Recommendation,
+    WhatIf,
+)
 
 if TYPE_CHECKING:
     import pandas as pd

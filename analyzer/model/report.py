@@ -372,6 +372,8 @@ REPORT_INPUTS: tuple[str, ...] = (
     "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
     "oom_per_session", "kv_cache_per_session", "host_devices",
+    # the capacity section's what-if: the sample its service model is fitted from
+    "service_requests",
     # what the per-session rules judged of each session in the sessions table (JUDGED_COLUMNS)
     "gpu_wait_per_session", "decode_per_session", "generate_params_per_session",
 )  # fmt: skip
