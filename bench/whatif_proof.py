@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calib-per-user", type=int, default=None, help="requests per user in the calibration run")
     ap.add_argument("--think-ms", type=float, default=300.0, help="mean think time between turns")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None, help="keep every run's logs under this folder")
     args = ap.parse_args(argv)
     try:
         calib = tuple(int(x) for x in args.calibrate.split(","))
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         print("whatif_proof: --calibrate and --cells take limit,users pairs, e.g. 2,4", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="dslogs-whatif-") as tmp:
-        result = prove(calib, cells, args.per_user, args.think_ms, Path(tmp), args.calib_per_user)
+        result = prove(calib, cells, args.per_user, args.think_ms, args.keep or Path(tmp), args.calib_per_user)
     print(json.dumps(result["service"], default=str))
     print(table(result["cells"]))
     if args.json:
