@@ -10,11 +10,12 @@ from a log-normal prompt length (median 12 words, sigma 0.8, at most 120 words: 
 chat prompts in public traces, short with a long tail) and the think time from an exponential
 of mean ``--think-ms``; the tiny model answers every prompt with the same 16 tokens.
 
-Measured per cell, from the run's own logs (what the service saw): e2e p95 (queue wait
-included), and output tokens per second of the run's wall time (client clock).
+Each run lasts a fixed time (users stop sending at its end). Measured per cell, from the run's
+own logs (what the service saw), over the requests that ended between 5 s after the start and
+the end: e2e p95 (queue wait included), and output tokens per second of that window.
 
-    python bench/whatif_proof.py                          # calibrate at 3 x 6, seven cells
-    python bench/whatif_proof.py --calibrate 3,6 --cells 1,3 2,6 4,8 6,6 3,12 8,10
+    python bench/whatif_proof.py                          # calibrate at 4 x 4 (90 s), seven 45 s cells
+    python bench/whatif_proof.py --calibrate 3,6 --cells 1,3 2,6 4,8 6,6 3,12 8,10 --seconds 60
 
 Prints the table (predicted / measured / error per cell) in Markdown; --json writes it.
 """
@@ -41,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 HIDDEN, LAYERS = 768, 4
+WARM_S = 5.0  # seconds of each run left out of the measured window: the users fall into step
 WORDS = "what how why when where which model token memory cache batch queue answer reason".split()
 
 
@@ -49,8 +51,10 @@ def prompt(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def run_cell(log_dir: Path, limit: int, users: int, per_user: int, think_ms: float, seed: int = 0) -> dict:
-    """``users`` closed-loop users against the app at ``limit``: wall seconds and errors."""
+def run_cell(log_dir: Path, limit: int, users: int, seconds: float, think_ms: float, seed: int = 0) -> dict:
+    """``users`` closed-loop users against the app at ``limit`` for ``seconds``: after that no user
+    sends again. The measured window ends there, so the tail (the last replies, fewer users) is
+    not in it; its start leaves WARM_S for the users to fall into step."""
     from bench.capacity_sweep import gradio_clients, serve_in_subprocess
 
     url, close = serve_in_subprocess(log_dir, "cpu", limit, HIDDEN, LAYERS)
@@ -59,12 +63,13 @@ def run_cell(log_dir: Path, limit: int, users: int, per_user: int, think_ms: flo
         new_client = gradio_clients(url, 300.0)
         clients = [new_client() for _ in range(users)]
         gate = threading.Barrier(users + 1, timeout=300)
+        deadline = [0.0]
 
         def user(i: int) -> None:
             rng = random.Random(f"{seed}:{limit}:{users}:{i}")
             gate.wait()
             time.sleep(rng.expovariate(1 / think_ms) / 1000 if think_ms > 0 else 0)
-            for _ in range(per_user):
+            while time.time() < deadline[0]:
                 try:
                     clients[i][0](prompt(rng))
                 except Exception as e:  # noqa: BLE001 - counted, the run goes on
@@ -75,16 +80,16 @@ def run_cell(log_dir: Path, limit: int, users: int, per_user: int, think_ms: flo
         threads = [threading.Thread(target=user, args=(i,)) for i in range(users)]
         for t in threads:
             t.start()
+        t0 = time.time()
+        deadline[0] = t0 + seconds
         gate.wait()
-        t0 = time.perf_counter()
         for t in threads:
             t.join()
-        wall = time.perf_counter() - t0
         for _, c in clients:
             c()
     finally:
         close()
-    return {"limit": limit, "users": users, "seconds": wall, "errors": len(errors)}
+    return {"limit": limit, "users": users, "start": t0 + WARM_S, "end": t0 + seconds, "errors": len(errors)}
 
 
 def thresholds():
@@ -97,16 +102,20 @@ def thresholds():
 
 
 def measured(log_dir: Path, run: dict) -> dict:
-    """The run's e2e p95 and tokens/s from its logs (tokens over the client's wall time)."""
+    """The run's e2e p95 and output tokens/s from its logs, over the requests that ended in the
+    measured window (after the warm-up, before the users stopped)."""
     from dslogs.analyzer.ingest.logs import open_logs
 
     logs = open_logs([str(log_dir)], use_cache=False)
     try:
-        e2e, tokens = logs.con.execute(
-            "SELECT quantile_cont(e2e_ms, 0.95), sum(output_len) FROM requests WHERE end_ts IS NOT NULL").fetchone()
+        e2e, tokens, n = logs.con.execute(
+            "SELECT quantile_cont(e2e_ms, 0.95), sum(output_len), count(*) FROM requests "
+            "WHERE epoch_us(end_ts) BETWEEN $a AND $b",
+            {"a": int(run["start"] * 1e6), "b": int(run["end"] * 1e6)}).fetchone()
     finally:
         logs.close()
-    return {"e2e_p95_ms": e2e, "tokens_per_s": (tokens or 0) / run["seconds"]}
+    span = run["end"] - run["start"]
+    return {"e2e_p95_ms": e2e, "tokens_per_s": (tokens or 0) / span, "requests": n}
 
 
 def calibrate(log_dir: Path, cells: list[tuple[int, int]]) -> dict:
@@ -132,7 +141,7 @@ def err(p: float | None, m: float | None) -> float | None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| limit | users | seen in calibration | e2e p95 predicted | measured | error | tokens/s predicted | "
+    lines = ["| limit | users | the calibration setting | e2e p95 predicted | measured | error | tokens/s predicted | "
              "measured | error |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['limit']} | {r['users']} | {r['seen']} | {r['pred_e2e_p95_ms']:,.0f} | "
@@ -144,20 +153,20 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def prove(calib: tuple[int, int], cells: list[tuple[int, int]], per_user: int, think_ms: float, work: Path,
-          calib_per_user: int | None = None) -> dict:
+def prove(calib: tuple[int, int], cells: list[tuple[int, int]], seconds: float, think_ms: float, work: Path,
+          calib_seconds: float | None = None) -> dict:
     c_lim, c_users = calib
     cal_dir = work / f"calib-{c_lim}x{c_users}"
-    cal_run = run_cell(cal_dir, c_lim, c_users, calib_per_user or per_user, think_ms, seed=1)
+    cal_run = run_cell(cal_dir, c_lim, c_users, calib_seconds or seconds, think_ms, seed=1)
     pred = calibrate(cal_dir, cells)
     rows = []
     for lim, u in cells:
         d = work / f"cell-{lim}x{u}"
-        run = run_cell(d, lim, u, per_user, think_ms, seed=2)
+        run = run_cell(d, lim, u, seconds, think_ms, seed=2)
         m = measured(d, run)
         p = pred[(lim, u)]
-        rows.append({"limit": lim, "users": u, "errors": run["errors"],
-                     "seen": "yes" if lim <= c_lim and u <= c_users else "no",
+        rows.append({"limit": lim, "users": u, "errors": run["errors"], "requests": m["requests"],
+                     "seen": "yes" if (lim, u) == (c_lim, c_users) else "no",
                      "pred_e2e_p95_ms": p["e2e_p95_ms"], "e2e_p95_ms": m["e2e_p95_ms"],
                      "e2e_err_pct": err(p["e2e_p95_ms"], m["e2e_p95_ms"]),
                      "pred_tokens_per_s": p["tokens_per_s"], "tokens_per_s": m["tokens_per_s"],
@@ -167,12 +176,12 @@ def prove(calib: tuple[int, int], cells: list[tuple[int, int]], per_user: int, t
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--calibrate", default="3,6", help="limit,users of the calibration run")
-    ap.add_argument("--cells", nargs="+", default=["1,3", "2,4", "3,9", "4,8", "6,6", "2,8", "1,6"],
+    ap.add_argument("--calibrate", default="4,4", help="limit,users of the calibration run")
+    ap.add_argument("--cells", nargs="+", default=["4,4", "1,2", "2,4", "2,6", "3,8", "6,6", "4,10"],
                     help="limit,users of each predicted run")
-    ap.add_argument("--per-user", type=int, default=20, help="requests each user sends per run")
-    ap.add_argument("--calib-per-user", type=int, default=None, help="requests per user in the calibration run")
-    ap.add_argument("--think-ms", type=float, default=300.0, help="mean think time between turns")
+    ap.add_argument("--seconds", type=float, default=45.0, help="seconds the users send in each predicted run")
+    ap.add_argument("--calib-seconds", type=float, default=90.0, help="seconds of the calibration run")
+    ap.add_argument("--think-ms", type=float, default=1000.0, help="mean think time between turns")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's logs under this folder")
     args = ap.parse_args(argv)
@@ -183,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         print("whatif_proof: --calibrate and --cells take limit,users pairs, e.g. 2,4", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="dslogs-whatif-") as tmp:
-        result = prove(calib, cells, args.per_user, args.think_ms, args.keep or Path(tmp), args.calib_per_user)
+        result = prove(calib, cells, args.seconds, args.think_ms, args.keep or Path(tmp), args.calib_seconds)
     print(json.dumps(result["service"], default=str))
     print(table(result["cells"]))
     if args.json:

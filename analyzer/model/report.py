@@ -180,8 +180,9 @@ def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None) ->
             "mb_per_request",
             "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
     sample = metrics.get("service_requests") or []
+    stacks = {(r.get("host"), r.get("pid")): r.get("stack") for r in sample if r.get("stack")}
     out = []
-    for c in capacity_curves(metrics, thresholds):
+    for c in capacity_curves(metrics, thresholds, stacks):
         row = {k: c.get(k) for k in keep}
         mine = [r for r in sample if (r.get("host"), r.get("pid")) == (c.get("host"), c.get("pid"))]
         if c.get("levels") and mine:

@@ -1,8 +1,8 @@
 """What if against the real Gradio app (bench/whatif_proof.py): the service model fitted from one
-run's logs (concurrency_limit 3, 3 closed-loop users) predicts a run at a limit and a user count
-that run never had (limit 1, 4 users: every request past the first waits in Gradio's queue); the
-run is made and its e2e p95 and tokens/s compared. Two runs of about 40 s each on a quiet 2-core
-box.
+run's logs (concurrency_limit 3, 4 closed-loop users, 50 s) predicts a run at a limit and a user
+count that run never had (limit 1, 5 users, 30 s: the requests past the first wait in Gradio's
+queue); the run is made and its e2e p95 and tokens/s compared. About 2 minutes on a quiet 2-core
+box (two app starts included).
 
 The tolerance is the issue's outer bound (40 %), not its 20 % target: on a shared CPU box the
 same cell measured twice moves by a fifth (docs/capacity.md, "What if", has the table)."""
@@ -16,16 +16,16 @@ pytest.importorskip("gradio_client")
 
 from bench.whatif_proof import calibrate, measured, run_cell  # noqa: E402
 
-THINK_MS, CALIB_PER_USER, PER_USER = 1000.0, 40, 12
+THINK_MS, CALIB_S, CELL_S = 700.0, 50.0, 30.0
 
 
 def test_prediction_of_an_unseen_limit_and_user_count_holds(tmp_path):
     cal = tmp_path / "calib"
-    run = run_cell(cal, 3, 3, CALIB_PER_USER, THINK_MS, seed=1)
+    run = run_cell(cal, 3, 4, CALIB_S, THINK_MS, seed=1)
     assert run["errors"] == 0
-    pred = calibrate(cal, [(1, 4)])[(1, 4)]
+    pred = calibrate(cal, [(1, 5)])[(1, 5)]
     cell = tmp_path / "cell"
-    run = run_cell(cell, 1, 4, PER_USER, THINK_MS, seed=2)
+    run = run_cell(cell, 1, 5, CELL_S, THINK_MS, seed=2)
     assert run["errors"] == 0
     got = measured(cell, run)
     report = f"predicted {pred}, measured {got}"
