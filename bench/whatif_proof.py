@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--think-ms", type=float, default=1000.0, help="mean think time between turns")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's logs under this folder")
+    ap.add_argument("--repredict", type=Path, default=None,
+                    help="an earlier --json result: predict its cells again from the logs --keep holds")
     args = ap.parse_args(argv)
     try:
         calib = tuple(int(x) for x in args.calibrate.split(","))
@@ -191,6 +193,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("whatif_proof: --calibrate and --cells take limit,users pairs, e.g. 2,4", file=sys.stderr)
         return 2
+    if args.repredict:  # the measured cells of an earlier run, predicted again from its kept logs
+        result = json.loads(args.repredict.read_text(encoding="utf-8"))
+        cal = result["calibration"]
+        pred = calibrate(args.keep / f"calib-{cal['limit']}x{cal['users']}",
+                         [(r["limit"], r["users"]) for r in result["cells"]])
+        result["service"] = pred["service"]
+        for r in result["cells"]:
+            p = pred[(r["limit"], r["users"])]
+            r.update(pred_e2e_p95_ms=p["e2e_p95_ms"], pred_tokens_per_s=p["tokens_per_s"], note=p["note"],
+                     e2e_err_pct=err(p["e2e_p95_ms"], r["e2e_p95_ms"]),
+                     tps_err_pct=err(p["tokens_per_s"], r["tokens_per_s"]))
+        print(json.dumps(result["service"], default=str))
+        print(table(result["cells"]))
+        return 0
     with tempfile.TemporaryDirectory(prefix="dslogs-whatif-") as tmp:
         result = prove(calib, cells, args.seconds, args.think_ms, args.keep or Path(tmp), args.calib_seconds)
     print(json.dumps(result["service"], default=str))

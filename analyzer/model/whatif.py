@@ -58,6 +58,22 @@ def _spread(items: list, n: int) -> list:
     return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
 
 
+def request_rates(sample: list[dict], min_requests: int) -> dict[int, float]:
+    """Output tokens/s of k requests at once, from the requests' own handler times: per request its
+    handler time per output token and its mean requests in flight (``mean_level``), rounded; per
+    level with ``min_requests``, k over the median time per token. {} under three such levels."""
+    by: dict[int, list[float]] = {}
+    for r in sample:
+        lvl, n = r.get("mean_level"), r.get("output_len") or 0
+        if r.get("is_error") or lvl is None or n <= 0 or r.get("decode_ms") is None:
+            continue
+        ms = (r.get("service_ttft_ms") or 0.0) + r["decode_ms"]
+        if ms > 0:
+            by.setdefault(max(1, round(lvl)), []).append(ms / n)
+    per = {k: _pct(v, 0.5) for k, v in by.items() if len(v) >= min_requests}
+    return {k: k * 1000.0 / ms for k, ms in sorted(per.items()) if ms} if len(per) >= 3 else {}
+
+
 def rates(levels: list[dict]) -> dict[int, float]:
     """Aggregate output tokens/s per measured level (sparse ones left out while 3 dense remain)."""
     have = [lv for lv in levels if (lv.get("tokens_per_s") or 0) > 0 and lv.get("level")]
@@ -65,7 +81,7 @@ def rates(levels: list[dict]) -> dict[int, float]:
     return {lv["level"]: lv["tokens_per_s"] for lv in (dense if len(dense) >= 3 else have)}
 
 
-def aggregate_rate(agg: dict[int, float], k: int) -> float:
+def aggregate_rate(agg: dict[int, float], k: float) -> float:
     """The fitted aggregate rate at ``k`` in flight: measured, interpolated between measured
     levels, proportional below the lowest (each request at the lowest level's rate), flat past
     the highest (a saturated box shares its rate)."""
@@ -81,7 +97,7 @@ def aggregate_rate(agg: dict[int, float], k: int) -> float:
     return agg[a] + (agg[b] - agg[a]) * (k - a) / (b - a)
 
 
-def speed(agg: dict[int, float], k: int) -> float:
+def speed(agg: dict[int, float], k: float) -> float:
     """A request's speed at ``k`` in flight, relative to running alone (1.0)."""
     return aggregate_rate(agg, k) / k / aggregate_rate(agg, 1)
 
@@ -91,7 +107,9 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     requests (those of the same host and pid). ``needs`` says what traffic is missing when the
     logs cannot support a prediction (then nothing is predicted)."""
     th = thresholds["concurrency_cliff"]
-    agg = rates(curve.get("levels") or [])
+    # the requests' own times at the level they ran at on average; the curve's per-level rate
+    # (decode output over the time at each level) where the logs lack the intervals for it
+    agg = request_rates(sample, th["min_level_requests"]) or rates(curve.get("levels") or [])
     dense = [lv for lv in curve.get("levels") or [] if not lv.get("sparse") and lv.get("tokens_per_s")]
     ok = [r for r in sample if not r.get("is_error") and r.get("decode_ms") is not None and r.get("output_len")]
     out: dict = {"requests": len(ok), "levels_fitted": sorted(agg), "assumes": ASSUMES,
@@ -107,8 +125,8 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     typical = max(1, round(sum(k * n for k, n in weights) / max(1, sum(n for _, n in weights))))
     mix = []
     for r in ok:
-        k = r.get("inflight") if (r.get("inflight") or 0) > 0 else typical
-        s = speed(agg, int(k))
+        k = r.get("mean_level") or r.get("inflight") or typical
+        s = speed(agg, max(1.0, float(k)))
         mix.append((round((r.get("service_ttft_ms") or 0.0) * s, 3), round(r["decode_ms"] * s, 3),
                     int(r["output_len"]), int(r.get("num_beams") or 1), r.get("max_new_tokens")))
     mix.sort(key=lambda m: (m[0] + m[1], m))
