@@ -100,7 +100,7 @@ def test_no_prediction_without_enough_traffic():
         service = cap.get("service") or {}
         assert not cap.get("what_if")
         if service:
-            assert "a prediction needs" in service["needs"] and "users at once" in service["needs"]
+            assert "a prediction needs" in service["needs"] and "would settle it" in service["needs"]
     assert model["what_if"] == [] and model["max_users"] == []
 
 

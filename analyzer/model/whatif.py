@@ -116,10 +116,16 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
                  "stack": next((r.get("stack") for r in sample if r.get("stack")), None),
                  "gpu": any(r.get("gpu") for r in sample)}
     if len(dense) < th["min_levels"] or len(ok) < th["min_requests"]:
+        todo = []
+        if len(ok) < th["min_requests"]:
+            todo.append(f"{th['min_requests'] - len(ok)} more completed requests")
+        if len(dense) < th["min_levels"]:
+            todo.append(f"traffic from at least {th['min_levels']} users at once for a while "
+                        f"({th['min_levels'] - len(dense)} more level{'s' if th['min_levels'] - len(dense) != 1 else ''})")
         out["needs"] = (f"a prediction needs {th['min_requests']}+ completed requests over {th['min_levels']}+ "
                         f"in-flight levels with {th['min_level_requests']}+ requests each; the logs hold "
                         f"{len(ok)} requests and {len(dense)} such level{'s' if len(dense) != 1 else ''}: "
-                        f"run the service with at least {th['min_levels']} users at once for a while")
+                        + " and ".join(todo) + " would settle it")
         return out
     weights = [(lv["level"], lv.get("requests") or 0) for lv in curve["levels"]]
     typical = max(1, round(sum(k * n for k, n in weights) / max(1, sum(n for _, n in weights))))
