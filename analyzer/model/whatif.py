@@ -107,9 +107,10 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     requests (those of the same host and pid). ``needs`` says what traffic is missing when the
     logs cannot support a prediction (then nothing is predicted)."""
     th = thresholds["concurrency_cliff"]
-    # the requests' own times at the level they ran at on average; the curve's per-level rate
-    # (decode output over the time at each level) where the logs lack the intervals for it
-    agg = request_rates(sample, th["min_level_requests"]) or rates(curve.get("levels") or [])
+    # the curve's per-level rate fit (decode output over the time at each level); the requests'
+    # own times at the level they ran at on average where the curve has no rates. (On a loaded
+    # CPU box the per-request buckets swung 2x between neighbouring levels; the fit did not.)
+    agg = rates(curve.get("levels") or []) or request_rates(sample, th["min_level_requests"])
     dense = [lv for lv in curve.get("levels") or [] if not lv.get("sparse") and lv.get("tokens_per_s")]
     ok = [r for r in sample if not r.get("is_error") and r.get("decode_ms") is not None and r.get("output_len")]
     out: dict = {"requests": len(ok), "levels_fitted": sorted(agg), "assumes": ASSUMES,
