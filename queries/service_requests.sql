@@ -2,7 +2,8 @@
 -- process, what it asked (input and output tokens, beams, max_new_tokens), what it cost (service
 -- TTFT: TTFT less the queue wait; decode: e2e less TTFT; the handler time when TTFT is unknown),
 -- the requests in flight when it started (the collector's `inflight`) and on average over its
--- handler time (mean_level), and the user's think time
+-- handler time (mean_level), the time a waiting request's slot took to be handed over from the
+-- request that freed it (handoff_ms), and the user's think time
 -- before the session's next request: from this request's end to the next one's arrival (its end
 -- less its e2e, which holds the queue wait), so the client's own round trip is in it. At most
 -- 5,000 requests per process, picked by a hash of the request id: the same logs give the same
@@ -48,6 +49,18 @@ WITH proc AS (
       ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.run_ts < a.end_ts AND b.end_ts > a.run_ts
      AND (b.request_id <> a.request_id OR b.run_ts <> a.run_ts)
     GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts, a.end_ts
+), handoffs AS (
+    -- a picked request that was waiting when the process's last request before its start ended:
+    -- the time from that end to its start is the framework handing the freed slot over
+    SELECT a.hkey, a.pkey, a.request_id, a.run_ts,
+           (epoch_us(a.run_ts) - max(epoch_us(b.end_ts))) / 1000.0 AS handoff_ms, min(a.arrive_ts) AS arrive_ts,
+           max(b.end_ts) AS freed_ts
+    FROM picked AS a
+    JOIN s AS b
+      ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.end_ts <= a.run_ts
+     AND b.end_ts >= a.run_ts - INTERVAL 60 SECOND
+    GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts
+    HAVING min(a.arrive_ts) < max(b.end_ts)
 )
 SELECT
     host, pid, proc.stack, proc.gpu, session_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,
@@ -56,8 +69,9 @@ SELECT
     CASE WHEN ttft_ms IS NOT NULL AND e2e_ms >= ttft_ms THEN e2e_ms - ttft_ms
          ELSE greatest(e2e_ms - coalesce(queue_ms, 0), 0) END AS decode_ms,
     CASE WHEN think_ms >= 0 THEN think_ms END AS think_ms,
-    levels.mean_level
+    levels.mean_level, handoffs.handoff_ms
 FROM picked
 LEFT JOIN proc USING (hkey, pkey)
 LEFT JOIN levels USING (hkey, pkey, request_id, run_ts)
+LEFT JOIN handoffs USING (hkey, pkey, request_id, run_ts)
 ORDER BY host, pid, session_id, turn_index, request_id

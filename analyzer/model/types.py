@@ -634,6 +634,7 @@ class ServiceModel(Model):
     beam_share: float | None = None
     greedy_token_ms: float | None = None  # a greedy output token's work alone, ms
     rate_per_level: dict[str, float] = field(default_factory=dict)  # aggregate tokens/s per level
+    handoff_ms: float | None = None  # from a request's end to the start of the one waiting for its slot
     mb_per_request: float | None = None
     oom_level: int | None = None
     # the request mix, each as its work alone: [prefill ms, decode ms, output tokens, beams, max_new_tokens]

@@ -35,6 +35,8 @@ SIM_REQUESTS, WARMUP = 1200, 120
 MAX_USERS, SLO_SHARE = 512, 0.95
 # the mix carried in the model: this many requests, spread over the sample by their work
 MIX_SIZE, THINK_SIZE = 200, 50
+# handovers of a slot to a waiting request the logs must show before the simulation adds one
+MIN_HANDOFFS = 10
 # a think time longer than this is a user who left and came back: not a think time
 MAX_THINK_MS = 600_000.0
 ASSUMES = ("HF generate without continuous batching: the requests in flight share the device at the "
@@ -141,6 +143,7 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     turns: dict = {}
     for r in sample:
         turns[r.get("session_id")] = turns.get(r.get("session_id"), 0) + 1
+    handoffs = [r["handoff_ms"] for r in ok if r.get("handoff_ms") is not None]
     beam = [m for m in mix if m[3] > 1]
     greedy = [m[1] / m[2] for m in mix if m[3] == 1 and m[2] > 0]
     out.update({
@@ -152,6 +155,8 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
         # a greedy token's work alone (ms): what a beam request's tokens cost with num_beams=1
         "greedy_token_ms": _pct(greedy, 0.5),
         "rate_per_level": {str(k): round(v, 3) for k, v in sorted(agg.items())},
+        # from a request's end to the start of the one that waited for its slot (median; 0 unseen)
+        "handoff_ms": round(_pct(handoffs, 0.5), 1) if len(handoffs) >= MIN_HANDOFFS else 0.0,
         "mb_per_request": curve.get("mb_per_request"), "oom_level": curve.get("oom_level"),
         "mix": [list(m) for m in _spread(mix, MIX_SIZE)],
         "think_ms": [round(x, 1) for x in _spread(thinks, THINK_SIZE)],
@@ -190,14 +195,19 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
         heapq.heappush(arrivals, (rng.choice(thinks) * rng.random(), u))
     queue: list[tuple[float, int, tuple]] = []  # FIFO: (arrival, user, request)
     running: list[list] = []  # [arrival, start, prefill left, decode left, first token or None, tokens, user]
+    # a slot handed from a request that ended to the next one waiting: its start time and that one
+    handoff = service.get("handoff_ms") or 0.0
+    pending: list[tuple[float, int, tuple[float, int, tuple]]] = []
     done: list[tuple] = []
     now, oom_time, t0 = 0.0, 0.0, None
-    qhead = 0
+    qhead, seq = 0, 0
     while len(done) < n_requests:
         k = len(running)
         v = speed(agg, k) if k else 0.0
-        # the next event: an arrival, or a running request's first token or end
+        # the next event: an arrival, a handed-over slot's start, or a running request's first token or end
         t_next, which = (arrivals[0][0], -1) if arrivals else (math.inf, -1)
+        if pending and pending[0][0] < t_next:
+            t_next, which = pending[0][0], -2
         for i, r in enumerate(running):
             left = r[2] if r[4] is None else r[3]
             t = now + left / v
@@ -214,9 +224,12 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
                 work -= used
             r[3] = max(0.0, r[3] - work)
         now = t_next
-        if which < 0:
+        if which == -1:
             _, u = heapq.heappop(arrivals)
             queue.append((now, u, rng.choice(mix)))
+        elif which == -2:
+            _, _, (arr, u, (pre, dec, n)) = heapq.heappop(pending)
+            running.append([arr, now, pre, dec, None if pre > 0 else now, n, u])
         else:
             r = running[which]
             if r[4] is None:  # its prefill ends: the first token
@@ -229,7 +242,12 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
                 if len(done) == WARMUP:
                     t0 = now
                 heapq.heappush(arrivals, (now + rng.choice(thinks), r[6]))
-        while qhead < len(queue) and len(running) < limit:
+                if handoff and qhead < len(queue):
+                    # the framework hands the freed slot to the next waiting request: not at once
+                    seq += 1
+                    heapq.heappush(pending, (now + handoff, seq, queue[qhead]))
+                    qhead += 1
+        while qhead < len(queue) and len(running) + len(pending) < limit:
             arr, u, (pre, dec, n) = queue[qhead]
             qhead += 1
             running.append([arr, now, pre, dec, None if pre > 0 else now, n, u])
