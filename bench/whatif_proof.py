@@ -127,7 +127,7 @@ def calibrate(log_dir: Path, cells: list[tuple[int, int]]) -> dict:
                            {"limits": sorted({c[0] for c in cells}), "users": sorted({c[1] for c in cells})})
     cap = max(model["capacity"], key=lambda c: c.get("requests") or 0)
     if (cap.get("service") or {}).get("needs") or not cap.get("service"):
-        raise SystemExit(f"whatif_proof: calibration too small: {(cap.get('service') or {}).get('needs')}")
+        raise ValueError(f"whatif_proof: calibration too small: {(cap.get('service') or {}).get('needs')}")
     out: dict = {(c["limit"], c["users"]): c for c in cap["what_if"]}
     notes = cap.get("what_if_notes") or []
     for key in cells:
@@ -193,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("whatif_proof: --calibrate and --cells take limit,users pairs, e.g. 2,4", file=sys.stderr)
         return 2
+    try:
+        return _main(args, calib, cells)
+    except ValueError as e:  # a calibration run too small to fit
+        print(e, file=sys.stderr)
+        return 2
+
+
+def _main(args, calib, cells) -> int:
     if args.repredict:  # the measured cells of an earlier run, predicted again from its kept logs
         result = json.loads(args.repredict.read_text(encoding="utf-8"))
         cal = result["calibration"]
