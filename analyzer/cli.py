@@ -227,6 +227,25 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(exc.exit_code) from None
 
 
+def _counts(option: str, text: str | None) -> list[int] | None:
+    """A comma-separated list of positive integers (--limits 1,2,4), or exit 2 naming the option."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{option} {text!r}: expected positive integers separated by commas, e.g. 1,2,4")
+    if not values or any(v < 1 or v > 4096 for v in values):
+        _fail(f"{option} {text!r}: each value must be between 1 and 4096")
+    return sorted(set(values))
+
+
+def _positive(option: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        _fail(f"{option} {value}: must be 1 or more")
+    return value
+
+
 def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, no_cache=False, engine=None,
             master="local[*]", session_attr=None, prom_servers="auto"):
     """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
@@ -352,17 +371,27 @@ def capacity(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    limits: Annotated[str | None, typer.Option("--limits", help="What if: concurrency limits to simulate, e.g. 1,2,4.")] = None,
+    users: Annotated[str | None, typer.Option("--users", help="What if: closed-loop users to simulate, e.g. 6,12.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="What if: output capped at N tokens.")] = None,
+    num_beams: Annotated[int | None, typer.Option("--num-beams", help="What if: 1 runs beam requests greedy.")] = None,
 ) -> None:
-    """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
+    """How many requests in flight the service holds, the concurrency limit that keeps it there,
+    and what other limits and user counts would do (simulated from the logs)."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"), logs,
                thresholds, cache)
+    grid = {"limits": _counts("--limits", limits), "users": _counts("--users", users),
+            "max_new_tokens": _positive("--max-new-tokens", max_new_tokens)}
+    if num_beams is not None and num_beams != 1:
+        _fail(f"--num-beams {num_beams}: only 1 is simulated (beam requests run greedy)")
+    grid["num_beams"] = num_beams
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.report import render_capacity
     from dslogs.analyzer.usecases.analyze import capacity as run_capacity
 
     selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
     with progress.run("capacity", quiet):
-        model = _run(run_capacity, selection)
+        model = _run(run_capacity, selection, grid)
         progress.phase("rendering")
         _print_notes(model)
         text = _run(render_capacity, model, format.value)

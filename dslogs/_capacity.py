@@ -6,12 +6,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dslogs._report import Page
-from dslogs.analyzer.model.types import Finding, Level, ProcessCapacity, Recommendation
+from dslogs.analyzer.model.types import (
+    Finding,
+    Level,
+    MaxUsers,
+    ProcessCapacity,
+    Recommendation,
+    WhatIf,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Capacity", "Finding", "Level", "ProcessCapacity", "Recommendation"]
+__all__ = ["Capacity", "Finding", "Level", "MaxUsers", "ProcessCapacity", "Recommendation", "WhatIf"]
 
 
 class Capacity(Page):
@@ -35,6 +42,32 @@ class Capacity(Page):
     def recommendations(self) -> dict[str, Recommendation]:
         """Each process with a recommendation ("host/pid") and its setting."""
         return {p.process: p.recommendation for p in self.processes if p.recommendation is not None}
+
+    def what_if(self, limits: list[int] | None = None, users: list[int] | None = None, *,
+                max_new_tokens: int | None = None, num_beams: int | None = None) -> list[WhatIf]:
+        """Simulated settings of the busiest process (``dslogs capacity --limits --users``). Without
+        arguments, the cells the model already holds (the report's); with them, the same fitted
+        service model simulated at those limits and users. [] where the logs cannot support a
+        prediction (its ``service.needs`` says what traffic would)."""
+        if limits is None and users is None and max_new_tokens is None and num_beams is None:
+            return [WhatIf.from_model(w) for w in self.model.get("what_if") or []]
+        from dslogs.analyzer.model.whatif import what_if
+
+        busiest = max(self.model.get("capacity") or [], key=lambda c: c.get("requests") or 0, default={})
+        service = busiest.get("service") or {}
+        if not service or service.get("needs"):
+            return []
+        slo = (self.model.get("thresholds") or {})["slo"]
+        cells = busiest.get("what_if") or [{"limit": 1, "users": 1}]
+        grid = what_if(service, sorted(set(limits or [w["limit"] for w in cells])),
+                       sorted(set(users or [w["users"] for w in cells])), slo,
+                       max_new_tokens=max_new_tokens, num_beams=num_beams)
+        return [WhatIf.from_model(w) for w in grid["what_if"]]
+
+    @property
+    def max_users(self) -> list[MaxUsers]:
+        """Per simulated limit, the most users within the SLO (the busiest process's)."""
+        return [MaxUsers.from_model(m) for m in self.model.get("max_users") or []]
 
     def levels(self) -> pd.DataFrame:
         """Every process's levels as one DataFrame (one row per process and level)."""

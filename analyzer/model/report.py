@@ -16,6 +16,7 @@ from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.jsonable import clean, clean_json
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
+from dslogs.analyzer.model import whatif
 from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
 from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from dslogs.analyzer.rules import (
@@ -39,10 +40,12 @@ CAPACITY_SCHEMA = "dslogs.capacity/1"
 CAPACITY_RULES = ("concurrency_cliff", "oom_at_concurrency")
 
 
-def capacity_model(metrics: dict, ingest: dict | None, window: dict | None, thresholds: dict) -> dict:
-    """The capacity model from ``capacity_per_level`` and ``time_span``: per process its
-    in-flight levels, the knee, the SLO and OOM levels and the recommended limit, with the
-    capacity rules' findings."""
+def capacity_model(metrics: dict, ingest: dict | None, window: dict | None, thresholds: dict,
+                   grid: dict | None = None) -> dict:
+    """The capacity model from ``capacity_per_level``, ``service_requests`` and ``time_span``: per
+    process its in-flight levels, the knee, the SLO and OOM levels, the recommended limit and the
+    simulated settings (``grid``: limits, users, max_new_tokens, num_beams; see capacity_block),
+    with the capacity rules' findings."""
     findings, statuses = [], []
     for rid in CAPACITY_RULES:
         outcome = RULES[rid](metrics, ingest, thresholds)
@@ -51,14 +54,18 @@ def capacity_model(metrics: dict, ingest: dict | None, window: dict | None, thre
                          "reason": outcome.reason})
     span = _one(metrics, "time_span")
     _, columns = SERIES["capacity"]
+    block = capacity_block(metrics, thresholds, grid)
+    busiest = max(block, key=lambda c: c.get("requests") or 0, default={})
     return clean({
         "schema": CAPACITY_SCHEMA,
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "dslogs_version": __version__,
         "window": {"since": (window or {}).get("since"), "until": (window or {}).get("until"),
                    "first_event": span.get("first_event"), "last_event": span.get("last_event")},
-        "capacity": capacity_block(metrics, thresholds),
+        "capacity": block,
         "findings": findings,
+        "what_if": busiest.get("what_if") or [],
+        "max_users": busiest.get("max_users") or [],
         "rules": statuses,
         "series": {"capacity": [{k: r.get(k) for k in columns} for r in metrics["capacity_per_level"]]},
         "thresholds": thresholds,
@@ -176,12 +183,22 @@ def _requests_e2e_p50(metrics: dict) -> float | None:
 # -- model parts -------------------------------------------------------------------------------
 
 
-def capacity_block(metrics: dict, thresholds: dict) -> list[dict]:
-    """Per process: its in-flight levels and the capacity model's verdicts (rules/capacity_curve)."""
+def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None) -> list[dict]:
+    """Per process: its in-flight levels, the capacity model's verdicts (rules/capacity_curve) and
+    the settings simulated from its fitted service model (model/whatif)."""
     keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "slo_unmet", "oom_level",
             "mb_per_request",
             "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
-    return [{k: c.get(k) for k in keep} for c in capacity_curves(metrics, thresholds)]
+    sample = metrics.get("service_requests") or []
+    stacks = {(r.get("host"), r.get("pid")): r.get("stack") for r in sample if r.get("stack")}
+    out = []
+    for c in capacity_curves(metrics, thresholds, stacks):
+        row = {k: c.get(k) for k in keep}
+        mine = [r for r in sample if (r.get("host"), r.get("pid")) == (c.get("host"), c.get("pid"))]
+        if c.get("levels") and mine:
+            row.update(whatif.process_what_if(c, mine, thresholds, grid))
+        out.append(row)
+    return out
 
 
 def _one(metrics: dict, name: str) -> dict:
@@ -367,6 +384,8 @@ REPORT_INPUTS: tuple[str, ...] = (
     "slowest_sessions", "slowest_requests", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
     "oom_per_session", "kv_cache_per_session", "host_devices",
+    # the capacity section's what-if: the sample its service model is fitted from
+    "service_requests",
     # what the per-session rules judged of each session in the sessions table (JUDGED_COLUMNS)
     "gpu_wait_per_session", "decode_per_session", "generate_params_per_session",
 )  # fmt: skip

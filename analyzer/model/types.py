@@ -643,6 +643,64 @@ class Recommendation(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WhatIf(Model):
+    """One simulated setting: ``users`` closed-loop users in front of a concurrency ``limit``
+    (model/whatif.py). Times in ms; ``slo_share``: the requests whose TTFT (queue wait included)
+    and TPOT are within the SLO; ``oom_risk``: the share of the time at or past the OOM level
+    (None: no memory limit known)."""
+
+    limit: int
+    users: int
+    e2e_p50_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    queue_p95_ms: float | None = None
+    tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    slo_share: float | None = None
+    oom_risk: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxUsers(Model):
+    """The most closed-loop users a limit serves with ``what_if.slo_share`` of their requests
+    within the SLO (0: one user alone misses it; the search's cap: never seen missed)."""
+
+    limit: int
+    users: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceModel(Model):
+    """The service model fitted from one process's logs, the simulation's input (model/whatif.py).
+    ``needs``: what traffic a prediction would need (then nothing is predicted)."""
+
+    requests: int | None = None
+    assumes: str | None = None
+    stack: str | None = None  # what served it (gradio, vllm), when the logs say
+    gpu: bool | None = None
+    needs: str | None = None
+    levels_fitted: list[int] = field(default_factory=list)
+    levels_seen: int | None = None
+    top_level: int | None = None
+    sessions: int | None = None
+    turns_per_session: float | None = None
+    think_p50_ms: float | None = None
+    think_p95_ms: float | None = None
+    output_p50: float | None = None
+    output_p95: float | None = None
+    beam_share: float | None = None
+    greedy_token_ms: float | None = None  # a greedy output token's work alone, ms
+    rate_per_level: dict[str, float] = field(default_factory=dict)  # aggregate tokens/s per level
+    handoff_ms: float | None = None  # from a request's end to the start of the one waiting for its slot
+    mb_per_request: float | None = None
+    oom_level: int | None = None
+    # the request mix, each as its work alone: [prefill ms, decode ms, output tokens, beams, max_new_tokens]
+    mix: list[list[float | None]] = field(default_factory=list)
+    think_ms: list[float] = field(default_factory=list)  # think times spread over the observed ones
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProcessCapacity(Row):
     """One process's capacity curve and its verdicts (levels in requests in flight; memory in MiB).
 
@@ -665,6 +723,13 @@ class ProcessCapacity(Row):
     recommendation: Recommendation | None = None
     needs: str | None = None  # what traffic would settle a missing recommendation
     levels: list[Level] = field(default_factory=list)
+    service: ServiceModel | None = None
+    what_if: list[WhatIf] = field(default_factory=list)
+    max_users: list[MaxUsers] = field(default_factory=list)
+    what_if_notes: list[str] = field(default_factory=list)  # cells the logs do not cover, and why
+    users_at_slo: int | None = None  # users the recommended limit holds within the SLO
+    users_text: str | None = None  # users_at_slo in words: the setting, the SLO, the users' habits
+    setting_code: str | None = None  # the recommended limit as code for the stack the logs came from
 
     @property
     def process(self) -> str:
@@ -738,6 +803,9 @@ class CapacityModel(Model):
     window: Window | None = None
     capacity: list[ProcessCapacity]
     findings: list[Finding]
+    # the busiest process's simulated settings (its capacity entry's, not computed again)
+    what_if: list[WhatIf] = field(default_factory=list)
+    max_users: list[MaxUsers] = field(default_factory=list)
     rules: list[RuleStatus] = field(default_factory=list)
     series: dict[str, list[SeriesRow]] = field(default_factory=dict)
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)

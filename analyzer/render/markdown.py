@@ -111,7 +111,39 @@ def capacity_markdown(capacity: list[dict]) -> list[str]:
                        "tokens/s", "peak reserved MiB", "GPU util %", "OOMs"], rows) + [""]
         if any(lv.get("sparse") for lv in c.get("levels") or []):
             out += ["\\* sparse level: too few requests to judge (left out of the knee and the SLO check).", ""]
+        out += what_if_markdown(c)
     return out
+
+
+def _share(v) -> str:
+    return "—" if v is None else f"{v * 100:.0f} %"
+
+
+def what_if_markdown(c: dict) -> list[str]:
+    """A process's simulated settings (model/whatif): capacity in users, the setting, the cells."""
+    svc = c.get("service") or {}
+    if not svc:
+        return []
+    out = ["#### What if: other limits and user counts (simulated)", ""]
+    if svc.get("needs"):
+        return out + [f"No prediction: {_text(svc['needs'])}.", ""]
+    if c.get("users_text"):
+        out += [f"**Capacity in users: {_text(c['users_text'])}.**", ""]
+    if c.get("setting_code"):
+        out += ["```python", str(c["setting_code"]), "```", ""]
+    rows = [[_num(w.get("limit")), _num(w.get("users")), _num(w.get("e2e_p50_ms")), _num(w.get("e2e_p95_ms")),
+             _num(w.get("ttft_p95_ms")), _num(w.get("queue_p95_ms")), _num(w.get("tokens_per_s")),
+             _num(w.get("requests_per_s")), _share(w.get("slo_share")),
+             _share(w.get("oom_risk")) if w.get("oom_risk") is not None else "no limit known"]
+            for w in c.get("what_if") or []]
+    out += _table(["limit", "users", "e2e p50 ms", "e2e p95 ms", "TTFT p95 ms", "queue p95 ms", "tokens/s",
+                   "requests/s", "within SLO", "OOM risk"], rows) + [""]
+    most = " · ".join(f"{m['limit']} → {m['users']}" for m in c.get("max_users") or [])
+    out += [f"Most users within the SLO per limit: {most}. Fitted from {_num(svc.get('requests'))} requests over "
+            f"in-flight levels {', '.join(str(x) for x in svc.get('levels_fitted') or [])}. "
+            f"Assumes {_text(svc.get('assumes'))}."]
+    out += [f"Not covered by the logs: {_text(n)}." for n in c.get("what_if_notes") or []]
+    return out + [""]
 
 
 def render_capacity_markdown(model: dict) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 
 SETTING = "concurrency_limit (Gradio) / max_num_seqs (vLLM)"
+# the setting's name where the logs say which stack served the process
+SETTINGS = {"gradio": "concurrency_limit (Gradio)", "vllm": "max_num_seqs (vLLM)"}
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
@@ -75,8 +77,8 @@ def knee_of(rows: list[dict], th: dict) -> tuple[list[dict], int | None]:
     return levels, knee if any(lv["level"] > knee for lv in dense) else None
 
 
-def process_curve(rows: list[dict], t: dict) -> dict:
-    """One process's curve and verdicts from its level rows."""
+def process_curve(rows: list[dict], t: dict, setting: str = SETTING) -> dict:
+    """One process's curve and verdicts from its level rows (``setting``: the limit's name)."""
     th, slo = t["concurrency_cliff"], t["slo"]
     levels, knee = knee_of(rows, th)
     dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
@@ -133,7 +135,7 @@ def process_curve(rows: list[dict], t: dict) -> dict:
                         f"{slo} and memory has room; traffic at higher levels would show the knee")
         return out
     n = max(1, min(limits))
-    out["recommendation"] = {"limit": n, "text": recommendation_text(n, out, t)}
+    out["recommendation"] = {"limit": n, "text": recommendation_text(n, out, t, setting)}
     return out
 
 
@@ -141,7 +143,7 @@ def _at(out: dict, level: int) -> dict | None:
     return next((lv for lv in out["levels"] if lv["level"] == level), None)
 
 
-def recommendation_text(n: int, out: dict, t: dict) -> str:
+def recommendation_text(n: int, out: dict, t: dict, setting: str = SETTING) -> str:
     """"set concurrency_limit=N: at N+1 ..." with the numbers measured at N and N+1."""
     here, nxt = _at(out, n), _at(out, n + 1)
     parts = []
@@ -166,13 +168,16 @@ def recommendation_text(n: int, out: dict, t: dict) -> str:
         why.append("the SLO")
     if out.get("oom_level") == n + 1:
         why.append("the OOM level")
-    head = f"set {SETTING}={n} on {_proc(out['host'], out['pid'])}"
+    head = f"set {setting}={n} on {_proc(out['host'], out['pid'])}"
     return head + (f" ({', '.join(why)})" if why else "") + (": " + "; ".join(parts) if parts else "")
 
 
-def capacity_curves(m: dict, t: dict) -> list[dict]:
-    """Every process's curve from the capacity_per_level table, in table order."""
-    return [process_curve(rows, t) for rows in group_levels(m)]
+def capacity_curves(m: dict, t: dict, stacks: dict | None = None) -> list[dict]:
+    """Every process's curve from the capacity_per_level table, in table order; ``stacks``:
+    (host, pid) -> the stack that served it (gradio, vllm), for the setting's name."""
+    stacks = stacks or {}
+    return [process_curve(rows, t, SETTINGS.get(stacks.get((rows[0].get("host"), rows[0].get("pid"))) or "", SETTING))
+            for rows in group_levels(m)]
 
 
 def time_beyond(levels: list[dict], level: int) -> tuple[float, float]:

@@ -40,14 +40,16 @@ def build_report(source, thresholds: dict | None = None) -> dict:
     return report_model.with_details(model, session_requests(source, ids, thresholds), thresholds)
 
 
-def build_capacity(source, thresholds: dict | None = None) -> dict:
-    """The capacity model of logs opened on any engine: one metric query and the capacity rules."""
+def build_capacity(source, thresholds: dict | None = None, grid: dict | None = None) -> dict:
+    """The capacity model of logs opened on any engine: the capacity curve, the request sample
+    its service model is fitted from, the capacity rules and the simulated settings (``grid``:
+    limits, users, max_new_tokens, num_beams)."""
     thresholds = thresholds or defaults()
     source = as_source(source)
     progress.phase("computing")
     params = parameters(thresholds, bucket_for_span(*source.time_bounds()))
-    metrics = source.run(["capacity_per_level", "time_span"], params)
-    return report_model.capacity_model(metrics, source.ingest, source.window, thresholds)
+    metrics = source.run(["capacity_per_level", "service_requests", "time_span"], params)
+    return report_model.capacity_model(metrics, source.ingest, source.window, thresholds, grid)
 
 
 def load_side(selection: Selection, label: str) -> Side:
@@ -108,11 +110,12 @@ def analyze(selection: Selection) -> dict:
         source.close()
 
 
-def capacity(selection: Selection) -> dict:
-    """``dslogs capacity``: the capacity model alone (one metric query and the capacity rules)."""
+def capacity(selection: Selection, grid: dict | None = None) -> dict:
+    """``dslogs capacity``: the capacity model alone (its metric queries and the capacity rules),
+    with the settings ``grid`` names simulated."""
     source = open_engine(selection)
     try:
-        model = build_capacity(source, selection.threshold_tables())
+        model = build_capacity(source, selection.threshold_tables(), grid)
         source.close()  # before the note opens the logs again (see analyze)
         if note := note_if_empty(selection, source.ingest):
             model["notes"] = [note]

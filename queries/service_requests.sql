@@ -1,0 +1,77 @@
+-- The service model's request sample (what-if simulation, docs/capacity.md): per request of every
+-- process, what it asked (input and output tokens, beams, max_new_tokens), what it cost (service
+-- TTFT: TTFT less the queue wait; decode: e2e less TTFT; the handler time when TTFT is unknown),
+-- the requests in flight when it started (the collector's `inflight`) and on average over its
+-- handler time (mean_level), the time a waiting request's slot took to be handed over from the
+-- request that freed it (handoff_ms), and the user's think time
+-- before the session's next request: from this request's end to the next one's arrival (its end
+-- less its e2e, which holds the queue wait), so the client's own round trip is in it. At most
+-- 5,000 requests per process, picked by a hash of the request id: the same logs give the same
+-- sample. Errors are kept (the OOM share is read from them). stack: what served the process, for
+-- the setting's name (vllm: its spans; gradio: Gradio's queue measured the wait; else null), and
+-- gpu: any event of the process ran on a CUDA device or read GPU memory. Units: ms, tokens.
+WITH proc AS (
+    SELECT coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey,
+           CASE WHEN bool_or(source_format ILIKE '%vllm%') THEN 'vllm'
+                WHEN bool_or(stage = 'queue' AND source = 'gradio') THEN 'gradio'
+           END AS stack,
+           bool_or(device ILIKE 'cuda%' OR gpu_mem_total_mb > 0 OR reserved_mb > 0) AS gpu
+    FROM events
+    GROUP BY ALL
+), r AS (
+    SELECT
+        coalesce(host, '') AS hkey, coalesce(pid, -1) AS pkey, host, pid, session_id, request_id, turn_index,
+        end_ts, e2e_ms, queue_ms, ttft_ms, input_len, output_len, num_beams, max_new_tokens, inflight, is_error,
+        coalesce(error_type IN ('OutOfMemoryError', 'OOMError') OR error_msg ILIKE '%out of memory%', false) AS oom,
+        CASE WHEN e2e_ms BETWEEN 0 AND 1e9 THEN end_ts - to_microseconds(CAST(e2e_ms * 1000 AS BIGINT)) END AS arrive_ts
+    FROM requests
+    WHERE end_ts IS NOT NULL AND e2e_ms BETWEEN 0 AND 1e9
+), s AS (
+    SELECT
+        *,
+        (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
+         - epoch_us(end_ts)) / 1000.0 AS think_ms,
+        -- the handler's interval: from its end less (e2e less the queue wait) to its end
+        end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT)) AS run_ts,
+        row_number() OVER (PARTITION BY hkey, pkey ORDER BY hash(request_id), request_id) AS pick
+    FROM r
+), picked AS (
+    SELECT * FROM s WHERE pick <= 5000
+), levels AS (
+    -- each picked request's mean requests in flight over its handler time, itself included: the
+    -- others' overlap with it over its length (the level it started at overstates a request that
+    -- saw the others finish, and understates one that saw them come)
+    SELECT a.hkey, a.pkey, a.request_id, a.run_ts,
+           1 + coalesce(sum(epoch_us(least(a.end_ts, b.end_ts)) - epoch_us(greatest(a.run_ts, b.run_ts))), 0)
+               / nullif(epoch_us(a.end_ts) - epoch_us(a.run_ts), 0) AS mean_level
+    FROM picked AS a
+    LEFT JOIN s AS b
+      ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.run_ts < a.end_ts AND b.end_ts > a.run_ts
+     AND (b.request_id <> a.request_id OR b.run_ts <> a.run_ts)
+    GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts, a.end_ts
+), handoffs AS (
+    -- a picked request that was waiting when the process's last request before its start ended:
+    -- the time from that end to its start is the framework handing the freed slot over
+    SELECT a.hkey, a.pkey, a.request_id, a.run_ts,
+           (epoch_us(a.run_ts) - max(epoch_us(b.end_ts))) / 1000.0 AS handoff_ms, min(a.arrive_ts) AS arrive_ts,
+           max(b.end_ts) AS freed_ts
+    FROM picked AS a
+    JOIN s AS b
+      ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.end_ts <= a.run_ts
+     AND b.end_ts >= a.run_ts - INTERVAL 60 SECOND
+    GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts
+    HAVING min(a.arrive_ts) < max(b.end_ts)
+)
+SELECT
+    host, pid, proc.stack, proc.gpu, session_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,
+    e2e_ms, queue_ms,
+    CASE WHEN ttft_ms IS NOT NULL THEN greatest(ttft_ms - coalesce(queue_ms, 0), 0) END AS service_ttft_ms,
+    CASE WHEN ttft_ms IS NOT NULL AND e2e_ms >= ttft_ms THEN e2e_ms - ttft_ms
+         ELSE greatest(e2e_ms - coalesce(queue_ms, 0), 0) END AS decode_ms,
+    CASE WHEN think_ms >= 0 THEN think_ms END AS think_ms,
+    levels.mean_level, handoffs.handoff_ms
+FROM picked
+LEFT JOIN proc USING (hkey, pkey)
+LEFT JOIN levels USING (hkey, pkey, request_id, run_ts)
+LEFT JOIN handoffs USING (hkey, pkey, request_id, run_ts)
+ORDER BY host, pid, session_id, turn_index, request_id

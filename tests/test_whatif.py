@@ -1,0 +1,129 @@
+"""What if (model/whatif.py): the service model fitted from the logs and the simulation of other
+settings, on the simulator's scenarios with a known truth, through the command line, the report
+and the Python API."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dslogs.analyzer.cli import app
+from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.model import whatif
+from dslogs.analyzer.usecases.analyze import build_capacity
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_logs"
+KEYS = {"limit", "users", "e2e_p50_ms", "e2e_p95_ms", "ttft_p95_ms", "queue_p95_ms", "tokens_per_s",
+        "requests_per_s", "slo_share", "oom_risk"}
+
+
+def _model(name: str, grid: dict | None = None) -> dict:
+    return build_capacity(open_logs([str(SAMPLES / name)], use_cache=False), defaults(), grid)
+
+
+def _truth(name: str) -> dict:
+    truth = json.loads((SAMPLES / name / "truth.json").read_text())
+    return truth["scenarios"][name]["details"]["capacity"]
+
+
+@pytest.mark.parametrize("name", ["concurrency_cliff", "oom_at_concurrency"])
+def test_predicted_knee_and_oom_level_equal_the_truth(name):
+    model = _model(name)
+    (cap,) = model["capacity"]
+    truth = _truth(name)
+    service = cap["service"]
+    # the knee the simulation predicts: each limit held full, its throughput read as the curve is
+    assert whatif.predicted_knee(service, cap["top_level"], defaults()["concurrency_cliff"]["knee_share"]) \
+        == truth["knee"]
+    assert service["oom_level"] == truth["oom_level"]
+    # at the OOM level the simulated service spends its time past it; below, never
+    below = whatif.simulate(service, truth["oom_level"] - 1, 12, slo=defaults()["slo"])
+    at = whatif.simulate(service, truth["oom_level"], 12, slo=defaults()["slo"])
+    assert below["oom_risk"] == 0.0 and at["oom_risk"] > 0.5
+    # a limit the logs measured reproduces the level's measured throughput (users never thinking)
+    measured = {lv["level"]: lv["tokens_per_s"] for lv in cap["levels"]}
+    held = whatif.simulate({**service, "think_ms": [0.0]}, 2, 2)
+    assert held["tokens_per_s"] == pytest.approx(measured[2], rel=0.05)
+
+
+def test_simulation_is_deterministic_and_cheap():
+    service = _model("concurrency_cliff")["capacity"][0]["service"]
+    t0 = time.perf_counter()
+    a = whatif.what_if(service, [1, 2, 4, 8], [6, 12], defaults()["slo"])
+    cost = time.perf_counter() - t0
+    b = whatif.what_if(service, [1, 2, 4, 8], [6, 12], defaults()["slo"])
+    assert a == b
+    assert cost < 5, cost
+    # more users at one limit: longer waits; a limit past the highest level measured says so
+    by = {(c["limit"], c["users"]): c for c in a["what_if"]}
+    assert by[(2, 12)]["queue_p95_ms"] > by[(2, 6)]["queue_p95_ms"]
+    assert any("limit 8 is past the highest level" in n for n in a["notes"])
+
+
+def test_cli_what_if_json_has_the_cells_and_max_users():
+    res = CliRunner().invoke(app, ["capacity", str(SAMPLES / "concurrency_cliff"), "--no-cache", "--format", "json",
+                                   "--limits", "1,2,4", "--users", "6,12", "--max-new-tokens", "64",
+                                   "--num-beams", "1"])
+    assert res.exit_code == 0, res.output
+    model = json.loads(res.stdout)
+    cells = model["what_if"]
+    assert [(c["limit"], c["users"]) for c in cells] == [(1, 6), (1, 12), (2, 6), (2, 12), (4, 6), (4, 12)]
+    assert all(set(c) == KEYS for c in cells)
+    assert [m["limit"] for m in model["max_users"]] == [1, 2, 4]
+    # the top-level cells are the busiest process's, not computed again
+    assert model["capacity"][0]["what_if"] == cells
+    # capping the output shortens the replies: fewer tokens per request than uncapped
+    full = _model("concurrency_cliff", {"limits": [2], "users": [6]})["what_if"][0]
+    capped = next(c for c in cells if (c["limit"], c["users"]) == (2, 6))
+    assert capped["e2e_p50_ms"] < full["e2e_p50_ms"]
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--limits", "1,x"], "--limits"), (["--users", "0"], "--users"), (["--num-beams", "4"], "--num-beams"),
+    (["--max-new-tokens", "0"], "--max-new-tokens"),
+])
+def test_cli_bad_what_if_option_exits_2(args, what):
+    res = CliRunner().invoke(app, ["capacity", str(SAMPLES / "concurrency_cliff"), "--no-cache", *args])
+    assert res.exit_code == 2
+    assert what in res.output and "Traceback" not in res.output
+
+
+def test_no_prediction_without_enough_traffic():
+    model = _model("capacity_small")
+    for cap in model["capacity"]:
+        service = cap.get("service") or {}
+        assert not cap.get("what_if")
+        if service:
+            assert "a prediction needs" in service["needs"] and "would settle it" in service["needs"]
+    assert model["what_if"] == [] and model["max_users"] == []
+
+
+def test_report_section_api_and_command_show_the_same_numbers(tmp_path):
+    import dslogs
+    from dslogs.analyzer.render.report import render_capacity
+    from dslogs.analyzer.usecases.analyze import analyze_logs
+
+    cap = _model("concurrency_cliff")
+    report = analyze_logs([str(SAMPLES / "concurrency_cliff")], use_cache=False)
+    assert report["capacity"][0]["what_if"] == cap["capacity"][0]["what_if"]
+    assert report["capacity"][0]["users_at_slo"] == cap["capacity"][0]["users_at_slo"]
+    api = dslogs.open(str(SAMPLES / "concurrency_cliff"), use_cache=False).capacity()
+    assert [vars(w) for w in api.what_if()] == cap["what_if"]
+    again = api.what_if([1, 2], [6])
+    assert [vars(w) for w in again] == _model("concurrency_cliff", {"limits": [1, 2], "users": [6]})["what_if"]
+    # capacity in users: the recommended limit, as code for the stack the logs came from, the SLO named
+    c = cap["capacity"][0]
+    assert c["setting_code"].startswith(f"demo.queue(default_concurrency_limit={c['recommendation']['limit']}")
+    assert "TTFT ≤ 1000 ms" in c["users_text"] and f"{c['users_at_slo']} user" in c["users_text"]
+    html = render_capacity(cap, "html")
+    md = render_capacity(cap, "md")
+    for text in (html, md):
+        assert "Capacity in users" in text and "What if" in text
+    e2e = f"{cap['what_if'][0]['e2e_p95_ms']:,.0f}"
+    assert e2e in md
