@@ -7,9 +7,11 @@ read from Parquet.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import queue
+import re
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -80,14 +82,18 @@ def read_sql(store: str) -> str:
 
 
 def statement_read_sql(store: str, fmt: formats.Format) -> str:
-    """INSERT of the events of the file $file, in ``fmt`` (a statement format), into store.events
-    (file $file_id). Its rows carry no line of their own: line_bytes is NULL (no log-volume
+    """INSERT of the events ``fmt`` (a statement format) reads into store.events: of the file
+    $file (file $file_id), or, for a format that stages its lines, of the files staged (each row
+    with its file_id). Its rows carry no line of their own: line_bytes is NULL (no log-volume
     figure)."""
     sql = fmt.statement().replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
     raw = formats.raw_select(sql, RAW_COLUMNS, fmt.gives)
-    raw = (
-        f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
-    )
+    if fmt.stage:
+        raw = raw.replace(" FROM (", ", o.file_id FROM (", 1)
+        raw = (f"SELECT r.* EXCLUDE (file_id), CAST(r.file_id AS INTEGER) AS file_id, "
+               f"NULL::BIGINT AS line_bytes FROM ({raw}) AS r")  # fmt: skip
+    else:
+        raw = f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
 
@@ -108,6 +114,57 @@ def _groups(files: list[FileStats]) -> list[list[FileStats]]:
 
 
 _OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+_BOM = b"\xef\xbb\xbf"
+# Half a UTF-16 pair as a JSON escape: Python reads it, DuckDB rejects the whole line.
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<![\\]u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _fix_surrogates(raw: bytes) -> tuple[bytes, bool]:
+    """A line with each lone surrogate escape replaced by U+FFFD's (the one value is lost, not
+    the line), and whether there was one."""
+    if b"\\u" not in raw:
+        return raw, False
+    fixed, n = _LONE_SURROGATE.subn(rb"\\ufffd", raw)
+    return fixed, bool(n)
+
+
+def _one_object(path: Path) -> dict | None:
+    """A file that is one (pretty-printed) JSON object, else None."""
+    try:
+        with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as fh:
+            value = json.loads(fh.read(PLAIN_MAX_BYTES + 1).removeprefix(_BOM))
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _own_words(exc: Exception, path: Path, display: str) -> str:
+    """DuckDB's one line about a copy of a file, naming the file itself."""
+    return one_line(exc, limit=160).replace(str(path), display)
+
+
+def _renumber(f: FileStats, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(the k-th non-blank line, reason) as (line number, reason): DuckDB numbers the lines it
+    reads, skipping blank ones."""
+    wanted = {k for k, _ in found}
+    numbers: dict[int, int] = {}
+    k = 0
+    try:
+        with (gzip.open if f.display.endswith(".gz") else open)(f.path, "rb") as src:
+            for no, raw in enumerate(src, start=1):
+                if raw.strip():
+                    k += 1
+                    if k in wanted:
+                        numbers[k] = no
+                        if len(numbers) == len(wanted):
+                            break
+    except (OSError, EOFError, zlib.error):
+        pass
+    return [(numbers.get(k, k), reason) for k, reason in found]
 
 
 class Reader:
@@ -250,16 +307,22 @@ class Reader:
     def read(self, files: list[FileStats], on_progress=None) -> None:
         """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
         Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement."""
-        own = []
+        own: list[tuple[FileStats, formats.Format]] = []
         for f in files:
             if f.size > 0:
                 fmt = formats.sniff_file(f.path)
                 if fmt is not None and fmt.read == formats.STATEMENT:
                     own.append((f, fmt))
+        staged: dict[str, list[FileStats]] = {}
         for f, fmt in own:
-            self._read_statement(f, fmt)
-            if on_progress:
-                on_progress(f.size)
+            if fmt.stage is None:
+                self._read_statement(f, fmt)
+            else:
+                staged.setdefault(fmt.name, []).append(f)
+        for name, group in staged.items():
+            self._read_staged(formats.by_name(name), group)
+        if on_progress and own:
+            on_progress(sum(f.size for f, _ in own))
         taken = {id(f) for f, _ in own}
         files = [f for f in files if id(f) not in taken]
         batches: list[list[FileStats]] = []
@@ -314,6 +377,157 @@ class Reader:
                 on_progress(sum(f.size for f in batch))
 
     # -- formats read by their own statement (OTLP/JSON traces) --------------------------------
+
+    def _read_staged(self, fmt: formats.Format, files: list[FileStats]) -> None:
+        """Files of a format that stages its lines (``Format.stage``): unpacked as their writer
+        wrote them (compression, framing), their lines staged several files a statement (one
+        statement's planning costs more than a small file's read), the events read from the
+        stage in one statement, and the problems the stage found counted per file and line. A
+        file DuckDB cannot stage as it is is staged line by line (``_stage_lines``)."""
+        for sql in fmt.prepare:
+            self.con.execute(sql)
+        by_comp: dict[str, list[tuple[FileStats, Path]]] = {}
+        made: list[Path] = []
+        for f in files:
+            got = fmt.unpack(Path(f.path), self.workdir, f"{fmt.name}-{f.file_id}") if fmt.unpack else (Path(f.path), "auto")
+            if isinstance(got, str):
+                f.unreadable = got
+                continue
+            path, comp = got
+            if path != Path(f.path):
+                made.append(path)
+            by_comp.setdefault(comp, []).append((f, path))
+        table = fmt.staged_as
+        self._relined: set[int] = set()
+        try:
+            for comp, items in by_comp.items():
+                paths = {f.file_id: p for f, p in items}
+                self.con.execute(f"DROP TABLE IF EXISTS {table}")
+                self._staged_rows = False
+                for group in _groups([f for f, _ in items]):
+                    if self._stage(fmt, comp, [(paths[f.file_id], f.file_id) for f in group]):
+                        continue
+                    for f in group:
+                        if len(group) > 1 and self._stage(fmt, comp, [(paths[f.file_id], f.file_id)]):
+                            continue
+                        self._stage_lines(fmt, f, paths[f.file_id], comp)
+                if not self._staged_rows:
+                    continue
+                self.con.execute(statement_read_sql(self.store, fmt), self._statement_params(fmt))
+                self._count_problems(table, {f.file_id: (f, paths[f.file_id], comp) for f, _ in items})
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+            for path in made:
+                path.unlink(missing_ok=True)
+
+    def _statement_params(self, fmt: formats.Format) -> dict:
+        sql = fmt.statement()
+        params: dict = {"tz": self.tz}
+        if "$session_attr" in sql:
+            params["session_attr"] = self.session_attr
+        return params
+
+    def _stage(self, fmt: formats.Format, comp: str, loads: list[tuple[Path, int]],
+               lines: list[int] | None = None) -> bool:  # fmt: skip
+        """Stage files (or one cleaned copy, its lines numbered ``lines``); False when DuckDB
+        rejects one (nothing of them staged)."""
+        sql = fmt.stage(comp).replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
+        head = (f"INSERT INTO {fmt.staged_as} " if self._staged_rows else
+                f"CREATE OR REPLACE TEMP TABLE {fmt.staged_as} AS ")  # fmt: skip
+        try:
+            self.con.execute(head + sql, {"files": [str(p) for p, _ in loads], "file_ids": [i for _, i in loads],
+                                          "lines": lines})  # fmt: skip
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            return False
+        self._staged_rows = True
+        return True
+
+    def _stage_lines(self, fmt: formats.Format, f: FileStats, path: Path, comp: str) -> None:
+        """One file DuckDB rejects as it is: its lines judged one at a time (one line in memory),
+        the JSON ones staged by halves until each rejected line stands alone (counted bad with
+        DuckDB's reason); a lone surrogate is replaced (counted), a BOM dropped, a file that is
+        one pretty-printed request read as one line."""
+        pending: list[tuple[int, str]] = []
+        if comp == "zstd":  # Python has no zstd reader of its own here: DuckDB's word
+            try:
+                self.con.execute(f"SELECT count(*) FROM read_json(?, format='newline_delimited', compression='zstd', "
+                                 f"maximum_object_size={MAX_LINE_BYTES + 1024})", [str(path)])  # fmt: skip
+            except duckdb.Error as exc:
+                f.unreadable = f"{fmt.unreadable} DuckDB cannot read ({_own_words(exc, path, f.display)})"
+            return
+        kept: list[tuple[int, bytes]] = []
+        for chunk in raw_chunks(f, pending):
+            for no, raw in chunk:
+                if no == 1:
+                    raw = raw.removeprefix(_BOM)
+                raw, fixed = _fix_surrogates(raw)
+                value, reason = parse_line(raw)
+                if reason is not None:
+                    pending.append((no, reason))
+                    continue
+                if value is None:
+                    continue
+                if value is ...:
+                    pending.append((no, "malformed JSON (nested too deep)"))
+                    continue
+                if (problem := fmt.line_problem(value)) is not None:
+                    pending.append((no, problem))
+                    continue
+                if fixed:
+                    pending.append((no, "lone surrogate in a string (replaced by U+FFFD)"))
+                kept.append((no, raw))
+        if not kept and pending and f.size <= PLAIN_MAX_BYTES:
+            whole = _one_object(Path(f.path))
+            if whole is not None and fmt.line_problem(whole) is None:
+                pending = []
+                kept = [(1, json.dumps(whole, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace"))]
+        clean = self.workdir / f"{fmt.name}-{f.file_id}.jsonl"
+        self._relined.add(f.file_id)
+        try:
+            todo = [kept] if kept else []
+            while todo:
+                part = todo.pop()
+                with open(clean, "wb") as out:
+                    for _no, raw in part:
+                        out.write(clean_bytes(raw))
+                if self._stage(fmt, "auto", [(clean, f.file_id)], lines=[no for no, _ in part]):
+                    continue
+                if len(part) == 1:
+                    pending.append((part[0][0], self._stage_reason(fmt, clean, f)))
+                    continue
+                half = len(part) // 2
+                todo += [part[half:], part[:half]]
+        finally:
+            clean.unlink(missing_ok=True)
+            for line, reason in sorted(pending):
+                add_bad(f, line, reason)
+
+    def _stage_reason(self, fmt: formats.Format, clean: Path, f: FileStats) -> str:
+        """DuckDB's reason for rejecting one staged line, in the file's own words."""
+        try:
+            self.con.execute(fmt.stage("auto").replace("{max_object_size}", str(MAX_LINE_BYTES + 1024)),
+                             {"files": [str(clean)], "file_ids": [f.file_id], "lines": None}).fetchall()  # fmt: skip
+        except duckdb.Error as exc:
+            return duckdb_reason(_own_words(exc, clean, f.display))
+        return "rejected by the reader"
+
+    def _count_problems(self, table: str, files: dict[int, tuple[FileStats, Path, str]]) -> None:
+        """The staged problems as bad lines: one per line of a file (its first reason)."""
+        rows = self.con.execute(
+            f"SELECT file_id, line_no, flatten(list(problems))[1] FROM {table} WHERE len(problems) > 0 "
+            "GROUP BY ALL ORDER BY ALL").fetchall()  # fmt: skip
+        by_file: dict[int, list[tuple[int, str]]] = {}
+        for fid, line, reason in rows:
+            by_file.setdefault(fid, []).append((int(line), reason))
+        for fid, found in by_file.items():
+            f, path, comp = files[fid]
+            if fid not in self._relined and comp != "zstd":
+                # read as it is: the stage numbered its non-blank lines
+                found = _renumber(f, found)
+            for line, reason in found:
+                add_bad(f, line, reason)
 
     def _insert_statement(self, fmt: formats.Format, path: str, file_id: int) -> None:
         for sql in fmt.prepare:

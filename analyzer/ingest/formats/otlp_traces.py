@@ -1,20 +1,97 @@
-"""OTLP/JSON traces: an OTel Collector's ``file`` exporter (one ExportTraceServiceRequest per
-line), read by their own statement (``otlp_traces.sql`` beside this module), whose profiles
-(vLLM's ``llm_request`` spans, generic GenAI spans, openlit's) are told apart per span."""
+"""OTLP/JSON traces: an OTel Collector's ``file`` exporter (one export request per line; traces,
+metrics and logs may share a file, judged per line), read by their own statement
+(``otlp_traces.sql`` beside this module) over the spans ``otlp_lines.sql`` reads leniently (one
+bad value costs that value or its span, counted with its line), whose profiles (vLLM's
+``llm_request`` spans, generic GenAI spans, openlit's) are told apart per span.
+
+The exporter's other encodings (its ``compression: zstd`` and ``format: proto`` settings) are
+recognised by their first bytes (``unpack``): a zstd stream is read as it is, the length-prefixed
+stream of zstd frames (JSON compressed per message) is re-framed into one zstd stream of lines,
+and protobuf is named (dslogs reads the JSON encoding)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from dslogs.analyzer.ingest.formats import STATEMENT, Format
+from dslogs.analyzer.ingest.formats import STATEMENT, ZSTD_MAGIC, Format
 
+_BOM = b"\xef\xbb\xbf"
 _SPANS_KEY = re.compile(rb'^\s*\{\s*"resourceSpans"')
+# An export request of any signal: a file of one may hold the others (one exporter, several
+# pipelines), and a pretty-printed one opens with the key on its second line.
+_EXPORT_KEY = re.compile(rb'^\s*\{\s*"resource(?:Spans|Metrics|Logs)"')
+# A zstd frame holding one newline, uncompressed (RFC 8878: a single-segment frame header with a
+# one-byte content size, then one last raw block of one byte): put between the exporter's frames,
+# each one message without its newline, so that the stream reads as lines.
+_NEWLINE_FRAME = ZSTD_MAGIC + b"\x20\x01\x09\x00\x00\n"
 
 
 def is_otlp_traces(head: bytes) -> bool:
     """Whether a line (or a file's first bytes) is an OTLP/JSON ExportTraceServiceRequest."""
+    head = head.removeprefix(_BOM)
     return bool(_SPANS_KEY.match(head)) and b'"resourceSpans"' in head[:64]
+
+
+def is_otlp_export(head: bytes) -> bool:
+    """Whether a file's first bytes are an OTLP/JSON export request of any signal (its lines are
+    then judged one by one: traces read, metrics and logs passed over)."""
+    head = head.removeprefix(_BOM)
+    return bool(_EXPORT_KEY.match(head)) and b'"resource' in head[:64]
+
+
+def framed(head: bytes) -> str | None:
+    """The Collector file exporter's length-prefixed stream (each message after its length as 4
+    big-endian bytes; its ``format: proto``, or ``compression: zstd`` without the native
+    compression feature gate): "zstd" when the messages are zstd frames, "proto" when the first
+    looks like an OTLP protobuf message (field 1, a length-delimited resource list), else None."""
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head[:4], "big")
+    if size <= 0:
+        return None
+    if head[4:8] == ZSTD_MAGIC:
+        return "zstd"
+    if head[4] == 0x0A and b"\x00" in head[:4096]:
+        return "proto"
+    return None
+
+
+PROTOBUF = ("OTLP protobuf (the Collector file exporter's `format: proto`): dslogs reads its JSON "
+            "encoding (`format: json`, the default)")  # fmt: skip
+
+
+def unpack(path: Path, workdir: Path, name: str) -> tuple[Path, str] | str:
+    """(the file DuckDB reads, its compression) for an OTLP file as the exporter wrote it, or why
+    it cannot be read (one line)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        return f"cannot read ({exc.strerror or exc})"
+    if head[:2] == b"\x1f\x8b":
+        return path, "gzip"
+    if head[:4] == ZSTD_MAGIC:
+        return path, "zstd"
+    kind = framed(head)
+    if kind == "proto":
+        return PROTOBUF
+    if kind == "zstd":
+        out = workdir / f"{name}.zst"
+        try:
+            with open(path, "rb") as src, open(out, "wb") as dst:
+                while prefix := src.read(4):
+                    size = int.from_bytes(prefix, "big")
+                    frame = src.read(size)
+                    if len(prefix) < 4 or len(frame) < size or frame[:4] != ZSTD_MAGIC:
+                        break  # cut short or not a frame: what came before is read
+                    dst.write(frame)
+                    dst.write(_NEWLINE_FRAME)
+        except OSError as exc:
+            out.unlink(missing_ok=True)
+            return f"cannot read ({exc.strerror or exc})"
+        return out, "zstd"
+    return path, "none"
 
 
 def _describe(text: bytes) -> str | None:
@@ -24,9 +101,29 @@ def _describe(text: bytes) -> str | None:
 
 
 def _line_problem(value: dict) -> str | None:
-    if not isinstance(value.get("resourceSpans"), list):
-        return "not an OTLP trace request (no resourceSpans list)"
-    return None
+    for key in ("resourceSpans", "resourceMetrics", "resourceLogs"):
+        if key in value:
+            if not isinstance(value[key], list):
+                return f"wrong value type: {key} (a list expected)"
+            return None
+    if "v" in value and "stage" in value:
+        return "a dslogs v1 line in an OTLP file (not read: write v1 lines to a *.jsonl file of their own)"
+    return "not an OTLP/JSON export request (no resourceSpans, resourceMetrics or resourceLogs)"
+
+
+# One attribute value as OTLP/JSON may hold it, every field as text (nothing rejects a line);
+# otlp_kvs types it.
+_KV = ('STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue VARCHAR, intValue VARCHAR, '
+       'doubleValue VARCHAR, arrayValue JSON, kvlistValue JSON))')  # fmt: skip
+_KV_JSON = ('{"key": "VARCHAR", "value": {"stringValue": "VARCHAR", "boolValue": "VARCHAR", "intValue": "VARCHAR", '
+            '"doubleValue": "VARCHAR", "arrayValue": "JSON", "kvlistValue": "JSON"}}')  # fmt: skip
+
+
+def lines_sql(compression: str = "auto") -> str:
+    """The SELECT of otlp_lines.sql, for files of one compression."""
+    sql = Path(__file__).with_name("otlp_lines.sql").read_text(encoding="utf-8")
+    sql = sql.replace("{kv}", _KV).replace("{kv_json}", _KV_JSON)
+    return sql.replace("format = 'newline_delimited',", f"format = 'newline_delimited', compression = '{compression}',")
 
 
 # The value of attribute ``name`` in an OTLP key/value list (the last one when a key repeats);
@@ -34,6 +131,32 @@ def _line_problem(value: dict) -> str | None:
 OTLP_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
     'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
+)
+# otlp_lines.sql's: a time in unix nanoseconds (at most 19 digits: within int64), else NULL; a
+# double that is a measurement (NaN, infinities and magnitudes past 1e18 are none: they would
+# turn every percentile they join into NaN); a bad value as a reason shows it; attributes typed,
+# and the reasons for the values typing dropped.
+OTLP_LINE_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO otlp_time(t) AS "
+    "CASE WHEN regexp_full_match(t, '[0-9]{1,19}') AND TRY_CAST(t AS BIGINT) IS NOT NULL THEN t END",
+    "CREATE OR REPLACE TEMP MACRO otlp_double(t) AS "
+    "CASE WHEN abs(TRY_CAST(t AS DOUBLE)) < 1e18 THEN TRY_CAST(t AS DOUBLE) END",
+    "CREATE OR REPLACE TEMP MACRO otlp_short(t) AS "
+    "CASE WHEN length(t) > 16 THEN '<text of ' || length(t) || ' characters>' ELSE '\"' || t || '\"' END",
+    "CREATE OR REPLACE TEMP MACRO otlp_kvs(kvs) AS list_transform(kvs, lambda x: {'key': x.\"key\", 'value': {"
+    "'stringValue': x.\"value\".stringValue, "
+    "'boolValue': CASE lower(x.\"value\".boolValue) WHEN 'true' THEN true WHEN 'false' THEN false END, "
+    "'intValue': CASE WHEN TRY_CAST(x.\"value\".intValue AS BIGINT) IS NOT NULL THEN x.\"value\".intValue END, "
+    "'doubleValue': otlp_double(x.\"value\".doubleValue), "
+    "'arrayValue': x.\"value\".arrayValue, 'kvlistValue': x.\"value\".kvlistValue}})",
+    "CREATE OR REPLACE TEMP MACRO otlp_kv_problems(kvs) AS coalesce(list_filter(list_transform(kvs, lambda x: CASE "
+    "WHEN x.\"value\".doubleValue IS NOT NULL AND otlp_double(x.\"value\".doubleValue) IS NULL "
+    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' doubleValue=' || otlp_short(x.\"value\".doubleValue) || ' (not a finite number; dropped)' "
+    "WHEN x.\"value\".boolValue IS NOT NULL AND lower(x.\"value\".boolValue) NOT IN ('true', 'false') "
+    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' boolValue=' || otlp_short(x.\"value\".boolValue) || ' (true/false expected; dropped)' "
+    "WHEN x.\"value\".intValue IS NOT NULL AND TRY_CAST(x.\"value\".intValue AS BIGINT) IS NULL "
+    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' intValue=' || otlp_short(x.\"value\".intValue) || ' (an integer expected; dropped)' "
+    "END), lambda p: p IS NOT NULL), [])",
 )
 
 # vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside the engine;
@@ -44,10 +167,10 @@ FORMAT = Format(
     name="otlp_traces",
     order=10,
     writer="an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, openlit, OpenLLMetry)",
-    sniff=lambda head, first: is_otlp_traces(head),
+    sniff=lambda head, first: is_otlp_export(head) or framed(head) is not None,
     read=STATEMENT,
-    sniffed_names=r"^(?!\.).*\.json(?:\.gz)?$",
-    names_text="*.json (OTLP traces)",
+    sniffed_names=r"^(?!\.).*\.json(?:\.gz|\.zst)?$",
+    names_text="*.json, *.json.zst (OTLP traces)",
     source_formats={
         "otlp:vllm": "OTLP traces, vLLM llm_request spans",
         "otlp:genai": "OTLP traces, OpenTelemetry GenAI spans",
@@ -70,7 +193,10 @@ FORMAT = Format(
         "input_len", "output_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
         "failed_stage", "params", "source", "inflight",
     }),
-    prepare=(OTLP_MACROS,),
+    prepare=(OTLP_MACROS, *OTLP_LINE_MACROS),
     line_problem=_line_problem,
     unreadable="OTLP traces",
+    stage=lines_sql,
+    staged_as="otlp_lines",
+    unpack=unpack,
 )  # fmt: skip

@@ -1,6 +1,7 @@
 -- otlp_traces: OTLP/JSON trace files (an OTel Collector's `file` exporter: one
 -- ExportTraceServiceRequest per line, resourceSpans -> scopeSpans -> spans) as raw event rows,
--- the input of analyzer/ingest/views/events.sql (dslogs_raw). Parameters: $file, $file_id.
+-- the input of analyzer/ingest/views/events.sql (dslogs_raw), from the spans of the temporary
+-- table otlp_lines (otlp_lines.sql: several files at once, each row with its file_id).
 -- One span of GenAI work is one request. Two profiles, keyed on the attributes present:
 --   vllm:  vLLM's `llm_request` span (OutputProcessor.do_tracing): starts at the arrival;
 --          gen_ai.latency.* in seconds (time_in_queue, time_in_model_prefill/decode,
@@ -18,18 +19,14 @@
 -- Each request gives the events of the stages it measured: input (arrival), queue, prefill,
 -- decode, request (the summary, at the span's end) and error. v names the profile, which
 -- events.sql turns into source_format (otlp:vllm, otlp:genai).
-WITH lines AS (
-    SELECT unnest(resourceSpans) AS rs
-    FROM read_json($file, format = 'newline_delimited', maximum_object_size = {max_object_size},
-                   columns = {'resourceSpans': 'STRUCT(resource STRUCT(attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[]), scopeSpans STRUCT(scope STRUCT("name" VARCHAR), spans STRUCT(traceId VARCHAR, spanId VARCHAR, "name" VARCHAR, kind VARCHAR, startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[], events STRUCT(timeUnixNano VARCHAR, "name" VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[])[], status STRUCT(code VARCHAR, message VARCHAR))[])[])[]'})
-), scoped AS (
-    SELECT rs.resource.attributes AS r, unnest(rs.scopeSpans) AS ss FROM lines
-), spans AS (
-    SELECT r, ss.scope."name" AS scope, unnest(ss.spans) AS s FROM scoped
+WITH spans AS (
+    -- the spans of the files read (otlp_lines.sql: typed, their bad values counted and dropped)
+    SELECT file_id, r, scope, s FROM otlp_lines WHERE s IS NOT NULL
 ), kv AS (
     -- attributes stay key/value lists, read by otlp_attr (a lookup costs less than building a
     -- map of every span's attributes)
     SELECT
+        file_id,
         s,
         scope,
         r,
@@ -43,6 +40,7 @@ WITH lines AS (
        OR regexp_matches(s."name", '^(chat|text_completion|generate_content)( |$)')
 ), f AS (
     SELECT
+        file_id,
         CAST(s.startTimeUnixNano AS HUGEINT) // 1000 AS start_us,
         CAST(s.endTimeUnixNano AS HUGEINT) // 1000 AS end_us,
         coalesce(otlp_attr(a, 'gen_ai.request.id').stringValue, s.spanId) AS request_id,
@@ -100,7 +98,7 @@ WITH lines AS (
     -- collector's `inflight`), derived from overlapping spans; ends before arrivals at the same
     -- instant: a request that ended as another arrived is gone
     SELECT * EXCLUDE (t, d) FROM (
-        SELECT *, sum(d) OVER (PARTITION BY host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
+        SELECT *, sum(d) OVER (PARTITION BY file_id, host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
         FROM marks)
     WHERE d = 1
 ), ev AS (
@@ -137,7 +135,8 @@ SELECT
     CASE WHEN stage = 'request' THEN inflight END AS inflight,
     start_us,
     end_us,
-    stage = 'request' AS is_request
+    stage = 'request' AS is_request,
+    file_id
 FROM ev
 WHERE CASE stage
     WHEN 'input' THEN true
