@@ -23,6 +23,7 @@ from dslogs.analyzer.core.errors import one_line
 from dslogs.analyzer.ingest import formats
 from dslogs.analyzer.ingest.columns import (
     EVENT_COLUMNS,
+    EVENT_TYPES,
     RAW_COLUMNS,
     columns_struct,
     event_type,
@@ -30,6 +31,7 @@ from dslogs.analyzer.ingest.columns import (
 )
 from dslogs.analyzer.ingest.filestats import FileStats
 from dslogs.analyzer.ingest.validate import (
+    FINITE_LIMIT,
     MAX_LINE_BYTES,
     Line,
     add_bad,
@@ -114,6 +116,10 @@ def _groups(files: list[FileStats]) -> list[list[FileStats]]:
 
 
 _OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+# A row holding a float that is no measurement (validate's rule 9: NaN, infinities, huge): its
+# line is bad. NaN and the infinities compare above any number in DuckDB.
+NOT_FINITE = " OR ".join(f'abs("{c}") >= {FINITE_LIMIT:.0e}' for c, kind in EVENT_TYPES.items() if kind == "DOUBLE")
 
 _BOM = b"\xef\xbb\xbf"
 # Half a UTF-16 pair as a JSON escape: Python reads it, DuckDB rejects the whole line.
@@ -298,7 +304,7 @@ class Reader:
         """Rows a clean read cannot have: no stage, no time, no line length, an oversized line."""
         rows = self.con.execute(
             f"SELECT file_id, count(*) FROM {self.store}.events WHERE list_contains(?, file_id) "
-            f"AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR line_bytes > {MAX_LINE_BYTES + 1}) "
+            f"AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR line_bytes > {MAX_LINE_BYTES + 1} OR {NOT_FINITE}) "
             "GROUP BY file_id",
             [file_ids],
         ).fetchall()
@@ -415,6 +421,11 @@ class Reader:
                     continue
                 self.con.execute(statement_read_sql(self.store, fmt), self._statement_params(fmt))
                 self._count_problems(table, {f.file_id: (f, paths[f.file_id], comp) for f, _ in items})
+                spans = dict(self.con.execute(f"SELECT file_id, count(s) FROM {table} GROUP BY ALL").fetchall())
+                for f, _ in items:
+                    if not spans.get(f.file_id) and not f.bad_lines and not f.unreadable:
+                        # no span at all (metrics or logs only): named, as on the command line
+                        f.unreadable = "holds " + formats.describe_file(f.path)
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             for path in made:
@@ -635,9 +646,9 @@ class Reader:
         # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
         bad = self.con.execute(
             f"""SELECT k, stage IS NULL, ts IS NULL FROM (
-                    SELECT row_number() OVER (ORDER BY rowid) AS k, stage, ts, line_bytes
+                    SELECT row_number() OVER (ORDER BY rowid) AS k, *
                     FROM {self.store}.events WHERE file_id = ?)
-                WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL""",
+                WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR {NOT_FINITE}""",
             [f.file_id],
         ).fetchall()
         lines = {
@@ -649,12 +660,12 @@ class Reader:
             fallback = (
                 "no stage"
                 if no_stage
-                else ("unreadable time (timestamp)" if no_ts else "unreadable line")
+                else ("unreadable time (timestamp)" if no_ts else "not a finite number")
             )
             pending.append((line, rules.get(line) or fallback))
         if bad:
             self.con.execute(
-                f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
+                f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR {NOT_FINITE})",
                 [f.file_id],
             )
         clean.unlink(missing_ok=True)

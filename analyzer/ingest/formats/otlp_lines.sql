@@ -54,8 +54,8 @@ SELECT
     list_filter([
         CASE WHEN start_ns IS NULL THEN 'unreadable time: startTimeUnixNano=' || otlp_short(s.startTimeUnixNano) || ' (span dropped)'
              WHEN end_ns IS NULL THEN 'unreadable time: endTimeUnixNano=' || otlp_short(s.endTimeUnixNano) || ' (span dropped)' END,
-        CASE WHEN s.status IS NOT NULL AND status IS NULL THEN 'wrong value type: status=' || otlp_short(CAST(s.status AS VARCHAR)) || ' (an object expected; dropped)' END,
-        CASE WHEN s.events IS NOT NULL AND events IS NULL THEN 'wrong value type: events=' || otlp_short(CAST(s.events AS VARCHAR)) || ' (a list expected; dropped)' END,
+        CASE WHEN s.status IS NOT NULL AND status IS NULL THEN 'wrong value type: status=' || otlp_json_short(s.status) || ' (an object expected; dropped)' END,
+        CASE WHEN s.events IS NOT NULL AND events IS NULL THEN 'wrong value type: events=' || otlp_json_short(s.events) || ' (a list expected; dropped)' END,
         CASE WHEN list_bool_or(list_transform(events, lambda e: e.timeUnixNano IS NOT NULL AND otlp_time(e.timeUnixNano) IS NULL)) THEN 'unreadable time: an event''s timeUnixNano (dropped)' END
     ] || otlp_kv_problems(s.attributes) || otlp_kv_problems(r), lambda p: p IS NOT NULL) AS problems
 FROM typed

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dslogs.analyzer.ingest.formats import STATEMENT, ZSTD_MAGIC, Format
+from dslogs.analyzer.ingest.formats import STATEMENT, ZSTD_MAGIC, Format, head_bytes
 
 _BOM = b"\xef\xbb\xbf"
 _SPANS_KEY = re.compile(rb'^\s*\{\s*"resourceSpans"')
@@ -90,11 +90,16 @@ def unpack(path: Path, workdir: Path, name: str) -> tuple[Path, str] | str:
         except OSError as exc:
             out.unlink(missing_ok=True)
             return f"cannot read ({exc.strerror or exc})"
+        if not head_bytes(out, 64).lstrip().startswith(b"{"):  # `format: proto` compressed
+            out.unlink(missing_ok=True)
+            return PROTOBUF + " (zstd-compressed)"
         return out, "zstd"
     return path, "none"
 
 
 def _describe(text: bytes) -> str | None:
+    if framed(text) == "proto":
+        return PROTOBUF
     if _SPANS_KEY.match(text):  # read, and no span is an LLM call
         return "OTLP/JSON traces with no LLM span (no `gen_ai.*` or `llm.*` attribute, no vLLM `llm_request`)"
     return None
@@ -143,6 +148,9 @@ OTLP_LINE_MACROS = (
     "CASE WHEN abs(TRY_CAST(t AS DOUBLE)) < 1e18 THEN TRY_CAST(t AS DOUBLE) END",
     "CREATE OR REPLACE TEMP MACRO otlp_short(t) AS "
     "CASE WHEN length(t) > 16 THEN '<text of ' || length(t) || ' characters>' ELSE '\"' || t || '\"' END",
+    "CREATE OR REPLACE TEMP MACRO otlp_json_short(j) AS "
+    "CASE WHEN length(CAST(j AS VARCHAR)) > 16 THEN '<' || json_type(j) || ' of ' || length(CAST(j AS VARCHAR)) || ' characters>' "
+    "ELSE CAST(j AS VARCHAR) END",
     "CREATE OR REPLACE TEMP MACRO otlp_kvs(kvs) AS list_transform(kvs, lambda x: {'key': x.\"key\", 'value': {"
     "'stringValue': x.\"value\".stringValue, "
     "'boolValue': CASE lower(x.\"value\".boolValue) WHEN 'true' THEN true WHEN 'false' THEN false END, "
@@ -151,11 +159,11 @@ OTLP_LINE_MACROS = (
     "'arrayValue': x.\"value\".arrayValue, 'kvlistValue': x.\"value\".kvlistValue}})",
     "CREATE OR REPLACE TEMP MACRO otlp_kv_problems(kvs) AS coalesce(list_filter(list_transform(kvs, lambda x: CASE "
     "WHEN x.\"value\".doubleValue IS NOT NULL AND otlp_double(x.\"value\".doubleValue) IS NULL "
-    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' doubleValue=' || otlp_short(x.\"value\".doubleValue) || ' (not a finite number; dropped)' "
+    "THEN 'bad value: ' || left(x.\"key\", 64) || ' doubleValue=' || otlp_short(x.\"value\".doubleValue) || ' (not a finite number; dropped)' "
     "WHEN x.\"value\".boolValue IS NOT NULL AND lower(x.\"value\".boolValue) NOT IN ('true', 'false') "
-    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' boolValue=' || otlp_short(x.\"value\".boolValue) || ' (true/false expected; dropped)' "
+    "THEN 'bad value: ' || left(x.\"key\", 64) || ' boolValue=' || otlp_short(x.\"value\".boolValue) || ' (true/false expected; dropped)' "
     "WHEN x.\"value\".intValue IS NOT NULL AND TRY_CAST(x.\"value\".intValue AS BIGINT) IS NULL "
-    "THEN 'bad value: ' || otlp_short(x.\"key\") || ' intValue=' || otlp_short(x.\"value\".intValue) || ' (an integer expected; dropped)' "
+    "THEN 'bad value: ' || left(x.\"key\", 64) || ' intValue=' || otlp_short(x.\"value\".intValue) || ' (an integer expected; dropped)' "
     "END), lambda p: p IS NOT NULL), [])",
 )
 
