@@ -7,8 +7,8 @@ The same number of requests in both formats, made once into a temporary folder:
 - OTLP: vLLM-shaped ``llm_request`` spans recorded by the OpenTelemetry SDK and encoded by its
   own OTLP encoder (tests/otlp_helpers.py), 512 spans a line as a Collector's file exporter
   batches them, as many requests as the v1 set holds.
-With ``--files N`` the OTLP requests are spread over N files (``--requests 1000 --files 1000``:
-one span a file, as a Collector's exporter with a tiny batch or a file per request writes them).
+With ``--files N`` each side is spread over N files (OTLP: ``--files`` as many as requests is
+one span a file; v1: its lines in order, N parts).
 Each side is read by `dslogs query --no-cache "SELECT count(*) FROM requests"` in a child
 process (what a user types), the two sides interleaved; the figure is the child's CPU time (user
 + sys, all threads: the steadier figure on a shared machine), best of --repeat. Prints requests per CPU-second for each
@@ -64,6 +64,13 @@ def main() -> int:
         n_v1 = int(out.strip().splitlines()[-1])
         reqs = vllm_workload(n_v1)
         files = max(1, min(args.files, len(reqs)))
+        if files > 1:  # v1 spread over as many files, in order (a request's lines may straddle two)
+            lines = [ln for f in sorted(v1.rglob("*.jsonl")) for ln in f.read_bytes().splitlines(keepends=True)]
+            for f in v1.rglob("*.jsonl"):
+                f.unlink()
+            step = -(-len(lines) // files)
+            for i in range(files):
+                (v1 / f"part-{i:05d}.jsonl").write_bytes(b"".join(lines[i * step : (i + 1) * step]))
         for i in range(files):
             write_vllm(otlp / f"traces-{i:05d}.json", reqs[i::files], per_line=512)
         sizes = {name: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for name, p in

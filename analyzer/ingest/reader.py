@@ -411,6 +411,8 @@ class Reader:
                 self.con.execute(f"DROP TABLE IF EXISTS {table}")
                 self._staged_rows = False
                 for group in _groups([f for f, _ in items]):
+                    if comp == "none" and len(group) > 1 and self._stage_joined(fmt, group):
+                        continue
                     if self._stage(fmt, comp, [(paths[f.file_id], f.file_id) for f in group]):
                         continue
                     for f in group:
@@ -438,16 +440,44 @@ class Reader:
             params["session_attr"] = self.session_attr
         return params
 
+    def _stage_joined(self, fmt: formats.Format, group: list[FileStats]) -> bool:
+        """Small plain files staged as one file of their lines (DuckDB sets up a typed JSON read
+        per file: most of the cost of a file of one span), each line numbered with its file's
+        id and its own line; False when DuckDB rejects it (nothing staged)."""
+        joined = self.workdir / f"{fmt.name}-joined.jsonl"
+        line_files: list[int] = []
+        lines: list[int] = []
+        try:
+            with open(joined, "wb") as out:
+                for f in group:
+                    with open(f.path, "rb") as src:
+                        data = src.read(GROUP_BYTES + 1)
+                    if len(data) > GROUP_BYTES:
+                        return False
+                    for no, raw in enumerate(data.removeprefix(_BOM).split(b"\n"), start=1):
+                        if raw.strip():
+                            out.write(raw + b"\n")
+                            line_files.append(f.file_id)
+                            lines.append(no)
+            if not self._stage(fmt, "none", [(joined, group[0].file_id)], lines=lines, line_files=line_files):
+                return False
+        except OSError:
+            return False
+        finally:
+            joined.unlink(missing_ok=True)
+        self._relined.update(f.file_id for f in group)
+        return True
+
     def _stage(self, fmt: formats.Format, comp: str, loads: list[tuple[Path, int]],
-               lines: list[int] | None = None) -> bool:  # fmt: skip
-        """Stage files (or one cleaned copy, its lines numbered ``lines``); False when DuckDB
-        rejects one (nothing of them staged)."""
+               lines: list[int] | None = None, line_files: list[int] | None = None) -> bool:  # fmt: skip
+        """Stage files (or one copy, its lines numbered ``lines``, of the files ``line_files``);
+        False when DuckDB rejects one (nothing of them staged)."""
         sql = fmt.stage(comp).replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
         head = (f"INSERT INTO {fmt.staged_as} " if self._staged_rows else
                 f"CREATE OR REPLACE TEMP TABLE {fmt.staged_as} AS ")  # fmt: skip
         try:
             self.con.execute(head + sql, {"files": [str(p) for p, _ in loads], "file_ids": [i for _, i in loads],
-                                          "lines": lines})  # fmt: skip
+                                          "lines": lines, "line_files": line_files})  # fmt: skip
         except _OUR_BUGS:
             raise
         except duckdb.Error:
@@ -519,7 +549,8 @@ class Reader:
         """DuckDB's reason for rejecting one staged line, in the file's own words."""
         try:
             self.con.execute(fmt.stage("auto").replace("{max_object_size}", str(MAX_LINE_BYTES + 1024)),
-                             {"files": [str(clean)], "file_ids": [f.file_id], "lines": None}).fetchall()  # fmt: skip
+                             {"files": [str(clean)], "file_ids": [f.file_id], "lines": None,
+                              "line_files": None}).fetchall()  # fmt: skip
         except duckdb.Error as exc:
             return duckdb_reason(_own_words(exc, clean, f.display))
         return "rejected by the reader"

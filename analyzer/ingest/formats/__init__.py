@@ -90,7 +90,8 @@ class Format:
     line_problem: Callable[[dict], str | None] | None = None
     unreadable: str = ""  # "<this> DuckDB cannot read (...)"
     # read == STATEMENT, optional: (compression) -> a SELECT over the files $files ($file_ids;
-    # $lines: each non-blank line's number in a cleaned copy, else NULL) whose rows the statement
+    # in a copy, else NULL: $lines, each non-blank line's number, and $line_files, its file's id
+    # where the copy joins several files) whose rows the statement
     # reads from the temporary table ``staged_as``; its columns file_id, line_no and problems
     # (reasons: a bad line of that file each, the rest of the line read)
     stage: Callable[[str], str] | None = None

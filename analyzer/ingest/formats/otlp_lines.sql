@@ -6,7 +6,8 @@
 -- status and events structs). `problems` holds what was dropped, per span or per line, as
 -- reasons the reader counts as bad lines of their file at `line_no` (a span without a readable
 -- start or end is dropped: s is NULL). Parameters: $files, $file_ids, $lines (the line number of
--- each non-blank line when the file read is a cleaned copy, else NULL: they are the lines).
+-- each non-blank line when the file read is a copy, else NULL: they are the lines) and
+-- $line_files (the file of each line of a copy joining several files, else NULL).
 WITH src AS (
     SELECT
         resourceSpans, resourceMetrics IS NOT NULL OR resourceLogs IS NOT NULL AS other_signal,
@@ -21,7 +22,7 @@ WITH src AS (
     -- file is its non-blank line's
     SELECT *, g - min(g) OVER (PARTITION BY file_pos) + 1 AS k FROM src
 ), located AS (
-    SELECT * EXCLUDE (k), $file_ids[file_pos] AS file_id,
+    SELECT * EXCLUDE (k), coalesce(CAST($line_files AS INTEGER[])[k], $file_ids[file_pos]) AS file_id,
            CAST(coalesce(CAST($lines AS BIGINT[])[k], k) AS BIGINT) AS line_no
     FROM numbered
 ), lines AS (
