@@ -405,6 +405,8 @@ class Reader:
             by_comp.setdefault(comp, []).append((f, path))
         table = fmt.staged_as
         self._relined: set[int] = set()
+        # (line, reason) of each file, counted in line order once its staged problems are known
+        self._pending: dict[int, list[tuple[int, str]]] = {}
         try:
             for comp, items in by_comp.items():
                 paths = {f.file_id: p for f, p in items}
@@ -422,16 +424,23 @@ class Reader:
                 if not self._staged_rows:
                     continue
                 self.con.execute(statement_read_sql(self.store, fmt), self._statement_params(fmt))
-                self._count_problems(table, {f.file_id: (f, paths[f.file_id], comp) for f, _ in items})
-                spans = dict(self.con.execute(f"SELECT file_id, count(s) FROM {table} GROUP BY ALL").fetchall())
+                spans = self._count_problems(table, {f.file_id: (f, paths[f.file_id], comp) for f, _ in items})
+                self.con.execute(f"DROP TABLE IF EXISTS {table}")
                 for f, _ in items:
-                    if not spans.get(f.file_id) and not f.bad_lines and not f.unreadable:
+                    if not spans.get(f.file_id) and not self._pending.get(f.file_id) and not f.unreadable:
                         # no span at all (metrics or logs only): named, as on the command line
                         f.unreadable = "holds " + formats.describe_file(f.path)
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             for path in made:
                 path.unlink(missing_ok=True)
+            by_id = {f.file_id: f for f in files}
+            for fid, found in self._pending.items():
+                seen: set[int] = set()
+                for line, reason in sorted(found):
+                    if line not in seen:  # a line is one bad line, its first reason said
+                        seen.add(line)
+                        add_bad(by_id[fid], line, reason)
 
     def _statement_params(self, fmt: formats.Format) -> dict:
         sql = fmt.statement()
@@ -542,8 +551,7 @@ class Reader:
                 todo += [part[half:], part[:half]]
         finally:
             clean.unlink(missing_ok=True)
-            for line, reason in sorted(pending):
-                add_bad(f, line, reason)
+            self._pending.setdefault(f.file_id, []).extend(pending)
 
     def _stage_reason(self, fmt: formats.Format, clean: Path, f: FileStats) -> str:
         """DuckDB's reason for rejecting one staged line, in the file's own words."""
@@ -555,21 +563,25 @@ class Reader:
             return duckdb_reason(_own_words(exc, clean, f.display))
         return "rejected by the reader"
 
-    def _count_problems(self, table: str, files: dict[int, tuple[FileStats, Path, str]]) -> None:
-        """The staged problems as bad lines: one per line of a file (its first reason)."""
+    def _count_problems(self, table: str, files: dict[int, tuple[FileStats, Path, str]]) -> dict[int, int]:
+        """The staged problems as bad lines to count (``_pending``): one per line of a file (its
+        first reason); the spans staged of each file."""
         rows = self.con.execute(
-            f"SELECT file_id, line_no, flatten(list(problems))[1] FROM {table} WHERE len(problems) > 0 "
-            "GROUP BY ALL ORDER BY ALL").fetchall()  # fmt: skip
+            f"SELECT file_id, line_no, flatten(list(problems) FILTER (WHERE len(problems) > 0))[1], count(s) "
+            f"FROM {table} GROUP BY ALL").fetchall()  # fmt: skip
         by_file: dict[int, list[tuple[int, str]]] = {}
-        for fid, line, reason in rows:
-            by_file.setdefault(fid, []).append((int(line), reason))
+        spans: dict[int, int] = {}
+        for fid, line, reason, n in rows:
+            spans[fid] = spans.get(fid, 0) + n
+            if reason is not None:
+                by_file.setdefault(fid, []).append((int(line), reason))
         for fid, found in by_file.items():
             f, path, comp = files[fid]
             if fid not in self._relined and comp != "zstd":
                 # read as it is: the stage numbered its non-blank lines
                 found = _renumber(f, found)
-            for line, reason in found:
-                add_bad(f, line, reason)
+            self._pending.setdefault(fid, []).extend(found)
+        return spans
 
     def _insert_statement(self, fmt: formats.Format, path: str, file_id: int) -> None:
         for sql in fmt.prepare:

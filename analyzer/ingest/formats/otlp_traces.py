@@ -137,24 +137,26 @@ OTLP_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
     'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
 )
-# otlp_lines.sql's: a time in unix nanoseconds (at most 19 digits: within int64), else NULL; a
-# double that is a measurement (NaN, infinities and magnitudes past 1e18 are none: they would
+# otlp_lines.sql's: a time in unix nanoseconds (at most 19 digits: within int64), else NULL; an
+# integer as int64 text (DuckDB's own cast rounds "1.5"); a double that is a measurement (NaN, infinities and magnitudes past 1e18 are none: they would
 # turn every percentile they join into NaN); a bad value as a reason shows it; attributes typed,
 # and the reasons for the values typing dropped.
 OTLP_LINE_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_time(t) AS "
     "CASE WHEN regexp_full_match(t, '[0-9]{1,19}') AND TRY_CAST(t AS BIGINT) IS NOT NULL THEN t END",
+    "CREATE OR REPLACE TEMP MACRO otlp_int(t) AS "
+    "CASE WHEN regexp_full_match(t, '-?[0-9]{1,19}') AND TRY_CAST(t AS BIGINT) IS NOT NULL THEN t END",
     "CREATE OR REPLACE TEMP MACRO otlp_double(t) AS "
     "CASE WHEN abs(TRY_CAST(t AS DOUBLE)) < 1e18 THEN TRY_CAST(t AS DOUBLE) END",
     "CREATE OR REPLACE TEMP MACRO otlp_short(t) AS "
-    "CASE WHEN length(t) > 16 THEN '<text of ' || length(t) || ' characters>' ELSE '\"' || t || '\"' END",
+    "CASE WHEN t IS NULL THEN 'null (or absent)' WHEN length(t) > 16 THEN '<text of ' || length(t) || ' characters>' ELSE '\"' || t || '\"' END",
     "CREATE OR REPLACE TEMP MACRO otlp_json_short(j) AS "
     "CASE WHEN length(CAST(j AS VARCHAR)) > 16 THEN '<' || json_type(j) || ' of ' || length(CAST(j AS VARCHAR)) || ' characters>' "
     "ELSE CAST(j AS VARCHAR) END",
     "CREATE OR REPLACE TEMP MACRO otlp_kvs(kvs) AS list_transform(kvs, lambda x: {'key': x.\"key\", 'value': {"
     "'stringValue': x.\"value\".stringValue, "
     "'boolValue': CASE lower(x.\"value\".boolValue) WHEN 'true' THEN true WHEN 'false' THEN false END, "
-    "'intValue': CASE WHEN TRY_CAST(x.\"value\".intValue AS BIGINT) IS NOT NULL THEN x.\"value\".intValue END, "
+    "'intValue': otlp_int(x.\"value\".intValue), "
     "'doubleValue': otlp_double(x.\"value\".doubleValue), "
     "'arrayValue': x.\"value\".arrayValue, 'kvlistValue': x.\"value\".kvlistValue}})",
     "CREATE OR REPLACE TEMP MACRO otlp_kv_problems(kvs) AS coalesce(list_filter(list_transform(kvs, lambda x: CASE "
@@ -162,7 +164,7 @@ OTLP_LINE_MACROS = (
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' doubleValue=' || otlp_short(x.\"value\".doubleValue) || ' (not a finite number; dropped)' "
     "WHEN x.\"value\".boolValue IS NOT NULL AND lower(x.\"value\".boolValue) NOT IN ('true', 'false') "
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' boolValue=' || otlp_short(x.\"value\".boolValue) || ' (true/false expected; dropped)' "
-    "WHEN x.\"value\".intValue IS NOT NULL AND TRY_CAST(x.\"value\".intValue AS BIGINT) IS NULL "
+    "WHEN x.\"value\".intValue IS NOT NULL AND otlp_int(x.\"value\".intValue) IS NULL "
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' intValue=' || otlp_short(x.\"value\".intValue) || ' (an integer expected; dropped)' "
     "END), lambda p: p IS NOT NULL), [])",
 )
