@@ -277,3 +277,47 @@ def test_many_one_span_files_cost_about_what_one_file_does(tmp_path):
 
     cpu(one)  # warm: imports, the first connection
     assert cpu(many) < 4 * cpu(one) + 0.5
+
+
+def test_genai_metrics_files_read_as_server_metrics(tmp_path):
+    """Two exports of the SDK's cumulative GenAI histograms: a window, percentiles from the
+    buckets; a metrics file without them is named, not read."""
+    import time
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.resources import Resource
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "chat"}))
+    meter = provider.get_meter("genai")
+    # the bucket boundaries the GenAI conventions advise for gen_ai.client.operation.duration
+    bounds = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+    duration = meter.create_histogram("gen_ai.client.operation.duration", unit="s",
+                                      explicit_bucket_boundaries_advisory=bounds)  # fmt: skip
+    other = meter.create_histogram("http.client.request.duration", unit="s")
+    lines = []
+    for batch in ([0.3, 0.4], [0.6, 1.5, 1.6, 1.7, 3.0, 4.0]):
+        for v in batch:
+            duration.record(v, {"gen_ai.operation.name": "chat"})
+            other.record(v)
+        lines.append(json.dumps(MessageToDict(encode_metrics(reader.get_metrics_data())), separators=(",", ":")))
+        time.sleep(0.01)
+    (tmp_path / "metrics.json").write_text("\n".join(lines) + "\n")
+    write_vllm(tmp_path / "traces.json", vllm_workload(4, seed=9))
+    res, model = _analyze(tmp_path)
+    assert res.returncode == 0, res.stderr
+    (server,) = model["server_metrics"]
+    assert server["server"].endswith("chat") and server["snapshots"] == 2
+    (hist,) = server["histograms"]
+    assert hist["metric"] == "gen_ai.client.operation.duration" and hist["count"] == 6
+    # the six values of the window: the median's rank (3) falls in (1.28, 2.56]
+    assert hist["p50_bucket"] == [1.28, 2.56] and 1.28 <= hist["p50"] <= 2.56
+    assert model["ingest"]["skipped"] == [] and model["requests"]["count"] == 4
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "metrics.json").write_text(_metrics_line().replace("gen_ai.client.operation.duration", "http.server.duration") + "\n")
+    res, _ = _analyze(alone)
+    assert res.returncode == 2 and "OTLP/JSON metrics" in res.stderr

@@ -343,6 +343,8 @@ def describe(head: bytes) -> str:
             return said
     if m := _OTLP_OTHER.match(text):
         kind = m.group(1).decode().lower()
+        if kind == "metrics":  # otlp_traces.metric_servers reads the GenAI histograms
+            return "OTLP/JSON metrics (dslogs reads OTLP traces, and of metrics the GenAI histograms only)"
         return f"OTLP/JSON {kind} (dslogs reads OTLP traces, not {kind})"
     if text[:1] == b"[":
         return "a JSON array (dslogs reads one JSON object per line)"

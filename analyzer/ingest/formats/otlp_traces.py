@@ -210,3 +210,102 @@ FORMAT = Format(
     staged_as="otlp_lines",
     unpack=unpack,
 )  # fmt: skip
+
+
+# -- OTLP/JSON metrics: the GenAI histograms as a server's metrics --------------------------------
+
+# The GenAI semantic conventions' histograms (seconds or tokens), read as a server's metrics
+GENAI_HISTOGRAMS = frozenset({
+    "gen_ai.client.operation.duration", "gen_ai.client.token.usage", "gen_ai.server.request.duration",
+    "gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token",
+})  # fmt: skip
+# What the reader says of a file that holds metrics and no span (formats.describe's words)
+METRICS_ONLY = "holds OTLP/JSON metrics"
+
+
+def _number(value) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if abs(out) < 1e18 else None
+
+
+def otlp_time(value) -> float | None:
+    """Unix nanoseconds (an int64, as text or a number) as a number, else None."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    return float(text) if re.fullmatch(r"[0-9]{1,19}", text) else None
+
+
+def metric_servers(files: list[tuple[Path, str]], lo=None, hi=None) -> tuple[list[dict], set[str]]:
+    """(server metrics as ``prometheus.server_metrics`` gives them, the files that gave some) of
+    OTLP/JSON metrics files ``(path, display)``: each GenAI histogram data point (in [lo, hi)) a
+    cumulative bucket series at its time (delta points summed), one server per resource
+    (service.name, host.name) and file folder; a file with none of those histograms gives
+    nothing."""
+    import gzip
+    import json
+
+    from dslogs.analyzer.ingest.prometheus import Snapshot, server_metrics
+
+    servers: dict[str, dict[float, Snapshot]] = {}
+    used: set[str] = set()
+    for path, display in files:
+        try:
+            with (gzip.open if display.endswith(".gz") else open)(path, "rb") as fh:
+                lines = [raw for raw in fh if raw.lstrip(b"\xef\xbb\xbf \t").startswith(b'{"resourceMetrics"')]
+        except (OSError, EOFError):
+            continue
+        running: dict[tuple, list[float]] = {}  # a delta series' sums so far
+        for raw in lines:
+            try:
+                request = json.loads(raw.removeprefix(_BOM))
+            except (ValueError, RecursionError):
+                continue
+            for rm in request.get("resourceMetrics") or []:
+                attrs = {a.get("key"): (a.get("value") or {}).get("stringValue")
+                         for a in ((rm.get("resource") or {}).get("attributes") or []) if isinstance(a, dict)}  # fmt: skip
+                who = "/".join(v for v in (attrs.get("service.name"), attrs.get("host.name")) if v) or "otlp"
+                folder = display.replace("\\", "/").rpartition("/")[0]
+                key = f"{folder}/{who}" if folder else who
+                for sm in rm.get("scopeMetrics") or []:
+                    for metric in sm.get("metrics") or []:
+                        name, hist = metric.get("name"), metric.get("histogram")
+                        if name not in GENAI_HISTOGRAMS or not isinstance(hist, dict):
+                            continue
+                        delta = str(hist.get("aggregationTemporality")) in ("1", "AGGREGATION_TEMPORALITY_DELTA")
+                        for point in hist.get("dataPoints") or []:
+                            t = otlp_time(point.get("timeUnixNano"))
+                            counts = [_number(c) for c in point.get("bucketCounts") or []]
+                            bounds = [_number(b) for b in point.get("explicitBounds") or []]
+                            if not t or None in counts or None in bounds or len(counts) != len(bounds) + 1:
+                                continue
+                            if (lo is not None and t / 1e9 < lo.timestamp()) or (hi is not None and t / 1e9 >= hi.timestamp()):
+                                continue
+                            used.add(display)
+                            labels = tuple(sorted(
+                                (a.get("key"), str(next(iter((a.get("value") or {}).values()), "")))
+                                for a in point.get("attributes") or [] if isinstance(a, dict)))  # fmt: skip
+                            total = [sum(counts), _number(point.get("sum")) or 0.0, *counts]
+                            if delta:
+                                acc = running.setdefault((key, name, labels), [0.0] * len(total))
+                                if len(acc) != len(total):
+                                    continue
+                                total = [a + b for a, b in zip(acc, total, strict=True)]
+                                running[(key, name, labels)] = total
+                            snap = servers.setdefault(key, {}).setdefault(t / 1e9, Snapshot(display, t / 1e9))
+                            snap.types[name] = "histogram"
+                            snap.values[(f"{name}_count", labels)] = total[0]
+                            snap.values[(f"{name}_sum", labels)] = total[1]
+                            cumulative = 0.0
+                            for bound, count in zip([*bounds, float("inf")], total[2:], strict=True):
+                                cumulative += count
+                                le = "+Inf" if bound == float("inf") else repr(bound)
+                                snap.values[(f"{name}_bucket", tuple(sorted((*labels, ("le", le)))))] = cumulative
+    out = []
+    for key, snaps in sorted(servers.items()):
+        row = {"server": key, **server_metrics(list(snaps.values()))}
+        if row["snapshots"] < 2:
+            row["note"] = "one export: no window (percentiles need two or more)"
+        out.append(row)
+    return out, used
