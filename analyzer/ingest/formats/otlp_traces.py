@@ -144,7 +144,7 @@ OTLP_MACROS = (
 OTLP_LINE_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_time(t) AS "
     "CASE WHEN regexp_full_match(t, '[0-9]{1,19}') AND TRY_CAST(t AS BIGINT) IS NOT NULL THEN t END",
-    "CREATE OR REPLACE TEMP MACRO otlp_int(t) AS "
+    "CREATE OR REPLACE TEMP MACRO otlp_int_text(t) AS "
     "CASE WHEN regexp_full_match(t, '-?[0-9]{1,19}') AND TRY_CAST(t AS BIGINT) IS NOT NULL THEN t END",
     "CREATE OR REPLACE TEMP MACRO otlp_double(t) AS "
     "CASE WHEN abs(TRY_CAST(t AS DOUBLE)) < 1e18 THEN TRY_CAST(t AS DOUBLE) END",
@@ -156,7 +156,7 @@ OTLP_LINE_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_kvs(kvs) AS list_transform(kvs, lambda x: {'key': x.\"key\", 'value': {"
     "'stringValue': x.\"value\".stringValue, "
     "'boolValue': CASE lower(x.\"value\".boolValue) WHEN 'true' THEN true WHEN 'false' THEN false END, "
-    "'intValue': otlp_int(x.\"value\".intValue), "
+    "'intValue': otlp_int_text(x.\"value\".intValue), "
     "'doubleValue': otlp_double(x.\"value\".doubleValue), "
     "'arrayValue': x.\"value\".arrayValue, 'kvlistValue': x.\"value\".kvlistValue}})",
     "CREATE OR REPLACE TEMP MACRO otlp_kv_problems(kvs) AS coalesce(list_filter(list_transform(kvs, lambda x: CASE "
@@ -164,7 +164,7 @@ OTLP_LINE_MACROS = (
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' doubleValue=' || otlp_short(x.\"value\".doubleValue) || ' (not a finite number; dropped)' "
     "WHEN x.\"value\".boolValue IS NOT NULL AND lower(x.\"value\".boolValue) NOT IN ('true', 'false') "
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' boolValue=' || otlp_short(x.\"value\".boolValue) || ' (true/false expected; dropped)' "
-    "WHEN x.\"value\".intValue IS NOT NULL AND otlp_int(x.\"value\".intValue) IS NULL "
+    "WHEN x.\"value\".intValue IS NOT NULL AND otlp_int_text(x.\"value\".intValue) IS NULL "
     "THEN 'bad value: ' || left(x.\"key\", 64) || ' intValue=' || otlp_short(x.\"value\".intValue) || ' (an integer expected; dropped)' "
     "END), lambda p: p IS NOT NULL), [])",
 )
