@@ -575,6 +575,14 @@ class Reader:
             spans[fid] = spans.get(fid, 0) + n
             if reason is not None:
                 by_file.setdefault(fid, []).append((int(line), reason))
+        # Rows the statement gives with no stage are spans it could not take as they were
+        # (error_msg why, input_len the staged line): bad lines too, removed from the events.
+        where = f"FROM {self.store}.events WHERE list_contains(?, file_id) AND stage IS NULL"
+        taken = self.con.execute(f"SELECT file_id, coalesce(input_len, 0), error_msg {where}", [list(files)]).fetchall()
+        if taken:
+            self.con.execute(f"DELETE {where}", [list(files)])
+            for fid, line, reason in taken:
+                by_file.setdefault(fid, []).append((int(line), reason or "rejected by the reader"))
         for fid, found in by_file.items():
             f, path, comp = files[fid]
             if fid not in self._relined and comp != "zstd":
