@@ -6,6 +6,7 @@ Library modules are imported inside commands so `dslogs --help` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -156,8 +157,12 @@ def number(help: str, option: str, integer: bool = False, minimum: float | None 
 
 def _print_notes(model: dict) -> None:
     """A model's notes (an empty window, ids missing, estimates) on stderr, one line each."""
+    from dslogs.analyzer.core.format import note_message
+    from dslogs.analyzer.core.textsafe import visible
+
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: {note.get('level', 'warning')}: {note['message']}", err=True)
+        level = (note.get("level") if isinstance(note, dict) else None) or "warning"
+        typer.echo(f"dslogs: {visible(str(level))}: {visible(note_message(note))}", err=True)
 
 
 def _warn_if_window_empty(selection, ingest_block: dict) -> None:
@@ -191,9 +196,19 @@ SessionAttrOpt = Annotated[
     typer.Option("--session-attr", help="OTLP traces: the span attribute that names the session (default: gen_ai.conversation.id)."),
 ]
 
+PromServersOpt = Annotated[
+    str,
+    typer.Option("--prom-servers", help="Prometheus snapshots: how they are told apart into servers: auto (host in the "
+                 "file name and the instance, job, model_name, engine labels), file (the file name alone, labels "
+                 "summed), labels (the labels alone), one (every snapshot one server)."),
+]  # fmt: skip
+
 
 def _fail(message: str) -> None:
-    typer.echo(f"dslogs: error: {message}", err=True)
+    # every error line may quote a path, a value or a log's text: shown, never obeyed
+    from dslogs.analyzer.core.textsafe import visible
+
+    typer.echo(f"dslogs: error: {visible(str(message))}", err=True)
     raise typer.Exit(2)
 
 
@@ -206,19 +221,22 @@ def _run(fn, *args, **kwargs):
     except DslogsError as exc:
         _fail(str(exc))
     except Interrupted as exc:
-        typer.echo(f"dslogs: {exc}", err=True)
+        from dslogs.analyzer.core.textsafe import visible
+
+        typer.echo(f"dslogs: {visible(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 
 def _select(logs, since=None, until=None, tz=None, thresholds=None, cache=None, no_cache=False, engine=None,
-            master="local[*]", session_attr=None):
+            master="local[*]", session_attr=None, prom_servers="auto"):
     """The run's ``Selection``, built once from the options (a bad --since, --tz or thresholds
     file is exit 2 here, before any log is read)."""
     from dslogs.analyzer.core.selection import Selection
 
     return _run(Selection.build, logs, since=since, until=until, tz=tz, session_attr=session_attr,
                 thresholds_file=thresholds, cache=cache, use_cache=not no_cache,
-                engine=engine.value if engine is not None else "duckdb", master=master)  # fmt: skip
+                engine=engine.value if engine is not None else "duckdb", master=master,
+                prom_servers=prom_servers)  # fmt: skip
 
 
 def _open(selection, materialize=True):
@@ -227,12 +245,31 @@ def _open(selection, materialize=True):
     return _run(ingest.open, selection, materialize)
 
 
-def _check_out(out: Path | None) -> None:
-    """An --out that cannot be written fails before the logs are read, not after."""
-    if out is not None:
-        from dslogs.analyzer.core.outfile import check_out
+def _check_out(out: Path | None, logs=(), *files) -> None:
+    """An --out that cannot be written fails before the logs are read, not after; so does one
+    that is a file the run reads (one of ``logs``, or ``files``: thresholds, saved reports)."""
+    if out is None:
+        return
+    from dslogs.analyzer.core.outfile import check_not_input, check_out
 
-        _run(check_out, out)
+    _run(check_out, out)
+    if os.path.exists(out):
+        _run(check_not_input, out, _input_files(logs, files))
+
+
+def _input_files(logs, files) -> list:
+    """The files a run names or would discover under ``logs``, plus ``files``."""
+    from dslogs.analyzer import ingest
+    from dslogs.analyzer.core.errors import DslogsError
+
+    found = [f for f in (*files, *logs) if f is not None and os.path.isfile(f)]
+    try:
+        discovered = ingest.discover([str(p) for p in logs]) if logs else None
+    except (DslogsError, OSError):
+        discovered = None  # the run itself says what is wrong with its logs
+    if discovered is not None:
+        found += [f.path for f in (*discovered.files, *discovered.pruned)]
+    return found
 
 
 def _write_or_print(text: str, out: Path | None) -> None:
@@ -262,12 +299,15 @@ def analyze(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """Diagnose the logs and write a report (html, json or md)."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-report.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
 
-    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     with progress.run("analyze", quiet):
         _analyze(selection, format, out, fail_on)
 
@@ -314,7 +354,8 @@ def capacity(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """How many requests in flight the service holds, and the concurrency limit that keeps it there."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-capacity.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.report import render_capacity
     from dslogs.analyzer.usecases.analyze import capacity as run_capacity
@@ -346,7 +387,7 @@ def report_weekly(
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
-    _check_out(out)
+    _check_out(out, logs, thresholds, cache, previous)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.render.weekly import render_weekly
     from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
@@ -358,8 +399,10 @@ def report_weekly(
         return
     with progress.run("report weekly", quiet):
         model = _run(weekly, selection, week=week, previous=previous)
+    from dslogs.analyzer.core.textsafe import visible
+
     for note in model.get("notes") or []:
-        typer.echo(f"dslogs: note: {note}", err=True)
+        typer.echo(f"dslogs: note: {visible(str(note))}", err=True)
     text = render_weekly(model, format.value)
     if format is ReportFormat.html:
         _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
@@ -385,7 +428,8 @@ def diff(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
-    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"))
+    _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"), logs,
+               thresholds, cache)
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.model.diff import REGRESSION_PCT, has_regression
     from dslogs.analyzer.render.diff_html import render_diff
@@ -440,7 +484,7 @@ def query(
     session_attr: SessionAttrOpt = None,
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
-    _check_out(out)
+    _check_out(out, logs, cache)
     selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr)
     if engine is Engine.spark:
         from dslogs.analyzer.engines.spark.driver import spark_query
@@ -531,9 +575,11 @@ def render(
     from dslogs.analyzer.model.report import load_report_json
     from dslogs.analyzer.render.html import render_html
 
+    if not str(report_json).strip() or report_json.is_dir() or not report_json.name:
+        _fail(f"REPORT_JSON {str(report_json)!r}: not a file; give a report saved with `analyze --format json`")
     target = out or report_json.with_suffix(".html")
     _check_out(target)
-    if target.resolve() == report_json.resolve():
+    if target.exists() and target.resolve() == report_json.resolve():
         _fail(f"--out {target}: is the report being read; give another file")
     model = _run(load_report_json, report_json)
     _write_or_print(render_html(model), target)
@@ -643,28 +689,31 @@ def cache_cmd(
     import time
 
     from dslogs.analyzer.core.textsafe import visible
-    from dslogs.analyzer.ingest import cache_home, list_caches, prune_caches, remove_cache
+    from dslogs.analyzer.ingest import cache_home, clear_caches, list_caches, prune_caches
 
     if unused_days is not None and not prune:
         _fail("--unused-days goes with --prune")
     home = cache_home()
+    shown = visible(str(home))  # $XDG_CACHE_HOME is the environment's text, not ours
     if clear:
-        caches = [c for c in list_caches(home) if c["state"] in ("ok", "unreadable")]
-        freed = sum(remove_cache(Path(c["path"])) for c in caches)
-        typer.echo(f"removed {len(caches)} cache(s) from {home}, {freed / 1e6:,.1f} MB freed")
+        caches, busy = _run(clear_caches, home)
+        freed = sum(c["freed"] for c in caches)
+        for c in busy:
+            typer.echo(f"kept {visible(c['path'])}: in use by a running dslogs")
+        typer.echo(f"removed {len(caches)} cache(s) from {shown}, {freed / 1e6:,.1f} MB freed")
         return
     if prune:
-        removed = prune_caches(unused_days, time.time(), home)
+        removed = _run(prune_caches, unused_days, time.time(), home)
         for c in removed:
             typer.echo(f"removed {visible(c['path'])} ({c['freed'] / 1e6:,.1f} MB): {c['why']}")
         typer.echo(f"pruned {len(removed)} cache(s), {sum(c['freed'] for c in removed) / 1e6:,.1f} MB freed")
         return
-    caches = list_caches(home)
+    caches = _run(list_caches, home)
     if not caches:
-        typer.echo(f"no caches in {home}")
+        typer.echo(f"no caches in {shown}")
         return
     now = time.time()
-    typer.echo(f"{len(caches)} cache(s) in {home}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
+    typer.echo(f"{len(caches)} cache(s) in {shown}, {sum(c['bytes'] for c in caches) / 1e6:,.1f} MB:")
     for c in caches:
         age = (now - c["last_used"]) / 86400
         folder = visible(c["folder"]) if c["folder"] else "—"

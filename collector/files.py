@@ -249,10 +249,39 @@ class LogFiles:
         self._date = None
 
 
+# The gzip .tmp files this process is writing now. A process that ends on a signal removes
+# them first (its gzip thread dies with it, mid-file: nothing would ever finish them); a forked
+# child starts with none (the parent's are the parent's).
+_writing_tmp: set[str] = set()
+_ending = False
+
+
+def remove_tmp_in_progress() -> None:
+    """The process ends now: remove the gzip .tmp files being written, and start no other (the
+    plain log stays, and is gzipped by the next rotation's sweep or read as it is)."""
+    global _ending
+    _ending = True
+    for tmp in list(_writing_tmp):
+        _unlink_quiet(tmp)
+
+
+def _forked() -> None:
+    global _ending
+    _writing_tmp.clear()
+    _ending = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def gzip_file(path: str) -> bool:
     """Compress a closed log file to ``path.gz`` and remove it. The ``.gz`` appears (by rename)
     before the plain file goes, so a reader never finds neither; ``.tmp`` names match no log glob."""
+    if _ending:
+        return False
     tmp = f"{path}.gz.{os.getpid()}.tmp"
+    _writing_tmp.add(tmp)
     try:
         with open(path, "rb") as src, gzip.open(tmp, "wb", compresslevel=GZIP_LEVEL) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
@@ -265,6 +294,8 @@ def gzip_file(path: str) -> bool:
     except OSError:
         _unlink_quiet(tmp)
         raise
+    finally:
+        _writing_tmp.discard(tmp)
 
 
 # A gzip in progress rewrites its .tmp continuously; one left alone this long whose process is

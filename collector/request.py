@@ -186,18 +186,33 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=INFLIGHT.reset)
 
 
-def _gradio_queue_wait_ms() -> float | None:
-    """Gradio 6 with GRADIO_PROFILING=1 keeps the request's queue wait in a context variable
-    that its worker threads inherit; only read when the app imported gradio."""
+def _gradio_queue_wait_ms(gradio_request=None) -> float | None:
+    """The request's wait in Gradio's queue: with GRADIO_PROFILING=1, what Gradio keeps in a
+    context variable its worker threads inherit; otherwise, given the handler's ``gr.Request``,
+    from the enqueue time of its event among the queue's active jobs (the newest of its session).
+    Only read when the app imported gradio; None when neither is there."""
     if "gradio" not in sys.modules:
         return None
     try:
         profiling = sys.modules.get("gradio.profiling")
-        if profiling is None:
-            return None
-        trace = profiling.get_current_trace()
+        trace = profiling.get_current_trace() if profiling is not None else None
         ms = getattr(trace, "queue_wait_ms", None) if trace is not None else None
-        return float(ms) if ms is not None and ms >= 0 else None
+        if ms is not None and ms >= 0:
+            return float(ms)
+    except Exception:
+        pass
+    if gradio_request is None:
+        return None
+    try:
+        session = getattr(gradio_request, "session_hash", None)
+        app = gradio_request.request.app
+        queue = app.get_blocks()._queue
+        enqueued = [ev.enqueue_time for job in queue.active_jobs if job for ev in job
+                    if getattr(ev, "session_hash", None) == session]
+        if not enqueued:
+            return None
+        ms = (time.monotonic() - max(enqueued)) * 1000.0
+        return ms if ms >= 0 else None
     except Exception:
         return None
 
@@ -205,8 +220,9 @@ def _gradio_queue_wait_ms() -> float | None:
 class RequestSpan:
     """One user turn. ``with`` use is the explicit span; the HF helpers drive implicit ones."""
 
-    def __init__(self, tracer, session_id=None, request_id=None, fields=None, implicit=False):
+    def __init__(self, tracer, session_id=None, request_id=None, fields=None, implicit=False, gradio_request=None):
         self.tracer = tracer
+        self.gradio_request = gradio_request  # the handler's gr.Request: its queue wait is read from it
         self.session_id = session_id
         self.request_id = request_id
         self.fields = dict(fields or {})  # the request event's fields set so far
@@ -214,6 +230,7 @@ class RequestSpan:
         self.t0 = None  # perf_counter origin of duration_ms / ttft_ms
         self.offset_ms = 0.0  # time before t0 that belongs to the request (queue wait; tokenize)
         self.queue_ms = None
+        self._queue_inside = False  # the queue wait lies within the span's own clock (a gate)
         self.first_token = None  # perf_counter of the request's first generated token
         self.device = None
         self.probe_device = None
@@ -234,7 +251,8 @@ class RequestSpan:
                 self.t0 = time.perf_counter()
             self.done_before = INFLIGHT.before(lambda: self._snapshot(self.before, "before"))
             if read_queue:
-                q = _gradio_queue_wait_ms()
+                q = _gradio_queue_wait_ms(self.gradio_request)
+                self.gradio_request = None  # not kept past the read
                 if q is not None:
                     self.set_queue(q, source="gradio")
             if self.request_id is not None:
@@ -253,13 +271,17 @@ class RequestSpan:
         if self.inflight is None:
             self.inflight = INFLIGHT.enter()
 
-    def set_queue(self, ms: float, source: str | None = None, write: bool = True, **extra) -> None:
+    def set_queue(self, ms: float, source: str | None = None, write: bool = True, inside: bool = False,
+                  **extra) -> None:
         """The time the request waited before its handler ran: a ``queue`` event stamped at the
-        enqueue time, counted in this request's duration_ms and ttft_ms."""
-        if self.queue_ms is not None:
+        enqueue time, counted in this request's duration_ms and ttft_ms. ``inside``: the wait lies
+        within the span (a semaphore in the handler), already in its clock: not added again."""
+        if self.queue_ms is not None and not self._queue_inside:
             self.offset_ms -= self.queue_ms
         self.queue_ms = ms
-        self.offset_ms += ms
+        self._queue_inside = inside
+        if not inside:
+            self.offset_ms += ms
         if write:
             f = dict(extra, session_id=self.session_id, request_id=self.request_id)
             if source is not None:
@@ -354,3 +376,30 @@ def _drop_stale(reqs: dict) -> None:
             span.closed = True
             if span.inflight is not None:
                 INFLIGHT.exit()
+
+
+class Gate:
+    """``tracer.gate``: acquire a semaphore, record the wait as the request's queue wait. The
+    semaphore is acquired and released whatever the recording does; the recording never raises."""
+
+    def __init__(self, tracer, semaphore, session_id=None, request_id=None):
+        self.tracer, self.semaphore = tracer, semaphore
+        self.session_id, self.request_id = session_id, request_id
+
+    def __enter__(self):
+        t0 = time.perf_counter()
+        self.semaphore.acquire()
+        try:
+            ms = (time.perf_counter() - t0) * 1000.0
+            span = self.tracer._requests.get(self.request_id) if self.request_id is not None else None
+            if span is not None and not span.closed:
+                span.set_queue(ms, source="semaphore", inside=True)
+            else:
+                self.tracer.queue_wait(ms, session_id=self.session_id, request_id=self.request_id, source="semaphore")
+        except Exception:
+            pass
+        return self
+
+    def __exit__(self, et, ev, tb) -> bool:
+        self.semaphore.release()
+        return False

@@ -15,6 +15,7 @@ import time
 import weakref
 from collections import deque
 
+from dslogs_collector.files import remove_tmp_in_progress
 from dslogs_collector.schema import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 from dslogs_collector.values import LOG_EVENT_DEFAULT
 from dslogs_collector.writer import MAX_ERROR_MSG, Flush, Writer
@@ -290,14 +291,26 @@ class Tracer:
                                **generate_kwargs)
 
     # -- request spans (collector/request.py) -----------------------------------------------
-    def request(self, *, session_id=None, request_id=None, **fields):
+    def request(self, *, session_id=None, request_id=None, gradio_request=None, **fields):
         """``with tracer.request(session_id=s, request_id=r):`` around a whole handler: one
         ``request`` event at its exit, with duration_ms, ttft_ms, device, inflight, attempts and
         memory/RSS before and after; tokenize/generate/stream_generate with the same request_id
-        report into it. Reads Gradio's queue wait itself (GRADIO_PROFILING=1)."""
+        report into it. Reads Gradio's queue wait itself: with GRADIO_PROFILING=1, or from the
+        handler's ``gr.Request`` passed as ``gradio_request`` (its session_hash is then the
+        session id unless one is given)."""
         from dslogs_collector.request import RequestSpan
 
-        return RequestSpan(self, session_id, request_id, fields)
+        if session_id is None and gradio_request is not None:
+            session_id = getattr(gradio_request, "session_hash", None)
+        return RequestSpan(self, session_id, request_id, fields, gradio_request=gradio_request)
+
+    def gate(self, semaphore, *, session_id=None, request_id=None):
+        """``with tracer.gate(sem, request_id=r):`` acquires ``sem`` (a threading.Semaphore or
+        Lock the handler uses to bound concurrent generates) and records how long the request
+        waited for it as its queue wait (``source`` semaphore), inside its open request span."""
+        from dslogs_collector.request import Gate
+
+        return Gate(self, semaphore, session_id, request_id)
 
     def queue_wait(self, ms: float, *, session_id=None, request_id=None, source: str | None = None,
                    **fields) -> None:
@@ -487,6 +500,11 @@ def _on_signal(signum, frame):
     if callable(prev):
         return prev(signum, frame)
     if dies:
+        # A gzip still under way dies with the process: its .tmp goes first.
+        try:
+            remove_tmp_in_progress()
+        except Exception:
+            pass
         # The default action, so the exit status still says "killed by SIGTERM".
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

@@ -259,9 +259,11 @@ class Writer:
         except Exception:  # event_at() with a bad timestamp: now
             ts = time.time()
         tstr, date = self._fmt(ts)
-        if stage.__class__ is not str or len(stage) > MAX_KEY_CHARS:
+        # type(), not .__class__: a stage object whose attribute access raises must not cost
+        # the event (safe() writes it as its <TypeName>)
+        if type(stage) is not str or len(stage) > MAX_KEY_CHARS:
             s = safe(stage, (MAX_KEY_CHARS, 8, 1))
-            stage = s if s.__class__ is str else _encode(s)
+            stage = s if type(s) is str else _encode(s)
         head = f'{{"v":{SCHEMA_VERSION},"ts":"{tstr}","stage":{_encode(stage)},{self._idpart}'
         fields = rename_reserved(fields) if fields.__class__ is dict else {"fields_": fields}
         if dur is not None:

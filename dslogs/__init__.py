@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dslogs.analyzer import __version__
 
 if TYPE_CHECKING:
+    from datetime import date, datetime, timedelta, tzinfo
     from os import PathLike
 
     from dslogs._capacity import Capacity, Level, ProcessCapacity, Recommendation
@@ -78,25 +79,28 @@ def __getattr__(name: str) -> Any:
 
 def open(  # noqa: A001 - the library's verb, as in dslogs.open("./logs")
     paths: str | PathLike[str] | list[str | PathLike[str]],
-    since: str | None = None,
-    until: str | None = None,
-    tz: str | None = None,
+    since: str | datetime | date | timedelta | None = None,
+    until: str | datetime | date | timedelta | None = None,
+    tz: str | tzinfo | None = None,
     thresholds: str | PathLike[str] | None = None,
     engine: str = "duckdb",
     cache: str | PathLike[str] | None = None,
     use_cache: bool = True,
     session_attr: str | None = None,
+    prom_servers: str = "auto",
 ) -> Logs:
     """Open trace logs (folders, files or globs) for the window ``since``..``until``.
 
-    Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date;
+    Same arguments as ``dslogs analyze``: ``since``/``until`` as 30m, 12h, 1d, 7d or an ISO date,
+    or a ``datetime`` (naive: wall-clock time in ``tz``), a ``date`` or a ``timedelta`` (ago);
     ``tz`` for naive (legacy) timestamps; ``thresholds`` a TOML file of rule thresholds;
     ``engine`` "duckdb" or "spark" (the report only; DataFrames always come from DuckDB);
-    ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md)."""
+    ``session_attr`` the span attribute that names the session in OTLP traces (docs/interop.md);
+    ``prom_servers`` how Prometheus snapshots are told apart into servers (``--prom-servers``)."""
     from dslogs._logs import Logs
 
     return Logs(paths, since=since, until=until, tz=tz, thresholds=thresholds, engine=engine,
-                cache=cache, use_cache=use_cache, session_attr=session_attr)
+                cache=cache, use_cache=use_cache, session_attr=session_attr, prom_servers=prom_servers)
 
 
 def diff(

@@ -19,7 +19,12 @@ __all__ = ["Diff", "FindingChange", "MetricChange", "PercentileChange", "RateCha
 def _paths(side: Any) -> list[str]:
     if isinstance(side, (str, os.PathLike)):
         return [os.fspath(side)]
-    return [os.fspath(p) for p in side]
+    if isinstance(side, list | tuple) and side and all(isinstance(p, (str, os.PathLike)) for p in side):
+        return [os.fspath(p) for p in side]
+    from dslogs.analyzer.core.errors import UsageError
+
+    raise UsageError(f"diff: a side is {type(side).__name__}, expected logs or a saved report: a path or a "
+                     f"non-empty list of paths")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from dslogs.analyzer.core.errors import UsageError, one_line
@@ -20,14 +21,32 @@ if TYPE_CHECKING:
 # Fetching and converting it peaked at about 4.4 times its size over a 190 MB process
 # (bench/api_memory.py: one day of events, ~147 MiB of Arrow, 831 MB), so a view at the limit
 # stays near 1.1 GB, within the command line's 1.5 GB goal.
-FRAME_BUDGET_BYTES = int(os.environ.get("DSLOGS_FRAME_BUDGET_MB", "200")) << 20
+# DSLOGS_FRAME_BUDGET_MB changes it (MiB, read when a view is fetched); a value set here wins.
+FRAME_BUDGET_BYTES: int | None = None
 ROWS_PER_BATCH = 100_000
 
 
-def _paths(paths: Any) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
+def frame_budget() -> int:
+    """The byte budget of one view's DataFrame: FRAME_BUDGET_BYTES, else DSLOGS_FRAME_BUDGET_MB
+    (MiB, a decimal allowed, an M/MB/MiB suffix tolerated; default 200); UsageError otherwise."""
+    if FRAME_BUDGET_BYTES is not None:
+        return FRAME_BUDGET_BYTES
+    raw = os.environ.get("DSLOGS_FRAME_BUDGET_MB", "200")
+    text = raw.strip()
+    for suffix in ("MiB", "MB", "M", "mib", "mb", "m"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)].strip()
+            break
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not 0 < mib < 2**40:
+        from dslogs.analyzer.core.textsafe import visible
+
+        raise UsageError(f"DSLOGS_FRAME_BUDGET_MB={visible(raw)!r}: expected a number of MiB above 0, "
+                         f"such as 200 or 1.5")
+    return int(mib * 2**20)
 
 
 class Logs:
@@ -37,12 +56,18 @@ class Logs:
     ``events``, ``requests`` and ``sessions`` are pandas DataFrames of the views that
     ``dslogs query`` reads, computed on first access and kept; ``relation(view)`` gives the
     DuckDB relation instead, for data too big for a DataFrame. Every SQL run here goes through
-    the read-only sandbox of ``dslogs query``."""
+    the read-only sandbox of ``dslogs query``.
 
-    def __init__(self, paths: Any, *, since: str | None = None, until: str | None = None,
-                 tz: str | None = None, thresholds: str | os.PathLike[str] | None = None,
+    Safe to share between threads for reading: one lock orders every use of the one DuckDB
+    connection (a DuckDB connection answers one statement at a time; two threads on it got each
+    other's rows), so threads take turns. A ``relation`` is the exception: it runs on the
+    connection when it is fetched, so fetch it in the thread that made it, or make one per
+    thread."""
+
+    def __init__(self, paths: Any, *, since: Any = None, until: Any = None,
+                 tz: Any = None, thresholds: str | os.PathLike[str] | None = None,
                  engine: str = "duckdb", cache: str | os.PathLike[str] | None = None,
-                 use_cache: bool = True, session_attr: str | None = None) -> None:
+                 use_cache: bool = True, session_attr: str | None = None, prom_servers: str = "auto") -> None:
         from dslogs.analyzer.core.selection import Selection
         from dslogs.analyzer.engines.registry import ENGINE_MODULES
 
@@ -50,9 +75,11 @@ class Logs:
             raise UsageError(f"unknown engine {engine!r}; valid: {', '.join(ENGINE_MODULES)}")
         # built once, as the command line builds it: a bad since/until or a typo in the
         # thresholds file fails here, before any log is read
-        self.selection = Selection.build(_paths(paths), since=since, until=until, tz=tz,
+        self.selection = Selection.build(paths, since=since, until=until, tz=tz,
                                          session_attr=session_attr, thresholds_file=thresholds,
-                                         cache=cache, use_cache=use_cache, engine=engine)
+                                         cache=cache, use_cache=use_cache, engine=engine,
+                                         prom_servers=prom_servers)
+        frame_budget()  # a bad DSLOGS_FRAME_BUDGET_MB is said now, not at the first DataFrame
         self.paths = list(self.selection.paths)
         self.since, self.until, self.tz = since, until, tz
         self.thresholds_file = self.selection.thresholds_file
@@ -63,11 +90,16 @@ class Logs:
         self.thresholds: dict[str, Any] = self.selection.threshold_tables()
         self._db: LogSet | None = None
         self._frames: dict[str, pd.DataFrame] = {}
+        self._lock = threading.RLock()
         self._open()
 
     # -- the connection ---------------------------------------------------------------------
 
     def _open(self) -> LogSet:
+        with self._lock:
+            return self._open_locked()
+
+    def _open_locked(self) -> LogSet:
         if self._db is None:
             from dslogs.analyzer import ingest
 
@@ -79,9 +111,10 @@ class Logs:
 
     def close(self) -> None:
         """Release the DuckDB connection (DataFrames already computed stay)."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def __enter__(self) -> Logs:
         return self
@@ -92,11 +125,13 @@ class Logs:
     @property
     def ingest(self) -> dict[str, Any]:
         """What was read: files, events, bad lines (with samples), skipped files."""
-        return dict(self._open().ingest)
+        with self._lock:
+            return dict(self._open().ingest)
 
     @property
     def files(self) -> list[str]:
-        return list(self._open().files)
+        with self._lock:
+            return list(self._open().files)
 
     def __repr__(self) -> str:
         ingest = self._db.ingest if self._db is not None else {}
@@ -124,9 +159,10 @@ class Logs:
     def relation(self, view: str = "requests") -> duckdb.DuckDBPyRelation:
         """The DuckDB relation of a view, to filter and aggregate before fetching
         (``.filter(...)``, ``.aggregate(...)``, ``.df()``, ``.arrow()``)."""
-        if view not in VIEWS:
+        if not isinstance(view, str) or view not in VIEWS:
             raise UsageError(f"unknown view {view!r}; valid: {', '.join(VIEWS)}")
-        relation: duckdb.DuckDBPyRelation = self._open().con.table(view)
+        with self._lock:
+            relation: duckdb.DuckDBPyRelation = self._open().con.table(view)
         return relation
 
     def query(self, sql: str, **params: Any) -> pd.DataFrame:
@@ -137,7 +173,10 @@ class Logs:
         need("pandas", "Logs.query")
         from dslogs.analyzer.ingest import user_cursor
 
-        return _frame(user_cursor(self._open(), sql, params=params or None))
+        if not isinstance(sql, str):
+            raise UsageError(f"query: sql is {type(sql).__name__}, expected one SQL statement as a str")
+        with self._lock:
+            return _frame(user_cursor(self._open(), sql, params=params or None))
 
     def session(self, id_or_prefix: str, timeline: bool = False) -> pd.DataFrame:
         """One session's events in time order (``timeline``: one row per request, as
@@ -147,11 +186,19 @@ class Logs:
         need("pandas", "Logs.session")
         from dslogs.analyzer.ingest import execute, resolve_session, session_sql
 
-        db = self._open()
-        session_id = resolve_session(db, id_or_prefix)
-        return _frame(execute(db, session_sql(timeline), [session_id]))
+        if not isinstance(id_or_prefix, str):
+            raise UsageError(f"session: id_or_prefix is {type(id_or_prefix).__name__} {id_or_prefix!r}, "
+                             f"expected a session id or a prefix of one (str)")
+        with self._lock:
+            db = self._open()
+            session_id = resolve_session(db, id_or_prefix)
+            return _frame(execute(db, session_sql(timeline), [session_id]))
 
     def _view(self, view: str) -> pd.DataFrame:
+        with self._lock:
+            return self._view_locked(view)
+
+    def _view_locked(self, view: str) -> pd.DataFrame:
         if view not in self._frames:
             from dslogs._extras import need
 
@@ -160,14 +207,15 @@ class Logs:
             db = self._open()
             # fetched in batches and counted as they come, so a view too big for a DataFrame is
             # refused before it is all in memory
+            budget = frame_budget()
             reader = db.con.sql(f"SELECT * FROM {view}").to_arrow_reader(ROWS_PER_BATCH)
             batches: list[Any] = []
             size = 0
             for batch in reader:
                 size += batch.nbytes
-                if size > FRAME_BUDGET_BYTES:
+                if size > budget:
                     raise UsageError(
-                        f"logs.{view} is more than {FRAME_BUDGET_BYTES / 2**20:,.0f} MiB of data "
+                        f"logs.{view} is more than {budget / 2**20:,.1f} MiB of data "
                         f"(stopped after {sum(b.num_rows for b in batches):,} rows), too big for "
                         f"a DataFrame here: use logs.relation({view!r}) to filter or aggregate in "
                         f"DuckDB first, or narrow the window (since/until); "
@@ -188,16 +236,18 @@ class Logs:
 
         # analyze opens the logs (and their cache file) on the selection's engine itself: this
         # connection lets go of the cache first, and is opened again when next needed.
-        self.close()
-        return Report(analyze(self.selection))
+        with self._lock:
+            self.close()
+            return Report(analyze(self.selection))
 
     def capacity(self) -> Capacity:
         """How many requests in flight the service holds (``dslogs capacity``), as a ``Capacity``."""
         from dslogs._capacity import Capacity
         from dslogs.analyzer.usecases.analyze import capacity
 
-        self.close()  # as report(): capacity opens the logs (and their cache file) itself
-        return Capacity(capacity(self.selection))
+        with self._lock:
+            self.close()  # as report(): capacity opens the logs (and their cache file) itself
+            return Capacity(capacity(self.selection))
 
 
 def _frame(cur: Any) -> pd.DataFrame:

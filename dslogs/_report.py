@@ -189,4 +189,6 @@ def inline_frame(page: str, title: str) -> str:
 def load(path: str | os.PathLike[str]) -> Report:
     from dslogs.analyzer.model.report import load_report_json
 
+    if not isinstance(path, str | os.PathLike):
+        raise UsageError(f"load_report: path is {type(path).__name__}, expected a path (str or os.PathLike)")
     return Report(load_report_json(path))

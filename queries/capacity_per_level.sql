@@ -38,7 +38,9 @@ WITH RECURSIVE r0 AS (
         -- a TTFT that leaves decode some time (one reported at the end, as a non-streaming server may)
         CASE WHEN e2e_ms - ttft_ms > 0 THEN least(e2e_ms - ttft_ms, e2e_ms - coalesce(queue_ms, 0))
              ELSE e2e_ms - coalesce(queue_ms, 0) END AS decode_ms,
-        inflight, ttft_ms, ttft_ms - coalesce(queue_ms, 0) AS service_ttft_ms, tpot_ms, e2e_ms, queue_ms, output_len,
+        -- the request itself is running: an inflight below 1 is no level, the intervals give it
+        CASE WHEN inflight >= 1 THEN inflight END AS inflight,
+        ttft_ms, ttft_ms - coalesce(queue_ms, 0) AS service_ttft_ms, tpot_ms, e2e_ms, queue_ms, output_len,
         greatest(reserved_mb_before, reserved_mb_after) AS reserved_mb,
         greatest(allocated_mb_before, allocated_mb_after) AS allocated_mb,
         gpu_util_pct,

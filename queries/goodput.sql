@@ -1,7 +1,7 @@
 -- Goodput: share of requests that succeeded and met every SLO (ttft_ms <= $slo_ttft_ms and
 -- tpot_ms <= $slo_tpot_ms; a request with one output token has no tpot and meets that SLO).
 -- Unit: fraction 0..1, NULL when no request has a measured ttft (legacy logs).
--- Also the request counts (requests, ok, errors). Source: docs/rules.md ([slo] defaults
+-- Also the request counts (requests, ok, errors, slo_missed). Source: docs/rules.md ([slo] defaults
 -- 1000 / 130 ms, article 003 §5.2).
 -- params: slo_ttft_ms, slo_tpot_ms
 SELECT
@@ -9,6 +9,10 @@ SELECT
     sum(CASE WHEN coalesce(is_error, false) THEN 0 ELSE 1 END) AS ok,
     sum(CASE WHEN coalesce(is_error, false) THEN 1 ELSE 0 END) AS errors,
     count(ttft_ms) AS ttft_measured,
+    -- answered, with a measured TTFT, and over an SLO: the requests the users waited too long for
+    sum(CASE WHEN NOT coalesce(is_error, false) AND ttft_ms IS NOT NULL
+              AND (ttft_ms > $slo_ttft_ms OR tpot_ms > $slo_tpot_ms)
+             THEN 1 ELSE 0 END) AS slo_missed,
     sum(CASE WHEN NOT coalesce(is_error, false)
               AND ttft_ms <= $slo_ttft_ms
               AND (tpot_ms IS NULL OR tpot_ms <= $slo_tpot_ms)

@@ -28,6 +28,8 @@ from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS, simulate_c
 from dslogs.analyzer.simulate.scenarios import HOST, PROCESS  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
+import otlp_samples  # noqa: E402
+import prom_samples  # noqa: E402
 import vllm_sample  # noqa: E402
 
 SEED = 2026
@@ -115,6 +117,21 @@ def generate(root: Path) -> None:
     if (target / "truth.json").is_file():
         made.append(({"folder": "vllm", "fmt": "OTLP + Prometheus", "hosts": 1},
                      json.loads((target / "truth.json").read_text(encoding="utf-8"))))
+    for name, truth in prom_samples.generate(root, SEED).items():
+        (root / name / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        made.append(({"folder": name, "fmt": "Prometheus", "hosts": len(truth["servers"])}, truth))
+    for name, make in otlp_samples.GENERATORS.items():
+        target = root / name
+        if otlp_samples.available():
+            if target.exists():
+                shutil.rmtree(target)
+            truth = make(target, SEED)
+            (target / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        else:
+            print(f"{target}: not regenerated, it needs {otlp_samples.NEEDS}", file=sys.stderr)
+        if (target / "truth.json").is_file():
+            made.append(({"folder": name, "fmt": "OTLP", "hosts": 1},
+                         json.loads((target / "truth.json").read_text(encoding="utf-8"))))  # fmt: skip
     (root / "README.md").write_text(readme(made), encoding="utf-8")
 
 
@@ -153,10 +170,16 @@ def _expect(truth: dict) -> str:
             "capacity_small": "no finding; the capacity section has too little traffic for a recommendation",
         }[name]
         parts.append(extra)
+    if truth.get("generator") == "scripts/prom_samples.py":
+        parts.append(prom_samples.expect(truth))
     if truth.get("generator") == "scripts/vllm_sample.py":
         waiting = truth["scenarios"]["queue_wait"]["details"]["max_waiting"]
         parts.append(f"{truth['events']} `llm_request` spans and {truth['snapshots']} snapshots; the server "
                      f"metrics section charts `vllm:num_requests_waiting` rising to {waiting}; 2 aborts as errors")
+    if str(truth.get("generator", "")).startswith("scripts/otlp_samples.py"):
+        parts.append(f"nothing; {truth['requests']} requests ({truth['errors']} errors) of {truth['format']} "
+                     f"spans, {truth['input_tokens']:,}/{truth['output_tokens']:,} tokens in/out, e2e p50 "
+                     f"{truth['e2e_ms']['p50']:,.0f} ms, TTFT p50 {truth['ttft_ms']['p50']:,.0f} ms")
     return "<br>".join(parts) or "nothing: every rule passes"
 
 
@@ -209,6 +232,20 @@ the others and stay quiet.
   engine with a small KV cache is overloaded for five minutes (09:08–09:13 UTC): requests wait for
   KV blocks, so `queue_wait` fires and the server's waiting-requests gauge rises. The events
   column counts spans; the spans carry no session id, so it has no sessions.
+- `tgi/` and `llamacpp/` are `/metrics` scrapes every minute, rebuilt from each project's source
+  (`scripts/prom_samples.py`, tests/prom_helpers.py): two TGI replicas (`tgi-node01-…`,
+  `tgi-node02-…`, two servers) and one llama.cpp server whose `n_busy_slots_per_decode` (TYPE
+  counter, an average) falls as load drops, which is no restart. `truth.json` holds the requests
+  and tokens put in over the window; the hosts column counts servers.
+- `openinference/` and `genai_agents/` are LLM apps traced by today's conventions
+  (`scripts/otlp_samples.py`, with the `test` extra installed): a documentation assistant traced
+  by OpenInference (the real `openinference-instrumentation-openai` around the `openai` client,
+  each turn an AGENT span holding a CHAIN span and two LLM calls, the answer streamed; two HTTP
+  500s), and a support agent traced with the OpenTelemetry GenAI conventions (`invoke_agent`
+  spans holding `create_agent`, `chat` and `execute_tool` spans, half the chats in the deprecated
+  token names; one finish reason `error`). Only the LLM and chat spans are requests; the events
+  column counts them; their truth.json holds the requests, errors, sessions, token totals and
+  TTFT/e2e percentiles put in.
 - "healthy" sessions stay clearly inside every threshold of docs/rules.md; a fault is injected into
   some sessions (session rules), one host (host rules) or all traffic (global rules).
 

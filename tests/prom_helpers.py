@@ -114,3 +114,156 @@ def tgi_text(durations: list[float], queue_size: int, batch_size: int, buckets: 
     out.append(f'tgi_request_duration_bucket{{le="+Inf"}} {len(durations)}\n')
     out.append(f"tgi_request_duration_sum {sum(durations)}\ntgi_request_duration_count {len(durations)}\n")
     return "".join(out)
+
+
+def _rust(x: float) -> str:
+    """An f64 as Rust's ``Display`` writes it (the shortest round trip, never an exponent)."""
+    if float(x).is_integer():
+        return str(int(x))
+    text = repr(float(x))
+    return format(float(x), "f") if "e" in text else text
+
+
+def _tgi_histogram(name: str, values: list[float], buckets: list[float], labels: str = "") -> str:
+    sep = "," if labels else ""
+    out = [f"# TYPE {name} histogram\n"]
+    for le in buckets:
+        out.append(f'{name}_bucket{{{labels}{sep}le="{_rust(le)}"}} {sum(v <= le for v in values)}\n')
+    out.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {len(values)}\n')
+    tail = f"{{{labels}}}" if labels else ""
+    out.append(f"{name}_sum{tail} {_rust(sum(values))}\n{name}_count{tail} {len(values)}\n\n")
+    return "".join(out)
+
+
+class TgiServer:
+    """TGI's router /metrics (text-generation-inference 3.3.6-dev0, router/src/server.rs and
+    backends/v3/src: ``metrics::counter!`` / ``histogram!`` / ``gauge!``), rendered as the Rust
+    ``metrics-exporter-prometheus`` 0.15 renders them: a counter under its own name (``tgi_request_count``,
+    no ``_total``), histograms with the buckets ``server.rs`` sets (a 1.5x geometric series from
+    0.00015 s for every ``*duration``, max_input_tokens/100 steps for the input length,
+    max_total_tokens/100 for generated tokens), and a histogram without buckets
+    (``tgi_request_skipped_tokens``) as a summary with quantiles 0..1."""
+
+    DURATION = [0.0001 * 1.5 ** (i + 1) for i in range(35)]
+
+    def __init__(self, max_input_tokens: int = 4096, max_total_tokens: int = 8192):
+        self.input_buckets = [max_input_tokens / 100 * (x + 1) for x in range(100)]
+        self.generated_buckets = [max_total_tokens / 100 * (x + 1) for x in range(100)]
+        self.requests = 0
+        self.success = 0
+        self.failure: dict[str, int] = {}
+        self.duration: list[float] = []
+        self.queue: list[float] = []
+        self.per_token: list[float] = []
+        self.input_length: list[int] = []
+        self.generated: list[int] = []
+        self.skipped: list[int] = []
+        self.queue_size = 0
+        self.batch_size = 0
+
+    def finish(self, duration: float, queued: float, prompt: int, generated: int) -> None:
+        """What ``generate`` records for a request that succeeds (server.rs)."""
+        self.requests += 1
+        self.success += 1
+        self.duration.append(duration)
+        self.queue.append(queued)
+        self.per_token.append((duration - queued) / max(generated, 1))
+        self.input_length.append(prompt)
+        self.generated.append(generated)
+        self.skipped.append(0)
+
+    def fail(self, err: str = "validation") -> None:
+        self.requests += 1
+        self.failure[err] = self.failure.get(err, 0) + 1
+
+    def text(self) -> str:
+        out = ["# HELP tgi_request_count Total number of requests\n# TYPE tgi_request_count counter\n"
+               f"tgi_request_count {self.requests}\n\n",
+               "# HELP tgi_request_success Number of successful requests\n# TYPE tgi_request_success counter\n"
+               f"tgi_request_success {self.success}\n\n"]  # fmt: skip
+        if self.failure:
+            out.append("# TYPE tgi_request_failure counter\n")
+            out += [f'tgi_request_failure{{err="{e}"}} {n}\n' for e, n in sorted(self.failure.items())]
+            out.append("\n")
+        out.append(f"# HELP tgi_queue_size Current queue size\n# TYPE tgi_queue_size gauge\n"
+                   f"tgi_queue_size {_rust(self.queue_size)}\n\n")  # fmt: skip
+        out.append(f"# HELP tgi_batch_current_size Current batch size\n# TYPE tgi_batch_current_size gauge\n"
+                   f"tgi_batch_current_size {_rust(self.batch_size)}\n\n")  # fmt: skip
+        out.append(_tgi_histogram("tgi_request_duration", self.duration, self.DURATION))
+        out.append(_tgi_histogram("tgi_request_queue_duration", self.queue, self.DURATION))
+        out.append(_tgi_histogram("tgi_request_mean_time_per_token_duration", self.per_token, self.DURATION))
+        out.append(_tgi_histogram("tgi_request_input_length", self.input_length, self.input_buckets))
+        out.append(_tgi_histogram("tgi_request_generated_tokens", self.generated, self.generated_buckets))
+        ordered = sorted(self.skipped)
+        out.append("# TYPE tgi_request_skipped_tokens summary\n")
+        for q in ("0", "0.5", "0.9", "0.95", "0.99", "0.999", "1"):
+            v = ordered[min(len(ordered) - 1, int(float(q) * len(ordered)))] if ordered else 0
+            out.append(f'tgi_request_skipped_tokens{{quantile="{q}"}} {_rust(v)}\n')
+        out.append(f"tgi_request_skipped_tokens_sum {_rust(sum(self.skipped))}\n"
+                   f"tgi_request_skipped_tokens_count {len(self.skipped)}\n\n")  # fmt: skip
+        return "".join(out)
+
+    def scrape(self, folder: Path, name: str) -> Path:
+        path = Path(folder) / name
+        path.write_text(self.text())
+        return path
+
+
+class LlamaCppServer:
+    """llama.cpp's ``llama-server --metrics`` (examples/server/server.cpp at ggml-org/llama.cpp
+    03d4bccb685f1fff604c56abe4cddf0348c26417, ``handle_metrics``): the server writes the text
+    itself, a HELP and a TYPE line per metric, counters first (the JSON object's keys in order),
+    every value through ``std::ostream <<`` of a double (six significant digits: 1234567 is
+    ``1.23457e+06``). ``n_busy_slots_per_decode`` is an average (busy slots over decode calls
+    since start) exposed with TYPE counter: it falls when fewer slots are busy."""
+
+    def __init__(self, n_ctx: int = 8192):
+        self.n_ctx = n_ctx
+        self.prompt_total = 0
+        self.prompt_ms = 0.0
+        self.predicted_total = 0
+        self.predicted_ms = 0.0
+        self.n_decode = 0
+        self.busy_slots = 0
+        self.processing = 0
+        self.deferred = 0
+        self.kv_tokens = 0
+
+    def serve(self, requests: list[tuple[int, int]], slots: int) -> None:
+        """``requests`` (prompt, predicted tokens), ``slots`` at a time: one llama_decode per
+        step, each step one token for every busy slot."""
+        for i in range(0, len(requests), slots):
+            batch = requests[i:i + slots]
+            self.prompt_total += sum(p for p, _ in batch)
+            self.prompt_ms += sum(p for p, _ in batch) * 0.4
+            self.n_decode += 1  # the prompts' batch
+            self.busy_slots += len(batch)
+            for step in range(max(n for _, n in batch)):
+                busy = sum(1 for _, n in batch if n > step)
+                self.n_decode += 1
+                self.busy_slots += busy
+                self.predicted_total += busy
+                self.predicted_ms += 25.0
+
+    def text(self) -> str:
+        g = "{:g}".format
+        counters = [("prompt_tokens_total", "Number of prompt tokens processed.", self.prompt_total),
+                    ("prompt_seconds_total", "Prompt process time", int(self.prompt_ms) / 1e3),
+                    ("tokens_predicted_total", "Number of generation tokens processed.", self.predicted_total),
+                    ("tokens_predicted_seconds_total", "Predict process time", int(self.predicted_ms) / 1e3),
+                    ("n_decode_total", "Total number of llama_decode() calls", self.n_decode),
+                    ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+                     self.busy_slots / max(self.n_decode, 1))]  # fmt: skip
+        gauges = [("prompt_tokens_seconds", "Average prompt throughput in tokens/s.", 2500.0),
+                  ("predicted_tokens_seconds", "Average generation throughput in tokens/s.", 40.0),
+                  ("kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", self.kv_tokens / self.n_ctx),
+                  ("kv_cache_tokens", "KV-cache tokens.", self.kv_tokens),
+                  ("requests_processing", "Number of requests processing.", self.processing),
+                  ("requests_deferred", "Number of requests deferred.", self.deferred)]  # fmt: skip
+        return "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {kind}\nllamacpp:{n} {g(float(v))}\n"
+                       for kind, rows in (("counter", counters), ("gauge", gauges)) for n, h, v in rows)  # fmt: skip
+
+    def scrape(self, folder: Path, name: str) -> Path:
+        path = Path(folder) / name
+        path.write_text(self.text())
+        return path

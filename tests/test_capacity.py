@@ -244,3 +244,36 @@ def test_diff_shows_both_capacity_curves(tmp_path):
     text = render_markdown_diff(model)
     assert "knee 3 → 4; recommended limit 3 → 4; MiB per request in flight" in text
     assert "| in flight | requests | tokens/s | TPOT p95 (ms) | peak reserved (MiB) |" in text
+
+
+def test_min_levels_zero_with_only_sparse_levels(tmp_path):
+    """A thresholds file with ``min_levels = 0`` (an IndexError when no level was dense): no
+    recommendation, the need said; through ``dslogs capacity`` exit 0."""
+    th = {k: dict(v) for k, v in defaults().items()}
+    th["concurrency_cliff"].update(min_levels=0, min_requests=0)
+    rows = [{"host": "h", "pid": 1, "level": lv, "requests": 3, "tokens_per_s": 10.0 * lv} for lv in (1, 2, 3)]
+    out = process_curve(rows, th)
+    assert out["recommendation"] is None and "0 such levels (1 more needed)" in out["needs"]
+    _ramp_trace(tmp_path / "logs", steps=3, minutes_per_step=2)
+    (tmp_path / "t.toml").write_text("[concurrency_cliff]\nmin_levels = 0\nmin_requests = 0\n"
+                                     "min_level_requests = 100000\n")  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "dslogs", "capacity", str(tmp_path / "logs"), "--no-cache",
+                          "--thresholds", str(tmp_path / "t.toml"), "--format", "json"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("bad", [-5, 0])
+def test_inflight_below_one_is_no_level(tmp_path, bad):
+    """An ``inflight`` of -5 or 0 (the request itself is running: at least 1) is not drawn as a
+    level: the request's level comes from the intervals, as without the field."""
+    _ramp_trace(tmp_path / "logs", steps=3, minutes_per_step=2)
+    path = tmp_path / "logs" / "ds15b_20261120.jsonl.gz"
+    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    requests = [e for e in lines if e["stage"] == "request"]
+    for e in requests[::3]:
+        e["inflight"] = bad
+    path.write_bytes(gzip.compress("".join(json.dumps(e) + "\n" for e in lines).encode()))
+    (cap,) = _model(tmp_path / "logs")["capacity"]
+    levels = [lv["level"] for lv in cap["levels"]]
+    assert min(levels) >= 1 and sum(lv["requests"] for lv in cap["levels"]) == len(requests)

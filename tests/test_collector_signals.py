@@ -174,3 +174,43 @@ def test_stale_gzip_temporaries_of_dead_processes_are_removed_at_start(tmp_path)
     for key in ("alive", "fresh", "other_prefix", "log"):
         assert names[key] in left, key
     assert "removed 2 unfinished gzip file(s)" in stderr.getvalue(), stderr.getvalue()
+
+
+FORKED_GZIP = r"""
+import os, random, sys, time
+import dslogs_collector.files as files
+from dslogs_collector import Tracer
+
+files.GZIP_LEVEL = 9  # slow gzip of incompressible lines: a backlog still under way at SIGTERM
+t = Tracer(sys.argv[1], max_bytes=4_000_000, gzip=True, health_interval_s=3600, queue_size=100000)
+t.event("decode", 1.0, session_id="parent")
+pid = os.fork()
+if pid == 0:
+    rng = random.Random(1)
+    pads = [rng.randbytes(600).hex() for _ in range(64)]
+    i = 0
+    while True:
+        t.event("decode", 1.0, session_id="child", i=i, pad=pads[i % 64])
+        i += 1
+        if i % 500 == 0:
+            time.sleep(0.0005)
+else:
+    time.sleep(float(sys.argv[2]))
+    os.kill(pid, 15)
+    _, status = os.waitpid(pid, 0)
+    t.close()
+    print(os.WIFSIGNALED(status) and os.WTERMSIG(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_killed_while_gzipping_leaves_no_tmp(tmp_path):
+    """A forked child whose rotated files are still being gzipped when SIGTERM ends it (its close
+    gives up after SIGNAL_FLUSH_TIMEOUT_S): no ``*.jsonl.gz.<pid>.tmp`` stays in the log folder.
+    About 5 s."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-c", FORKED_GZIP, str(tmp_path), "3"], env=env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "15", (r.stdout, r.stderr)
+    assert list(tmp_path.glob("*.jsonl.gz")), "no rotation was gzipped: the case did not happen"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -294,3 +294,21 @@ def test_values_whose_attribute_access_raises_are_written_as_placeholders(tmp_pa
     assert ev[2]["duration_ms_"] == "<unreadable>"
     health = [x for x in lines if x.get("stage") == "collector"]
     assert health and all(x.get("dropped", 0) == 0 for x in health), health
+
+
+def test_a_stage_whose_attribute_access_raises_is_written_as_its_type_name(tmp_path):
+    """The same contract for the stage itself and for the ids: the event is written, the value as
+    <TypeName>; nothing is dropped."""
+    t = Tracer(tmp_path, handle_signals=False)
+    t.event(_RaisingGetattribute(), 5.0, session_id="s1")
+    t.event(_RaisingClass(), 5.0, session_id="s2")
+    t.event("decode", 5.0, session_id=_RaisingClass(), request_id=_RaisingGetattribute())
+    t.close()
+    lines = read_lines(tmp_path)
+    ev = data_events(lines)
+    assert [(e["stage"], e["session_id"]) for e in ev] == [
+        ("<_RaisingGetattribute>", "s1"), ("<_RaisingClass>", "s2"), ("decode", "<_RaisingClass>")]
+    assert ev[2]["request_id"] == "<_RaisingGetattribute>"
+    validate(ev[2])  # (a stage outside the schema's list is not a valid v1 event, but is kept)
+    health = [x for x in lines if x.get("stage") == "collector"]
+    assert health and all(x.get("dropped", 0) == 0 for x in health), health

@@ -160,7 +160,7 @@ def test_memory_findings_carry_the_requests_that_kept_memory():
     from dslogs.analyzer.render.html import render_html
 
     page = render_html(model)
-    assert page.count('class="kept-chart"') == len(ev["requests"]) and "Attribution by request" in page
+    assert page.count('class="kept-chart"') == len(ev["requests"]) and "How a session is told apart" in page
 
 
 def test_host_ram_findings_carry_the_requests_that_kept_it():

@@ -164,8 +164,10 @@ def test_memory_per_session_reads_by_turn_and_stays_in_its_chart(browser, tmp_pa
     page = loaded.page
     try:
         axis = _axis(page, "chart-memory_timeline")
-        assert axis["title"] == ["sample in the session (one per turn)"]
+        assert axis["title"] == ["turn in the session (one point per turn with a reading)"]
         assert axis["labels"] and all(re.fullmatch(r"\d+", t) for t in axis["labels"]), axis
+        # the turns the data has, from 1, not a scale rounded up to 10
+        assert [int(t) for t in axis["labels"]] == list(range(1, len(axis["labels"]) + 1)), axis
         # every session's line lies inside the plot, none runs off as a near-vertical stroke
         inside = page.evaluate("""() => {
             const svg = document.querySelector('#chart-memory_timeline svg');

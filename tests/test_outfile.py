@@ -3,6 +3,7 @@ path it cannot write is one stderr line naming it, exit 2, nothing half-written 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -199,3 +200,141 @@ def test_out_is_checked_before_the_logs_are_read(tmp_path, command):
     out = tmp_path / "no" / "r.html"
     r = CliRunner().invoke(app, [command, str(tmp_path / "no-logs-here"), "--no-cache", "--out", str(out)])
     _one_line(r, str(out), "folder does not exist")
+
+
+def _private_device(folder: Path) -> Path | None:
+    """A character device of our own (the null device's numbers) inside ``folder``: replacing it
+    harms nothing else. Only root can make one; None elsewhere."""
+    if not IS_ROOT:
+        return None
+    node = folder / "private-null"
+    try:
+        os.mknod(node, 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    except OSError:
+        return None
+    return node
+
+
+def _refused(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (an --out path that cannot be written in place, the words its refusal names)."""
+    import socket
+    import stat as st
+
+    found: dict[str, tuple[Path, str]] = {}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    found["fifo-nobody-reads"] = (fifo, "a FIFO nobody reads")
+    (tmp_path / "to-fifo").symlink_to(fifo)
+    found["link-to-fifo-nobody-reads"] = (tmp_path / "to-fifo", "a FIFO nobody reads")
+    sock_path = tmp_path / "sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    sock.close()
+    assert st.S_ISSOCK(os.lstat(sock_path).st_mode)
+    found["socket"] = (sock_path, "a socket, not a regular file")
+    return found
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_special_file_is_never_replaced(logs, report, tmp_path, command):
+    """A FIFO nobody reads, a socket or a link to one stays what it is: one line, exit 2. (A
+    FIFO's reader is looked for only at the write, so the run's notes may come before it.)"""
+    for name, (path, words) in _refused(tmp_path).items():
+        before = os.lstat(path).st_mode
+        target_before = os.stat(path).st_mode
+        r = CliRunner().invoke(app, _commands(logs, report, str(path))[command])
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        errors = [x for x in r.output.splitlines() if x.strip() and not x.startswith("dslogs: note:")]
+        assert len(errors) == 1 and errors[0].startswith(f"dslogs: error: --out {path}") and words in errors[0], r.output
+        assert os.lstat(path).st_mode == before and os.stat(path).st_mode == target_before, name
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_device_is_written_in_place_never_replaced(logs, report, tmp_path, command):
+    """``--out /dev/null`` (a CI line that wants only the exit status) works and /dev/null stays
+    the null device, as root too; so does a link to it, and, as root, a device node of our own."""
+    import stat as st
+
+    targets = [Path("/dev/null")]
+    (tmp_path / "to-null").symlink_to("/dev/null")
+    targets.append(tmp_path / "to-null")
+    device = _private_device(tmp_path)
+    if device is not None:
+        targets.append(device)
+    for path in targets:
+        r = CliRunner().invoke(app, _commands(logs, report, str(path))[command])
+        assert r.exit_code == 0, r.output
+        assert st.S_ISCHR(os.stat(path).st_mode), path
+        assert st.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert _listing(tmp_path) == sorted(["to-null"] + (["private-null"] if device is not None else []))
+
+
+def test_a_fifo_with_a_reader_gets_the_output(logs, tmp_path):
+    """A FIFO someone reads (a shell's ``--out >(jq .)``) receives the report and stays a FIFO."""
+    import stat as st
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        import time
+
+        time.sleep(0.2)  # the reader opens its end first
+        r = CliRunner().invoke(app, ["analyze", str(logs), "--no-cache", "--format", "json", "--out", str(fifo)])
+    finally:
+        if reader.is_alive():
+            with contextlib.suppress(OSError), open(fifo, "wb"):
+                pass
+        reader.join(10)
+    assert r.exit_code == 0, r.output
+    assert json.loads(got[0])["schema"] == "dslogs.report/1"
+    assert st.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_report_save_refuses_a_special_file(tmp_path):
+    import dslogs
+
+    (logs := tmp_path / "logs").mkdir()
+    lines = []
+    for i in range(3):
+        lines += v1_request("s0", f"r{i}", datetime(2026, 11, 23, 10, i))
+    write_lines(logs / "ds15b_20261123.jsonl", lines)
+    rep = dslogs.open(str(logs), use_cache=False).report()
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=r"^save .*out\.json: a FIFO nobody reads"):
+        rep.save(fifo)
+    assert __import__("stat").S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("command", ["analyze-md", "capacity", "query", "weekly"])
+def test_an_input_log_is_never_the_out_file(logs, report, tmp_path, command):
+    """`--out` naming a log the run reads (directly, through a link, or found under LOGS) is
+    refused before anything is written; the log keeps its bytes."""
+    log = next(logs.glob("*.jsonl"))
+    before = log.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(log)
+    for out in (log, link):
+        r = CliRunner().invoke(app, _commands(logs, report, str(out))[command])
+        _one_line(r, str(out), "is an input of this run")
+        assert log.read_bytes() == before
+
+
+def test_thresholds_and_previous_are_inputs_too(logs, report, tmp_path):
+    th = tmp_path / "t.toml"
+    th.write_text("", encoding="utf-8")
+    r = CliRunner().invoke(app, ["analyze", str(logs), "--no-cache", "--format", "md", "--thresholds", str(th),
+                                 "--out", str(th)])
+    _one_line(r, str(th), "is an input of this run")
+    assert th.read_text(encoding="utf-8") == ""
+    r = CliRunner().invoke(app, ["report", "weekly", str(logs), "--week", "2026-W48", "--tz", "UTC", "--no-cache",
+                                 "--format", "md", "--previous", str(report), "--out", str(report)])
+    _one_line(r, str(report), "is an input of this run")
+    r = CliRunner().invoke(app, _commands(logs, report, str(report))["diff"])
+    _one_line(r, str(report), "is an input of this run")
+    assert json.loads(report.read_text(encoding="utf-8"))["schema"] == "dslogs.report/1"

@@ -378,12 +378,15 @@ def test_sample_logs_are_what_the_script_generates(tmp_path):
     spec.loader.exec_module(module)
     if not module.vllm_sample.available():
         pytest.skip(f"sample_logs/vllm needs {module.vllm_sample.NEEDS}")
+    if not module.otlp_samples.available():
+        pytest.skip(f"sample_logs/openinference and genai_agents need {module.otlp_samples.NEEDS}")
     module.generate(tmp_path)
     checked_in = _content(REPO / "sample_logs")
     assert sorted(checked_in) == sorted(_content(tmp_path)), "run scripts/make_sample_logs.py and commit"
     assert checked_in == _content(tmp_path), "run scripts/make_sample_logs.py and commit"
     folders = {p.name for p in (REPO / "sample_logs").iterdir() if p.is_dir()}
-    assert folders == set(SCENARIOS) | {"seed_format", "mixed", "vllm"} | set(CONCURRENT_SCENARIOS)
+    assert folders == (set(SCENARIOS) | {"seed_format", "mixed", "vllm"} | set(CONCURRENT_SCENARIOS)
+                       | set(module.prom_samples.FOLDERS) | set(module.otlp_samples.GENERATORS))  # fmt: skip
     total = sum(len(b) for b in _tree(REPO / "sample_logs").values())
     assert total < 6 << 20, f"sample_logs/ is {total} bytes; keep it small"
     sessions = set()

@@ -289,3 +289,30 @@ def test_report_model_equal_on_otlp_fleet(spark, tmp_path):
     assert duck["ingest"]["snapshots"] == 3 and spk["server_metrics"] == duck["server_metrics"]
     assert "queue_wait" in {f["rule"] for f in duck["findings"]}
     assert_same(comparable_model(duck), comparable_model(spk), "report models (OTLP fleet)", ROUNDED)
+
+
+def test_report_model_equal_on_openinference_and_genai_agents(spark, tmp_path):
+    """sample_logs/openinference and genai_agents (only their LLM and chat spans are requests)
+    beside vLLM spans with an `error` finish reason and a span ending before its start (a bad line)."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from otlp_helpers import vllm_workload, write_vllm
+
+    from dslogs.analyzer.usecases.analyze import analyze_logs
+
+    for name in ("openinference", "genai_agents"):
+        shutil.copytree(REPO / "sample_logs" / name, tmp_path / name)
+        (tmp_path / name / "truth.json").unlink()
+    reqs = vllm_workload(60, seed=4)
+    reqs[3].finish_reason = "error"
+    reqs[7].decode = -reqs[7].prefill - reqs[7].queued - 1.0  # ends a second before it starts
+    (tmp_path / "vllm").mkdir()
+    write_vllm(tmp_path / "vllm" / "traces.json", reqs, per_line=16)
+    duck = analyze_logs([str(tmp_path)], use_cache=False)
+    spk = analyze_logs([str(tmp_path)], engine="spark", master=MASTER)
+    assert set(duck["ingest"]["formats"]) == {"otlp:openinference", "otlp:genai", "otlp:vllm"}
+    assert duck["requests"]["count"] == 80 + 88 + 59 and duck["requests"]["errors"] == 2 + 1 + 1
+    assert duck["ingest"]["bad_lines"] == 1 == spk["ingest"]["bad_lines"]
+    assert_same(comparable_model(duck), comparable_model(spk), "report models (OpenInference, GenAI agents)", ROUNDED)

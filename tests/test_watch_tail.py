@@ -126,3 +126,72 @@ def test_human_age():
     assert human_age(250) == "4 min 10 s"
     assert human_age(120) == "2 min"
     assert human_age(4.4) == "4 s"
+
+
+def test_a_50_mb_line_appended_live_costs_that_line_only(tmp_path):
+    """A line of 50 MB written in pieces between polls (a dumped tensor): counted as one bad line,
+    and the requests before and after it, in the same writes, are all read."""
+    path = tmp_path / "app.jsonl"
+    path.write_bytes(_line(0) + b"\n")
+    tail = LogTail([str(tmp_path)])
+    tail.start(None)
+    big = b'{"v":1,"pad":"' + b"x" * (50 << 20) + b'"}'
+    data = _line(1) + b"\n" + big + b"\n" + _line(2)[:7]
+    got = []
+    for i in range(0, len(data), 7 << 20):
+        with open(path, "ab") as fh:
+            fh.write(data[i : i + (7 << 20)])
+        got += tail.poll()
+    with open(path, "ab") as fh:
+        fh.write(_line(2)[7:] + b"\n" + _line(3) + b"\n")
+    got += tail.poll()
+    assert got == [_line(1), _line(2), _line(3)] and tail.bad_lines == 1
+
+
+WATCH_UNREADABLE = r"""
+import ctypes, json, os, signal, subprocess, sys, time
+from pathlib import Path
+
+def drop():  # as root: file modes bind the child as they bind any user
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2, 3):
+            libc.prctl(24, cap, 0, 0, 0)
+
+folder, log = Path(sys.argv[1]), Path(sys.argv[2])
+env = {**os.environ, "COLUMNS": "200"}
+proc = subprocess.Popen([sys.executable, "-m", "dslogs", "watch", str(folder), "--interval", "200ms"], env=env,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=drop)
+time.sleep(2.5)
+log.chmod(0)
+time.sleep(1.5)
+alive = proc.poll() is None
+log.chmod(0o644)
+time.sleep(1.0)
+proc.send_signal(signal.SIGINT)
+out, err = proc.communicate(timeout=60)
+print(json.dumps({"alive": alive, "rc": proc.returncode, "err": err, "stopped": "dslogs watch: stopped" in out}))
+"""
+
+
+def test_a_log_made_unreadable_mid_run_does_not_end_watch(tmp_path):
+    """chmod 000 on the only log while watch runs: watch says so and keeps following (about 6 s)."""
+    import subprocess
+    import sys
+    from datetime import datetime, timedelta
+    from pathlib import Path
+
+    from tests.ingest_lines import v1_request, write_lines
+
+    logs = tmp_path / "logs"
+    now = datetime.now().replace(microsecond=0) - timedelta(minutes=1)
+    log = write_lines(logs / f"ds15b_{now:%Y%m%d}.jsonl", v1_request("s0", "r0", now, offset=""))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    try:
+        r = subprocess.run([sys.executable, "-c", WATCH_UNREADABLE, str(logs), str(log)], env=env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        log.chmod(0o644)
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["alive"] and result["rc"] == 0 and result["stopped"], result
+    assert "Traceback" not in result["err"], result["err"]

@@ -20,6 +20,14 @@ from numbers import Number
 MISSING = "—"
 
 
+def note_message(note) -> str:
+    """A model's note as text: a note object's message (the report's), or the string itself (a
+    saved model may hold either)."""
+    if isinstance(note, dict):
+        return str(note.get("message") or "")
+    return "" if note is None else str(note)
+
+
 def number(
     value,
     digits: int = 1,

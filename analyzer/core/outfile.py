@@ -10,13 +10,22 @@ file system) and is renamed over it once complete: a reader of the target sees t
 the new one, never half of one. A target that cannot be written (missing folder, a directory,
 no permission, a full disk) is a ``UsageError`` naming the path, and no temporary file is
 left behind.
+
+Only a regular file or a new path is ever replaced. A character device (``/dev/null`` in a CI
+line run as root, ``/dev/stdout``) or a FIFO (a shell's ``>(jq .)``) is a stream: it is written
+in place, opened without create or truncate and never renamed over, so it stays what it is; a
+FIFO nobody reads is one line, not a hang. A block device, a socket or anything else that is
+not a regular file is refused before any work, and again at the write. A target that is one of
+the run's own input files (a log, the thresholds file, a saved report) is refused too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,15 +63,68 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
+def _is_stream(mode: int) -> bool:
+    """A target written in place rather than replaced: a character device or a FIFO."""
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _stream_target(target: Path) -> bool:
+    try:
+        return _is_stream(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a file that is neither regular nor a stream is, in words; None for those."""
+    if stat.S_ISREG(mode) or _is_stream(mode):
+        return None
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
 def _file_target(path: Path | str, option: str) -> Path:
-    """The file a write replaces: a link is followed (the file it points at is replaced, not the
-    link itself); a directory is refused."""
+    """The file a write replaces (or, for a stream, writes into): a link is followed (the file it
+    points at is written, not the link itself); a directory is refused, and so is anything that
+    is neither a regular file nor a stream."""
     target = Path(path)
     if target.is_symlink():
         target = Path(os.path.realpath(target))
     if target.is_dir():
         raise _error(target, OSError(errno.EISDIR, "is a directory"), option)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return target  # a new path (or one the write will name its own error for)
+    kind = _special_kind(mode)
+    if kind is not None:
+        shown = visible(str(path)) + ("" if str(target) == str(path) else f" -> {visible(str(target))}")
+        raise UsageError(f"{option} {shown}: {kind}, not a regular file; give a file to write")
     return target
+
+
+def check_not_input(path: Path | str, inputs, option: str = "--out") -> None:
+    """UsageError when ``path`` is (the same file as, links and hard links included) one of
+    ``inputs``, the files a run reads: its logs, a thresholds or saved report file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # a new path cannot be an input
+    for name in inputs:
+        if name is None:
+            continue
+        try:
+            other = os.stat(name)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            raise UsageError(f"{option} {visible(str(path))}: is an input of this run "
+                             f"({visible(os.fspath(name))}); give another file")
 
 
 def _temporary(target: Path, folder: Path, option: str) -> tuple[int, str]:
@@ -73,10 +135,39 @@ def _temporary(target: Path, folder: Path, option: str) -> tuple[int, str]:
         raise _error(target, exc, option) from None
 
 
+def _open_stream(target: Path, option: str, path: Path | str) -> int:
+    """A descriptor on a character device or FIFO, opened without create or truncate. A FIFO is
+    opened non-blocking first, so one without a reader is an error now, not a hang."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            shown = visible(str(path)) + ("" if str(target) == str(path) else f" -> {visible(str(target))}")
+            raise UsageError(f"{option} {shown}: a FIFO nobody reads; start its reader first") from None
+        raise _error(target, exc, option) from None
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+@contextlib.contextmanager
+def _stream_out(target: Path, option: str, encoding: str, path: Path | str) -> Iterator[IO[str]]:
+    fh = os.fdopen(_open_stream(target, option, path), "w", encoding=encoding, newline="")
+    try:
+        with fh:
+            yield fh
+    except OSError as exc:
+        raise _error(target, exc, option) from None
+
+
 @contextlib.contextmanager
 def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """A text stream whose content replaces ``path`` only when the block ends without error."""
+    """A text stream whose content replaces ``path`` only when the block ends without error (a
+    character device or FIFO is written in place)."""
     target = _file_target(path, option)
+    if _stream_target(target):
+        with _stream_out(target, option, encoding, path) as fh:
+            yield fh
+        return
     fd, tmp = _temporary(target, target.parent, option)
     try:
         try:
@@ -98,10 +189,15 @@ def open_out(path: Path | str, option: str = "--out", encoding: str = "utf-8") -
         raise
 
 
-def check_out(path: Path | str, option: str = "--out") -> None:
+def check_out(path: Path | str, option: str = "--out", inputs=()) -> None:
     """Fail now, before minutes of work, when ``path`` clearly cannot be written: its folder is
-    missing or not writable, or it is a directory. The write itself still reports a full disk."""
+    missing or not writable, it is a directory, a device, FIFO or socket, or one of ``inputs``
+    (the files the run reads). The write itself still reports a full disk."""
     target = _file_target(path, option)
+    if inputs:
+        check_not_input(target, inputs, option)
+    if _stream_target(target):
+        return  # written in place: no folder to probe, and a FIFO's reader must not see an open now
     folder = target.parent
     if not folder.is_dir():
         code = errno.ENOTDIR if folder.exists() else errno.ENOENT
@@ -140,4 +236,4 @@ def _remove(tmp: str) -> None:
         os.unlink(tmp)
 
 
-__all__ = ["check_out", "open_out", "write_out"]
+__all__ = ["check_not_input", "check_out", "open_out", "write_out"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dslogs.analyzer.core.errors import UsageError
@@ -50,42 +51,127 @@ def wall_clock(text: str, option: str, expected: str) -> datetime:
 
 
 def zone(tz: str | None) -> tzinfo:
-    """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None or empty."""
-    if not tz:
-        return local_zone_info()
+    """The tzinfo for ``--tz`` (an IANA name such as Asia/Shanghai, or UTC); local when None or
+    empty. It is the zone of the name DuckDB is told (``zone_name``), so both agree."""
+    return ZoneInfo(zone_name(tz))
+
+
+# Zone folders of the same rules under another name: posix/ is a copy of the plain zones;
+# right/ counts leap seconds, which DuckDB's zones do not (its times differ by them, ~27 s).
+_ZONE_PREFIXES = ("posix/", "right/")
+
+
+@cache
+def _duckdb_zones() -> frozenset[str]:
+    """The zone names DuckDB (ICU) accepts for its TimeZone setting."""
+    import duckdb
+
+    con = duckdb.connect()
     try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name like Asia/Shanghai or UTC)") from None
+        return frozenset(row[0] for row in con.execute("SELECT name FROM pg_timezone_names()").fetchall())
+    finally:
+        con.close()
+
+
+def _known_zone(name: str) -> str | None:
+    """The name DuckDB knows for the IANA zone ``name``: itself, without a posix/ or right/
+    folder, or the zone a link such as ``localtime`` or ``posixrules`` points at; None if none."""
+    zones = _duckdb_zones()
+    if not name.isprintable() or len(name) > 255:
+        return None  # a NUL, a control character, a path-long name: no zone is called that
+    candidates = [name] + [name[len(p):] for p in _ZONE_PREFIXES if name.startswith(p)]
+    import zoneinfo
+
+    for root in zoneinfo.TZPATH:
+        for candidate in list(candidates):
+            try:
+                real = os.path.realpath(os.path.join(root, candidate))
+            except (OSError, ValueError):
+                continue
+            if "/zoneinfo/" in real and os.path.isfile(real):
+                target = real.split("/zoneinfo/", 1)[1]
+                candidates += [target] + [target[len(p):] for p in _ZONE_PREFIXES if target.startswith(p)]
+    for candidate in candidates:
+        if candidate in zones and _zoneinfo_ok(candidate):
+            return candidate
+    return None
+
+
+def _zoneinfo_ok(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
+# A POSIX TZ value (what containers often set): std name, offset west of UTC, optional
+# daylight name, offset and rule, e.g. UTC0, CST-8, EST5EDT,M3.2.0,M11.1.0, <+0330>-3:30.
+_POSIX_TZ = re.compile(
+    r"^(?P<std>[A-Za-z]{3,}|<[+\-0-9A-Za-z]+>)(?P<sign>[+-]?)(?P<h>\d{1,2})(?::(?P<m>\d{2})(?::\d{2})?)?"
+    r"(?P<dst>[A-Za-z]{3,}|<[+\-0-9A-Za-z]+>)?(?P<rest>.*)$"
+)
+# The US rule (the one the IANA zones EST5EDT, CST6CDT, MST7MDT, PST8PDT follow today).
+_US_RULES = ("", ",M3.2.0,M11.1.0", ",M3.2.0/2,M11.1.0/2", ",M3.2.0/2:00:00,M11.1.0/2:00:00")
+
+
+def _posix_zone(value: str) -> str | None:
+    """The IANA zone that keeps the time a POSIX TZ string describes, or None when none does."""
+    m = _POSIX_TZ.match(value)
+    if not m:
+        return None
+    hours = int(m.group("h")) * (-1 if m.group("sign") == "-" else 1)  # west of UTC positive
+    if m.group("dst") is None:
+        if m.group("rest") or (m.group("m") and int(m.group("m"))) or abs(hours) > 14:
+            return None
+        # Etc/GMT+5 is UTC-5: the POSIX sign, which is why these names look inverted
+        return "UTC" if hours == 0 else f"Etc/GMT{hours:+d}"
+    name = f"{m.group('std')}{hours}{m.group('dst')}"
+    if m.group("m") or m.group("rest") not in _US_RULES or name not in _duckdb_zones():
+        return None
+    return name
 
 
 def local_zone_name() -> str:
-    """The machine's IANA zone name (what DuckDB's TimeZone setting defaults to); UTC if unknown."""
+    """The machine's IANA zone name (what DuckDB's TimeZone setting is given): ``$TZ`` as an
+    IANA name, a zone file (``:/etc/localtime``) or a POSIX rule with an IANA equivalent, else
+    the zone /etc/localtime links to; UTC if unknown. UsageError for a ``$TZ`` with no such name."""
     env = os.environ.get("TZ")
     if env:
-        return env.lstrip(":")
+        value = env[1:] if env.startswith(":") else env
+        if value.startswith("/"):
+            real = os.path.realpath(value)
+            named = _known_zone(real.split("/zoneinfo/", 1)[1]) if "/zoneinfo/" in real else None
+        else:
+            named = _known_zone(value) if value and ".." not in value else None
+            named = named or _posix_zone(value)
+        if named is None:
+            raise UsageError(f"TZ={env!r}: not a time zone dslogs can use; set TZ to an IANA name "
+                             f"(Asia/Shanghai, UTC) or a whole-hour POSIX offset (CST-8), or pass --tz")
+        return named
     try:
         target = os.path.realpath("/etc/localtime")
         marker = "/zoneinfo/"
         if marker in target:
-            return target.split(marker, 1)[1]
+            return _known_zone(target.split(marker, 1)[1]) or "UTC"
     except OSError:
         pass
     return "UTC"
 
 
 def local_zone_info() -> tzinfo:
-    try:
-        return ZoneInfo(local_zone_name())
-    except (ZoneInfoNotFoundError, ValueError):
-        # An odd TZ value: fall back to the fixed offset the C library reports now.
-        return datetime.now().astimezone().tzinfo or UTC
+    return ZoneInfo(local_zone_name())
 
 
 def zone_name(tz: str | None) -> str:
-    """The IANA name DuckDB is told for ``tz`` (validated)."""
-    zone(tz)
-    return tz if tz is not None else local_zone_name()
+    """The IANA name DuckDB is told for ``tz`` (validated): local for None or empty; UsageError
+    for a name neither zoneinfo nor DuckDB can use."""
+    if tz is None or not tz.strip():
+        return local_zone_name()
+    named = _known_zone(tz) if ".." not in tz and not tz.startswith("/") else None
+    if named is None:
+        raise UsageError(f"--tz {tz!r}: unknown time zone (use an IANA name like Asia/Shanghai or UTC)")
+    return named
 
 
 def parse_when(text: str, now: datetime | None = None, tz: str | None = None) -> datetime:

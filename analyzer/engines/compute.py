@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import query_names
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.engines.duckdb import as_source
@@ -26,7 +27,9 @@ def compute_metrics(source, thresholds: dict | None = None) -> dict[str, list[di
     skipped = {n for n, col in _NEEDS_COLUMN.items() if col not in event_columns}
     # the tables of a row per session or request last: the aggregate queries before them (quantile
     # states over every event) then run while Python holds none of them (memory bounded)
-    tables = src.run(sorted((n for n in METRIC_QUERIES if n not in skipped), key=row_per_session), params)
+    names = sorted((n for n in METRIC_QUERIES if n not in skipped), key=row_per_session)
+    progress.counting("computing", len(names), "queries")
+    tables = src.run(names, params)
     metrics: dict[str, list[dict]] = {"time_span": tables["time_span"]}
     metrics["_params"] = [{"bucket": params["bucket"], "line_bytes": "line_bytes" in event_columns}]
     for name in METRIC_QUERIES[1:]:

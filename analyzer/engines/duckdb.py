@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import load_query, memory_limit
 from dslogs.analyzer.engines.contract import MetricSource
 from dslogs.analyzer.ingest import sql_literal
@@ -70,6 +71,7 @@ class DuckDBSource:
                 out[name] = self._kept(name, params)
             else:
                 out[name] = run_metric(self.con, name, params, self._stored_sql(name))
+            progress.advance(1)
             if held(out[name]):
                 # the table now held in Python: give DuckDB's cache back
                 self.release_memory(held_bytes(out.values()))

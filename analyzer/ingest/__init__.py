@@ -23,7 +23,7 @@ PUBLIC: dict[str, str] = {
     "check_statement": "sandbox", "lock_down": "sandbox", "run_user_query": "sandbox",
     "stop_on_signals": "sandbox", "user_cursor": "sandbox",
     # the cache files
-    "cache_home": "cache", "list_caches": "cache", "prune_caches": "cache", "remove_cache": "cache",
+    "cache_home": "cache", "list_caches": "cache", "clear_caches": "cache", "prune_caches": "cache", "remove_cache": "cache",
     "fingerprint": "cache", "SCHEMA_VERSION": "cache",
     # the event columns and SQL quoting
     "EVENT_COLUMNS": "columns", "event_type": "columns", "events_table_md": "columns",
@@ -50,7 +50,8 @@ def open(selection, materialize: bool = True):  # noqa: A001 - the layer's verb
 
     return open_logs(list(selection.paths), since=selection.since, until=selection.until, tz=selection.tz,
                      cache=selection.cache, use_cache=selection.use_cache, materialize=materialize,
-                     session_attr=selection.session_attr)  # fmt: skip
+                     session_attr=selection.session_attr,
+                     prom_servers=getattr(selection, "prom_servers", "auto"))  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

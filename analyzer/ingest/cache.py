@@ -18,10 +18,17 @@ that changed otherwise is read again and replaces its old rows. Files that no
 longer exist are dropped. The cache carries ``SCHEMA_VERSION``; any other version is rebuilt.
 Another process holding the file (DuckDB locks a database against other processes) makes the
 run go on without a cache, with one line on stderr.
+
+A run holds a shared ``flock`` on ``<cache>.lock`` for as long as it uses the cache (it detaches
+and attaches the file again between its phases); ``dslogs cache --clear`` and ``--prune`` take
+it exclusively without waiting and keep a cache held so ("in use"), so a clear never pulls the
+file from under a running analysis or an open notebook session.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gzip
 import hashlib
 import os
@@ -94,6 +101,67 @@ def fingerprint_text(length: int, crc: int, head: bytes) -> str:
     return f"2:{length % (1 << 32)}:{crc:08x}:{hashlib.sha1(head).hexdigest()}"
 
 
+def _lock_path(path: Path) -> Path:
+    return Path(f"{path}.lock")
+
+
+def hold(path: Path) -> int | None:
+    """A shared lock on the cache at ``path`` (a descriptor to ``release``), taken for as long as
+    a run uses it. None where no lock can be had (no flock, a folder not ours to write): the run
+    goes on, unprotected from a concurrent clear, as before locks."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    lock = _lock_path(path)
+    with contextlib.suppress(OSError):
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(5):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a clear removes this very cache (ms)
+            # a clear that won the race removed the lock file with the cache: take the new one
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+    return None
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def remove_unless_used(path: Path) -> int | None:
+    """Remove the cache at ``path`` unless a run holds it (``hold``): the bytes freed, or None
+    when it is in use. OSError (a folder not ours) is the caller's to say."""
+    try:
+        import fcntl
+    except ImportError:
+        return remove_cache(path)
+    lock = _lock_path(path)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        freed = remove_cache(path)
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        return freed
+    finally:
+        os.close(fd)
+
+
 class CacheBusy(Exception):
     """Another process holds the cache file."""
 
@@ -132,6 +200,9 @@ def cache_info(path: Path) -> dict:
     size = sum(p.stat().st_size for p in (path, Path(f"{path}.wal")) if p.exists())
     info = {"path": str(path), "bytes": size, "last_used": path.stat().st_mtime, "folder": None,
             "files": None, "folder_exists": None, "state": "ok"}  # fmt: skip
+    if not os.access(path, os.R_OK):
+        info["state"] = "unreadable"
+        return info
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
@@ -154,13 +225,48 @@ def cache_info(path: Path) -> dict:
     return info
 
 
+def cache_folder_error(home: Path, exc: OSError):
+    """The one line for a cache folder (or file in it) dslogs may not read or change."""
+    from dslogs.analyzer.core.errors import UsageError
+    from dslogs.analyzer.core.textsafe import visible
+
+    where = visible(str(exc.filename or home))
+    return UsageError(f"cache {where}: {exc.strerror or exc} (owned by another user, or its mode forbids it; "
+                      f"set XDG_CACHE_HOME to a folder of yours)")
+
+
 def list_caches(home: Path | None = None) -> list[dict]:
-    """Every cache file in the default location (``cache_home``), newest use first."""
+    """Every cache file in the default location (``cache_home``), newest use first. UsageError
+    when the folder or a file in it cannot be read."""
     home = home or cache_home()
-    if not home.is_dir():
-        return []
-    found = [cache_info(p) for p in sorted(home.glob("*.duckdb")) if p.is_file()]
+    try:
+        if not home.is_dir():
+            return []
+        names = sorted(n for n in os.listdir(home) if n.endswith(".duckdb"))
+        found = [cache_info(home / n) for n in names if (home / n).is_file()]
+    except OSError as exc:
+        raise cache_folder_error(home, exc) from None
     return sorted(found, key=lambda c: -c["last_used"])
+
+
+def clear_caches(home: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """Remove every cache in the default location no run is using: (removed, in use). UsageError
+    when one cannot be removed (a folder not ours)."""
+    home = home or cache_home()
+    removed, busy = [], []
+    for c in list_caches(home):
+        if c["state"] not in ("ok", "unreadable"):
+            continue
+        try:
+            freed = remove_unless_used(Path(c["path"]))
+        except OSError as exc:
+            raise cache_folder_error(home, exc) from None
+        if freed is None:
+            busy.append(c)
+        else:
+            c["freed"] = freed
+            removed.append(c)
+    return removed, busy
 
 
 def remove_cache(path: Path) -> int:
@@ -185,7 +291,13 @@ def prune_caches(unused_days: float | None, now: float, home: Path | None = None
         gone = c["folder"] is not None and not c["folder_exists"]
         stale = unused_days is not None and now - c["last_used"] > unused_days * 86400
         if gone or stale:
-            c["freed"] = remove_cache(Path(c["path"]))
+            try:
+                freed = remove_unless_used(Path(c["path"]))
+            except OSError as exc:
+                raise cache_folder_error(home or cache_home(), exc) from None
+            if freed is None:
+                continue  # a run is using it: not unused after all
+            c["freed"] = freed
             c["why"] = "its log folder no longer exists" if gone else f"unused for over {unused_days:g} days"
             removed.append(c)
     return removed

@@ -34,7 +34,7 @@ import duckdb
 
 from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import InputError, UsageError, one_line
-from dslogs.analyzer.core.resources import memory_limit
+from dslogs.analyzer.core.resources import env_int, memory_limit
 from dslogs.analyzer.core.results import QueryResult
 from dslogs.analyzer.core.textsafe import visible
 from dslogs.analyzer.core.time import iso, parse_window, zone_name
@@ -71,10 +71,13 @@ class LogDB:
     # (path, display) of this run's OTLP/JSON files that hold metrics and no span
     metric_files: list[tuple[Path, str]] = field(default_factory=list)
     _tmp: tempfile.TemporaryDirectory | None = None
+    _cache_lock: int | None = None  # cache.hold's shared lock while the cache file is in use
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.con.close()
+        cache_mod.release(self._cache_lock)
+        self._cache_lock = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -101,6 +104,7 @@ def open_logs(
     use_cache: bool = True,
     materialize: bool = True,
     session_attr: str | None = None,
+    prom_servers: str = "auto",
 ) -> LogDB:
     """Open the logs under ``paths`` in DuckDB (docs/internals.md "Ingest API").
 
@@ -108,6 +112,8 @@ def open_logs(
     in ``analyze``); False keeps them as views (one query, as in ``dslogs query``).
     ``session_attr``: the span attribute that names the session in OTLP traces (else
     ``gen_ai.conversation.id``); the cache is not used with it (it changes the events).
+    ``prom_servers``: how Prometheus snapshots are told apart into servers
+    (``core.selection.PROM_SERVERS``).
 
     InputError (exit 2) when no file yields a single event: one line per file saying what it
     looks like (``dslogs.analyzer.ingest.formats.describe``)."""
@@ -123,8 +129,8 @@ def open_logs(
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    if os.environ.get("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
-        con.execute(f"SET threads = {int(os.environ['DSLOGS_THREADS'])}")
+    if threads := env_int("DSLOGS_THREADS"):  # a Spark task's share of the cores (dslogs.analyzer.engines.spark)
+        con.execute(f"SET threads = {threads}")
     # Timestamps print, and date_trunc buckets, in the zone of the logs' reader (--tz or local).
     con.execute(f"SET TimeZone = {sql_literal(zone)}")
     workdir = tempfile.TemporaryDirectory(prefix="dslogs-")
@@ -138,7 +144,8 @@ def open_logs(
         _load(db, found, zone, lo, hi, cache, use_cache and not session_attr, materialize,
               Path(workdir.name), session_attr)  # fmt: skip
         if snapshots:
-            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi)
+            read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi,
+                           alone=not (found.datasets or db.file_rows or found.files), group=prom_servers)  # fmt: skip
         if not _read_metric_files(db, lo, hi) and not snapshots:
             _no_events(db, found)
     except BaseException:
@@ -162,11 +169,19 @@ def _take_snapshots(found: Discovery) -> list:
     return taken
 
 
-def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi) -> None:
+def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi, alone: bool = False,
+                   group: str = "auto") -> None:  # fmt: skip
     """The server metrics of snapshots ``(path, display)``, each read by its format
     (``dslogs.analyzer.ingest.formats``), into ``ingest["server_metrics"]`` for the report, their files
-    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant)."""
-    servers, bad = formats.read_snapshots(files, lo, hi)
+    and bad lines counted; snapshots outside --since/--until are left out (a snapshot is one instant).
+    ``alone``: the run has nothing else, so snapshots of which none could be read (line 0: the
+    file left out whole) are InputError, one line per file. ``group``: how snapshots are told apart
+    into servers (``core.selection.PROM_SERVERS``)."""
+    servers, bad = formats.read_snapshots(files, lo, hi, group)
+    whole = [(display, why) for display, no, why in bad if no == 0]
+    if alone and not servers and whole:
+        lines = [f"{printable(display)}: {visible(why)}" for display, why in whole]
+        raise InputError(lines[0] if len(lines) == 1 else "no snapshot could be read\n" + "\n".join(lines))
     ingest["files"] = int(ingest.get("files") or 0) + len(files)
     ingest["server_metrics"] = servers
     if bad:
@@ -231,11 +246,16 @@ def _load(
         cache_path = (
             Path(cache) if cache else cache_mod.default_cache_path([f.path for f in found.files])
         )
+        # held until the LogSet closes: `dslogs cache --clear` (of the default folder, the only
+        # one it clears) leaves a cache in use alone; no lock file beside a --cache PATH
+        db._cache_lock = cache_mod.hold(cache_path) if cache is None else None
         mode = storage.attach_cache(con, cache_path, found, zone, explicit=cache is not None)
         if mode:
             store = "dslogs_cache"
         else:
             cache_path = None
+            cache_mod.release(db._cache_lock)
+            db._cache_lock = None
     readonly = mode == "ro"
     db.cache_path = cache_path
     if cache_path is not None:
@@ -258,7 +278,7 @@ def _load(
     total = sum(f.size for f in reading)
     # dslogs draws its own progress, on stderr only, when a command shows it (core.progress)
     progress.reading(total, len(reading))
-    reader.read(reading, on_progress=progress.advance if progress.active() else None)
+    reader.read(reading, watch=progress.statement if progress.active() else None)
     progress.phase("indexing")
     db.read_bytes, db.tail_files = total, len(plan.tails)
     if in_step:

@@ -7,6 +7,7 @@ read from Parquet.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -310,9 +311,11 @@ class Reader:
         ).fetchall()
         return {fid: n for fid, n in rows}
 
-    def read(self, files: list[FileStats], on_progress=None) -> None:
+    def read(self, files: list[FileStats], watch=None) -> None:
         """Read ``files`` (plain or .gz); fast strict path first, line-by-line for damaged ones.
-        Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement."""
+        Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement.
+        ``watch(con, size)``: a context that reports the bytes read while its body runs
+        (``core.progress.statement``)."""
         own: list[tuple[FileStats, formats.Format]] = []
         for f in files:
             if f.size > 0:
@@ -322,13 +325,13 @@ class Reader:
         staged: dict[str, list[FileStats]] = {}
         for f, fmt in own:
             if fmt.stage is None:
-                self._read_statement(f, fmt)
+                with watch(self.con, f.size) if watch else contextlib.nullcontext():
+                    self._read_statement(f, fmt)
             else:
                 staged.setdefault(fmt.name, []).append(f)
         for name, group in staged.items():
-            self._read_staged(formats.by_name(name), group)
-        if on_progress and own:
-            on_progress(sum(f.size for f, _ in own))
+            with watch(self.con, sum(f.size for f in group)) if watch else contextlib.nullcontext():
+                self._read_staged(formats.by_name(name), group)
         taken = {id(f) for f, _ in own}
         files = [f for f in files if id(f) not in taken]
         batches: list[list[FileStats]] = []
@@ -344,43 +347,49 @@ class Reader:
         if current:
             batches.append(current)
         for batch in batches:
-            readable = [f for f in batch if f.size > 0]
-            for f in batch:
-                if f.size == 0:
-                    f.unreadable = "empty file"
-            slow: list[FileStats] = []
-            groups = _groups(readable)
-            for group in self._insert_groups(groups):
-                # One of them is damaged: read them one by one (a group of one: it is that one).
-                alone = self._insert_groups([[f] for f in group]) if len(group) > 1 else [group]
-                slow += [g[0] for g in alone]
-            suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
-            shared = {f.file_id: g for g in groups if len(g) > 1 for f in g}
-            if any(fid in shared for fid in suspects):
-                # Read again alone: a file read out of step with its neighbours may be fine. The
-                # file before a suspect one too: a line only one reader skips (whitespace) shifts
-                # its own line lengths silently and shows only at the next file's first row. (A
-                # file read alone shows it itself: its last row lacks a side.)
-                again_ids = {fid for fid in suspects if fid in shared}
-                for g in groups:
-                    for before, f in zip(g, g[1:], strict=False):
-                        if f.file_id in again_ids:
-                            again_ids.add(before.file_id)
-                again = [f for f in readable if f.file_id in again_ids and f not in slow]
-                self._delete([f.file_id for f in again])
-                slow += [g[0] for g in self._insert_groups([[f] for f in again])]
-                rechecked = self._suspect_rows([f.file_id for f in again if f not in slow])
-                suspects = {
-                    fid: n for fid, n in suspects.items() if fid not in again_ids
-                } | rechecked
-            for f in readable:
-                if f.file_id in suspects and f not in slow:
-                    slow.append(f)
-            self._delete([f.file_id for f in slow])
-            for f in slow:
-                self._read_slow(f)
-            if on_progress:
-                on_progress(sum(f.size for f in batch))
+            if watch:
+                # bytes as DuckDB reads them, not one step per batch (a batch is up to BATCH_BYTES)
+                with watch(self.con, sum(f.size for f in batch)):
+                    self._read_batch(batch)
+            else:
+                self._read_batch(batch)
+
+    def _read_batch(self, batch: list[FileStats]) -> None:
+        readable = [f for f in batch if f.size > 0]
+        for f in batch:
+            if f.size == 0:
+                f.unreadable = "empty file"
+        slow: list[FileStats] = []
+        groups = _groups(readable)
+        for group in self._insert_groups(groups):
+            # One of them is damaged: read them one by one (a group of one: it is that one).
+            alone = self._insert_groups([[f] for f in group]) if len(group) > 1 else [group]
+            slow += [g[0] for g in alone]
+        suspects = self._suspect_rows([f.file_id for f in readable if f not in slow])
+        shared = {f.file_id: g for g in groups if len(g) > 1 for f in g}
+        if any(fid in shared for fid in suspects):
+            # Read again alone: a file read out of step with its neighbours may be fine. The
+            # file before a suspect one too: a line only one reader skips (whitespace) shifts
+            # its own line lengths silently and shows only at the next file's first row. (A
+            # file read alone shows it itself: its last row lacks a side.)
+            again_ids = {fid for fid in suspects if fid in shared}
+            for g in groups:
+                for before, f in zip(g, g[1:], strict=False):
+                    if f.file_id in again_ids:
+                        again_ids.add(before.file_id)
+            again = [f for f in readable if f.file_id in again_ids and f not in slow]
+            self._delete([f.file_id for f in again])
+            slow += [g[0] for g in self._insert_groups([[f] for f in again])]
+            rechecked = self._suspect_rows([f.file_id for f in again if f not in slow])
+            suspects = {
+                fid: n for fid, n in suspects.items() if fid not in again_ids
+            } | rechecked
+        for f in readable:
+            if f.file_id in suspects and f not in slow:
+                slow.append(f)
+        self._delete([f.file_id for f in slow])
+        for f in slow:
+            self._read_slow(f)
 
     # -- formats read by their own statement (OTLP/JSON traces) --------------------------------
 
@@ -600,12 +609,23 @@ class Reader:
             params["session_attr"] = self.session_attr
         self.con.execute(sql, params)
 
+    def _statement_problems(self, f: FileStats) -> None:
+        """A statement's rows with no stage are what it could not take as it was (error_msg why,
+        input_len the line): counted as bad lines of the file and removed."""
+        where = f"FROM {self.store}.events WHERE file_id = ? AND stage IS NULL"
+        rows = self.con.execute(f"SELECT coalesce(input_len, 0), error_msg {where}", [f.file_id]).fetchall()
+        if rows:
+            self.con.execute(f"DELETE {where}", [f.file_id])
+            for line, reason in sorted(rows):
+                add_bad(f, line, reason)
+
     def _read_statement(self, f: FileStats, fmt: formats.Format) -> None:
         """One file of a statement format in one statement (DuckDB streams its lines, megabytes
         each); when DuckDB rejects it, its lines are judged one at a time (one line in memory)
         and the good ones read, the others counted as bad lines."""
         try:
             self._insert_statement(fmt, str(f.path), f.file_id)
+            self._statement_problems(f)
             return
         except _OUR_BUGS:
             raise
@@ -636,6 +656,7 @@ class Reader:
             if kept:
                 try:
                     self._insert_statement(fmt, str(clean), f.file_id)
+                    self._statement_problems(f)
                 except _OUR_BUGS:
                     raise
                 except duckdb.Error as exc:

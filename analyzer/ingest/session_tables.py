@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -201,6 +202,9 @@ def writable_moment(con, path, store: str) -> Iterator[bool]:
     runs, so it is attached read-only the rest of the time, and again after the block."""
     import duckdb
 
+    if not (os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) and os.access(path, os.W_OK)):
+        yield False  # DuckDB's .wal could not be written beside it: kept read-only
+        return
     quoted = sql_literal(path)
     con.execute(f"DETACH {store}")
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.textsafe import visible
 from dslogs.analyzer.ingest import cache as cache_mod
 from dslogs.analyzer.ingest.columns import RAW_COLUMNS, sql_ident, sql_literal
 from dslogs.analyzer.ingest.discovery import Discovery
@@ -59,6 +60,22 @@ def _stderr(message: str) -> None:
 def attach_cache(
     con, path: Path, found: Discovery, zone: str, explicit: bool = False
 ) -> str | None:
+    """``_attach_cache``; a cache folder or file this user may not read or change (another
+    user's, a mode that forbids it) is one line: an error for ``--cache PATH``, else the run
+    goes on without a cache."""
+    try:
+        return _attach_cache(con, path, found, zone, explicit)
+    except OSError as exc:
+        where = visible(str(exc.filename or path))
+        if explicit:
+            raise UsageError(f"--cache {where}: {exc.strerror or exc}") from None
+        _stderr(f"cache {where}: {exc.strerror or exc}; reading without a cache")
+        return None
+
+
+def _attach_cache(
+    con, path: Path, found: Discovery, zone: str, explicit: bool = False
+) -> str | None:
     """Attach the cache as ``dslogs_cache``: ``"rw"``, or ``"ro"`` when another dslogs holds it
     only to read and it already has every file of this run; rebuilt on a schema version mismatch.
     None (and one line on stderr) when it cannot be used: the run goes on without a cache.
@@ -85,6 +102,13 @@ def attach_cache(
         _stderr(
             f"cache {path}: cannot create its folder ({exc.strerror or exc}); reading without a cache"
         )
+        return None
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        # DuckDB writes its .wal beside the file: without that, a cache that already holds every
+        # file is read as it is; anything else is read without one
+        if path.exists() and os.access(path, os.R_OK) and _attach_read_only(con, path, found, zone):
+            return "ro"
+        _stderr(f"cache {visible(str(path))}: not writable by this user; reading without a cache")
         return None
     for attempt in range(2):
         try:

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dslogs.analyzer.core.errors import DslogsError
+from dslogs.analyzer.core.textsafe import visible
 from dslogs.analyzer.ingest import catalogue, formats, storage
 from dslogs.analyzer.ingest.catalogue import FileStats
 from dslogs.analyzer.ingest.discovery import discover, name_sort_key, printable
@@ -85,7 +86,7 @@ class LogTail:
         if path in self.warned:
             return
         self.warned.add(path)
-        line = f"dslogs watch: {printable(path)}: {why}; following the other files"
+        line = f"dslogs watch: {visible(printable(path))}: {visible(why)}; following the other files"
         (self.warn or (lambda m: print(m, file=sys.stderr)))(line)
 
     def discover(self) -> tuple[list[str], list[str]]:

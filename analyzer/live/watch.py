@@ -150,10 +150,12 @@ def render_frame(frame: dict, paths: list[str]):
     from rich.table import Table
     from rich.text import Text
 
+    from dslogs.analyzer.core.textsafe import visible
+
     stamp = datetime.fromtimestamp(frame["now"]).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
     from dslogs.analyzer.core.time import human_duration
 
-    head = Text.assemble(("dslogs watch ", "bold"), (", ".join(paths), ""),
+    head = Text.assemble(("dslogs watch ", "bold"), (visible(", ".join(paths)), ""),
                          f"  ·  {stamp}  ·  window {human_duration(frame['window_s'])}")
     age = frame["newest_event_age_s"]
     head.append(f"  ·  newest event {fmt.duration(age)} ago" if age is not None else "  ·  no events yet")
@@ -165,7 +167,7 @@ def render_frame(frame: dict, paths: list[str]):
         top.add_column(col, justify="right")
     rate = fmt.share(frame["error_rate"])
     top.add_row(f"{frame['requests_per_s_1m']:.2f}", f"{frame['requests_per_s']:.2f}", str(frame["requests"]),
-                str(frame["inflight"]), str(frame["errors"]), rate, Text(", ".join(frame["hosts"]) or "—"))  # fmt: skip
+                str(frame["inflight"]), str(frame["errors"]), rate, Text(visible(", ".join(map(str, frame["hosts"]))) or "—"))  # fmt: skip
 
     lat = Table(title="latency over the window (ms)", title_justify="left", box=None, header_style="bold", pad_edge=False)
     for col in ("", "p50", "p95", "n"):
@@ -179,7 +181,7 @@ def render_frame(frame: dict, paths: list[str]):
         gpu.add_column(col, justify="left" if col == "host" else "right")
     for g in frame["gpus"]:
         mem = "—" if g["mem_used_mb"] is None else f"{g['mem_used_mb']:,.0f} / {g['mem_total_mb'] or 0:,.0f} MiB"
-        gpu.add_row(Text(str(g["host"])), str(g["gpu_index"]), fmt.terminal(g["util_pct"]), mem, fmt.duration(g["age_s"]))
+        gpu.add_row(Text(visible(str(g["host"]))), str(g["gpu_index"]), fmt.terminal(g["util_pct"]), mem, fmt.duration(g["age_s"]))
     if not frame["gpus"]:
         gpu.add_row("no gpu_sample events in the window", "", "", "", "")
 
@@ -188,7 +190,7 @@ def render_frame(frame: dict, paths: list[str]):
     for col in ("host", "pid", "reserved MiB", "allocated MiB", "age"):
         proc.add_column(col, justify="left" if col == "host" else "right")
     for p in frame["processes"]:
-        proc.add_row(Text(str(p["host"])), str(p["pid"]), fmt.terminal(p["reserved_mb"]), fmt.terminal(p["allocated_mb"]),
+        proc.add_row(Text(visible(str(p["host"]))), str(p["pid"]), fmt.terminal(p["reserved_mb"]), fmt.terminal(p["allocated_mb"]),
                      fmt.duration(p["age_s"]))  # fmt: skip
     if not frame["processes"]:
         proc.add_row("no memory readings in the window", "", "", "", "")
@@ -204,8 +206,8 @@ def render_frame(frame: dict, paths: list[str]):
         rule_table.add_row("", "none", "", "")
     for r in rules or []:
         style = {"critical": "bold red", "warning": "yellow"}.get(r["severity"], "")
-        rule_table.add_row(Text(str(r["severity"]), style=style), Text(str(r["rule"])), str(r["sessions"] or ""),
-                           Text(" ".join(str(r["message"] or "").split())[:160]))  # fmt: skip
+        rule_table.add_row(Text(visible(str(r["severity"])), style=style), Text(visible(str(r["rule"]))),
+                           str(r["sessions"] or ""), Text(visible(" ".join(str(r["message"] or "").split())[:160])))  # fmt: skip
     foot = Text(f"since start: {frame['total_requests']} requests, {frame['total_errors']} errors, "
                 f"{frame.get('total_error_events', 0)} error events (OOMs and other exceptions, retried ones too), "
                 f"{frame['bad_lines']} unreadable lines · Ctrl-C quits", style="dim")  # fmt: skip

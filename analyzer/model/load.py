@@ -105,7 +105,8 @@ def parse_json(path: Path | str, label: str | None = None):
     path = Path(path)
     label = label or visible(str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a BOM that an editor (Notepad, PowerShell's Out-File) put first is read past
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise UsageError(f"{label}: no such file") from None
     except IsADirectoryError:
@@ -156,7 +157,7 @@ def saved_report(spec: str) -> dict | None:
     try:
         model = parse_json(p)
     except UsageError:
-        if _first_line_is_object(p):
+        if _first_line_is_log(p):
             return None  # JSON lines: logs
         raise
     if isinstance(model, dict) and "schema" not in model and {"ts", "stage"} & model.keys():
@@ -164,12 +165,16 @@ def saved_report(spec: str) -> dict | None:
     return check_model(model, "report", visible(spec))
 
 
-def _first_line_is_object(path: Path) -> bool:
+def _first_line_is_log(path: Path) -> bool:
+    """The first line is a JSON object that is not a saved model (one with a ``schema``): a log
+    of JSON lines. A one-line saved report holding NaN or Infinity is a report that fails to
+    parse, not a log."""
     try:
         with path.open("rb") as fh:
-            return isinstance(json.loads(fh.readline()), dict)
+            first = json.loads(fh.readline().decode("utf-8-sig"))
     except (OSError, ValueError, RecursionError):
         return False
+    return isinstance(first, dict) and "schema" not in first
 
 
 __all__ = ["check_model", "first_error", "json_type", "load_model", "load_report_json",

@@ -17,6 +17,7 @@ from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.jsonable import clean
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
+from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
 from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from dslogs.analyzer.rules import (
     RULE_IDS,
@@ -82,6 +83,8 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     # the rest was made clean by build_report_from_metrics (one pass over 3,000 session rows
     # and their judged figures less; group_session_details cleans its rows)
     model["findings"] = clean(model["findings"])
+    # the drill-down's requests tell which of a finding's requests missed the SLO
+    model["lead"] = clean(lead(model))
     return model
 
 
@@ -147,6 +150,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         ],
         # list(): a large metric table is a read-only metrics.Rows; the model holds plain lists
         "slowest_sessions": list(metrics.get("slowest_sessions", [])),
+        "slow_requests": slow_requests(metrics, _requests_e2e_p50(metrics), thresholds),
         "gpus": list(metrics.get("gpu_per_host", [])),
         "processes": list(metrics.get("rss_per_process", [])),
         "capacity": capacity_block(metrics, thresholds),
@@ -160,7 +164,14 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
 
         model["server_metrics"] = list(ingest["server_metrics"])
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
+    model["notes"] += contradictions(model)
+    model["lead"] = lead(model)
     return clean(model)
+
+
+def _requests_e2e_p50(metrics: dict) -> float | None:
+    return next((r.get("p50") for r in metrics.get("request_latency_percentiles", []) if r.get("metric") == "e2e_ms"),
+                None)
 
 
 # -- model parts -------------------------------------------------------------------------------
@@ -220,6 +231,7 @@ def _requests_block(metrics: dict, thresholds: dict) -> dict:
         "ttfa_ms": _pcts(lat.get("ttfa_ms")),
         "tpot_is_upper_bound": bool((lat.get("tpot_ms") or {}).get("upper_bound_count")),
         "goodput": g.get("goodput"),
+        "slo_missed": g.get("slo_missed"),
         "slo": {"ttft_ms": thresholds["slo"]["ttft_ms"], "tpot_ms": thresholds["slo"]["tpot_ms"]},
         "prefill_decode_ratio_p50": ratio.get("p50"),
         "prefill_decode_ratio_p90": ratio.get("p90"),
@@ -353,7 +365,7 @@ INGEST_SERIES: dict[str, tuple[str, ...]] = {"server_gauges": ("ts", "server", "
 REPORT_INPUTS: tuple[str, ...] = (
     "time_span", "hosts_summary", "stage_percentiles", "request_latency_percentiles", "goodput",
     "prefill_decode_ratio", "reasoning_share", "memory_per_session", "session_summary", "errors_by_type",
-    "slowest_sessions", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
+    "slowest_sessions", "slowest_requests", "gpu_per_host", "rss_per_process", "future_events", "session_id_coverage",
     "prefill_by_input_class", "short_prompt_e2e", "gpu_util_while_busy", "gpu_util_per_host_requests",
     "oom_per_session", "kv_cache_per_session", "host_devices",
     # what the per-session rules judged of each session in the sessions table (JUDGED_COLUMNS)

@@ -428,6 +428,7 @@ class Requests(Model):
     ttfa_ms: LatencyStats = field(default_factory=LatencyStats)  # time to first answer token (after the reasoning)
     tpot_is_upper_bound: bool | None = None  # some TPOTs include the prefill
     goodput: Share | None = None  # share of requests within the SLO
+    slo_missed: Count | None = None  # answered requests with a measured TTFT over an SLO
     slo: Slo = field(default_factory=Slo)
     prefill_decode_ratio_p50: float | None = None
     prefill_decode_ratio_p90: float | None = None
@@ -501,6 +502,63 @@ class SlowSession(Row):
     e2e_max_ms: float | None = None
     ttft_p50_ms: float | None = None
     tpot_p50_ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlowRequest(Row):
+    """One of the slowest requests, its time split into parts and why it was slow."""
+
+    request_id: str | None = None
+    session_id: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    turn_index: int | None = None
+    start_ts: str | None = None  # its first event: the enqueue time when queue wait is logged
+    e2e_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    max_new_tokens: int | None = None
+    num_beams: int | None = None  # a failed attempt's included
+    status: str | None = None
+    error_type: str | None = None
+    shared_ms: float | None = None  # time with at least one other request of its process in flight
+    others_avg: float | None = None  # other requests in flight (queued or running), on average over its time
+    queue_ms: float | None = None  # waited before its handler ran
+    tokenize_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None  # decode, or one unsplit inference stage
+    other_ms: float | None = None  # e2e minus the parts above: format, the app's own work
+    times_median: float | None = None  # e2e over the median request's
+    why: list[str] = field(default_factory=list)  # the parts and settings that made it slow
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeadLine(Model):
+    """One problem on the report's first screen, ranked by user impact."""
+
+    rank: int
+    rule: str  # the finding's rule, or slow_requests
+    severity: Severity
+    scope: str | None = None
+    finding: int | None = None  # 1-based index of the finding holding the evidence
+    section: str | None = None  # the section holding it, when no finding does
+    problem: str | None = None
+    impact: str  # requests and sessions touched, failed or over the SLO, since when
+    requests: Count | None = None  # requests touched
+    request_share: Share | None = None  # of the window's requests
+    failed_requests: Count | None = None
+    slo_missed_requests: Count | None = None
+    sessions: Count | None = None
+    session_share: Share | None = None
+    session_ids: list[str] = field(default_factory=list)  # the first few
+    more_sessions: Count | None = None
+    since: str | None = None
+    until: str | None = None
+    minutes: float | None = None
+    figure: str | None = None  # the one figure that shows it
+    change: str | None = None  # what to change
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -653,6 +711,8 @@ class ReportModel(Model):
     rules: list[RuleStatus] = field(default_factory=list)
     errors: list[ErrorRow] = field(default_factory=list)
     slowest_sessions: list[SlowSession] = field(default_factory=list)
+    slow_requests: list[SlowRequest] = field(default_factory=list)  # the slowest requests, explained
+    lead: list[LeadLine] = field(default_factory=list)  # the problems, ranked by user impact
     gpus: list[GpuRow] = field(default_factory=list)
     processes: list[ProcessRow] = field(default_factory=list)
     capacity: list[ProcessCapacity] = field(default_factory=list)

@@ -18,7 +18,9 @@ def _ci(c: dict) -> str:
 
 def md_text(text) -> str:
     # Log-derived text in Markdown: one line, no table breaks, inert if the Markdown becomes HTML.
-    s = " ".join(str(text or "").split())
+    from dslogs.analyzer.core.textsafe import visible
+
+    s = visible(" ".join(str(text or "").split()))
     return s.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("`", "'")
 
 
@@ -51,7 +53,7 @@ def render_markdown_diff(d: dict) -> str:
            f"A regression is a significant change worse than {lim:g} % that the request mix does not explain. "
            f"Regressions: **{len(d['regressions'])}**" + (f" ({md_text(', '.join(d['regressions']))})" if d["regressions"] else "") + "."]
     for note in d.get("notes") or []:
-        out += ["", f"> {md_text(note)}"]
+        out += ["", f"> {md_text(fmt.note_message(note))}"]
     if d.get("summary"):
         out += ["", "## What changed", ""] + [f"- {md_text(s)}" for s in d["summary"]]
     out += ["", "## Requests", ""] + _latency_table(d["request_metrics"], d["significance"])
@@ -113,7 +115,7 @@ def md_finding_changes(findings: dict, with_fix: bool = False) -> list[str]:
             n = f.get("sessions") or 0
             where = f" — {n} session{'s' if n != 1 else ''}" if n else ""
             hosts = f" on {md_text(', '.join(f['hosts']))}" if f.get("hosts") else ""
-            out.append(f"- **{f['severity']}** `{md_text(f['rule'])}`{hosts}{where}: {md_text(f.get('message'))}")
+            out.append(f"- **{md_text(f['severity'])}** `{md_text(f['rule'])}`{hosts}{where}: {md_text(f.get('message'))}")
             if with_fix and kind != "resolved" and f.get("fix"):
                 out.append(f"  - fix: {md_text(f['fix'])}")
     return out

@@ -30,7 +30,30 @@ GLOSSARY: dict[str, str] = {
     "slope": "a least-squares trend, MiB per minute: of a session's reserved GPU memory over its snapshots, "
              "or of a process's RSS (host RAM) over its samples",
     "N/A": "not applicable: a GPU check on a host without a GPU, or an input the source format does not carry",
+    "SLO": "service-level objective: the latency a request must meet to count as good (TTFT and TPOT limits, "
+           "thresholds slo.ttft_ms and slo.tpot_ms)",
+    "queue wait": "the time a request waited before its handler ran (Gradio's queue, a handler's semaphore), ms; "
+                  "part of its TTFT and e2e",
+    "shared": "the part of a request's time during which at least one other request of its process was in "
+              "flight (queued or running), ms",
+    "knee": "the in-flight level past which throughput (tokens/s) stops rising while latency keeps growing: "
+            "more requests at once only wait longer",
+    "seed app": "the example app of the two source articles (a Streamlit chat on DeepSeek-R1-Distill-Qwen-1.5B, "
+                "max_new_tokens=2048, greedy fallback on OOM) that dslogs' thresholds and fixes are written against",
 }
+
+
+def term_anchor(word: str) -> str:
+    """The glossary entry's id in the HTML report."""
+    return "gloss-" + re.sub(r"[^a-z0-9]+", "-", word.lower()).strip("-")
+
+
+# the terms linked to their entry where finding, fix and lead texts use them (words such as
+# "kept" or "rise" read plainly there)
+LINKED_TERMS = ("TTFT", "TPOT", "TTFA", "e2e", "goodput", "SLO", "RSS", "knee", "seed app", "queue wait",
+                "ghost memory", "in flight", "gpu_wait")
+_TERMS = sorted(LINKED_TERMS, key=len, reverse=True)
+TERM_RE = re.compile(r"(?<![\w/])(" + "|".join(re.escape(w) for w in _TERMS) + r")(?![\w/])")
 
 
 # The article sections findings and checks cite, each in one line (docs/sources.md says more).

@@ -26,9 +26,10 @@ from jinja2 import (
     StrictUndefined,
     select_autoescape,
 )
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
@@ -48,7 +49,7 @@ SVG_BUDGET_BYTES = 800_000  # all no-JS fallback SVGs together
 
 SECTIONS = [
     ("header", "Overview"), ("checklist", "Checklist"), ("findings", "Findings"),
-    ("timeline", "Time range"), ("latency", "Latency"), ("prefill", "Prefill vs decode"),
+    ("timeline", "Time range"), ("latency", "Latency"), ("slow", "Slow requests"), ("prefill", "Prefill vs decode"),
     ("gpu", "GPU"), ("memory", "Memory"), ("kv", "KV cache"), ("errors", "Errors"),
     ("capacity", "Capacity"),
     ("sessions", "Sessions"), ("server", "Server metrics"), ("collector", "Collector"), ("rules", "Rules"),
@@ -56,9 +57,11 @@ SECTIONS = [
 ]
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
-                  "reasoning_len", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
+                  "reasoning_len", "queue_ms", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
                   "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
                   "max_new_tokens"]
+SLOW_COLUMNS = ["e2e_ms", "times_median", "queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms", "shared_ms",
+                "others_avg"]
 LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
                   ("ttfa_ms", "TTFA (ms)"), ("tokens_per_s", "tokens/s")]
 TEXT_COLUMNS = ("request_id", "status", "error_type", "finish_reason", "host", "source_format")
@@ -108,6 +111,28 @@ def cite(source) -> Markup:
         last = m.end()
     out.append(str(escape(text[last:])))
     return Markup("".join(out))
+
+
+def defined(text) -> Markup:
+    """``text`` escaped, with the first use of each glossary term linked to its entry (its
+    meaning as the tooltip): a term is explained where a reader meets it."""
+    from dslogs.analyzer.render.glossary import GLOSSARY, TERM_RE, term_anchor
+
+    if text is None:
+        return Markup("—")
+    seen: set[str] = set()
+    out, last = [], 0
+    raw = str(text)
+    for m in TERM_RE.finditer(raw):
+        word = m.group(1)
+        if word in seen:
+            continue
+        seen.add(word)
+        out.append(escape(raw[last:m.start()]))
+        out.append(Markup('<a class="term" href="#{}" title="{}">{}</a>').format(term_anchor(word), GLOSSARY[word], word))
+        last = m.end()
+    out.append(escape(raw[last:]))
+    return Markup("").join(out)
 
 
 def anchor(session_id) -> str:
@@ -191,6 +216,12 @@ def _bytecode_cache() -> FileSystemBytecodeCache | None:
     return FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
 
 
+def _term_anchor(word: str) -> str:
+    from dslogs.analyzer.render.glossary import term_anchor
+
+    return term_anchor(word)
+
+
 @cache
 def _env() -> Environment:
     env = Environment(
@@ -203,7 +234,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
+    env.filters.update(numcol=numcol, defined=defined, term_anchor=_term_anchor, cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS)
     return env
 
@@ -274,7 +305,9 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
     by_section: dict[str, list[dict]] = {}
     specs: dict[str, dict] = {}
     budget = SVG_BUDGET_BYTES
-    for chart in charts_mod.build_charts(model):
+    charts = charts_mod.build_charts(model)
+    progress.counting("rendering", len(charts), "charts")
+    for chart in charts:
         svg = static_svg(chart.spec) if fallback_svg else None
         if svg is not None and len(svg) > budget:
             svg = None
@@ -285,6 +318,7 @@ def prepare_charts(model: dict, fallback_svg: bool = True) -> tuple[dict[str, li
             {"id": chart.id, "title": chart.title, "timeline": chart.timeline, "notes": chart.notes,
              "svg": Markup(svg) if svg else None}
         )
+        progress.advance(1)
     return by_section, specs
 
 
@@ -357,6 +391,30 @@ def _words(text: str) -> str:
     return " ".join(_WORDS.get(w, w) for w in text.split("_"))
 
 
+def column_digits(rows: list[dict], columns: list[str]) -> dict[str, int]:
+    """Decimals per numeric column, one for the whole column: none when every value is whole or
+    some reach 1,000; two when all are under 10 (ratios, R²); else one."""
+    out = {}
+    for c in columns:
+        vals = [r.get(c) for r in rows]
+        nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        if not nums:
+            continue
+        top = max(abs(v) for v in nums)
+        if all(v.is_integer() for v in nums) or top >= 1000:
+            out[c] = 0
+        else:
+            out[c] = 2 if top < 10 else 1
+    return out
+
+
+def numcol(value, digits: int | None) -> str:
+    """A cell of a column formatted by ``column_digits``: every value with the same decimals."""
+    if digits is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return fmt.table(value)
+    return fmt.number(value, digits, whole_from=None)
+
+
 def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
     """Lists of records in a finding's evidence (per-session numbers, bad-line samples) as small
     tables, so a card shows the numbers behind its claim, not only ids."""
@@ -370,7 +428,7 @@ def _detail_tables(details: dict, links: dict[str, str]) -> list[dict]:
         rows = [{c: r.get(c) for c in columns} for r in value[:MAX_FINDING_SESSIONS]]
         # a list the model cut says how long it was (``<key>_total``)
         total = details.get(f"{key}_total") if details.get(f"{key}_truncated") else None
-        tables.append({"key": key, "columns": columns, "rows": rows,
+        tables.append({"key": key, "columns": columns, "rows": rows, "digits": column_digits(rows, columns),
                        "more": max(0, (total or len(value)) - len(rows)),
                        "links": {r.get("session_id"): links.get(r.get("session_id")) for r in rows if r.get("session_id")}})
     return tables
@@ -425,13 +483,29 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
 
 
 def _detail_columns(rows: list[dict]) -> list[str]:
+    """The columns with a value in some row: a field this source never logs is no column."""
     present = []
     for r in rows:
-        for k in r:
-            if k not in present:
+        for k, v in r.items():
+            if k not in present and v is not None and v != "":
                 present.append(k)
     ordered = [c for c in DETAIL_COLUMNS if c in present]
     return ordered + sorted(c for c in present if c not in ordered and c != "session_id")
+
+
+def _lead(model: dict, links: dict[str, str]) -> list[dict]:
+    """The lead lines with the anchor of their evidence: the finding card (cards are in severity
+    order, the model's findings in rule order) or the section."""
+    found = model.get("findings") or []
+    order = sorted(range(len(found)), key=lambda i: (charts_mod.severity_rank(found[i].get("severity")),
+                                                      str(found[i].get("rule"))))
+    card = {model_i + 1: view_i + 1 for view_i, model_i in enumerate(order)}
+    out = []
+    for x in model.get("lead") or []:
+        href = (f"#finding-{card[x['finding']]}" if x.get("finding") in card
+                else f"#sec-{x.get('section') or 'findings'}")
+        out.append(dict(x, href=href, links=[(s, links.get(s)) for s in x.get("session_ids") or []]))
+    return out
 
 
 def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
@@ -450,8 +524,9 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
         rows = list(details.get(sid) or [])
         shown = rows[:max(0, min(MAX_DETAIL_ROWS, left))]
         left -= len(shown)
+        columns = _detail_columns(shown)
         drill.append({"id": sid, "anchor": anchor(sid), "session": by_id.get(sid) or {},
-                      "columns": _detail_columns(shown), "rows": shown, "total_rows": totals.get(sid, len(rows)),
+                      "columns": columns, "rows": shown, "digits": column_digits(shown, columns), "total_rows": totals.get(sid, len(rows)),
                       "more_rows": totals.get(sid, len(rows)) - len(shown)})
     drill_set = set(drill_ids)
     # A session links to its drill-down, else to its row in the sessions table.
@@ -478,7 +553,9 @@ def _table(rows, preferred: list[str], max_rows: int = 50, max_cols: int = 12) -
         present += [k for k in r if k not in present]
     columns = [c for c in preferred if c in present] + [c for c in present if c not in preferred]
     columns = [c for c in columns if not c.endswith("_ts") and not isinstance(rows[0].get(c), (dict, list))]
-    return {"columns": columns[:max_cols], "rows": rows[:max_rows], "more": max(0, len(rows) - max_rows)}
+    shown = rows[:max_rows]
+    return {"columns": columns[:max_cols], "rows": shown, "more": max(0, len(rows) - max_rows),
+            "digits": column_digits(shown, columns[:max_cols])}
 
 
 def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
@@ -567,6 +644,9 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "hosts": model.get("hosts") or [],
         "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
+        "lead": _lead(model, links),
+        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:10]],
+        "slow_digits": column_digits((model.get("slow_requests") or [])[:10], SLOW_COLUMNS),
         "counts": counts,
         "stages": model.get("stages") or [],
         "requests": requests,

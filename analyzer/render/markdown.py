@@ -119,7 +119,7 @@ def render_capacity_markdown(model: dict) -> str:
     w = model.get("window") or {}
     out = ["# dslogs capacity", "", f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}.", ""]
     for note in model.get("notes") or []:
-        out += [f"> **Note:** {_text(note.get('message'))}", ""]
+        out += [f"> **Note:** {_text(fmt.note_message(note))}", ""]
     for f in model.get("findings") or []:
         out += [f"- **{_text(f.get('rule'))}** ({_text(f.get('severity'))}): {_esc(f.get('message'))}",
                 f"  - fix: {_text(f.get('fix'))}"]
@@ -157,7 +157,7 @@ def render_markdown(model: dict) -> str:
     out.append("**Findings:** " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES))
     out.append("")
     for n in model.get("notes") or []:
-        out.append(f"> **Note:** {_esc(n.get('message'))}")
+        out.append(f"> **Note:** {_esc(fmt.note_message(n))}")
         out.append("")
 
     out += ["## Health checklist (article 003 §5.2–5.4)", ""]
@@ -327,7 +327,8 @@ def _server_metrics(servers: list[dict]) -> list[str]:
         if sv.get("histograms"):
             out += ["Percentiles from the buckets' counts in the window; each lies in the bucket shown.", ""]
             rows = [[_esc(h.get("metric")), _num(h.get("count")), _num(h.get("mean"), 3),
-                     *[x for q in ("p50", "p90", "p99") for x in (_num(h.get(q), 3), _bucket(h.get(f"{q}_bucket")))]]
+                     *[x for q in ("p50", "p90", "p99")
+                       for x in (_num(h.get(q), 3), "since start" if h.get("quantiles") else _bucket(h.get(f"{q}_bucket")))]]
                     for h in sv["histograms"]]  # fmt: skip
             out += _table(["histogram", "count", "mean", "p50", "p50 bucket", "p90", "p90 bucket", "p99", "p99 bucket"],
                           rows, "lrrrlrlrl") + [""]  # fmt: skip

@@ -21,7 +21,7 @@ def render_markdown_weekly(model: dict) -> str:
            f"({p['first_day']} – {p['last_day']}{covers(p)}), time zone {model['tz']}. "
            f"Regression: a rise of more than {lim:g} %.", ""]
     for note in model.get("notes") or []:
-        out += [f"> {md_text(note)}", ""]
+        out += [f"> {md_text(fmt.note_message(note))}", ""]
     if not p["has_data"]:
         out += [f"> No logs for {model['previous_week']}: nothing to compare, every finding counts as new.", ""]
     if model.get("summary"):

@@ -108,9 +108,11 @@ def process_curve(rows: list[dict], t: dict) -> dict:
             # the first level whose predicted peak passes oom_share of the GPU
             out["oom_level"] = max(1, math.floor((th["oom_share"] * gpu - a) / b) + 1)
     # the recommendation: below the knee, the SLO and the OOM level, with enough traffic to say
-    if len(dense) < th["min_levels"] or total < th["min_requests"]:
-        want_levels = max(th["min_levels"] - len(dense), 0)
-        out["needs"] = (f"{th['min_requests']}+ requests over {th['min_levels']}+ in-flight levels with "
+    # no measured level at all settles nothing, whatever min_levels says (0 included)
+    need = max(th["min_levels"], 1)
+    if len(dense) < need or total < th["min_requests"]:
+        want_levels = max(need - len(dense), 0)
+        out["needs"] = (f"{th['min_requests']}+ requests over {need}+ in-flight levels with "
                         f"{th['min_level_requests']}+ requests each; the logs hold {total} requests, "
                         f"{len(dense)} such level{'s' if len(dense) != 1 else ''}"
                         + (f" ({want_levels} more needed)" if want_levels else ""))

@@ -66,6 +66,22 @@ def memory_requests(rows: list[dict], limit: int | None = EVIDENCE_REQUESTS,
             out.append(row)
         entry = {"basis": f"{'host RAM (RSS)' if basis == 'rss' else basis} before/after each request",
                  "requests": out}
+        listed = {r.get("request_id") for r, _k in top}
+        with_pair = {r.get("request_id") for r, _k in deltas}
+        missing = []
+        for r in rows:
+            if r.get("request_id") in listed or r.get("turn_index") is None:
+                continue
+            if r.get("request_id") not in with_pair:
+                why = "no before/after reading"
+            elif credited:
+                why = "not judged: not among the requests attribution credited"
+            else:
+                why = f"not among the {limit} requests that kept the most"
+            missing.append({"turn_index": r.get("turn_index"), "why": why})
+        if missing:
+            # a turn the chart and table skip says why (the reader would otherwise guess)
+            entry["missing"] = missing
         if credited:
             listed = {r["request_id"] for r in out}
             entry["credited_mb"] = sum(r["credited_mb"] for r in out if r["credited_mb"] is not None)

@@ -162,6 +162,21 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
     return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests_counted": n}
 
 
+def rss_fix(leaking: int, judged: int) -> str:
+    """The rss_growth fix for what its sessions show: a leak in a few of the sessions judged is
+    state kept per session (per-request objects would grow in every session); in most of them,
+    objects created again per request."""
+    if judged and leaking * 2 <= judged:
+        return (f"{leaking} of the {judged} sessions judged keep host memory on their own requests; the others "
+                "keep none, so the memory is held per session: look for state keyed by session (a cache or dict "
+                "of histories, outputs or tensors appended on every turn) and bound it or drop it when the session "
+                "ends (000 §3.3). Checked and absent: growth in every session, which a tokenizer or pipeline "
+                "created again per request would give.")
+    return (f"{leaking} of the {judged} sessions judged keep host memory on their own requests: Python objects are "
+            "not released on every request. Check whether the tokenizer or pipeline is instantiated again per "
+            "request; create them once and reuse (000 §3.3).")
+
+
 @rule(
     "rss_growth",
     severity="warning",
@@ -184,8 +199,10 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
     if not rows and not rates:
         return RuleOutcome("rss_growth", "no_data", f"no process with {th['min_samples']}+ process_sample events")
     leaking = {}
+    judged = 0
     for sid in rates:
         v = rss_judgement(rates, sid, t)
+        judged += v is not None
         if (v is not None and v["rss_kept_per_request_mb"] > th["leak_per_request_mb"]
                 and v["rss_kept_mb"] > th["rise_mb"]):
             leaking[sid] = {"session_id": sid, **v}
@@ -211,6 +228,7 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
                                   for v in leaky]},
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
+        findings[-1]["fix"] = rss_fix(len(leaky), judged)
     pinned: dict[tuple, float] = {}
     for v in leaky:
         pinned[(v["host"], v["pid"])] = pinned.get((v["host"], v["pid"]), 0.0) + v["rss_kept_mb"]

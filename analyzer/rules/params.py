@@ -26,8 +26,8 @@ def _beam_search_scan(t):
     severity="warning",
     source="003 §3.2",
     fix=(
-        "Generate with num_beams=1 (sampling or greedy) for chat: beam search runs several "
-        "branches, multiplies decode work and memory and caused OOM retries in 003 §3.2."
+        "Generate with num_beams=1 (sampling or greedy) for chat: beam search runs num_beams "
+        "branches and multiplies decode work and memory (003 §3.2)."
     ),
     inputs=("generate_params_per_session",),
     needs=(),
@@ -52,6 +52,7 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
     # A failed attempt's params (error event) keep the cause visible behind a fallback (003 §3.2).
     for f in outcome.findings:
         flagged = set(f["session_ids"])
+        f["fix"] = beam_fix([r for r in rows() if r["session_id"] in flagged], f.get("fix") or "")
         fb = [r for r in rows() if r["session_id"] in flagged and (r.get("beam_fallback_requests") or 0) > 0]
         if fb:
             beams = max(r.get("failed_num_beams_max") or 0 for r in fb)
@@ -59,6 +60,21 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
                              f"{_plural(sum(r['beam_fallback_requests'] for r in fb), 'request')} of "
                              f"{_plural(len(fb), 'session')}")
     return outcome
+
+
+def beam_fix(rows: list[dict], base: str) -> str:
+    """The beam_search fix naming what its sessions' requests show: beam requests that failed
+    (the OOM 003 §3.2 describes) only when some did; otherwise the cost is their time."""
+    beam = sum(r.get("beam_requests") or 0 for r in rows)
+    failed = sum(r.get("beam_failed_requests") or 0 for r in rows)
+    fallback = sum(r.get("beam_fallback_requests") or 0 for r in rows)
+    if failed:
+        retried = f", {fallback} of them then answered by a greedy retry" if fallback else ""
+        return (f"{base} Here {_plural(failed, 'beam request')} failed (out of memory){retried}: generating "
+                "with num_beams=1 from the start avoids the failed attempt.")
+    return (f"{base} Checked and absent: no beam request failed ({_plural(beam, 'beam request')} in "
+            f"{_plural(len(rows), 'session')}, all answered), so the cost here is time: compare their decode "
+            "times in the slow-requests section.")
 
 
 @_session_scan("high_max_tokens")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import warnings
 from pathlib import Path
 
 from dslogs.analyzer.core.errors import UsageError, one_line
+from dslogs.analyzer.core.resources import env_int
 from dslogs.analyzer.core.views import VIEWS
 from dslogs.analyzer.engines.registry import engine
 from dslogs.analyzer.engines.spark.executors import (
@@ -383,7 +383,7 @@ def open_spark(selection, materialize: bool = True) -> SparkSource:
 
     snapshots = [f for f in sources.jsonl if not is_url(f.display) and is_snapshot(Path(f.display), f.display, f.size)]
     if snapshots:
-        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi)
+        read_snapshots(ingest, [(Path(f.display), f.display) for f in snapshots], lo, hi, group=selection.prom_servers)
     for i, f in enumerate(sources.jsonl):
         if f.size == 0 or f in snapshots:
             continue
@@ -404,7 +404,7 @@ def open_spark(selection, materialize: bool = True) -> SparkSource:
                                    uri=_hadoop_uri(spark, path) if remote else None,
                                    spark_path=_escape_glob(path) if remote else None,
                                    host=item.get("host"), size=int(item.get("bytes") or 0)))  # fmt: skip
-    partitions = int(os.environ.get("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism)
+    partitions = env_int("DSLOGS_SPARK_PARTITIONS") or spark.sparkContext.defaultParallelism
     task = _Task(zone, since, until, tz, iso(lo), iso(hi), session_attr)
     return SparkSource(spark, files, task, ingest, {"since": iso(lo), "until": iso(hi)}, max(1, partitions))
 

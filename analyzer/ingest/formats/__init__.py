@@ -293,8 +293,9 @@ def snapshot_format(path: Path, display: str, size: int) -> Format | None:
     return fmt if fmt in snapshots else None
 
 
-def read_snapshots(files: list[tuple[Path, str]], lo=None, hi=None) -> tuple[list, list]:
-    """(servers, bad lines) of snapshot files ``(path, display)``, each read by its format."""
+def read_snapshots(files: list[tuple[Path, str]], lo=None, hi=None, how: str = "auto") -> tuple[list, list]:
+    """(servers, bad lines) of snapshot files ``(path, display)``, each read by its format; ``how``:
+    how they are told apart into servers (``core.selection.PROM_SERVERS``)."""
     snapshots = [f for f in registry() if f.read == SNAPSHOT]
     groups: dict[str, list[tuple[Path, str]]] = {}
     for path, display in files:
@@ -304,7 +305,7 @@ def read_snapshots(files: list[tuple[Path, str]], lo=None, hi=None) -> tuple[lis
     servers: list = []
     bad: list = []
     for name, group in groups.items():
-        s, b = by_name(name).snapshots(group, lo, hi)
+        s, b = by_name(name).snapshots(group, lo, hi, group=how)
         servers += s
         bad += b
     return servers, bad

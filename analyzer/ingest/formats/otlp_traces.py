@@ -2,7 +2,7 @@
 metrics and logs may share a file, judged per line), read by their own statement
 (``otlp_traces.sql`` beside this module) over the spans ``otlp_lines.sql`` reads leniently (one
 bad value costs that value or its span, counted with its line), whose profiles (vLLM's
-``llm_request`` spans, generic GenAI spans, openlit's) are told apart per span.
+``llm_request`` spans, OpenInference's, generic GenAI spans, openlit's) are told apart per span.
 
 The exporter's other encodings (its ``compression: zstd`` and ``format: proto`` settings) are
 recognised by their first bytes (``unpack``): a zstd stream is read as it is, the length-prefixed
@@ -101,7 +101,7 @@ def _describe(text: bytes) -> str | None:
     if framed(text) == "proto":
         return PROTOBUF
     if _SPANS_KEY.match(text):  # read, and no span is an LLM call
-        return "OTLP/JSON traces with no LLM span (no `gen_ai.*` or `llm.*` attribute, no vLLM `llm_request`)"
+        return "OTLP/JSON traces with no LLM span (no `gen_ai.*` or `llm.*` span of an inference operation, no OpenInference LLM span, no vLLM `llm_request`)"
     return None
 
 
@@ -131,11 +131,49 @@ def lines_sql(compression: str = "auto") -> str:
     return sql.replace("format = 'newline_delimited',", f"format = 'newline_delimited', compression = '{compression}',")
 
 
-# The value of attribute ``name`` in an OTLP key/value list (the last one when a key repeats);
-# otlp_traces.sql reads attributes through it. Created on the connection before the read.
+# Which spans are requests, declared once (the statement's otlp_is_request asks these lists):
+# - OpenInference (`openinference.span.kind`): LLM spans; CHAIN, AGENT, TOOL, RETRIEVER, EMBEDDING,
+#   RERANKER, GUARDRAIL, EVALUATOR, PROMPT spans wrap or sit beside the calls.
+OPENINFERENCE_REQUEST_KINDS = ("LLM",)
+# - GenAI conventions (`gen_ai.operation.name`): the inference operations, current and as older
+#   instrumentations name them; invoke_agent, execute_tool, create_agent, embeddings,
+#   invoke_workflow, retrieval (openlit's framework, vectordb and task names too) are not requests.
+#   A span that names no operation is one (vLLM's, OpenLLMetry's).
+GENAI_INFERENCE_OPERATIONS = ("chat", "text_completion", "generate_content", "text_generation", "completion")
+# - OpenLLMetry's structure spans (`traceloop.span.kind`) are not requests.
+TRACELOOP_STRUCTURE_KINDS = ("workflow", "task", "agent", "tool")
+# Finish reasons that end a request in failure: vLLM's (vllm/v1/engine/__init__.py
+# FINISH_REASON_STRINGS: stop, length, abort, error, repetition) "abort" (aborted by the client
+# or the engine) and "error" (a request-level internal error, returned as HTTP 500), the GenAI
+# conventions' "error" alike.
+FAILED_FINISH_REASONS = ("abort", "error")
+# The span event OpenInference's instrumentations add when the first token of a stream arrives
+# (openinference-instrumentation-openai _stream.py): its time is the TTFT.
+FIRST_TOKEN_EVENTS = ("First Token Stream Event",)
+
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+
+
+# Macros otlp_traces.sql reads spans through, created on the connection before the read:
+# otlp_attr: the value of attribute ``name`` in an OTLP key/value list (the last one when a key
+# repeats); otlp_num: a value as a double (doubleValue, or intValue); otlp_int: an intValue as
+# a BIGINT; otlp_is_request / otlp_failed_finish / otlp_first_token_event:
+# the lists above.
 OTLP_MACROS = (
     "CREATE OR REPLACE TEMP MACRO otlp_attr(kvs, name) AS "
-    'list_filter(kvs, lambda x: x."key" = name)[-1]."value"'
+    'list_filter(kvs, lambda x: x."key" = name)[-1]."value"',
+    "CREATE OR REPLACE TEMP MACRO otlp_num(v) AS coalesce(v.doubleValue, TRY_CAST(v.intValue AS DOUBLE))",
+    "CREATE OR REPLACE TEMP MACRO otlp_int(kvs, name) AS TRY_CAST(otlp_attr(kvs, name).intValue AS BIGINT)",
+    "CREATE OR REPLACE TEMP MACRO otlp_is_request(oi_kind, op, tl_kind) AS CASE "
+    f"WHEN oi_kind IS NOT NULL THEN list_contains({_sql_list(OPENINFERENCE_REQUEST_KINDS)}, upper(oi_kind)) "
+    f"WHEN op IS NOT NULL THEN list_contains({_sql_list(GENAI_INFERENCE_OPERATIONS)}, lower(op)) "
+    f"WHEN tl_kind IS NOT NULL THEN NOT list_contains({_sql_list(TRACELOOP_STRUCTURE_KINDS)}, lower(tl_kind)) "
+    "ELSE true END",
+    "CREATE OR REPLACE TEMP MACRO otlp_failed_finish(reason) AS "
+    f"coalesce(list_contains({_sql_list(FAILED_FINISH_REASONS)}, lower(reason)), false)",
+    f"CREATE OR REPLACE TEMP MACRO otlp_first_token_event(name) AS list_contains({_sql_list(FIRST_TOKEN_EVENTS)}, name)",
 )
 # otlp_lines.sql's: a time in unix nanoseconds (at most 19 digits: within int64), else NULL; an
 # integer as int64 text (DuckDB's own cast rounds "1.5"); a double that is a measurement (NaN, infinities and magnitudes past 1e18 are none: they would
@@ -170,19 +208,21 @@ OTLP_LINE_MACROS = (
 )
 
 # vLLM preallocates GPU memory (nothing per request or session) and tokenizes inside the engine;
-# neither profile has post-processing, KV-cache size, GPU samples or reasoning tokens.
+# no profile has post-processing, KV-cache size or GPU samples; only OpenInference counts reasoning
+# tokens.
 _GENAI_LACKS = frozenset({"tokenize", "queue", "prefill", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"})
 
 FORMAT = Format(
     name="otlp_traces",
     order=10,
-    writer="an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, openlit, OpenLLMetry)",
+    writer="an OTel Collector `file` exporter (vLLM --otlp-traces-endpoint, OpenInference, openlit, OpenLLMetry)",
     sniff=lambda head, first: is_otlp_export(head) or framed(head) is not None,
     read=STATEMENT,
     sniffed_names=r"^(?!\.).*\.json(?:\.gz|\.zst)?$",
     names_text="*.json, *.json.zst (OTLP traces)",
     source_formats={
         "otlp:vllm": "OTLP traces, vLLM llm_request spans",
+        "otlp:openinference": "OTLP traces, OpenInference LLM spans (Arize Phoenix's convention)",
         "otlp:genai": "OTLP traces, OpenTelemetry GenAI spans",
         "otlp:openlit": "OTLP traces, openlit GenAI spans (token counts estimated from characters)",
     },
@@ -190,6 +230,7 @@ FORMAT = Format(
     tag=("starts_with(v, 'otlp:')", "v"),
     not_carried={
         "otlp:vllm": frozenset({"tokenize", "format", "gpu_memory", "gpu_util", "kv_cache", "reasoning"}),
+        "otlp:openinference": _GENAI_LACKS - {"reasoning"},
         "otlp:genai": _GENAI_LACKS,
         "otlp:openlit": _GENAI_LACKS,
     },
@@ -200,10 +241,10 @@ FORMAT = Format(
     statement=lambda: Path(__file__).with_name("otlp_traces.sql").read_text(encoding="utf-8"),
     gives=frozenset({
         "v", "ts", "timestamp", "stage", "session_id", "request_id", "host", "pid", "duration_ms",
-        "input_len", "output_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
+        "input_len", "output_len", "reasoning_len", "ttft_ms", "status", "finish_reason", "error_type", "error_msg",
         "failed_stage", "params", "source", "inflight",
     }),
-    prepare=(OTLP_MACROS, *OTLP_LINE_MACROS),
+    prepare=(*OTLP_MACROS, *OTLP_LINE_MACROS),
     line_problem=_line_problem,
     unreadable="OTLP traces",
     stage=lines_sql,

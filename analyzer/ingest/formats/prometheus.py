@@ -23,10 +23,10 @@ def _describe(text: bytes) -> str | None:
     return None
 
 
-def _snapshots(files, lo, hi):
+def _snapshots(files, lo, hi, group="auto"):
     from dslogs.analyzer.ingest.prometheus import read_servers
 
-    return read_servers(files, lo, hi)
+    return read_servers(files, lo, hi, group)
 
 
 FORMAT = Format(

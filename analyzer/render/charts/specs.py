@@ -226,8 +226,8 @@ def _time_title(tx: TimeAxis | None) -> str:
 
 
 # Vega's default time labels are a 12-hour clock without AM/PM ("02:52" for 14:52): a
-# 24-hour clock at every level, the date where a day starts.
-TIME_LABELS = {"year": "%Y", "quarter": "%b %Y", "month": "%b %Y", "week": "%b %d", "date": "%b %d",
+# 24-hour clock at every level, the date where a day (or a month) starts.
+TIME_LABELS = {"year": "%Y", "quarter": "%b %d", "month": "%b %d", "week": "%b %d", "date": "%b %d",
                "hours": "%H:%M", "minutes": "%H:%M", "seconds": "%H:%M:%S", "milliseconds": "%H:%M:%S.%L"}
 # Plain decimals on millisecond axes: d3's "~s" wrote 0.2 ms as "200m" (milli-milliseconds).
 MS_LABELS = ",~r"
@@ -238,10 +238,18 @@ MS_LABELS = ",~r"
 TIME_LABELS_DAYS = {**TIME_LABELS, "hours": "%b %d %H:%M", "minutes": "%b %d %H:%M"}
 
 
+# A month's first day on an axis of days is a day like the others ("Dec 01", not "Dec 2026");
+# over more than a quarter, ticks fall on months and name them with their year.
+MONTH_TICKS = {"month": "%b %Y", "quarter": "%b %Y"}
+QUARTER_MS = 92 * 86_400_000
+
+
 def _time_axis_def(tx: TimeAxis | None = None) -> alt.Axis:
-    days = tx is not None and tx.domain is not None and tx.domain[1] - tx.domain[0] > 86_400_000
-    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True,
-                    format=TIME_LABELS_DAYS if days else TIME_LABELS)
+    span = tx.domain[1] - tx.domain[0] if tx is not None and tx.domain is not None else None
+    labels = TIME_LABELS_DAYS if span is not None and span > 86_400_000 else TIME_LABELS
+    if span is not None and span > QUARTER_MS:
+        labels = {**labels, **MONTH_TICKS}
+    return alt.Axis(labelOverlap=True, labelSeparation=10, labelFlush=True, format=labels)
 
 
 def _time_x(field_name: str, tx: TimeAxis | None = None) -> alt.X:
@@ -570,11 +578,22 @@ def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx:
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
-        number = {id(r): i for i, r in enumerate(pts, start=1)}
+        # the request's turn where the series has it (a gap is a turn without a reading)
+        number = {id(r): r.get("turn_index") or i for i, r in enumerate(pts, start=1)}
         t0 = parse_iso(pts[0]["ts"])
         out += [{"turn": number[id(r)], "minute": round((parse_iso(r["ts"]) - t0).total_seconds() / 60, 2),
                  "ts": tx.ms(r["ts"]), "session_id": sid, **{f: r.get(f) for f in fields}} for r in thin(pts)]
     return out
+
+
+def _turn_x(out: list[dict]) -> alt.X:
+    """The x of a per-session chart: its turns, 1 to the most any session shown has, whole
+    numbers only (a scale made "nice" ran to 10 where no session had more than 5 turns)."""
+    top = max((r["turn"] for r in out), default=1)
+    ticks = {"values": list(range(1, top + 1))} if top <= 20 else {}
+    return alt.X("turn:Q", title="turn in the session (one point per turn with a reading)",
+                 scale=alt.Scale(domain=[1, max(top, 2)], nice=False),
+                 axis=alt.Axis(tickMinStep=1, format="d", **ticks))
 
 
 def _multi_point_rows(rows: list[dict]) -> list[dict]:
@@ -589,7 +608,8 @@ def _multi_point_rows(rows: list[dict]) -> list[dict]:
 def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None) -> list[str]:
     total = len({r.get("session_id") for r in rows})
     # `total` is what the model's series kept (report.timeline_sessions), not every session
-    notes = [f"{len(keep)} of the {total} sessions in the report's timeline drawn (flagged first, then the largest)"] \
+    notes = [f"{len(keep)} of the {total} sessions with readings drawn (flagged sessions first, then those with the "
+             "largest values; the report keeps the readings of at most report.timeline_sessions sessions)"] \
         if len(keep) < total else []
     single = len({r.get("session_id") for r in all_rows or []}) - total
     if single > 0:
@@ -610,7 +630,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
     out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
-        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
+        x=_turn_x(out),
         y=alt.Y("mb:Q", title="GPU memory (MiB)", scale=alt.Scale(zero=False)),
         color=alt.Color("session_id:N", title="session", sort=keep),
         strokeDash=alt.StrokeDash("kind:N", title=None,
@@ -637,7 +657,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
     out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
     chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
-        x=alt.X("turn:Q", title="sample in the session (one per turn)", axis=alt.Axis(tickMinStep=1)),
+        x=_turn_x(out),
         y=alt.Y("kv_seq_len:Q", title="KV sequence length (tokens)"),
         color=alt.Color("session_id:N", title="session", sort=keep),
         tooltip=["session_id:N", _time_tip("ts", "time", seconds=True),

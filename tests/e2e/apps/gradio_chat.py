@@ -95,7 +95,7 @@ class ChatApp:
         sid, rid = request.session_hash, str(uuid.uuid4())
         fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
-        with t.request(session_id=sid, request_id=rid):
+        with t.request(session_id=sid, request_id=rid, gradio_request=request):
             self._queued(request, sid, rid)
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             with self.gpu.activations(self.activation_mb), self._working_memory(fault):
@@ -115,7 +115,7 @@ class ChatApp:
         sid, rid = request.session_hash, str(uuid.uuid4())
         fault, turn = self.plan.for_message(message), self._turn(sid)
         t, tok = self.tracer, self.tokenizer
-        with t.request(session_id=sid, request_id=rid):
+        with t.request(session_id=sid, request_id=rid, gradio_request=request):
             self._queued(request, sid, rid)
             enc = t.tokenize(tok, message, session_id=sid, request_id=rid, device=self.model.device)
             text = ""

@@ -1,0 +1,273 @@
+"""What an on-call reader needs first: the problems ranked by their users, and why the slowest
+requests were slow.
+
+``slow_requests``: each of the slowest requests (``queries/slowest_requests.sql``) with its time
+split into queue wait, tokenize, prefill, decode and the rest, what it shared with other requests
+in flight, and the reasons read from those figures (``why``).
+
+``lead``: one line per problem, ranked by user impact: the requests and sessions it touched (out
+of the window's), failed or over the SLO, since when and for how long, the one figure that shows
+it and the change to make (the first sentence of its finding's fix). Every line links to the
+finding (or section) that holds its evidence.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.rules.registry import SEVERITY_RANK
+
+# a part of a request's time names a reason from this share of its end-to-end time
+MAIN_SHARE = 0.25
+# a request is called slow beside the median from this many times it
+SLOW_TIMES = 2.0
+LEAD_SESSIONS = 4  # session ids a lead line names before "+N more"
+
+PARTS = ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms")
+PART_LABEL = {"queue_ms": "queue wait", "tokenize_ms": "tokenize", "prefill_ms": "prefill", "decode_ms": "decode",
+              "other_ms": "rest (format, the app's own work)"}
+
+
+def _ms(v) -> str:
+    if v is None:
+        return fmt.MISSING
+    if v < 1000:
+        return f"{fmt.prose(v)} ms"
+    return f"{fmt.prose(v / 1000.0, 2 if v < 10_000 else 1)} s" if v < 60_000 else fmt.duration(v / 1000.0)
+
+
+def explain_request(r: dict, median_ms: float | None, beams_threshold: float) -> dict:
+    """One slow request with its parts and the reasons its figures give."""
+    e2e = r.get("e2e_ms") or 0.0
+    decode = r.get("decode_ms") if r.get("decode_ms") is not None else r.get("inference_ms")
+    parts = {"queue_ms": r.get("queue_ms"), "tokenize_ms": r.get("tokenize_ms"), "prefill_ms": r.get("prefill_ms"),
+             "decode_ms": decode}
+    known = sum(v for v in parts.values() if v is not None)
+    parts["other_ms"] = max(e2e - known, 0.0) if e2e else None
+    why: list[str] = []
+    if r.get("status") == "error":
+        why.append(f"failed ({r.get('error_type') or 'error'})")
+    for key in sorted(PARTS, key=lambda k: -(parts.get(k) or 0)):
+        v = parts.get(key)
+        if not e2e or v is None or v < MAIN_SHARE * e2e:
+            continue
+        share = fmt.share(v / e2e)
+        if key == "decode_ms":
+            out = r.get("output_len")
+            text = f"decode {_ms(v)} ({share})"
+            if out:
+                text += f" for {fmt.prose(out)} tokens"
+                if r.get("tpot_ms") is not None:
+                    text += f", {fmt.prose(r['tpot_ms'])} ms per token"
+            if (r.get("num_beams") or 1) > beams_threshold:
+                text += f", with num_beams={fmt.prose(r['num_beams'])} (each step runs every beam)"
+            why.append(text)
+        elif key == "queue_ms":
+            why.append(f"waited {_ms(v)} ({share}) in the queue before its handler ran")
+        elif key == "prefill_ms":
+            text = f"prefill {_ms(v)} ({share})"
+            if r.get("input_len"):
+                text += f" for {fmt.prose(r['input_len'])} input tokens"
+            why.append(text)
+        else:
+            why.append(f"{PART_LABEL[key]} {_ms(v)} ({share})")
+    if (r.get("num_beams") or 1) > beams_threshold and not any("num_beams" in w for w in why):
+        why.append(f"num_beams={fmt.prose(r['num_beams'])}")
+    shared = r.get("shared_ms") or 0.0
+    if e2e and shared >= MAIN_SHARE * e2e:
+        why.append(f"ran alongside {fmt.prose(r.get('others_avg'), 1)} other requests on average (queued or "
+                   f"running; at least one for {fmt.share(shared / e2e)} of its time)")
+    if not why:
+        why.append("no single part stands out")
+    out = {k: r.get(k) for k in ("request_id", "session_id", "host", "pid", "turn_index", "start_ts", "e2e_ms",
+                                 "ttft_ms", "tpot_ms", "input_len", "output_len", "max_new_tokens", "num_beams",
+                                 "status", "error_type", "shared_ms", "others_avg")}
+    out.update(parts)
+    if median_ms:
+        out["times_median"] = e2e / median_ms
+    out["why"] = why
+    return out
+
+
+def slow_requests(metrics: dict, median_ms: float | None, thresholds: dict) -> list[dict]:
+    """The slowest requests, each explained (``explain_request``)."""
+    beams = thresholds["beam_search"]["num_beams"]
+    return [explain_request(r, median_ms, beams) for r in metrics.get("slowest_requests", [])]
+
+
+# -- the lead ----------------------------------------------------------------------------------
+
+
+def _first_sentence(text: str | None) -> str | None:
+    if not text:
+        return None
+    cut = text.find(". ")
+    return text if cut < 0 else text[: cut + 1]
+
+
+def _over_slo(row: dict, slo: dict) -> bool:
+    ttft, tpot = row.get("ttft_ms"), row.get("tpot_ms")
+    return bool((ttft is not None and slo.get("ttft_ms") is not None and ttft > slo["ttft_ms"])
+                or (tpot is not None and slo.get("tpot_ms") is not None and tpot > slo["tpot_ms"]))
+
+
+def _span(first: str | None, last: str | None) -> tuple[str | None, str | None, float | None]:
+    if not first or not last:
+        return first, last, None
+    try:
+        a, b = parse_iso(first), parse_iso(last)
+    except ValueError:
+        return first, last, None
+    return first, last, max((b - a).total_seconds(), 0.0) / 60.0
+
+
+def _figure(f: dict) -> str:
+    """The one figure that shows a finding: its value against its threshold."""
+    if f.get("value") is None:
+        return f.get("message") or ""
+    unit = f" {f['unit']}" if f.get("unit") else ""
+    text = f"{fmt.prose(f['value'])}{unit}"
+    # a threshold of 0 or 1 (any OOM, any beam) says nothing the value does not
+    if f.get("threshold") is not None and f["threshold"] not in (0, 1):
+        text += f" (threshold {fmt.prose(f['threshold'])}{unit})"
+    return text
+
+
+def lead(model: dict) -> list[dict]:
+    """The problems ranked by user impact: requests failed first, then over the SLO, then the
+    requests and sessions touched, then severity."""
+    total_requests = (model.get("requests") or {}).get("count") or 0
+    total_sessions = model.get("sessions_total") or 0
+    slo = (model.get("requests") or {}).get("slo") or {}
+    sessions = {s["session_id"]: s for s in model.get("sessions") or []}
+    details = model.get("session_details") or {}
+    hosts = {h.get("host"): h for h in model.get("hosts") or []}
+    lines = []
+    for i, f in enumerate(model.get("findings") or [], 1):
+        sids = list(f.get("session_ids") or [])
+        failed = over = 0
+        if sids:
+            rows = [sessions[s] for s in sids if s in sessions]
+            reqs = sum(r.get("requests") or 0 for r in rows)
+            failed = sum(r.get("errors") or 0 for r in rows)
+            for s in sids:
+                over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
+            first = min((r["first_ts"] for r in rows if r.get("first_ts")), default=None)
+            last = max((r["last_ts"] for r in rows if r.get("last_ts")), default=None)
+            n_sessions = len(sids)
+        else:
+            # a host or process finding touches every request its hosts served
+            hs = [hosts[h] for h in f.get("hosts") or [] if h in hosts] or list(hosts.values())
+            reqs = sum(h.get("requests") or 0 for h in hs)
+            n_sessions = sum(h.get("sessions") or 0 for h in hs)
+            first = min((h["first_ts"] for h in hs if h.get("first_ts")), default=None)
+            last = max((h["last_ts"] for h in hs if h.get("last_ts")), default=None)
+        since, until, minutes = _span(first, last)
+        lines.append({
+            "rule": f["rule"], "severity": f["severity"], "scope": f.get("scope"), "finding": i,
+            "problem": f.get("message"),
+            "requests": reqs, "request_share": reqs / total_requests if total_requests else None,
+            "failed_requests": failed, "slo_missed_requests": over,
+            "sessions": n_sessions, "session_share": n_sessions / total_sessions if total_sessions else None,
+            "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
+            "since": since, "until": until, "minutes": minutes,
+            "figure": _figure(f), "change": _first_sentence(f.get("fix")),
+        })
+    slow = _slow_line(model, total_requests, total_sessions)
+    if slow is not None:
+        lines.append(slow)
+    lines.sort(key=lambda x: (-(x["failed_requests"] or 0), -(x["slo_missed_requests"] or 0),
+                              SEVERITY_RANK.get(x["severity"], 9), -(x["request_share"] or 0), x["finding"] or 0))
+    for rank, x in enumerate(lines, 1):
+        x["rank"] = rank
+        x["impact"] = impact_text(x, total_requests, total_sessions)
+    return lines
+
+
+def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | None:
+    """A line for the requests over the SLO, when some are, explained by the slowest of them."""
+    req = model.get("requests") or {}
+    missed = req.get("slo_missed") or 0
+    slow = model.get("slow_requests") or []
+    if not total_requests or missed <= 0 or not slow:
+        return None
+    top = slow[0]
+    slo = req.get("slo") or {}
+    sids = sorted({r["session_id"] for r in slow if r.get("session_id")})
+    first = min((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
+    last = max((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
+    since, until, minutes = _span(first, last)
+    return {
+        "rule": "slow_requests", "severity": "warning", "scope": "request", "finding": None, "section": "slow",
+        "problem": (f"requests over the SLO (TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ "
+                    f"{fmt.prose(slo.get('tpot_ms'))} ms per token)"),
+        "requests": missed, "request_share": missed / total_requests, "failed_requests": 0,
+        "slo_missed_requests": missed, "sessions": len(sids),
+        "session_share": len(sids) / total_sessions if total_sessions else None,
+        "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
+        "since": since, "until": until, "minutes": minutes,
+        "figure": f"slowest {_ms(top.get('e2e_ms'))}: {'; '.join(top.get('why') or [])}",
+        "change": "See why each of the slowest requests was slow (queue wait, prefill, decode, beams, output "
+                  "length) in the slow-requests section, and change what dominates.",
+    }
+
+
+def impact_text(x: dict, total_requests: int, total_sessions: int) -> str:
+    """"5 of 80 requests failed (6 %) in 1 of 16 sessions, for 3 min from 10:02"."""
+    bits = []
+    if x["failed_requests"]:
+        bits.append(f"{x['failed_requests']} of {total_requests} requests failed")
+    if x["slo_missed_requests"]:
+        bits.append(f"{x['slo_missed_requests']} of {total_requests} over the SLO")
+    if not bits:
+        bits.append(f"{x['requests']} of {total_requests} requests ({fmt.share(x['request_share'])}) at risk")
+    text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
+    if x.get("minutes") is not None:
+        text += f", for {human_duration(x['minutes'] * 60)}"
+        try:
+            text += f" from {datetime.fromisoformat(x['since']).strftime('%Y-%m-%d %H:%M')}"
+        except (TypeError, ValueError):
+            pass
+    return text
+
+
+# -- contradictions ------------------------------------------------------------------------------
+
+# the logs are said to cover the window asked when they span at least this share of it
+WINDOW_COVERED = 0.1
+
+
+def contradictions(model: dict) -> list[dict]:
+    """Notes for what the data says twice, differently: errors naming CUDA where every request ran
+    on the CPU; a window asked for far longer than the logs in it span."""
+    notes = []
+    if model.get("no_gpu"):
+        cuda = [e for e in model.get("errors") or []
+                if "cuda" in f"{e.get('error_type') or ''} {e.get('sample_msg') or ''}".lower()]
+        if cuda:
+            n = sum(e.get("count") or 0 for e in cuda)
+            kinds = ", ".join(sorted({str(e.get("error_type")) for e in cuda}))
+            notes.append({"id": "cuda_on_cpu", "level": "warning", "message": (
+                f"{n} error{'s' if n != 1 else ''} ({kinds}) name CUDA, yet every request ran on the CPU (device cpu) "
+                "and no GPU was seen: the message does not come from this model's device (a simulated or "
+                "re-raised error, another process on a GPU, or device fields logged wrong); check where it is "
+                "raised before acting on GPU advice")})
+    w = model.get("window") or {}
+    try:
+        since = parse_iso(w["since"]) if w.get("since") else None
+        until = parse_iso(w["until"]) if w.get("until") else parse_iso(model["generated_at"])
+        first = parse_iso(w["first_event"]) if w.get("first_event") else None
+        last = parse_iso(w["last_event"]) if w.get("last_event") else None
+    except (KeyError, TypeError, ValueError):
+        return notes
+    if since is not None and until is not None and first is not None and last is not None:
+        asked = (until - since).total_seconds()
+        held = (last - first).total_seconds()
+        if asked > 0 and held < WINDOW_COVERED * asked:
+            notes.append({"id": "window_vs_data", "level": "note", "message": (
+                f"the window asked spans {human_duration(asked)}, the logs in it only {human_duration(held)} "
+                f"({w['first_event']} to {w['last_event']}): every figure and rate covers that span, not the "
+                "window")})
+    return notes
