@@ -42,6 +42,7 @@ from dslogs.analyzer.ingest import cache as cache_mod
 from dslogs.analyzer.ingest import catalogue, formats, storage, viewdefs
 from dslogs.analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
 from dslogs.analyzer.ingest.discovery import Discovery, discover, printable
+from dslogs.analyzer.ingest.formats import otlp_traces
 from dslogs.analyzer.ingest.reader import Reader, load_datasets
 from dslogs.analyzer.ingest.validate import LINE_RULES
 
@@ -67,6 +68,8 @@ class LogDB:
     # display -> (bad lines, their samples, why the rest was unreadable) of this run's files
     # with bad lines: what a file that yields no event held
     damaged: dict[str, tuple[int, list[dict], str | None]] = field(default_factory=dict)
+    # (path, display) of this run's OTLP/JSON files that hold metrics and no span
+    metric_files: list[tuple[Path, str]] = field(default_factory=list)
     _tmp: tempfile.TemporaryDirectory | None = None
     _cache_lock: int | None = None  # cache.hold's shared lock while the cache file is in use
 
@@ -143,7 +146,7 @@ def open_logs(
         if snapshots:
             read_snapshots(db.ingest, [(f.path, f.display) for f in snapshots], lo, hi,
                            alone=not (found.datasets or db.file_rows or found.files), group=prom_servers)  # fmt: skip
-        else:
+        if not _read_metric_files(db, lo, hi) and not snapshots:
             _no_events(db, found)
     except BaseException:
         db.close()
@@ -185,6 +188,23 @@ def read_snapshots(ingest: dict, files: list[tuple[Path, str]], lo, hi, alone: b
         ingest["bad_lines"] = int(ingest.get("bad_lines") or 0) + len(bad)
         samples = ingest.setdefault("bad_line_samples", [])
         samples.extend({"file": display, "line": no, "reason": reason} for display, no, reason in bad[:5])
+
+
+def _read_metric_files(db: LogDB, lo, hi) -> bool:
+    """The GenAI histograms of OTLP/JSON metrics files as server metrics (read every run: the
+    cache holds events); a file that gave some is read, not skipped. Whether any did."""
+    if not db.metric_files:
+        return False
+    servers, used = otlp_traces.metric_servers(db.metric_files, lo, hi)
+    if not servers:
+        return False
+    ingest = db.ingest
+    ingest["server_metrics"] = (ingest.get("server_metrics") or []) + servers
+    taken = [s for s in ingest.get("skipped", []) if s["file"] in used]
+    ingest["skipped"] = [s for s in ingest.get("skipped", []) if s["file"] not in used]
+    for key in ("unreadable_files", "skipped_files"):
+        ingest[key] = max(0, int(ingest.get(key) or 0) - len(taken))
+    return True
 
 
 def _no_events(db: LogDB, found: Discovery) -> None:
@@ -294,12 +314,15 @@ def _load(
     samples: list[dict] = list((dataset or {}).get("bad_line_samples", []))
     order = {fid: i for i, fid in enumerate(ids)}
     displays = {f.file_id: f.display for f in run}
+    paths = {f.file_id: Path(f.path) for f in run}
     for r in sorted(records, key=lambda r: order[r[0]]):
         samples.extend(json.loads(r[4] or "[]"))
         if r[3]:
             db.damaged[displays[r[0]]] = (int(r[3]), json.loads(r[4] or "[]"), r[5])
         if r[5]:
             skipped.append({"file": displays[r[0]], "reason": r[5]})
+            if r[5].startswith(otlp_traces.METRICS_ONLY):
+                db.metric_files.append((paths[r[0]], displays[r[0]]))
     unreadable = sum(1 for r in records if r[5]) + len(found.unreadable)
     formats = {k: int(n) for k, n in db.con.execute(
         "SELECT source_format, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() if n}  # fmt: skip

@@ -7,9 +7,12 @@ read from Parquet.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import os
 import queue
+import re
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +24,7 @@ from dslogs.analyzer.core.errors import one_line
 from dslogs.analyzer.ingest import formats
 from dslogs.analyzer.ingest.columns import (
     EVENT_COLUMNS,
+    EVENT_TYPES,
     RAW_COLUMNS,
     columns_struct,
     event_type,
@@ -28,6 +32,7 @@ from dslogs.analyzer.ingest.columns import (
 )
 from dslogs.analyzer.ingest.filestats import FileStats
 from dslogs.analyzer.ingest.validate import (
+    FINITE_LIMIT,
     MAX_LINE_BYTES,
     Line,
     add_bad,
@@ -80,14 +85,18 @@ def read_sql(store: str) -> str:
 
 
 def statement_read_sql(store: str, fmt: formats.Format) -> str:
-    """INSERT of the events of the file $file, in ``fmt`` (a statement format), into store.events
-    (file $file_id). Its rows carry no line of their own: line_bytes is NULL (no log-volume
+    """INSERT of the events ``fmt`` (a statement format) reads into store.events: of the file
+    $file (file $file_id), or, for a format that stages its lines, of the files staged (each row
+    with its file_id). Its rows carry no line of their own: line_bytes is NULL (no log-volume
     figure)."""
     sql = fmt.statement().replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
     raw = formats.raw_select(sql, RAW_COLUMNS, fmt.gives)
-    raw = (
-        f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
-    )
+    if fmt.stage:
+        raw = raw.replace(" FROM (", ", o.file_id FROM (", 1)
+        raw = (f"SELECT r.* EXCLUDE (file_id), CAST(r.file_id AS INTEGER) AS file_id, "
+               f"NULL::BIGINT AS line_bytes FROM ({raw}) AS r")  # fmt: skip
+    else:
+        raw = f"SELECT r.*, CAST($file_id AS INTEGER) AS file_id, NULL::BIGINT AS line_bytes FROM ({raw}) AS r"
     return f"INSERT INTO {store}.events WITH dslogs_raw AS ({raw}) {view_sql('events')}"
 
 
@@ -108,6 +117,61 @@ def _groups(files: list[FileStats]) -> list[list[FileStats]]:
 
 
 _OUR_BUGS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+# A row holding a float that is no measurement (validate's rule 9: NaN, infinities, huge): its
+# line is bad. NaN and the infinities compare above any number in DuckDB.
+NOT_FINITE = " OR ".join(f'abs("{c}") >= {FINITE_LIMIT:.0e}' for c, kind in EVENT_TYPES.items() if kind == "DOUBLE")
+
+_BOM = b"\xef\xbb\xbf"
+# Half a UTF-16 pair as a JSON escape: Python reads it, DuckDB rejects the whole line.
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<![\\]u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _fix_surrogates(raw: bytes) -> tuple[bytes, bool]:
+    """A line with each lone surrogate escape replaced by U+FFFD's (the one value is lost, not
+    the line), and whether there was one."""
+    if b"\\u" not in raw:
+        return raw, False
+    fixed, n = _LONE_SURROGATE.subn(rb"\\ufffd", raw)
+    return fixed, bool(n)
+
+
+def _one_object(path: Path) -> dict | None:
+    """A file that is one (pretty-printed) JSON object, else None."""
+    try:
+        with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as fh:
+            value = json.loads(fh.read(PLAIN_MAX_BYTES + 1).removeprefix(_BOM))
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _own_words(exc: Exception, path: Path, display: str) -> str:
+    """DuckDB's one line about a copy of a file, naming the file itself."""
+    return one_line(exc, limit=160).replace(str(path), display)
+
+
+def _renumber(f: FileStats, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(the k-th non-blank line, reason) as (line number, reason): DuckDB numbers the lines it
+    reads, skipping blank ones."""
+    wanted = {k for k, _ in found}
+    numbers: dict[int, int] = {}
+    k = 0
+    try:
+        with (gzip.open if f.display.endswith(".gz") else open)(f.path, "rb") as src:
+            for no, raw in enumerate(src, start=1):
+                if raw.strip():
+                    k += 1
+                    if k in wanted:
+                        numbers[k] = no
+                        if len(numbers) == len(wanted):
+                            break
+    except (OSError, EOFError, zlib.error):
+        pass
+    return [(numbers.get(k, k), reason) for k, reason in found]
 
 
 class Reader:
@@ -241,7 +305,7 @@ class Reader:
         """Rows a clean read cannot have: no stage, no time, no line length, an oversized line."""
         rows = self.con.execute(
             f"SELECT file_id, count(*) FROM {self.store}.events WHERE list_contains(?, file_id) "
-            f"AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR line_bytes > {MAX_LINE_BYTES + 1}) "
+            f"AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR line_bytes > {MAX_LINE_BYTES + 1} OR {NOT_FINITE}) "
             "GROUP BY file_id",
             [file_ids],
         ).fetchall()
@@ -252,18 +316,22 @@ class Reader:
         Files of a statement format (``dslogs.analyzer.ingest.formats``) are read by its own statement.
         ``watch(con, size)``: a context that reports the bytes read while its body runs
         (``core.progress.statement``)."""
-        own = []
+        own: list[tuple[FileStats, formats.Format]] = []
         for f in files:
             if f.size > 0:
                 fmt = formats.sniff_file(f.path)
                 if fmt is not None and fmt.read == formats.STATEMENT:
                     own.append((f, fmt))
+        staged: dict[str, list[FileStats]] = {}
         for f, fmt in own:
-            if watch:
-                with watch(self.con, f.size):
+            if fmt.stage is None:
+                with watch(self.con, f.size) if watch else contextlib.nullcontext():
                     self._read_statement(f, fmt)
             else:
-                self._read_statement(f, fmt)
+                staged.setdefault(fmt.name, []).append(f)
+        for name, group in staged.items():
+            with watch(self.con, sum(f.size for f in group)) if watch else contextlib.nullcontext():
+                self._read_staged(formats.by_name(name), group)
         taken = {id(f) for f, _ in own}
         files = [f for f in files if id(f) not in taken]
         batches: list[list[FileStats]] = []
@@ -324,6 +392,213 @@ class Reader:
             self._read_slow(f)
 
     # -- formats read by their own statement (OTLP/JSON traces) --------------------------------
+
+    def _read_staged(self, fmt: formats.Format, files: list[FileStats]) -> None:
+        """Files of a format that stages its lines (``Format.stage``): unpacked as their writer
+        wrote them (compression, framing), their lines staged several files a statement (one
+        statement's planning costs more than a small file's read), the events read from the
+        stage in one statement, and the problems the stage found counted per file and line. A
+        file DuckDB cannot stage as it is is staged line by line (``_stage_lines``)."""
+        for sql in fmt.prepare:
+            self.con.execute(sql)
+        by_comp: dict[str, list[tuple[FileStats, Path]]] = {}
+        made: list[Path] = []
+        for f in files:
+            got = fmt.unpack(Path(f.path), self.workdir, f"{fmt.name}-{f.file_id}") if fmt.unpack else (Path(f.path), "auto")
+            if isinstance(got, str):
+                f.unreadable = got
+                continue
+            path, comp = got
+            if path != Path(f.path):
+                made.append(path)
+            by_comp.setdefault(comp, []).append((f, path))
+        table = fmt.staged_as
+        self._relined: set[int] = set()
+        # (line, reason) of each file, counted in line order once its staged problems are known
+        self._pending: dict[int, list[tuple[int, str]]] = {}
+        try:
+            for comp, items in by_comp.items():
+                paths = {f.file_id: p for f, p in items}
+                self.con.execute(f"DROP TABLE IF EXISTS {table}")
+                self._staged_rows = False
+                for group in _groups([f for f, _ in items]):
+                    if comp == "none" and len(group) > 1 and self._stage_joined(fmt, group):
+                        continue
+                    if self._stage(fmt, comp, [(paths[f.file_id], f.file_id) for f in group]):
+                        continue
+                    for f in group:
+                        if len(group) > 1 and self._stage(fmt, comp, [(paths[f.file_id], f.file_id)]):
+                            continue
+                        self._stage_lines(fmt, f, paths[f.file_id], comp)
+                if not self._staged_rows:
+                    continue
+                self.con.execute(statement_read_sql(self.store, fmt), self._statement_params(fmt))
+                spans = self._count_problems(table, {f.file_id: (f, paths[f.file_id], comp) for f, _ in items})
+                self.con.execute(f"DROP TABLE IF EXISTS {table}")
+                for f, _ in items:
+                    if not spans.get(f.file_id) and not self._pending.get(f.file_id) and not f.unreadable:
+                        # no span at all (metrics or logs only): named, as on the command line
+                        f.unreadable = "holds " + formats.describe_file(f.path)
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+            for path in made:
+                path.unlink(missing_ok=True)
+            by_id = {f.file_id: f for f in files}
+            for fid, found in self._pending.items():
+                seen: set[int] = set()
+                for line, reason in sorted(found):
+                    if line not in seen:  # a line is one bad line, its first reason said
+                        seen.add(line)
+                        add_bad(by_id[fid], line, reason)
+
+    def _statement_params(self, fmt: formats.Format) -> dict:
+        sql = fmt.statement()
+        params: dict = {"tz": self.tz}
+        if "$session_attr" in sql:
+            params["session_attr"] = self.session_attr
+        return params
+
+    def _stage_joined(self, fmt: formats.Format, group: list[FileStats]) -> bool:
+        """Small plain files staged as one file of their lines (DuckDB sets up a typed JSON read
+        per file: most of the cost of a file of one span), each line numbered with its file's
+        id and its own line; False when DuckDB rejects it (nothing staged)."""
+        joined = self.workdir / f"{fmt.name}-joined.jsonl"
+        line_files: list[int] = []
+        lines: list[int] = []
+        try:
+            with open(joined, "wb") as out:
+                for f in group:
+                    with open(f.path, "rb") as src:
+                        data = src.read(GROUP_BYTES + 1)
+                    if len(data) > GROUP_BYTES:
+                        return False
+                    for no, raw in enumerate(data.removeprefix(_BOM).split(b"\n"), start=1):
+                        if raw.strip():
+                            out.write(raw + b"\n")
+                            line_files.append(f.file_id)
+                            lines.append(no)
+            if not self._stage(fmt, "none", [(joined, group[0].file_id)], lines=lines, line_files=line_files):
+                return False
+        except OSError:
+            return False
+        finally:
+            joined.unlink(missing_ok=True)
+        self._relined.update(f.file_id for f in group)
+        return True
+
+    def _stage(self, fmt: formats.Format, comp: str, loads: list[tuple[Path, int]],
+               lines: list[int] | None = None, line_files: list[int] | None = None) -> bool:  # fmt: skip
+        """Stage files (or one copy, its lines numbered ``lines``, of the files ``line_files``);
+        False when DuckDB rejects one (nothing of them staged)."""
+        sql = fmt.stage(comp).replace("{max_object_size}", str(MAX_LINE_BYTES + 1024))
+        head = (f"INSERT INTO {fmt.staged_as} " if self._staged_rows else
+                f"CREATE OR REPLACE TEMP TABLE {fmt.staged_as} AS ")  # fmt: skip
+        try:
+            self.con.execute(head + sql, {"files": [str(p) for p, _ in loads], "file_ids": [i for _, i in loads],
+                                          "lines": lines, "line_files": line_files})  # fmt: skip
+        except _OUR_BUGS:
+            raise
+        except duckdb.Error:
+            return False
+        self._staged_rows = True
+        return True
+
+    def _stage_lines(self, fmt: formats.Format, f: FileStats, path: Path, comp: str) -> None:
+        """One file DuckDB rejects as it is: its lines judged one at a time (one line in memory),
+        the JSON ones staged by halves until each rejected line stands alone (counted bad with
+        DuckDB's reason); a lone surrogate is replaced (counted), a BOM dropped, a file that is
+        one pretty-printed request read as one line."""
+        pending: list[tuple[int, str]] = []
+        if comp == "zstd":  # Python has no zstd reader of its own here: DuckDB's word
+            try:
+                self.con.execute(f"SELECT count(*) FROM read_json(?, format='newline_delimited', compression='zstd', "
+                                 f"maximum_object_size={MAX_LINE_BYTES + 1024})", [str(path)])  # fmt: skip
+            except duckdb.Error as exc:
+                f.unreadable = f"{fmt.unreadable} DuckDB cannot read ({_own_words(exc, path, f.display)})"
+            return
+        kept: list[tuple[int, bytes]] = []
+        for chunk in raw_chunks(f, pending):
+            for no, raw in chunk:
+                if no == 1:
+                    raw = raw.removeprefix(_BOM)
+                raw, fixed = _fix_surrogates(raw)
+                value, reason = parse_line(raw)
+                if reason is not None:
+                    pending.append((no, reason))
+                    continue
+                if value is None:
+                    continue
+                if value is ...:
+                    pending.append((no, "malformed JSON (nested too deep)"))
+                    continue
+                if (problem := fmt.line_problem(value)) is not None:
+                    pending.append((no, problem))
+                    continue
+                if fixed:
+                    pending.append((no, "lone surrogate in a string (replaced by U+FFFD)"))
+                kept.append((no, raw))
+        if not kept and pending and f.size <= PLAIN_MAX_BYTES:
+            whole = _one_object(Path(f.path))
+            if whole is not None and fmt.line_problem(whole) is None:
+                pending = []
+                kept = [(1, json.dumps(whole, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace"))]
+        clean = self.workdir / f"{fmt.name}-{f.file_id}.jsonl"
+        self._relined.add(f.file_id)
+        try:
+            todo = [kept] if kept else []
+            while todo:
+                part = todo.pop()
+                with open(clean, "wb") as out:
+                    for _no, raw in part:
+                        out.write(clean_bytes(raw))
+                if self._stage(fmt, "auto", [(clean, f.file_id)], lines=[no for no, _ in part]):
+                    continue
+                if len(part) == 1:
+                    pending.append((part[0][0], self._stage_reason(fmt, clean, f)))
+                    continue
+                half = len(part) // 2
+                todo += [part[half:], part[:half]]
+        finally:
+            clean.unlink(missing_ok=True)
+            self._pending.setdefault(f.file_id, []).extend(pending)
+
+    def _stage_reason(self, fmt: formats.Format, clean: Path, f: FileStats) -> str:
+        """DuckDB's reason for rejecting one staged line, in the file's own words."""
+        try:
+            self.con.execute(fmt.stage("auto").replace("{max_object_size}", str(MAX_LINE_BYTES + 1024)),
+                             {"files": [str(clean)], "file_ids": [f.file_id], "lines": None,
+                              "line_files": None}).fetchall()  # fmt: skip
+        except duckdb.Error as exc:
+            return duckdb_reason(_own_words(exc, clean, f.display))
+        return "rejected by the reader"
+
+    def _count_problems(self, table: str, files: dict[int, tuple[FileStats, Path, str]]) -> dict[int, int]:
+        """The staged problems as bad lines to count (``_pending``): one per line of a file (its
+        first reason); the spans staged of each file."""
+        rows = self.con.execute(
+            f"SELECT file_id, line_no, flatten(list(problems) FILTER (WHERE len(problems) > 0))[1], count(s) "
+            f"FROM {table} GROUP BY ALL").fetchall()  # fmt: skip
+        by_file: dict[int, list[tuple[int, str]]] = {}
+        spans: dict[int, int] = {}
+        for fid, line, reason, n in rows:
+            spans[fid] = spans.get(fid, 0) + n
+            if reason is not None:
+                by_file.setdefault(fid, []).append((int(line), reason))
+        # Rows the statement gives with no stage are spans it could not take as they were
+        # (error_msg why, input_len the staged line): bad lines too, removed from the events.
+        where = f"FROM {self.store}.events WHERE list_contains(?, file_id) AND stage IS NULL"
+        taken = self.con.execute(f"SELECT file_id, coalesce(input_len, 0), error_msg {where}", [list(files)]).fetchall()
+        if taken:
+            self.con.execute(f"DELETE {where}", [list(files)])
+            for fid, line, reason in taken:
+                by_file.setdefault(fid, []).append((int(line), reason or "rejected by the reader"))
+        for fid, found in by_file.items():
+            f, path, comp = files[fid]
+            if fid not in self._relined and comp != "zstd":
+                # read as it is: the stage numbered its non-blank lines
+                found = _renumber(f, found)
+            self._pending.setdefault(fid, []).extend(found)
+        return spans
 
     def _insert_statement(self, fmt: formats.Format, path: str, file_id: int) -> None:
         for sql in fmt.prepare:
@@ -443,9 +718,9 @@ class Reader:
         # Rows DuckDB read but cannot place in time (or that lost their stage): bad lines too.
         bad = self.con.execute(
             f"""SELECT k, stage IS NULL, ts IS NULL FROM (
-                    SELECT row_number() OVER (ORDER BY rowid) AS k, stage, ts, line_bytes
+                    SELECT row_number() OVER (ORDER BY rowid) AS k, *
                     FROM {self.store}.events WHERE file_id = ?)
-                WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL""",
+                WHERE stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR {NOT_FINITE}""",
             [f.file_id],
         ).fetchall()
         lines = {
@@ -457,12 +732,12 @@ class Reader:
             fallback = (
                 "no stage"
                 if no_stage
-                else ("unreadable time (timestamp)" if no_ts else "unreadable line")
+                else ("unreadable time (timestamp)" if no_ts else "not a finite number")
             )
             pending.append((line, rules.get(line) or fallback))
         if bad:
             self.con.execute(
-                f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL)",
+                f"DELETE FROM {self.store}.events WHERE file_id = ? AND (stage IS NULL OR ts IS NULL OR line_bytes IS NULL OR {NOT_FINITE})",
                 [f.file_id],
             )
         clean.unlink(missing_ok=True)

@@ -37,8 +37,10 @@ LINE_RULES = (
     '7. no stage (absent or null): "no stage"',
     '8. no time: v1 without ts "no ts"; legacy without timestamp "no timestamp (ts or timestamp)";'
     ' a legacy timestamp analyzer/ingest/views/events.sql cannot read: "unreadable time (timestamp)"',
+    '9. a float field that is no measurement (NaN, an infinity, a magnitude of 1e18 or more, as a'
+    ' number or as text): "not a finite number: name=value"',
 )
-# Rules 1-5 and 7-8 are sure in Python; rule 6 is DuckDB's alone: Python flags a superset of
+# Rules 1-5 and 7-9 are sure in Python; rule 6 is DuckDB's alone: Python flags a superset of
 # suspects, DuckDB decides each.
 
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
@@ -117,8 +119,38 @@ def _type_problem(obj: dict) -> str | None:
     return None
 
 
+# A float past this magnitude is no measurement (a DOUBLE column of the events reads it as one;
+# NaN and the infinities compare above it in DuckDB): percentiles over it would read NaN.
+FINITE_LIMIT = 1e18
+_FLOAT_FIELDS = tuple(k for k, kind in RAW_COLUMNS.items() if kind == "DOUBLE")
+_FLOAT_MEMBERS = tuple((name, k) for name, members in STRUCT_TYPES.items() for k, kind in members.items() if kind == "DOUBLE")
+
+
+def _not_finite(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return False  # rule 6 (DuckDB) judges text that is no number
+    return isinstance(value, (int, float)) and not abs(value) < FINITE_LIMIT
+
+
+def _finite_problem(obj: dict) -> str | None:
+    """Rule 9: a float field that is no measurement."""
+    for name in _FLOAT_FIELDS:
+        if _not_finite(obj.get(name)):
+            return f"not a finite number: {name}={short(obj[name])}"
+    for name, key in _FLOAT_MEMBERS:
+        value = obj.get(name)
+        if isinstance(value, dict) and _not_finite(value.get(key)):
+            return f"not a finite number: {name}.{key}={short(value[key])}"
+    return None
+
+
 def _rule_problem(obj: dict) -> str | None:
-    """Rules 7-8: a line DuckDB reads that is still no event."""
+    """Rules 7-9: a line DuckDB reads that is still no event."""
     if obj.get("stage") is None:
         return "no stage"
     if obj.get("v") is None and obj.get("ts") is None:
@@ -126,7 +158,7 @@ def _rule_problem(obj: dict) -> str | None:
             return "no timestamp (ts or timestamp)"
     elif obj.get("ts") is None:
         return "no ts"
-    return None
+    return _finite_problem(obj)
 
 
 def _has_lone_surrogate(obj) -> bool:
@@ -171,7 +203,7 @@ class Line:
 
 
 def rule_reasons(f: FileStats, wanted: set[int]) -> dict[int, str]:
-    """Rules 7-8 reasons of the lines ``wanted`` of ``f`` (one more pass, only when a read
+    """Rules 7-9 reasons of the lines ``wanted`` of ``f`` (one more pass, only when a read
     line turned out to be no event)."""
     out: dict[int, str] = {}
     last = max(wanted)

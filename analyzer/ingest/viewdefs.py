@@ -194,8 +194,9 @@ def define_views(
         "CREATE OR REPLACE TEMP TABLE _dslogs_run_files (file_id INTEGER PRIMARY KEY, source_file VARCHAR)"
     )
     if run:
-        con.executemany(
-            "INSERT INTO _dslogs_run_files VALUES (?, ?)", [(f.file_id, f.display) for f in run]
+        con.execute(
+            "INSERT INTO _dslogs_run_files SELECT unnest(CAST(? AS INTEGER[])), unnest(CAST(? AS VARCHAR[]))",
+            [[f.file_id for f in run], [f.display for f in run]],
         )
     where = []
     if lo is not None:

@@ -3,7 +3,8 @@
 It applies ``dslogs.analyzer.ingest.validate``'s LINE_RULES (documented there, in one place) independently of
 the reader: no batches, no fast path, no suspects. Rules 3-5 with Python's json, rule 6 by
 reading the line alone with DuckDB's read_json and the reader's schema (``RAW_COLUMNS``),
-rules 7-8 with the events view's own time expression (``analyzer/ingest/views/events.sql``).
+rules 7-8 with the events view's own time expression (``analyzer/ingest/views/events.sql``), rule 9
+on the row DuckDB read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from dslogs.analyzer.ingest.columns import RAW_COLUMNS
-from dslogs.analyzer.ingest.validate import MAX_LINE_BYTES
+from dslogs.analyzer.ingest.validate import FINITE_LIMIT, MAX_LINE_BYTES
 from dslogs.analyzer.ingest.viewdefs import view_sql
 
 
@@ -80,6 +81,9 @@ class Oracle:
             return False
         cols = [d[0] for d in self.con.description]
         row = dict(zip(cols, rows[0], strict=True))
+        # rule 9: a float that is no measurement (NaN, an infinity, 1e18 or more) makes no event
+        if any(isinstance(v, float) and not abs(v) < FINITE_LIMIT for v in row.values()):
+            return False
         return row["stage"] is not None and row["ts"] is not None
 
     def expect(self, data: bytes) -> Expected:

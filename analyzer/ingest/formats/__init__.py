@@ -89,6 +89,16 @@ class Format:
     prepare: tuple[str, ...] = ()
     line_problem: Callable[[dict], str | None] | None = None
     unreadable: str = ""  # "<this> DuckDB cannot read (...)"
+    # read == STATEMENT, optional: (compression) -> a SELECT over the files $files ($file_ids;
+    # in a copy, else NULL: $lines, each non-blank line's number, and $line_files, its file's id
+    # where the copy joins several files) whose rows the statement
+    # reads from the temporary table ``staged_as``; its columns file_id, line_no and problems
+    # (reasons: a bad line of that file each, the rest of the line read)
+    stage: Callable[[str], str] | None = None
+    staged_as: str = ""
+    # read == STATEMENT, optional: (path, first bytes, workdir, a name for a file of its own) ->
+    # (the path DuckDB reads, its compression) or why the file cannot be read
+    unpack: Callable | None = None
     # read == SNAPSHOT: ([(path, display)], since, until) -> (servers, [(display, line, reason)])
     snapshots: Callable | None = None
 
@@ -171,11 +181,34 @@ def source_format_sql() -> str:
 # -- sniffing ------------------------------------------------------------------------------------
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_head(path: str | Path, limit: int) -> bytes:
+    """The first lines of a zstd stream (DuckDB inflates it: no other dependency)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT line FROM read_csv(?, columns={'line': 'VARCHAR'}, compression='zstd', delim=chr(1), "
+            "quote='', escape='', header=false, auto_detect=false, max_line_size=16777216) LIMIT 4",
+            [str(path)]).fetchall()  # fmt: skip
+    except duckdb.Error:
+        return b""
+    finally:
+        con.close()
+    return b"".join((r[0] or "").encode("utf-8", "replace") + b"\n" for r in rows)[:limit]
+
+
 def head_bytes(path: str | Path, limit: int = SNIFF_BYTES) -> bytes:
-    """The first ``limit`` bytes of a file, inflated when it is gzip; b"" when unreadable."""
+    """The first ``limit`` bytes of a file, inflated when it is gzip or zstd; b"" when
+    unreadable."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read(limit)
+            if raw[:4] == ZSTD_MAGIC:
+                return _zstd_head(path, limit)
             if raw[:2] != b"\x1f\x8b":
                 return raw
             fh.seek(0)
@@ -311,6 +344,8 @@ def describe(head: bytes) -> str:
             return said
     if m := _OTLP_OTHER.match(text):
         kind = m.group(1).decode().lower()
+        if kind == "metrics":  # otlp_traces.metric_servers reads the GenAI histograms
+            return "OTLP/JSON metrics (dslogs reads OTLP traces, and of metrics the GenAI histograms only)"
         return f"OTLP/JSON {kind} (dslogs reads OTLP traces, not {kind})"
     if text[:1] == b"[":
         return "a JSON array (dslogs reads one JSON object per line)"

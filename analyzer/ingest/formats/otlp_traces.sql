@@ -1,6 +1,7 @@
 -- otlp_traces: OTLP/JSON trace files (an OTel Collector's `file` exporter: one
 -- ExportTraceServiceRequest per line, resourceSpans -> scopeSpans -> spans) as raw event rows,
--- the input of analyzer/ingest/views/events.sql (dslogs_raw). Parameters: $file, $file_id.
+-- the input of analyzer/ingest/views/events.sql (dslogs_raw), from the spans of the temporary
+-- table otlp_lines (otlp_lines.sql: several files at once, each row with its file_id).
 -- One span of inference is one request. Which spans are, and the names read, are declared once in
 -- otlp_traces.py (the otlp_* macros this statement calls). Profiles, keyed on the attributes present:
 --   vllm:  vLLM's `llm_request` span (OutputProcessor.do_tracing): starts at the arrival;
@@ -29,23 +30,18 @@
 -- decode, request (the summary, at the span's end) and error. v names the profile, which
 -- events.sql turns into source_format (otlp:vllm, otlp:genai, ...). Spans the statement cannot
 -- take as they are (an end before the start; a span id shared across traces) give one row with
--- no stage each: error_msg says what, input_len its line (the JSON object's place in the file),
--- and the reader counts it as a bad line and removes it.
-WITH objects AS (
-    -- line_no: the object's place in the file (its line, blank lines aside), for the bad lines
-    SELECT row_number() OVER () AS line_no, resourceSpans
-    FROM read_json($file, format = 'newline_delimited', maximum_object_size = {max_object_size},
-                   columns = {'resourceSpans': 'STRUCT(resource STRUCT(attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[]), scopeSpans STRUCT(scope STRUCT("name" VARCHAR), spans STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, "name" VARCHAR, kind VARCHAR, startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[], events STRUCT(timeUnixNano VARCHAR, "name" VARCHAR, attributes STRUCT("key" VARCHAR, "value" STRUCT(stringValue VARCHAR, boolValue BOOLEAN, intValue VARCHAR, doubleValue DOUBLE, arrayValue JSON, kvlistValue JSON))[])[], status STRUCT(code VARCHAR, message VARCHAR))[])[])[]'})
-), lines AS (
-    SELECT line_no, unnest(resourceSpans) AS rs FROM objects
-), scoped AS (
-    SELECT line_no, rs.resource.attributes AS r, unnest(rs.scopeSpans) AS ss FROM lines
-), spans AS (
-    SELECT line_no, r, ss.scope."name" AS scope, unnest(ss.spans) AS s FROM scoped
+-- no stage each: error_msg says what, input_len its line in its file, and the reader counts it
+-- as a bad line and removes it. Spans are related (parents, shared ids, in-flight counts) within
+-- their file only, so that how files are grouped into one read never changes what they give.
+WITH spans AS (
+    -- the spans of the files read (otlp_lines.sql: typed, their bad values counted and dropped;
+    -- line_no the span's line in its file)
+    SELECT file_id, line_no, r, scope, s FROM otlp_lines WHERE s IS NOT NULL
 ), kv AS (
     -- attributes stay key/value lists, read by otlp_attr (a lookup costs less than building a
     -- map of every span's attributes)
     SELECT
+        file_id,
         line_no,
         s,
         scope,
@@ -73,13 +69,15 @@ WITH objects AS (
                 FROM kv))
 ), wrappers AS (
     -- spans whose child in the same trace is a request (nested totals are counted once)
-    SELECT DISTINCT s.traceId AS trace_id, s.parentSpanId AS span_id
+    SELECT DISTINCT file_id, s.traceId AS trace_id, s.parentSpanId AS span_id
     FROM k WHERE by_kind AND coalesce(s.parentSpanId, '') <> ''
 ), req AS (
-    SELECT k.* FROM k ANTI JOIN wrappers ON wrappers.trace_id = k.s.traceId AND wrappers.span_id = k.s.spanId
+    SELECT k.* FROM k ANTI JOIN wrappers
+        ON wrappers.file_id = k.file_id AND wrappers.trace_id = k.s.traceId AND wrappers.span_id = k.s.spanId
     WHERE by_kind
 ), f AS (
     SELECT
+        file_id,
         line_no,
         CAST(s.startTimeUnixNano AS HUGEINT) // 1000 AS start_us,
         CAST(s.endTimeUnixNano AS HUGEINT) // 1000 AS end_us,
@@ -147,7 +145,7 @@ WITH objects AS (
         row_number() OVER sid AS id_rank
     FROM f
     WHERE start_us IS NOT NULL AND end_us IS NOT NULL
-    WINDOW sid AS (PARTITION BY span_id, own_id IS NULL)
+    WINDOW sid AS (PARTITION BY file_id, span_id, own_id IS NULL)
 ), g AS (
     -- a GenAI span's time per output token (semconv, seconds) gives its decode time, so that
     -- TPOT = decode / (output - 1) is the span's own figure
@@ -179,7 +177,7 @@ WITH objects AS (
     -- collector's `inflight`), derived from overlapping spans; ends before arrivals at the same
     -- instant: a request that ended as another arrived is gone
     SELECT * EXCLUDE (t, d) FROM (
-        SELECT *, sum(d) OVER (PARTITION BY host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
+        SELECT *, sum(d) OVER (PARTITION BY file_id, host, pid ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS inflight
         FROM marks)
     WHERE d >= 0
 ), ev AS (
@@ -222,7 +220,8 @@ SELECT
     CASE WHEN stage = 'request' AND service_version IS NOT NULL THEN resource_json END AS config,
     start_us,
     end_us,
-    stage = 'request' AS is_request
+    stage = 'request' AS is_request,
+    file_id
 FROM ev
 WHERE CASE stage
     WHEN 'input' THEN true
