@@ -53,3 +53,5 @@ JOIN requests r ON r.request_id = t.request_id AND r.session_id IS NOT DISTINCT 
 LEFT JOIN shared sh ON sh.request_id = t.request_id
 LEFT JOIN overlap ov ON ov.request_id = t.request_id
 ORDER BY r.e2e_ms DESC, r.request_id
+-- the cut again at the end: an engine that merges per-host results re-applies only this one
+LIMIT $report_slowest_sessions
