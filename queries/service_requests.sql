@@ -37,17 +37,35 @@ WITH proc AS (
     FROM r
 ), picked AS (
     SELECT * FROM s WHERE pick <= 5000
+), bounds AS (
+    SELECT hkey, pkey, epoch_us(run_ts) AS t, 1 AS d FROM s
+    UNION ALL
+    SELECT hkey, pkey, epoch_us(end_ts) AS t, -1 AS d FROM s
+), steps AS (
+    -- the process's requests in flight from each boundary instant on
+    SELECT hkey, pkey, t, sum(sum(d)) OVER (PARTITION BY hkey, pkey ORDER BY t) AS n
+    FROM bounds
+    GROUP BY hkey, pkey, t
+), area AS (
+    -- requests in flight integrated over time from the process's first boundary to t (µs): the
+    -- one sweep that gives every request's overlap with all the others, where pairing each
+    -- request with every other one of its process costs their product
+    SELECT hkey, pkey, t, coalesce(sum(n_before * (t - t_before)) OVER (PARTITION BY hkey, pkey ORDER BY t), 0) AS i
+    FROM (
+        SELECT hkey, pkey, t, n, lag(n) OVER w AS n_before, lag(t) OVER w AS t_before
+        FROM steps
+        WINDOW w AS (PARTITION BY hkey, pkey ORDER BY t)
+    )
 ), levels AS (
     -- each picked request's mean requests in flight over its handler time, itself included: the
     -- others' overlap with it over its length (the level it started at overstates a request that
     -- saw the others finish, and understates one that saw them come)
     SELECT a.hkey, a.pkey, a.request_id, a.run_ts,
-           1 + coalesce(sum(epoch_us(least(a.end_ts, b.end_ts)) - epoch_us(greatest(a.run_ts, b.run_ts))), 0)
+           1 + (max(e.i) - max(b.i) - (epoch_us(a.end_ts) - epoch_us(a.run_ts)))
                / nullif(epoch_us(a.end_ts) - epoch_us(a.run_ts), 0) AS mean_level
     FROM picked AS a
-    LEFT JOIN s AS b
-      ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.run_ts < a.end_ts AND b.end_ts > a.run_ts
-     AND (b.request_id <> a.request_id OR b.run_ts <> a.run_ts)
+    JOIN area AS b ON b.hkey = a.hkey AND b.pkey = a.pkey AND b.t = epoch_us(a.run_ts)
+    JOIN area AS e ON e.hkey = a.hkey AND e.pkey = a.pkey AND e.t = epoch_us(a.end_ts)
     GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts, a.end_ts
 ), handoffs AS (
     -- a picked request that was waiting when the process's last request before its start ended:
@@ -56,14 +74,14 @@ WITH proc AS (
            (epoch_us(a.run_ts) - max(epoch_us(b.end_ts))) / 1000.0 AS handoff_ms, min(a.arrive_ts) AS arrive_ts,
            max(b.end_ts) AS freed_ts
     FROM picked AS a
-    JOIN s AS b
-      ON a.hkey = b.hkey AND a.pkey = b.pkey AND b.end_ts <= a.run_ts
-     AND b.end_ts >= a.run_ts - INTERVAL 60 SECOND
+    ASOF JOIN s AS b
+      ON a.hkey = b.hkey AND a.pkey = b.pkey AND a.run_ts >= b.end_ts
+    WHERE b.end_ts >= a.run_ts - INTERVAL 60 SECOND
     GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts
     HAVING min(a.arrive_ts) < max(b.end_ts)
 )
 SELECT
-    host, pid, proc.stack, proc.gpu, session_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,
+    host, pid, proc.stack, proc.gpu, session_id, request_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,
     e2e_ms, queue_ms,
     CASE WHEN ttft_ms IS NOT NULL THEN greatest(ttft_ms - coalesce(queue_ms, 0), 0) END AS service_ttft_ms,
     CASE WHEN ttft_ms IS NOT NULL AND e2e_ms >= ttft_ms THEN e2e_ms - ttft_ms
