@@ -80,3 +80,58 @@ def test_ooms_from_beams_are_not_blamed_on_concurrency(run, name):
     assert _finding(model, "oom_at_concurrency") is None
     assert _finding(model, "concurrency_cliff") is None
     assert not any("requests in flight" in (x.get("problem") or "") for x in model["lead"])
+
+
+# -- the rendered page ---------------------------------------------------------------------------
+
+
+def _html(model: dict) -> str:
+    from dslogs.analyzer.render.report import render_report
+
+    return render_report(model, "html")
+
+
+def _table_after(html: str, heading: str) -> list[list[str]]:
+    import re
+    from html import unescape
+
+    part = html[html.index(heading):]
+    part = part[: part.index("</table>")]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", part, re.S)
+    return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+            for r in rows[1:]]
+
+
+def test_no_per_minute_slope_from_seconds_of_readings(run):
+    model, _ = run("run1")  # 17 s of logs: a +192 MiB rise read as +3,625 MiB/min
+    assert all((s.get("duration_min") or 0) < 1 for s in model["sessions"])
+    html = _html(model)
+    rows = _table_after(html, "Reserved-memory slope by session")
+    assert rows and all(r[2] == "< 1 min" and r[3] == "—" for r in rows), rows[:2]
+    assert "a slope fitted to seconds and scaled to a minute is unreliable" in html
+    sessions = _table_after(html, 'id="sessions-table"')
+    assert all(r[5] == "< 1 min" for r in sessions)
+
+
+def test_memory_columns_share_one_format(run):
+    model, _ = run("run1")
+    rows = _table_after(_html(model), "Reserved-memory slope by session")
+    for col in (4, 5):  # rise, judged (its figure before the "(per request × requests)")
+        values = [r[col].split(" (")[0] for r in rows if r[col] != "—"]
+        decimals = {len(v.split(".")[1]) if "." in v else 0 for v in values}
+        assert len(decimals) == 1, (col, values)
+
+
+def test_threshold_reached_says_reaching_counts(run):
+    model, _ = run("run1")
+    line = next(x for x in model["lead"] if x["rule"] == "high_max_tokens")
+    assert line["figure"] == "4,096 tokens (threshold ≥ 4,096 tokens, reaching it counts)"
+    assert "threshold <b>≥ 4,096" in _html(model)
+
+
+def test_per_session_charts_say_which_sessions_they_draw_and_why(run):
+    model, _ = run("run1")
+    html = _html(model)
+    assert "the readings of at most report.timeline_sessions" not in html  # a setting name, unexplained
+    assert "The report keeps per-turn readings for at most 12 sessions (flagged ones first)" in html
+    assert "8 of the 12 sessions with per-turn readings drawn: the " in html

@@ -131,7 +131,9 @@ def _figure(f: dict) -> str:
     text = f"{fmt.prose(f['value'])}{unit}"
     # a threshold of 0 or 1 (any OOM, any beam) says nothing the value does not
     if f.get("threshold") is not None and f["threshold"] not in (0, 1):
-        text += f" (threshold {fmt.prose(f['threshold'])}{unit})"
+        # a value equal to its threshold fired, so the rule counts reaching it: say so
+        op = "≥ " if f["value"] == f["threshold"] else ""
+        text += f" (threshold {op}{fmt.prose(f['threshold'])}{unit}{', reaching it counts' if op else ''})"
     return text
 
 
