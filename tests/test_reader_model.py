@@ -82,6 +82,15 @@ def test_ooms_from_beams_are_not_blamed_on_concurrency(run, name):
     assert not any("requests in flight" in (x.get("problem") or "") for x in model["lead"])
 
 
+def test_format_lines_alone_are_no_request(run):
+    model, truth = run("run3")
+    # 10 Streamlit users x 4 turns; each session also logged 4 format lines under one drop-in id
+    assert model["requests"]["count"] == 40
+    assert {s["requests"] for s in model["sessions"]} == {4}
+    assert [h["requests"] for h in model["hosts"]] == [40]
+    assert len(model["sessions"]) == len(truth["sid_of"]) == 10
+
+
 # -- the rendered page ---------------------------------------------------------------------------
 
 
