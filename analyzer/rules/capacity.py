@@ -14,7 +14,7 @@ from dslogs.analyzer.rules.registry import RuleOutcome, _plural, finding, rule
     source="000 §1.3",
     fix=(
         "One prompt in 1.2 s does not mean five users at once will hold (000 §1.3): past the "
-        "concurrency the GPU can take, throughput stops rising and every request waits longer. "
+        "concurrency the box can take, throughput stops rising and every request waits longer. "
         f"Cap requests in flight at the knee ({SETTING}) and let the framework queue the rest; the "
         "capacity section gives the level and its evidence."
     ),
