@@ -328,7 +328,7 @@ def test_log_event_inside_a_request_span_joins_that_request(tmp_path):
     # made-up request of its own; outside any span the drop-in grouping still applies.
     r = _run_py("""
         from dslogs_collector import Tracer, log_event, set_default_tracer
-        t = Tracer(%r, flush_interval_s=1.0)
+        t = Tracer(LOGS, flush_interval_s=1.0)
         set_default_tracer(t)
         for turn in range(3):
             with t.request(session_id="s1", request_id=f"r{turn}"):
@@ -338,7 +338,7 @@ def test_log_event_inside_a_request_span_joins_that_request(tmp_path):
             log_event("format", -1)  # no session anywhere: the span's request, session "unknown" kept
         log_event("format", -1, session_id="s1")  # after every span: a drop-in id of its own
         t.close()
-    """ % str(tmp_path))
+    """.replace("LOGS", repr(str(tmp_path))))
     assert r.returncode == 0, r.stderr
     formats = [e for e in data_events(read_lines(tmp_path)) if e["stage"] == "format"]
     assert [e["request_id"] for e in formats[:3]] == ["r0", "r1", "r2"]

@@ -144,3 +144,12 @@ def test_per_session_charts_say_which_sessions_they_draw_and_why(run):
     assert "the readings of at most report.timeline_sessions" not in html  # a setting name, unexplained
     assert "The report keeps per-turn readings for at most 12 sessions (flagged ones first)" in html
     assert "8 of the 12 sessions with per-turn readings drawn: the " in html
+
+
+def test_sessions_table_columns_share_one_format(run):
+    model, _ = run("run1")
+    rows = _table_after(_html(model), 'id="sessions-table"')
+    for col in range(5, len(rows[0]) - 1):
+        values = [r[col].split(" (")[0] for r in rows if r[col] not in ("—", "< 1 min")]
+        decimals = {len(v.split(".")[1]) if "." in v else 0 for v in values}
+        assert len(decimals) <= 1, (col, values)
