@@ -515,17 +515,11 @@ MEMORY_COLUMNS = ["reserved_slope_mb_per_min", "reserved_r2", "reserved_rise_mb"
 
 
 def memory_digits(rows: list[dict]) -> dict[str, int]:
-    """One format per column of the per-session memory tables: the readings (slopes only where
-    they are shown) and each rule's judged figures."""
+    """One format per column of the per-session memory tables' readings (slopes only where they
+    are shown). The judged figures keep the finding cards' format: the same number, the same text."""
     shown = [dict(r, reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min") if r.get("slope_ok", True) else None)
              for r in rows]
-    out = column_digits(shown, MEMORY_COLUMNS)
-    for rule, keys in (("memory_leak", ("rise_mb", "leak_per_request_mb")),
-                       ("rss_growth", ("rss_kept_mb", "rss_kept_per_request_mb"))):
-        judged = [(r.get("judged") or {}).get(rule) or {} for r in rows]
-        for k, d in column_digits(judged, list(keys)).items():
-            out[f"{rule}.{k}"] = d
-    return out
+    return column_digits(shown, MEMORY_COLUMNS)
 
 
 def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
