@@ -21,6 +21,7 @@ imported them, never imported here. Nothing here raises into the app.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -28,6 +29,9 @@ import time
 
 MB = 1024 * 1024
 MAX_OPEN = 10_000  # spans opened by tokenize and never closed by a generate are dropped beyond this
+# the span a ``with tracer.request(...)`` block has open in this thread / task: a drop-in
+# ``log_event`` called inside it without a request id belongs to that request
+CURRENT: contextvars.ContextVar = contextvars.ContextVar("dslogs_request_span", default=None)
 
 try:
     _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -356,9 +360,14 @@ class RequestSpan:
 
     # -- the explicit span -----------------------------------------------------------------
     def __enter__(self) -> RequestSpan:
+        self._token = CURRENT.set(self)
         return self.open()
 
     def __exit__(self, et, ev, tb) -> bool:
+        try:
+            CURRENT.reset(self._token)
+        except (ValueError, RuntimeError, AttributeError):
+            pass  # exited in another context (a generator resumed elsewhere): nothing to restore
         self.close(ev if ev is not None else (et() if et is not None else None))
         return False
 

@@ -407,8 +407,14 @@ def log_event(stage: str, duration_ms=LOG_EVENT_DEFAULT, /, *more, **fields) -> 
     t = _default or default_tracer()
     if "session_id" not in fields:
         fields["session_id"] = _session_id_from_streamlit() if "streamlit" in sys.modules else "unknown"
-    if "request_id" not in fields and (rid := _drop_in_request_id(fields["session_id"], stage)) is not None:
-        fields["request_id"] = rid
+    if "request_id" not in fields:
+        rid = _open_request_id(fields["session_id"])
+        if rid is not None and fields["session_id"] == "unknown":
+            fields["session_id"] = _open_session_id()
+        if rid is None:
+            rid = _drop_in_request_id(fields["session_id"], stage)
+        if rid is not None:
+            fields["request_id"] = rid
     if more:
         fields["args_"] = more
     q = t._queue
@@ -424,6 +430,31 @@ def log_event(stage: str, duration_ms=LOG_EVENT_DEFAULT, /, *more, **fields) -> 
 _drop_in_turns: dict = {}
 _drop_in_lock = threading.Lock()
 _REQUEST_START = ("input", "tokenize")
+
+
+def _open_request_id(session_id) -> str | None:
+    """The request id of the ``tracer.request`` span open around this call, when it is the same
+    session's: a line logged inside a request is that request's, not one of its own."""
+    try:
+        from dslogs_collector.request import CURRENT
+
+        span = CURRENT.get()
+        if span is None or span.closed or span.request_id is None:
+            return None
+        if span.session_id is not None and session_id not in ("unknown", span.session_id):
+            return None
+        return span.request_id
+    except Exception:
+        return None
+
+
+def _open_session_id():
+    try:
+        from dslogs_collector.request import CURRENT
+
+        return CURRENT.get().session_id or "unknown"
+    except Exception:
+        return "unknown"
 
 
 def _drop_in_request_id(session_id, stage) -> str | None:

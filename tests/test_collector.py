@@ -322,6 +322,30 @@ def test_log_event_drop_in_for_article_003(tmp_path):
     assert events[0]["duration_ms"] == -1 and events[2]["duration_ms"] == 4820.7
 
 
+def test_log_event_inside_a_request_span_joins_that_request(tmp_path):
+    # Streamlit's article app: tracer.request around the turn, then the article's unchanged
+    # log_event("format", -1) after the answer, with no request id: it is that turn's line, not a
+    # made-up request of its own; outside any span the drop-in grouping still applies.
+    r = _run_py("""
+        from dslogs_collector import Tracer, log_event, set_default_tracer
+        t = Tracer(LOGS, flush_interval_s=1.0)
+        set_default_tracer(t)
+        for turn in range(3):
+            with t.request(session_id="s1", request_id=f"r{turn}"):
+                t.event("decode", duration_ms=5.0, session_id="s1", request_id=f"r{turn}")
+                log_event("format", -1, session_id="s1")
+        with t.request(request_id="r9"):
+            log_event("format", -1)  # no session anywhere: the span's request, session "unknown" kept
+        log_event("format", -1, session_id="s1")  # after every span: a drop-in id of its own
+        t.close()
+    """.replace("LOGS", repr(str(tmp_path))))
+    assert r.returncode == 0, r.stderr
+    formats = [e for e in data_events(read_lines(tmp_path)) if e["stage"] == "format"]
+    assert [e["request_id"] for e in formats[:3]] == ["r0", "r1", "r2"]
+    assert formats[3]["request_id"] == "r9"
+    assert formats[4]["request_id"] not in {"r0", "r1", "r2", "r9"}
+
+
 def _child_logs(path: str) -> None:
     from dslogs_collector import tracer as tracer_mod
 

@@ -401,7 +401,7 @@ def test_try_collector_example_runs_without_weights(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"wrote the trace to {tmp_path / 'logs'}" in proc.stdout
     assert "9 requests (0 errors) in 3 sessions on 1 host" in proc.stdout
-    assert "- **beam_search** (session): generate runs beam search (num_beams = 2) in 1 session — sessions " \
+    assert "- **beam_search** (session): generate runs beam search (num_beams = 2 in 1 session) — sessions " \
            "00000000-0000-0000-0000-000000000003" in proc.stdout
 
 

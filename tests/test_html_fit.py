@@ -56,13 +56,30 @@ def _fits(page, name: str) -> int:
     assert width <= inner, f"{name}: the page scrolls sideways ({width} px > {inner} px)"
     boxes = page.evaluate("""Array.from(document.querySelectorAll('.table-wrap, .chart')).map(e => {
         const r = e.getBoundingClientRect();
-        return [r.right, e.scrollWidth > e.clientWidth, getComputedStyle(e).overflowX]; })""")
+        const t = e.querySelector('table');
+        return [r.right, e.scrollWidth > e.clientWidth + 1, getComputedStyle(e).overflowX,
+                e.classList.contains('table-wrap'), !!(t && t.classList.contains('pinned')),
+                Array.from(e.querySelectorAll('th')).slice(0, 3).map(h => h.textContent.trim()).join(' | ')]; })""")
     wide = 0
-    for right, scrolls, overflow in boxes:
+    for right, scrolls, overflow, is_table, pinned, heads in boxes:
         assert right <= inner + 0.5, name
         if scrolls:
             wide += 1
             assert overflow == "auto", name
+            # a table read in a screenshot shows no scrollbar: one wider than its card must keep its
+            # first column (what names the row) in view, or it reads as cut ("beam_s", "3,4")
+            assert not is_table or pinned, f"{name}: the table [{heads}] is cut at the card's edge"
+    clipped = page.evaluate("""Array.from(document.querySelectorAll('main *')).filter(e => {
+        if (e.closest('.sid-rest, .chart, script, style, details:not([open]) > :not(summary)')) return false;
+        const cs = getComputedStyle(e);
+        const hides = ['hidden', 'clip'].includes(cs.overflowX) || cs.textOverflow === 'ellipsis';
+        return hides && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1;
+    }).map(e => e.tagName + ': ' + e.textContent.trim().slice(0, 40))""")
+    assert clipped == [], f"{name}: content clipped by its box: {clipped[:5]}"
+    # a session id is one line in its short form, not 36 characters wrapped onto six
+    tall = page.evaluate("""Array.from(document.querySelectorAll('main .sid')).filter(e =>
+        e.offsetParent !== null && e.getClientRects().length > 1).map(e => e.textContent.trim())""")
+    assert tall == [], f"{name}: session ids wrapped: {tall[:3]}"
     headers = page.evaluate("Array.from(document.querySelectorAll('th')).map(t => t.textContent.trim())")
     raw = [h for h in headers if SNAKE.fullmatch(h)]
     assert raw == [], f"{name}: raw keys as headers: {raw}"

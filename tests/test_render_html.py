@@ -172,7 +172,7 @@ def test_sessions_table_is_sortable_and_capped():
     base = m["sessions"][5]
     m["sessions"] += [dict(base, session_id=f"extra-{i}", findings=[]) for i in range(MAX_SESSION_ROWS + 50)]
     page = render_html(m, fallback_svg=False)
-    body = re.search(r'<table class="sortable" id="sessions-table">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    body = re.search(r'<table class="sortable pinned" id="sessions-table">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     assert body.count("<tr") == MAX_SESSION_ROWS
     assert f"{len(m['sessions']):,} sessions" in page
     # flagged sessions come first

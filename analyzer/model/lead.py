@@ -131,7 +131,9 @@ def _figure(f: dict) -> str:
     text = f"{fmt.prose(f['value'])}{unit}"
     # a threshold of 0 or 1 (any OOM, any beam) says nothing the value does not
     if f.get("threshold") is not None and f["threshold"] not in (0, 1):
-        text += f" (threshold {fmt.prose(f['threshold'])}{unit})"
+        # a value equal to its threshold fired, so the rule counts reaching it: say so
+        op = "≥ " if f["value"] == f["threshold"] else ""
+        text += f" (threshold {op}{fmt.prose(f['threshold'])}{unit}{', reaching it counts' if op else ''})"
     return text
 
 
@@ -147,11 +149,18 @@ def lead(model: dict) -> list[dict]:
     lines = []
     for i, f in enumerate(model.get("findings") or [], 1):
         sids = list(f.get("session_ids") or [])
-        failed = over = 0
+        failed = over = failed_sessions = 0
+        failed_ids: frozenset = frozenset()
         if sids:
             rows = [sessions[s] for s in sids if s in sessions]
             reqs = sum(r.get("requests") or 0 for r in rows)
             failed = sum(r.get("errors") or 0 for r in rows)
+            failed_sessions = sum(1 for r in rows if r.get("errors"))
+            # the failed requests themselves (a session's count where its requests are not listed),
+            # so two lines over the same failures say so rather than add up
+            failed_ids = frozenset(
+                (s, r.get("request_id")) for s in sids for r in details.get(s, []) if r.get("status") == "error"
+            ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
             for s in sids:
                 over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
             first = min((r["first_ts"] for r in rows if r.get("first_ts")), default=None)
@@ -169,7 +178,8 @@ def lead(model: dict) -> list[dict]:
             "rule": f["rule"], "severity": f["severity"], "scope": f.get("scope"), "finding": i,
             "problem": f.get("message"),
             "requests": reqs, "request_share": reqs / total_requests if total_requests else None,
-            "failed_requests": failed, "slo_missed_requests": over,
+            "failed_requests": failed, "failed_sessions": failed_sessions, "slo_missed_requests": over,
+            "_failed_ids": failed_ids,
             "sessions": n_sessions, "session_share": n_sessions / total_sessions if total_sessions else None,
             "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
             "since": since, "until": until, "minutes": minutes,
@@ -182,7 +192,13 @@ def lead(model: dict) -> list[dict]:
                               SEVERITY_RANK.get(x["severity"], 9), -(x["request_share"] or 0), x["finding"] or 0))
     for rank, x in enumerate(lines, 1):
         x["rank"] = rank
-        x["impact"] = impact_text(x, total_requests, total_sessions)
+        mine = x.pop("_failed_ids", frozenset())
+        same = next((y for y in lines[: rank - 1] if mine and mine <= y.get("_ids", frozenset())), None)
+        x["_ids"] = mine
+        x["same_failures_as"] = same["rank"] if same else None
+        x["impact"] = impact_text(x, total_requests, total_sessions, same)
+    for x in lines:
+        x.pop("_ids", None)
     return lines
 
 
@@ -203,7 +219,7 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
         "rule": "slow_requests", "severity": "warning", "scope": "request", "finding": None, "section": "slow",
         "problem": (f"requests over the SLO (TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ "
                     f"{fmt.prose(slo.get('tpot_ms'))} ms per token)"),
-        "requests": missed, "request_share": missed / total_requests, "failed_requests": 0,
+        "requests": missed, "request_share": missed / total_requests, "failed_requests": 0, "failed_sessions": 0,
         "slo_missed_requests": missed, "sessions": len(sids),
         "session_share": len(sids) / total_sessions if total_sessions else None,
         "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
@@ -214,16 +230,28 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
     }
 
 
-def impact_text(x: dict, total_requests: int, total_sessions: int) -> str:
-    """"5 of 80 requests failed (6 %) in 1 of 16 sessions, for 3 min from 10:02"."""
+def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | None = None) -> str:
+    """"5 of 80 requests failed, all in 1 of its 2 sessions, ..., for 3 min from 10:02"; a line
+    whose failed requests an earlier line already counts names that line instead of adding them."""
     bits = []
     if x["failed_requests"]:
-        bits.append(f"{x['failed_requests']} of {total_requests} requests failed")
+        n, k = x["failed_requests"], x.get("failed_sessions") or 0
+        where = f", all in {k} session{'s' if k != 1 else ''}" if k and k < (x.get("sessions") or 0) else ""
+        if same is not None:
+            bits.append(f"the same {n} failed request{'s' if n != 1 else ''} as line {same['rank']} "
+                        f"({same['rule']}), not {n} more{where}")
+        else:
+            bits.append(f"{n} of {total_requests} requests failed{where}")
     if x["slo_missed_requests"]:
         bits.append(f"{x['slo_missed_requests']} of {total_requests} over the SLO")
     if not bits:
         bits.append(f"{x['requests']} of {total_requests} requests ({fmt.share(x['request_share'])}) at risk")
-    text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
+    k = x.get("failed_sessions") or 0
+    if x["failed_requests"] and k and k < (x.get("sessions") or 0):
+        # the failures sit in fewer sessions than the finding names: both counts, told apart
+        text = "; ".join(bits) + f"; the finding names {x['sessions']} of {total_sessions} sessions"
+    else:
+        text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
     if x.get("minutes") is not None:
         text += f", for {human_duration(x['minutes'] * 60)}"
         try:

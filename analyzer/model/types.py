@@ -549,6 +549,8 @@ class LeadLine(Model):
     requests: Count | None = None  # requests touched
     request_share: Share | None = None  # of the window's requests
     failed_requests: Count | None = None
+    failed_sessions: Count | None = None  # of its sessions, those with a failed request
+    same_failures_as: int | None = None  # rank of an earlier line counting the same failed requests
     slo_missed_requests: Count | None = None
     sessions: Count | None = None
     session_share: Share | None = None

@@ -508,6 +508,20 @@ def _lead(model: dict, links: dict[str, str]) -> list[dict]:
     return out
 
 
+# a per-minute slope fitted to readings spanning less than this says little: a 17 s session's
+# +192 MiB reads as +3,625 MiB/min; such sessions show their rise in MiB only
+MIN_SLOPE_MINUTES = 1.0
+MEMORY_COLUMNS = ["reserved_slope_mb_per_min", "reserved_r2", "reserved_rise_mb"]
+
+
+def memory_digits(rows: list[dict]) -> dict[str, int]:
+    """One format per column of the per-session memory tables' readings (slopes only where they
+    are shown). The judged figures keep the finding cards' format: the same number, the same text."""
+    shown = [dict(r, reserved_slope_mb_per_min=r.get("reserved_slope_mb_per_min") if r.get("slope_ok", True) else None)
+             for r in rows]
+    return column_digits(shown, MEMORY_COLUMNS)
+
+
 def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[dict], int]:
     sessions = list(model.get("sessions") or [])
     order = sorted(range(len(sessions)), key=lambda i: (flagged.get(sessions[i].get("session_id"), 9), i))
@@ -533,6 +547,7 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
                  else "row-" + anchor(s.get("session_id")),
                  row_id="row-" + anchor(s.get("session_id")),
+                 slope_ok=s.get("duration_min") is None or s["duration_min"] >= MIN_SLOPE_MINUTES,
                  flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
     return rows, drill, len(sessions)
 
@@ -636,6 +651,11 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "data_span": data_span,
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
+        "memory_digits": memory_digits(_memory_sessions(sessions)),
+        "session_digits": {**memory_digits(sessions),
+                           **column_digits(sessions, ["gpu_wait_pct_p50", "ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms"])},
+        "short_slopes": sum(1 for s in sessions if not s.get("slope_ok", True)),
+        "min_slope_minutes": MIN_SLOPE_MINUTES,
         "judged_rss": any((s.get("judged") or {}).get("rss_growth") for s in sessions),
         "generated_at": model.get("generated_at") or "",
         "version": model.get("dslogs_version") or "",

@@ -14,7 +14,7 @@ from dslogs.analyzer.rules.registry import RuleOutcome, _plural, finding, rule
     source="000 §1.3",
     fix=(
         "One prompt in 1.2 s does not mean five users at once will hold (000 §1.3): past the "
-        "concurrency the GPU can take, throughput stops rising and every request waits longer. "
+        "concurrency the box can take, throughput stops rising and every request waits longer. "
         f"Cap requests in flight at the knee ({SETTING}) and let the framework queue the rest; the "
         "capacity section gives the level and its evidence."
     ),
@@ -31,11 +31,19 @@ def rule_concurrency_cliff(m, ingest, t) -> RuleOutcome:
     judged, unjudged = [], []
     for rows in groups:
         levels, knee = knee_of(rows, th)
+        # too little traffic to recommend a setting (the capacity section's own bar) judges nothing
+        if sum(lv.get("requests") or 0 for lv in levels) < th["min_requests"]:
+            knee = None
         (judged if knee is not None else unjudged).append((rows[0].get("host"), rows[0].get("pid"), levels, knee))
     if not judged:
         return RuleOutcome("concurrency_cliff", "no_data",
                            "no throughput knee in the levels seen (" + "; ".join(
-                               f"{_proc(h, p)} up to {levels[-1]['level']} in flight" for h, p, levels, _ in unjudged[:3]) + ")")
+                               f"{_proc(h, p)}: {sum(lv.get('requests') or 0 for lv in levels)} requests up to "
+                               f"{levels[-1]['level']} in flight, "
+                               f"{_plural(sum(1 for lv in levels if not lv['sparse']), 'level')} with "
+                               f"{th['min_level_requests']}+ requests" for h, p, levels, _ in unjudged[:3])
+                           + f"; a knee needs {th['min_requests']}+ requests over {th['min_levels']}+ such levels, "
+                             "one below it and one above)")
     findings = []
     for host, pid, levels, knee in judged:
         beyond, total = time_beyond(levels, knee)
@@ -80,8 +88,8 @@ def oom_cluster(levels: list[dict], th: dict) -> dict | None:
         if acc >= th["top_share"] * ooms:
             start = lv["level"]
             break
-    if start is None or start <= levels[0]["level"]:
-        return None  # they happen from the lowest level up: not the load
+    if start is None or start <= max(levels[0]["level"], 1):
+        return None  # they happen from the lowest level up (one request alone included): not the load
     hi = [lv for lv in levels if lv["level"] >= start]
     lo = [lv for lv in levels if lv["level"] < start]
     rate_hi = sum(lv.get("oom_requests") or 0 for lv in hi) / max(1, sum(lv.get("requests") or 0 for lv in hi))
@@ -108,7 +116,7 @@ def oom_cluster(levels: list[dict], th: dict) -> dict | None:
         f"they start ({SETTING}), bound max_new_tokens and the history each request carries, so "
         "each in-flight request needs less memory."
     ),
-    inputs=("capacity_per_level",),
+    inputs=("capacity_per_level", "generate_params_per_session"),
     needs=(),
     sections=("capacity",),
     charts=("capacity_memory",),
@@ -118,12 +126,19 @@ def rule_oom_at_concurrency(m, ingest, t) -> RuleOutcome:
     groups = [rows for rows in group_levels(m) if rows]
     if not groups:
         return RuleOutcome("oom_at_concurrency", "no_data", "no request with a start and an end")
-    findings = []
+    beam_ooms: dict = {}
+    for r in m.get("generate_params_per_session", []):
+        beam_ooms[r.get("host")] = beam_ooms.get(r.get("host"), 0) + (r.get("beam_oom_requests") or 0)
+    findings, from_beams = [], 0
     for levels in groups:
         cl = oom_cluster(levels, th)
         if cl is None:
             continue
         host, pid = levels[0].get("host"), levels[0].get("pid")
+        if beam_ooms.get(host, 0) >= cl["ooms"]:
+            # every OOM was a beam request's (num_beams > 1): what it asked, not how many ran at once
+            from_beams += cl["ooms"]
+            continue
         findings.append(finding(
             "oom_at_concurrency", scope="host", value=cl["ooms"], threshold=th["min_ooms"], unit="OOMs",
             message=(f"{_proc(host, pid)}: {_plural(cl['ooms'], 'request')} hit an OOM, "
@@ -133,5 +148,9 @@ def rule_oom_at_concurrency(m, ingest, t) -> RuleOutcome:
         ))
     if not findings:
         n = sum(sum(lv.get("oom_requests") or 0 for lv in levels) for levels in groups)
+        if from_beams:
+            return RuleOutcome("oom_at_concurrency", "pass",
+                               f"{_plural(n, 'OOM')}; {fmt.prose(from_beams)} of them in requests with num_beams > 1, "
+                               "which the beam_search and oom findings explain: not the load")
         return RuleOutcome("oom_at_concurrency", "pass", f"{_plural(n, 'OOM')}, none clustered at high in-flight levels")
     return RuleOutcome("oom_at_concurrency", "fired", f"{_plural(len(findings), 'process')}", findings)

@@ -72,8 +72,14 @@ def knee_of(rows: list[dict], th: dict) -> tuple[list[dict], int | None]:
     dense = [lv for lv in levels if not lv["sparse"] and lv.get("tokens_per_s") is not None]
     if not dense:
         return levels, None
+    # a knee read from two levels, or at the first measured level over sparse ones below it (whose
+    # throughput nobody measured), is no knee: throughput may have peaked where the logs are thin
+    if len(dense) < max(th["min_levels"], 2):
+        return levels, None
     best = max(lv["tokens_per_s"] for lv in dense)
     knee = next(lv["level"] for lv in dense if lv["tokens_per_s"] >= (1 - th["knee_share"]) * best)
+    if knee == dense[0]["level"] and any(lv["sparse"] for lv in levels if lv["level"] < knee):
+        return levels, None
     return levels, knee if any(lv["level"] > knee for lv in dense) else None
 
 

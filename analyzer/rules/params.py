@@ -44,7 +44,7 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
     outcome = _session_rule(
         "beam_search", (), fires, lambda r: r["num_beams_max"], scanned=scanned,
         threshold=th, unit="beams",
-        describe=lambda n, v: f"generate runs beam search (num_beams = {fmt.prose(v)}) in {_plural(n, 'session')}",
+        describe=lambda n, v: f"generate runs beam search ({beams_each(scanned[1])})",
         section="latency", chart=None,
         detail_keys=("num_beams_max", "beam_requests", "requests", "beam_failed_requests", "beam_fallback_requests"),
         no_data_reason="no request logged generate params (num_beams)",
@@ -60,6 +60,16 @@ def rule_beam_search(m, ingest, t, scanned=None) -> RuleOutcome:
                              f"{_plural(sum(r['beam_fallback_requests'] for r in fb), 'request')} of "
                              f"{_plural(len(fb), 'session')}")
     return outcome
+
+
+def beams_each(hit: list[dict]) -> str:
+    """"num_beams = 5 in 2 sessions", or each value with its sessions when they differ:
+    "num_beams = 5 in 1 session, 2 in 1 session" (the largest alone would misstate the others)."""
+    counts: dict = {}
+    for r in hit:
+        counts[r["num_beams_max"]] = counts.get(r["num_beams_max"], 0) + 1
+    each = [f"{fmt.prose(v)} in {_plural(n, 'session')}" for v, n in sorted(counts.items(), key=lambda kv: -kv[0])]
+    return "num_beams = " + ", ".join(each)
 
 
 def beam_fix(rows: list[dict], base: str) -> str:

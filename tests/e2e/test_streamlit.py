@@ -249,6 +249,8 @@ def test_dslogs_app_answers_and_traces_every_turn(dslogs_run, dslogs_events):
     # log_event without session_id= took the Streamlit session's id, as the article's did
     fmt = [e for e in dslogs_events if e["stage"] == "format"]
     assert len(fmt) == len(ok) and {e["session_id"] for e in fmt} <= set(dslogs_run["sid_of"].values())
+    # and, logged inside the turn's tracer.request block, the turn's request id: no request of its own
+    assert {e["request_id"] for e in fmt} <= {e["request_id"] for e in ok}
 
 
 def test_dslogs_prefill_plus_decode_is_the_apps_generate_time(dslogs_run, dslogs_events):

@@ -76,6 +76,9 @@ WITH r AS (
     FROM events
     WHERE request_id IS NOT NULL
     GROUP BY session_id, request_id
+    -- format lines alone are no request: a drop-in log_event("format") written after the answer,
+    -- outside any request the logger saw, got an id of its own (Streamlit's article app does this)
+    HAVING count(CASE WHEN stage <> 'format' THEN 1 END) > 0
 ), d AS (
     SELECT
         *,

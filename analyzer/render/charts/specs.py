@@ -605,15 +605,23 @@ def _multi_point_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if per[r.get("session_id")] >= 2]
 
 
-def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None) -> list[str]:
+def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, flagged: list | None = None,
+               kept_limit: int | None = None) -> list[str]:
+    """Which sessions a per-session chart draws and why not the others, in words."""
     total = len({r.get("session_id") for r in rows})
-    # `total` is what the model's series kept (report.timeline_sessions), not every session
-    notes = [f"{len(keep)} of the {total} sessions with readings drawn (flagged sessions first, then those with the "
-             "largest values; the report keeps the readings of at most report.timeline_sessions sessions)"] \
-        if len(keep) < total else []
+    notes = []
+    if len(keep) < total:
+        n_flag = len(set(keep) & set(flagged or []))
+        why = (f"the {n_flag} that findings flag, then " if n_flag else "") + "those with the largest values"
+        notes.append(f"{len(keep)} of the {total} sessions with per-turn readings drawn: {why} (at most {MAX_LINES} "
+                     "lines, so each stays readable).")
+    listed = len({r.get("session_id") for r in all_rows or rows})
+    if kept_limit and listed >= kept_limit:
+        notes.append(f"The report keeps per-turn readings for at most {kept_limit} sessions (flagged ones first); "
+                     "every session's totals are in the Sessions table.")
     single = len({r.get("session_id") for r in all_rows or []}) - total
     if single > 0:
-        notes.append(f"{single} session{'s' if single != 1 else ''} with a single sample left out (no trend to draw)")
+        notes.append(f"{single} session{'s' if single != 1 else ''} with a single reading left out (no trend to draw).")
     return notes
 
 
@@ -642,7 +650,8 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
-                 notes=_shown_note(keep, rows, all_rows))
+                 notes=_shown_note(keep, rows, all_rows, flagged,
+                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
 
 
 @chart("kv_growth", section="kv", series=("kv_growth",),
@@ -672,7 +681,8 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
         sub = f"kv_seq_len per session; dashed line: the {limit_tokens:,.0f}-token threshold (003 §4.3)"
     chart = chart.properties(width=WIDTH - 220, height=200)
     return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
-                 notes=_shown_note(keep, rows, all_rows))
+                 notes=_shown_note(keep, rows, all_rows, flagged,
+                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
 
 
 @chart("errors_timeline", section="errors", series=("errors_timeline",), timeline=True)
