@@ -344,7 +344,9 @@ def with_deploys(chart, field_name: str, x: alt.X, ctx: ChartContext):
                 color=REGRESSION_COLOR if regression else DEPLOY_COLOR, strokeDash=[4, 3], strokeWidth=1.5, clip=True,
             ).encode(x=x, tooltip=["deploy:N", "label:N", "verdict:N", alt.Tooltip("why:N", title="why"),
                                    _time_tip(field_name, "first event", seconds=True)]))  # fmt: skip
-    return alt.layer(chart, *rules)
+    for rule in rules:
+        chart = chart + rule  # one flat layer (a layer's `+` appends): the static SVG draws no nested layers
+    return chart
 
 
 def _few_points(rows: list[dict], key: str, limit: int = 48) -> bool:
