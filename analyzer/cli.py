@@ -335,8 +335,9 @@ def _analyze(selection, format, out, fail_on) -> None:
     from dslogs.analyzer.core import progress
     from dslogs.analyzer.model.report import has_findings_at
     from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
 
-    model = _run(analyze, selection)
+    model = _run(analyze, selection, report_deploys)
     progress.phase("rendering")
     _print_notes(model)
     from dslogs.analyzer.render.report import render_report

@@ -233,12 +233,13 @@ class Logs:
         """The diagnosis (``dslogs analyze``) of these logs and window, as a ``Report``."""
         from dslogs._report import Report
         from dslogs.analyzer.usecases.analyze import analyze
+        from dslogs.analyzer.usecases.deploys import report_deploys
 
         # analyze opens the logs (and their cache file) on the selection's engine itself: this
         # connection lets go of the cache first, and is opened again when next needed.
         with self._lock:
             self.close()
-            return Report(analyze(self.selection))
+            return Report(analyze(self.selection, report_deploys))
 
     def capacity(self) -> Capacity:
         """How many requests in flight the service holds (``dslogs capacity``), as a ``Capacity``."""

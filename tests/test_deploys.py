@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import jsonschema
 import pytest
@@ -180,6 +181,10 @@ def test_weekly_lists_the_weeks_deploys(sim_root):
         ("2026-11-30", "regression", [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}])]
     md = render_weekly(w, "md")
     assert "## Deploys" in md and "pkg.torch 2.4.1 → 2.5.0" in md
+    page = render_weekly(w, "html")
+    row = page[page.index('id="sec-deploys"'):]
+    assert '<tr class="regression" data-deploy="d2" data-first-event="2026-11-30T00:00' in row
+    assert "changed: pkg.torch" in row.split("</table>")[0]
 
 
 def test_python_api_deploys(sim_root):
@@ -191,3 +196,83 @@ def test_python_api_deploys(sim_root):
     with dslogs.open(str(folder), tz="UTC", use_cache=False) as logs:
         m = logs.deploys()
     assert m["schema"] == "dslogs.deploys/1" and [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
+
+
+# -- the report's timelines ---------------------------------------------------------------------
+
+
+def _upgrade_0(sim_root):
+    folder = sim_root / "upgrade-0"
+    if not folder.exists():
+        simulated(folder, 0, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
+    return folder
+
+
+def _vertical_rules(spec: dict) -> list[dict]:
+    """The rows of the rule layers drawn at an x (no y): the deploy marks of a chart."""
+    out = []
+    for part in spec.get("vconcat") or [spec]:
+        for layer in part.get("layer") or []:
+            mark = layer.get("mark") or {}
+            enc = layer.get("encoding") or {}
+            if (mark.get("type") if isinstance(mark, dict) else mark) == "rule" and "x" in enc and "y" not in enc:
+                out += layer["data"]["values"]
+    return out
+
+
+def test_the_report_marks_each_deploy_on_its_timelines(sim_root):
+    """Three recorded deploys (0 h, 1 h, 2 h; the third a regression): the report carries them as
+    ``dslogs deploys`` judges them, the traffic, latency and GPU timelines draw a rule at each
+    one's first event, and the HTML and Markdown list them."""
+    from dslogs.analyzer.model.load import first_error, shipped_schema
+    from dslogs.analyzer.render.charts.specs import build_charts, time_axis
+    from dslogs.analyzer.render.charts.svg import render_svg
+    from dslogs.analyzer.render.report import render_report
+
+    r = CliRunner().invoke(app, ["analyze", str(_upgrade_0(sim_root)), "--format", "json", "--no-cache", "--tz", "UTC"])
+    assert r.exit_code == 0, r.output
+    model = json.loads(r.stdout)
+    assert first_error(model, shipped_schema("report")) is None
+    got = [(d["id"], d["first_event"][:19], d["verdict"]) for d in model["deploys"]]
+    assert got == [("d1", "2026-11-23T00:00:00", "first"), ("d2", "2026-11-23T01:00:00", "steady"),
+                   ("d3", "2026-11-23T02:00:00", "regression")]
+    assert "prefill p50" in model["deploys"][2]["reasons"]
+    tx = time_axis(model)
+    want = sorted((tx.ms(d["first_event"]), d["id"], d["verdict"]) for d in model["deploys"])
+    charts = {c.id: c for c in build_charts(model)}
+    for chart_id in ("overview", "stage_latency_by_hour", "gpu_timeline"):
+        rows = _vertical_rules(charts[chart_id].spec)
+        panels = len(charts[chart_id].spec.get("vconcat") or [1])
+        assert sorted((r["bucket"], r["deploy"], r["verdict"]) for r in rows) == sorted(want * panels), chart_id
+    # the page without JavaScript draws them too: one vertical line per deploy in the overview
+    svg = render_svg(charts["overview"].spec) or ""
+    lines = re.findall(r'<line x1="([\d.]+)" x2="\1" y1="0" y2="\d+" stroke="(#\w+)"', svg)
+    width = charts["overview"].spec["width"]
+    assert [(round(float(x) / width, 2), c) for x, c in lines] == [(0, "#6941c6"), (0.33, "#6941c6"), (0.67, "#b42318")]
+    page = render_report(model, "html")
+    section = page[page.index('id="sec-deploys"'):].split("</section>")[0]
+    assert [row.split('"')[0] for row in section.split('data-deploy="')[1:]] == ["d1", "d2", "d3"]
+    assert '<tr class="regression" data-deploy="d3" data-first-event="2026-11-23T02:00:00' in section
+    md = render_report(model, "md")
+    assert "## Deploys" in md and "- d3, first event 2026-11-23T02:00:00" in md and ": regression (prefill p50" in md
+
+
+def test_a_report_without_deploys_marks_none_and_analyses_nothing_more(sim_root):
+    """Logs without records from one process: no ``deploys`` in the report, no rule on a chart,
+    no Deploys section, and the deploys analysis is never called."""
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.render.report import render_report
+    from dslogs.analyzer.usecases.analyze import analyze
+
+    folder = sim_root / "shift"
+    if not folder.exists():
+        simulated(folder, 3, "prompt_shift", None)
+
+    def never(selection):
+        raise AssertionError("one process start: no deploys analysis")
+
+    model = analyze(Selection.build([str(folder)], tz="UTC", use_cache=False), never)
+    assert "deploys" not in model and model["requests"]["count"] > 0
+    assert all(not _vertical_rules(c.spec) for c in build_charts(model))
+    assert 'id="sec-deploys"' not in render_report(model, "html") and "## Deploys" not in render_report(model, "md")

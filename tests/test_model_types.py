@@ -8,6 +8,7 @@ import dataclasses
 import json
 import types
 import typing
+from pathlib import Path
 from typing import Annotated, Literal
 
 import jsonschema
@@ -74,7 +75,7 @@ def _cli_json(*args: str) -> dict:
 @pytest.fixture(scope="module")
 def other_models(tmp_path_factory):
     """A diff with errors on one side, a weekly report, a capacity model, one of an empty window,
-    and a report whose lists are cut (the fields that say so appear only then): 60 bad lines in a
+    reports of logs with deploys and of one Prometheus snapshot, and a report whose lists are cut (the fields that say so appear only then): 60 bad lines in a
     file, and one session, one drill-down session and one request each at most."""
     import shutil
 
@@ -84,13 +85,19 @@ def other_models(tmp_path_factory):
         fh.write("not json\n" * 60)
     caps = logs.parent / "caps.toml"
     caps.write_text("[report]\nmax_sessions = 1\ndetail_sessions = 1\ndetail_requests = 1\n", encoding="utf-8")
+    deploys = _deploys_models(logs.parent)
+    # one Prometheus snapshot: a server with no window, which its note says
+    one = logs.parent / "one_snapshot"
+    one.mkdir()
+    shutil.copy(sorted(Path("sample_logs/llamacpp").glob("*.prom"))[0], one)
     return {
-        "report": [_cli_json("analyze", str(logs), "--thresholds", str(caps))],
+        "report": [_cli_json("analyze", str(logs), "--thresholds", str(caps)),
+                   _cli_json("analyze", str(logs.parent / "deploys"), "--tz", "UTC"), _cli_json("analyze", str(one))],
         "diff": [_cli_json("diff", "sample_logs/healthy", "sample_logs/oom")],
         "weekly": [_cli_json("report", "weekly", "sample_logs/mixed")],
         "capacity": [_cli_json("capacity", "sample_logs/concurrency_cliff"),
                      _cli_json("capacity", "sample_logs/healthy", "--since", "2001-01-01", "--until", "2001-01-02")],
-        "deploys": _deploys_models(logs.parent),
+        "deploys": deploys,
     }  # fmt: skip
 
 

@@ -753,6 +753,18 @@ class ServerMetrics(Model):
     counters: list[dict[str, Any]] | None = None  # increase and rate per counter
     gauges: list[dict[str, Any]] | None = None  # last and max per gauge, with its points
     histograms: list[dict[str, Any]] | None = None  # count, mean and percentiles per histogram
+    note: str | None = None  # why its numbers are partial (one snapshot: no window)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployMark(Model):
+    """A deploy drawn on the report's timelines (the deploys model's row, cut to what the marks show)."""
+
+    id: str  # d1, d2, ... as ``dslogs deploys`` lists them
+    label: str | None = None
+    first_event: str | None = None  # where the timelines draw its rule
+    verdict: Literal["first", "regression", "improvement", "steady", "too few"]
+    reasons: list[str] = field(default_factory=list)  # what made the verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -790,6 +802,7 @@ class ReportModel(Model):
     session_details_total: dict[str, Count] | None = None  # session id -> its requests, for those cut
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)  # every threshold the rules used
     server_metrics: list[ServerMetrics] | None = None
+    deploys: list[DeployMark] = field(default_factory=list)  # two or more deploys in the logs, else none
 
 
 # -- dslogs.capacity/1 -----------------------------------------------------------------------

@@ -295,6 +295,7 @@ def render_markdown(model: dict) -> str:
     out += ["; ".join(extra) + ".", ""]
 
     out += capacity_markdown(model.get("capacity") or [])
+    out += _deploys(model.get("deploys") or [])
 
     flagged = [s for s in model.get("sessions") or [] if s.get("findings")]
     sessions = flagged[:FLAGGED_SESSIONS]
@@ -334,6 +335,19 @@ def render_markdown(model: dict) -> str:
 
     out += ["## Glossary", ""] + [f"- **{_text(w)}**: {_text(m)}" for w, m in GLOSSARY.items()] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _deploys(deploys: list[dict]) -> list[str]:
+    """One line per deploy the timelines mark, with its verdict against the deploy before."""
+    if not deploys:
+        return []
+    out = ["## Deploys", ""]
+    for d in deploys:
+        label = f" ({_esc(d['label'])})" if d.get("label") else ""
+        why = "; ".join(_text(r) for r in (d.get("reasons") or [])[:3])
+        out.append(f"- {_esc(d['id'])}{label}, first event {_text(d.get('first_event') or '—')}: "
+                   f"{'first deploy' if d['verdict'] == 'first' else d['verdict']}{f' ({why})' if why else ''}")
+    return out + ["", "Each deploy against the one before it, as `dslogs deploys` judges it.", ""]
 
 
 def _bucket(b) -> str:

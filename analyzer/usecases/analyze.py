@@ -4,6 +4,7 @@ engine, into the report model (or the capacity model); ``load_side``: the same f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from dslogs.analyzer import ingest
@@ -16,6 +17,7 @@ from dslogs.analyzer.engines.duckdb import as_source
 from dslogs.analyzer.engines.registry import open_engine
 from dslogs.analyzer.metrics.registry import bucket_for_span, parameters
 from dslogs.analyzer.metrics.results import release_tables
+from dslogs.analyzer.model import deploys as deploys_model
 from dslogs.analyzer.model import report as report_model
 from dslogs.analyzer.model import result_cache
 from dslogs.analyzer.model.diff import Side, read_values
@@ -79,8 +81,11 @@ def load_side(selection: Selection, label: str) -> Side:
     return Side(label, model, "logs", values, sampled, paths, engine=selection.engine, values_engine=values_engine)
 
 
-def analyze(selection: Selection) -> dict:
-    """Read the logs once and return the report model ``dslogs.report/1``."""
+def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | None = None) -> dict:
+    """Read the logs once and return the report model ``dslogs.report/1``. ``deploys``
+    (``usecases.deploys.report_deploys``, passed in by the caller: that module builds on this
+    one): where the logs hold two deploys or more, the report's ``deploys`` are what it returns;
+    one deploy (one process start) costs a query on the open logs and nothing more."""
     thresholds = selection.threshold_tables()
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
@@ -100,14 +105,17 @@ def analyze(selection: Selection) -> dict:
             return model
         key = result_cache.result_key(db, thresholds)
         model = result_cache.lookup(db, key, report_model.clean(report_model.ingest_block(db.ingest)))
-        if model is not None:
-            return model
-        result_cache.materialize_derived(db.con)
-        model = build_report(source, thresholds)
-        result_cache.store(db, key, model, report_model.report_to_json)
-        return model
+        if model is None:
+            result_cache.materialize_derived(db.con)
+            model = build_report(source, thresholds)
+            result_cache.store(db, key, model, report_model.report_to_json)
+        several = deploys is not None and len(deploys_model.group_deploys(deploys_model.read_instances(db.con)[1])) > 1
     finally:
         source.close()
+    if several:
+        # after close: each deploy's window opens the logs (and the cache file) again
+        model = {**model, "deploys": deploys(selection)}
+    return model
 
 
 def capacity(selection: Selection, grid: dict | None = None) -> dict:

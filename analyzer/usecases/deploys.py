@@ -30,9 +30,11 @@ def _deploy_id(group: list[dm.Instance], n: int) -> str:
     return f"d{n + 1}"
 
 
-def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False) -> dict:
+def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False,
+            change_point: bool = True) -> dict:
     """The deploys model ``dslogs.deploys/1`` of one log set; ``only_recorded``: no deploys (and no
-    analysis) when the logs have no records and no OTLP versions."""
+    analysis) when the logs have no records and no OTLP versions; ``change_point``: look for one
+    when there are no records (two more analyses)."""
     from dslogs.analyzer import __version__
 
     if selection.windowed:
@@ -74,14 +76,14 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
             "summary": diff.get("summary") if diff else [],
         })
         prev_side, prev_cfg = side, cfg
-    change_point = _change_point(selection, candidate, insts, limit) if candidate else None
+    found = _change_point(selection, candidate, insts, limit) if candidate and change_point else None
     notes = []
     if source == "processes":
         notes.append("no deploy records in these logs (the dslogs collector writes them; OTLP spans give them "
                      "with service.version): each process start is taken as a deploy and what changed is unknown.")
     model = {"schema": dm.SCHEMA, "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
              "dslogs_version": __version__, "source": source, "regression_threshold_pct": limit,
-             "deploys": rows, "change_point": change_point, "notes": notes}
+             "deploys": rows, "change_point": found, "notes": notes}
     return clean(model)
 
 
@@ -100,6 +102,13 @@ def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance
     return {"at": dm.iso(at), "metric": candidate["metric"], "verdict": verdict, "reasons": reasons,
             "metric_changes": dm.metric_changes(diff), "deploy": None if near is None else near.key,
             "summary": [f"a regression began at {at.isoformat(timespec='minutes')} ({', '.join(reasons[:4])}); {where}."]}
+
+
+def report_deploys(selection: Selection) -> list[dict]:
+    """The deploys a report's timelines mark: each one's id, label, first event and verdict, from
+    ``deploys`` (one analysis per deploy; no change-point search)."""
+    keep = ("id", "label", "first_event", "verdict", "reasons")
+    return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False)["deploys"]]
 
 
 def week_deploys(selection: Selection, week: dict) -> list[dict]:

@@ -325,6 +325,30 @@ def break_gaps(rows: list[dict], ts_key: str, key: str, fields: tuple[str, ...])
     return out
 
 
+DEPLOY_COLOR, REGRESSION_COLOR = "#6941c6", "#b42318"
+
+
+def with_deploys(chart, field_name: str, x: alt.X, ctx: ChartContext):
+    """The chart with a dashed vertical rule at each deploy's first event (its id, label and
+    verdict in the tooltip), on the chart's own time field and axis ``x``; the chart alone
+    without deploys."""
+    rows = [{field_name: d["first_event"], "deploy": d["id"], "label": d.get("label") or "", "verdict": d["verdict"],
+             "why": "; ".join((d.get("reasons") or [])[:3])} for d in ctx.deploys if d.get("first_event")]
+    if not rows:
+        return chart
+    rules = []
+    for regression in (False, True):  # two colours, no colour scale: the chart's legend stays its own
+        part = [r for r in rows if (r["verdict"] == "regression") == regression]
+        if part:
+            rules.append(alt.Chart(_data(part, field_name, ctx.tx)).mark_rule(
+                color=REGRESSION_COLOR if regression else DEPLOY_COLOR, strokeDash=[4, 3], strokeWidth=1.5, clip=True,
+            ).encode(x=x, tooltip=["deploy:N", "label:N", "verdict:N", alt.Tooltip("why:N", title="why"),
+                                   _time_tip(field_name, "first event", seconds=True)]))  # fmt: skip
+    for rule in rules:
+        chart = chart + rule  # one flat layer (a layer's `+` appends): the static SVG draws no nested layers
+    return chart
+
+
 def _few_points(rows: list[dict], key: str, limit: int = 48) -> bool:
     """Dots on a line when its buckets are few: three hourly points should not read as a trace."""
     per: dict = defaultdict(int)
@@ -348,6 +372,7 @@ class ChartContext:
     tx: TimeAxis  # the report's time zone and shared extent
     flagged: list  # sessions that findings of the chart's flag_rules name, taking turns
     thresholds: dict  # the thresholds the model was built with
+    deploys: list = field(default_factory=list)  # the model's deploys, drawn as rules on the timelines
 
 
 @dataclass(frozen=True)
@@ -416,18 +441,19 @@ def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows.sort(key=lambda r: (r["bucket"], r["kind"]))
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
     bucket = _step_label(tx.step_s) if not step else step
+    x = alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx))
     base = alt.Chart(_data(rows, "bucket", tx)).encode(
-        x=alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx)),
+        x=x,
         y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
         tooltip=[_time_tip("bucket"), "kind:N", "count:Q"],
     )
-    chart = (
+    chart = with_deploys(
         base.transform_filter("datum.kind == 'requests'").mark_area(opacity=0.35, interpolate="step-after", line=True, clip=True)
         .add_params(brush)
-        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9, clip=True)
-    ).properties(width=WIDTH, height=56)
+        + base.transform_filter("datum.kind == 'errors'").mark_bar(opacity=0.9, clip=True),
+        "bucket", x, ctx).properties(width=WIDTH, height=56)
     what = f"{pick} events" if pick and pick != "request" else "requests"
     sub = (f"{what} and errors per {bucket}, times in {tx.label} — drag to select a time range for every "
            "timeline chart; double-click clears it")
@@ -491,9 +517,9 @@ def stage_latency_chart(series: dict, ctx: ChartContext) -> Chart | None:
         tooltip=[_time_tip("bucket"), "stage:N", "percentile:N",
                  alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("count:Q", title="events")],
     )
-    chart = base.mark_line(
-        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()).properties(
-        width=WIDTH - 140, height=220)
+    chart = with_deploys(base.mark_line(
+        clip=True, point=_few_points(rows, "stage"), strokeWidth=1.6, invalid="break-paths-show-path-domains").add_params(_time_param()),
+        "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 140, height=220)
     sub = "p50 solid, p95 dashed" + (f"; {step} buckets (count-weighted mean of finer percentiles)" if step else "")
     return Chart("stage_latency_by_hour", "latency", "Stage latency over time",
                  _finish(chart, "Stage latency over time", sub), timeline=True, notes=_notes(("stage latency", step)))
@@ -540,14 +566,14 @@ def gpu_timeline_chart(series: dict, ctx: ChartContext) -> Chart | None:
     base = alt.Chart(_data(rows, "bucket", tx)).encode(x=_time_x("bucket", tx), color=alt.Color("gpu:N", title="host/GPU"))
     tip = [_time_tip("bucket"), "gpu:N"]
     points = _few_points(rows, "gpu")
-    util = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
+    util = with_deploys(base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
         y=alt.Y("util_avg:Q", title="GPU util avg (%)", scale=alt.Scale(domain=[0, 100])),
         tooltip=[*tip, alt.Tooltip("util_avg:Q", format=".1f"), alt.Tooltip("util_max:Q", format=".1f")],
-    ).add_params(_time_param()).properties(width=WIDTH - 140, height=150)
-    mem = base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
+    ).add_params(_time_param()), "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 140, height=150)
+    mem = with_deploys(base.mark_line(clip=True, strokeWidth=1.5, point=points).encode(
         y=alt.Y("mem_used_mb_max:Q", title="GPU memory used max (MiB)"),
         tooltip=[*tip, alt.Tooltip("mem_used_mb_max:Q", title="memory used max (MiB)", format=",.0f")],
-    ).properties(width=WIDTH - 140, height=150)
+    ), "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 140, height=150)
     chart = alt.vconcat(util, mem)
     return Chart("gpu_timeline", "gpu", "GPU utilisation and memory",
                  _finish(chart, "GPU utilisation and memory per host",
@@ -694,12 +720,12 @@ def errors_chart(series: dict, ctx: ChartContext) -> Chart | None:
     keep = set(top_groups(rows, "error_type", "count"))
     rows = [dict(r, error_type=r.get("error_type") if r.get("error_type") in keep else "other") for r in rows]
     rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
-    chart = alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
+    chart = with_deploys(alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
         x=_time_x("bucket", tx),
         y=alt.Y("count:Q", title="errors", stack=True),
         color=alt.Color("error_type:N", title="error type"),
         tooltip=[_time_tip("bucket"), "error_type:N", "count:Q"],
-    ).add_params(_time_param()).properties(width=WIDTH - 200, height=160)
+    ).add_params(_time_param()), "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 200, height=160)
     return Chart("errors_timeline", "errors", "Errors over time", _finish(chart, "Errors over time", f"per {step or _step_label((tx or TimeAxis()).step_s)} and type"),
                  timeline=True, notes=_notes(("errors", step)))
 
@@ -832,7 +858,7 @@ def build_charts(model: dict) -> list[Chart]:
         if spec.page != "report":
             continue
         flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
-        c = spec.make(series, ChartContext(tx, flagged, thresholds))
+        c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or []))
         if c is None:
             continue
         if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):

@@ -304,6 +304,13 @@ class Panel:
         out: list[str] = []
         opacity = mark.get("opacity")
         op = f' opacity="{opacity}"' if opacity is not None else ""
+        if kind == "rule" and yf is None:  # a vertical rule at x (a deploy on a timeline)
+            for r in rows:
+                v = _num(r.get(xf))
+                if v is not None and x.inside(v):
+                    out.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="0" y2="{self.height}" '
+                               f'stroke="{self._colour(unit, r)}"{_dash(mark.get("strokeDash"))}/>')
+            return out
         if kind == "rule":
             for r in rows:
                 v = _num(r.get(yf))
