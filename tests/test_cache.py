@@ -275,3 +275,16 @@ def test_a_replaced_newest_file_does_not_reuse_stale_requests(logs, cache_file):
     assert sorted(r for (r,) in run_query(db, "SELECT request_id FROM requests").rows) == [
         "r0-0", "r0-1", "r0-2", "r2-0"]  # fmt: skip
     db.close()
+
+
+def test_a_change_to_the_event_columns_comes_with_a_new_cache_version():
+    """A cache filled before a column was added has events without it: reading it fails (a
+    BinderException on a column the views select) unless SCHEMA_VERSION moves with the columns,
+    which makes every older cache rebuild. Change both together, and this digest with them."""
+    import hashlib
+
+    from dslogs.analyzer.ingest.cache import SCHEMA_VERSION
+    from dslogs.analyzer.ingest.columns import EVENT_TYPES
+
+    digest = hashlib.sha1(repr(sorted(EVENT_TYPES.items())).encode()).hexdigest()[:12]
+    assert (SCHEMA_VERSION, digest) == (9, "755625e10ec3")

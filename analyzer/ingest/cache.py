@@ -38,7 +38,7 @@ import zlib
 from pathlib import Path
 
 # Bump when the stored tables or the normalisation change: older caches are rebuilt.
-SCHEMA_VERSION = 8  # 5: per-request device, inflight, memory before/after; 6: done_before, done_seq; 7: fallback; 8: legacy requests start at tokenize without input
+SCHEMA_VERSION = 9  # 5: per-request device, inflight, memory before/after; 6: done_before, done_seq; 7: fallback; 8: legacy requests start at tokenize without input; 9: deploy records, OTLP staged per value, non-finite numbers bad
 FINGERPRINT_BYTES = 64 << 10
 
 
