@@ -310,7 +310,7 @@ def predicted_knee(service: dict, levels: int, knee_share: float) -> int | None:
     steps = [{"level": n, "requests": 10**6,
               "tokens_per_s": simulate({**service, "think_ms": [0.0]}, n, n, n_requests=400)["tokens_per_s"]}
              for n in range(1, levels + 1)]
-    return knee_of(steps, {"knee_share": knee_share, "min_level_requests": 0})[1]
+    return knee_of(steps, {"knee_share": knee_share, "min_level_requests": 0, "min_levels": 0})[1]
 
 
 def trust(service: dict, limit: int) -> str | None:
