@@ -149,7 +149,9 @@ WITH RECURSIVE r0 AS (
            CAST(sum(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN CAST(round(e.gpu_util_pct * 1000) AS HUGEINT) END) AS DOUBLE)
                / (count(CASE WHEN abs(e.gpu_util_pct) < 1e9 THEN 1 END) * 1000) AS gpu_util_pct
     FROM (SELECT * FROM events WHERE stage IN ('gpu_memory', 'gpu_sample') AND ts IS NOT NULL) AS e
-    ASOF JOIN (SELECT hkey, pkey, ts, level FROM stream WHERE kind <> 1) AS s
+    -- several edges at one instant: the level after the last of them (one row per instant, so
+    -- the match does not depend on how the join breaks a tie)
+    ASOF JOIN (SELECT hkey, pkey, ts, arg_max(level, seq) AS level FROM stream WHERE kind <> 1 GROUP BY hkey, pkey, ts) AS s
       ON s.hkey = coalesce(e.host, '') AND s.pkey = coalesce(e.pid, -1) AND e.ts >= s.ts
     WHERE s.level > 0
     GROUP BY ALL
