@@ -53,7 +53,7 @@ class Capacity(Page):
             return [WhatIf.from_model(w) for w in self.model.get("what_if") or []]
         from dslogs.analyzer.model.whatif import what_if
 
-        busiest = max(self.model.get("capacity") or [], key=lambda c: c.get("requests") or 0, default={})
+        busiest: dict[str, Any] = max(self.model.get("capacity") or [], key=lambda c: c.get("requests") or 0, default={})
         service = busiest.get("service") or {}
         if not service or service.get("needs"):
             return []
