@@ -122,6 +122,16 @@ def test_no_per_minute_slope_from_seconds_of_readings(run):
     assert all(r[5] == "< 1 min" for r in sessions)
 
 
+def test_drilldowns_say_under_a_minute_where_the_tables_do(run):
+    import re
+
+    model, _ = run("run1")
+    assert all(s["slope_ok"] is False for s in model["sessions"])  # one rule, in the model
+    html = _html(model)
+    slopes = re.findall(r"<dt>reserved slope</dt><dd>(.*?)</dd>", html, re.S)
+    assert slopes and all("&lt; 1 min" in d and "MiB/min" not in d for d in slopes), slopes[:2]
+
+
 def test_memory_columns_share_one_format(run):
     model, _ = run("run1")
     rows = _table_after(_html(model), "Reserved-memory slope by session")

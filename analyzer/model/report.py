@@ -303,6 +303,16 @@ def _judged_by_scans(metrics: dict, thresholds: dict, wanted: set) -> dict[str, 
     return out
 
 
+# a per-minute slope fitted to readings spanning less than this says little: a 17 s session's
+# +192 MiB reads as +3,625 MiB/min; such sessions show their rise in MiB only, everywhere
+MIN_SLOPE_MINUTES = 1.0
+
+
+def slope_ok(duration_min: float | None) -> bool:
+    """Whether a session's per-minute memory slope is worth showing: its readings span a minute."""
+    return duration_min is None or duration_min >= MIN_SLOPE_MINUTES
+
+
 def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,
                     leak: dict | None = None, rss=None) -> list[dict]:
     """Every flagged session, then the others in time order, up to report.max_sessions. Each row
@@ -344,6 +354,7 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         snap = snaps.get(sid)
         has_both = snap is not None and snap.get("reserved_last_mb") is not None
         row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
+        row["slope_ok"] = slope_ok(row.get("duration_min"))
         judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds),
                   "ghost_memory": ({k: snap.get(k) for k in ("ghost_p50_mb", "ghost_share_p50")}
                                    if snap is not None and snap.get("ghost_p50_mb") is not None

@@ -487,6 +487,7 @@ class SessionRow(Row):
     max_output_len: int | None = None
     source_format: str | None = None
     reserved_rise_mb: float | None = None  # last − first reserved snapshot
+    slope_ok: bool | None = None  # readings span a minute: the per-minute slope means something
     judged: dict[str, Judged] | None = None  # rule -> what it judged of the session
     findings: list[str] | None = None  # the rules it fired
 

@@ -305,7 +305,8 @@ def render_markdown(model: dict) -> str:
             out += [f"{len(sessions)} of {len(flagged)} flagged sessions; the JSON report lists them all.", ""]
         rows = [
             [_esc(s.get('session_id')), _esc(s.get("host")), _num(s.get("requests")),
-             _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")), _num(s.get("reserved_slope_mb_per_min")),
+             _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")),
+             _num(s.get("reserved_slope_mb_per_min")) if s.get("slope_ok", True) else "< 1 min",
              _num(s.get("reserved_rise_mb")), _judged(s, "memory_leak"), _judged(s, "rss_growth"),
              _text(", ".join(s.get("findings") or []))]
             for s in sessions
