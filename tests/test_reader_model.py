@@ -163,3 +163,19 @@ def test_sessions_table_columns_share_one_format(run):
         values = [r[col].split(" (")[0] for r in rows if r[col] not in ("—", "< 1 min")]
         decimals = {len(v.split(".")[1]) if "." in v else 0 for v in values}
         assert len(decimals) <= 1, (col, values)
+
+
+def test_zero_errors_beside_retried_ooms_says_so_once_everywhere(run):
+    from html import unescape
+
+    model, _ = run("run2")  # 6 CUDA OOMs with num_beams=5, each retried greedy: no request failed
+    note = "0 failed · 6 OOM retried"
+    assert model["requests"]["errors"] == 0 and model["requests"]["errors_note"] == note
+    oom = next(s for s in model["sessions"] if "oom" in s["findings"])
+    assert oom["errors_note"] == note
+    assert all(s["errors_note"] is None for s in model["sessions"] if s is not oom)
+    html = unescape(_html(model))
+    assert f'<div class="k">errors</div><div class="v">{note}</div>' in html
+    assert f"<dt>errors</dt><dd>{note}</dd>" in html
+    rows = _table_after(html, 'id="sessions-table"')
+    assert [r[3] for r in rows if r[3] == note] == [note], rows[:2]

@@ -421,6 +421,7 @@ class Requests(Model):
     count: Count | None = None
     ok: Count | None = None
     errors: Count | None = None
+    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
     ttft_ms: LatencyStats = field(default_factory=LatencyStats)  # time to first token
     tpot_ms: LatencyStats = field(default_factory=LatencyStats)  # time per output token
     e2e_ms: LatencyStats = field(default_factory=LatencyStats)  # end to end
@@ -487,6 +488,7 @@ class SessionRow(Row):
     max_output_len: int | None = None
     source_format: str | None = None
     reserved_rise_mb: float | None = None  # last − first reserved snapshot
+    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
     slope_ok: bool | None = None  # readings span a minute: the per-minute slope means something
     judged: dict[str, Judged] | None = None  # rule -> what it judged of the session
     findings: list[str] | None = None  # the rules it fired
