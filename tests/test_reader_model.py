@@ -179,3 +179,20 @@ def test_zero_errors_beside_retried_ooms_says_so_once_everywhere(run):
     assert f"<dt>errors</dt><dd>{note}</dd>" in html
     rows = _table_after(html, 'id="sessions-table"')
     assert [r[3] for r in rows if r[3] == note] == [note], rows[:2]
+
+
+def test_rest_of_a_slow_request_is_named_defined_and_said_where_it_dominates(run):
+    model, _ = run("run2")  # Gradio: up to ~900 ms outside queue, tokenize, prefill and decode
+    slow = model["slow_requests"]
+    top = [r for r in slow if r["other_ms"] is not None and r["other_ms"] >= max(
+        r.get(k) or 0 for k in ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms"))
+        and r["other_ms"] >= 0.25 * r["e2e_ms"]]
+    assert top, [(r["e2e_ms"], r["other_ms"]) for r in slow]
+    for r in top:
+        assert r["why"][0].startswith("mostly rest: "), r["why"]
+        assert "handler time outside the measured stages" in r["why"][0] and "not the model" in r["why"][0]
+    assert not any("the app's own work" in w for r in slow for w in r["why"])
+    html = _html(model)
+    section = html[html.index('id="sec-slow"'):html.index('id="sec-prefill"')]
+    assert 'the <a href="#gloss-rest">rest</a> (handler time outside those stages)' in section
+    assert '<dt id="gloss-rest">rest</dt>' in html

@@ -532,7 +532,7 @@ class SlowRequest(Row):
     tokenize_ms: float | None = None
     prefill_ms: float | None = None
     decode_ms: float | None = None  # decode, or one unsplit inference stage
-    other_ms: float | None = None  # e2e minus the parts above: format, the app's own work
+    other_ms: float | None = None  # rest: e2e minus the parts above, handler time outside the measured stages (format included)
     times_median: float | None = None  # e2e over the median request's
     why: list[str] = field(default_factory=list)  # the parts and settings that made it slow
 
