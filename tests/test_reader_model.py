@@ -196,3 +196,40 @@ def test_rest_of_a_slow_request_is_named_defined_and_said_where_it_dominates(run
     section = html[html.index('id="sec-slow"'):html.index('id="sec-prefill"')]
     assert 'the <a href="#gloss-rest">rest</a> (handler time outside those stages)' in section
     assert '<dt id="gloss-rest">rest</dt>' in html
+
+
+def _drawn_sessions(spec) -> set:
+    """The session ids in a chart spec's inline data, wherever the layers keep it."""
+    found: set = set()
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "session_id" and isinstance(v, str):
+                found.add(v)
+            else:
+                found |= _drawn_sessions(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found |= _drawn_sessions(v)
+    return found
+
+
+@pytest.mark.parametrize("name", ["run1", "run2", "run3"])
+def test_per_session_chart_captions_count_and_name_the_drawn_sessions_findings_name(run, name):
+    import re
+
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, _ = run(name)
+    named = {sid for f in model["findings"] for sid in f.get("session_ids") or []}
+    checked = 0
+    for c in build_charts(model):
+        if c.id not in ("memory_timeline", "kv_growth"):
+            continue
+        drawn = _drawn_sessions(c.spec)
+        note = next(n for n in c.notes if "sessions with per-turn readings drawn" in n)
+        want = sorted(drawn & named)
+        m = re.search(r"drawn: the (\d+) that findings name \(([^)]*)\)", note)
+        assert m and int(m.group(1)) == len(want), (c.id, note, want)
+        assert sorted(sid for sid in want if sid[:8] in m.group(2)) == want, (c.id, note)
+        checked += 1
+    assert checked == 2
