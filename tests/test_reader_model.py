@@ -179,6 +179,9 @@ def test_zero_errors_beside_retried_ooms_says_so_once_everywhere(run):
     assert f"<dt>errors</dt><dd>{note}</dd>" in html
     rows = _table_after(html, 'id="sessions-table"')
     assert [r[3] for r in rows if r[3] == note] == [note], rows[:2]
+    from dslogs.analyzer.render.report import render_report
+
+    assert f"96 requests ({note}) in" in render_report(model, "md")
 
 
 def test_rest_of_a_slow_request_is_named_defined_and_said_where_it_dominates(run):

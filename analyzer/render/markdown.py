@@ -178,7 +178,7 @@ def render_markdown(model: dict) -> str:
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
         f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
         f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
-        f"({_count(req.get('errors'), 'error')}) in "
+        f"({_text(req['errors_note']) if req.get('errors_note') else _count(req.get('errors'), 'error')}) in "
         f"{_count(model.get('sessions_total', len(model.get('sessions') or [])), 'session')} "
         f"on {_count(len(model.get('hosts') or []), 'host')}."
     )
