@@ -122,6 +122,16 @@ def test_no_per_minute_slope_from_seconds_of_readings(run):
     assert all(r[5] == "< 1 min" for r in sessions)
 
 
+def test_drilldowns_say_under_a_minute_where_the_tables_do(run):
+    import re
+
+    model, _ = run("run1")
+    assert all(s["slope_ok"] is False for s in model["sessions"])  # one rule, in the model
+    html = _html(model)
+    slopes = re.findall(r"<dt>reserved slope</dt><dd>(.*?)</dd>", html, re.S)
+    assert slopes and all("&lt; 1 min" in d and "MiB/min" not in d for d in slopes), slopes[:2]
+
+
 def test_memory_columns_share_one_format(run):
     model, _ = run("run1")
     rows = _table_after(_html(model), "Reserved-memory slope by session")
@@ -153,3 +163,76 @@ def test_sessions_table_columns_share_one_format(run):
         values = [r[col].split(" (")[0] for r in rows if r[col] not in ("—", "< 1 min")]
         decimals = {len(v.split(".")[1]) if "." in v else 0 for v in values}
         assert len(decimals) <= 1, (col, values)
+
+
+def test_zero_errors_beside_retried_ooms_says_so_once_everywhere(run):
+    from html import unescape
+
+    model, _ = run("run2")  # 6 CUDA OOMs with num_beams=5, each retried greedy: no request failed
+    note = "0 failed · 6 OOM retried"
+    assert model["requests"]["errors"] == 0 and model["requests"]["errors_note"] == note
+    oom = next(s for s in model["sessions"] if "oom" in s["findings"])
+    assert oom["errors_note"] == note
+    assert all(s["errors_note"] is None for s in model["sessions"] if s is not oom)
+    html = unescape(_html(model))
+    assert f'<div class="k">errors</div><div class="v">{note}</div>' in html
+    assert f"<dt>errors</dt><dd>{note}</dd>" in html
+    rows = _table_after(html, 'id="sessions-table"')
+    assert [r[3] for r in rows if r[3] == note] == [note], rows[:2]
+    from dslogs.analyzer.render.report import render_report
+
+    assert f"96 requests ({note}) in" in render_report(model, "md")
+
+
+def test_rest_of_a_slow_request_is_named_defined_and_said_where_it_dominates(run):
+    model, _ = run("run2")  # Gradio: up to ~900 ms outside queue, tokenize, prefill and decode
+    slow = model["slow_requests"]
+    top = [r for r in slow if r["other_ms"] is not None and r["other_ms"] >= max(
+        r.get(k) or 0 for k in ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms"))
+        and r["other_ms"] >= 0.25 * r["e2e_ms"]]
+    assert top, [(r["e2e_ms"], r["other_ms"]) for r in slow]
+    for r in top:
+        assert r["why"][0].startswith("mostly rest: "), r["why"]
+        assert "handler time outside the measured stages" in r["why"][0] and "not the model" in r["why"][0]
+    assert not any("the app's own work" in w for r in slow for w in r["why"])
+    html = _html(model)
+    section = html[html.index('id="sec-slow"'):html.index('id="sec-prefill"')]
+    assert 'the <a href="#gloss-rest">rest</a> (handler time outside those stages)' in section
+    assert '<dt id="gloss-rest">rest</dt>' in html
+
+
+def _drawn_sessions(spec) -> set:
+    """The session ids in a chart spec's inline data, wherever the layers keep it."""
+    found: set = set()
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "session_id" and isinstance(v, str):
+                found.add(v)
+            else:
+                found |= _drawn_sessions(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found |= _drawn_sessions(v)
+    return found
+
+
+@pytest.mark.parametrize("name", ["run1", "run2", "run3"])
+def test_per_session_chart_captions_count_and_name_the_drawn_sessions_findings_name(run, name):
+    import re
+
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, _ = run(name)
+    named = {sid for f in model["findings"] for sid in f.get("session_ids") or []}
+    checked = 0
+    for c in build_charts(model):
+        if c.id not in ("memory_timeline", "kv_growth"):
+            continue
+        drawn = _drawn_sessions(c.spec)
+        note = next(n for n in c.notes if "sessions with per-turn readings drawn" in n)
+        want = sorted(drawn & named)
+        m = re.search(r"drawn: the (\d+) that findings name \(([^)]*)\)", note)
+        assert m and int(m.group(1)) == len(want), (c.id, note, want)
+        assert sorted(sid for sid in want if sid[:8] in m.group(2)) == want, (c.id, note)
+        checked += 1
+    assert checked == 2

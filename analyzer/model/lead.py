@@ -27,7 +27,7 @@ LEAD_SESSIONS = 4  # session ids a lead line names before "+N more"
 
 PARTS = ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms")
 PART_LABEL = {"queue_ms": "queue wait", "tokenize_ms": "tokenize", "prefill_ms": "prefill", "decode_ms": "decode",
-              "other_ms": "rest (format, the app's own work)"}
+              "other_ms": "rest (handler time outside the measured stages)"}
 
 
 def _ms(v) -> str:
@@ -36,6 +36,16 @@ def _ms(v) -> str:
     if v < 1000:
         return f"{fmt.prose(v)} ms"
     return f"{fmt.prose(v / 1000.0, 2 if v < 10_000 else 1)} s" if v < 60_000 else fmt.duration(v / 1000.0)
+
+
+def _rest_dominates(rest_ms: float, share: str, format_ms: float | None) -> str:
+    """The why of a request whose largest part is none of its measured stages: neither the model
+    nor the queue, but the handler's own code between them."""
+    text = (f"mostly rest: {_ms(rest_ms)} ({share}) of handler time outside the measured stages "
+            f"(queue wait, tokenize, prefill, decode)")
+    if format_ms is not None:
+        text += f", of which format took {_ms(format_ms)}"
+    return text + ": the app's own code between the stages, not the model"
 
 
 def explain_request(r: dict, median_ms: float | None, beams_threshold: float) -> dict:
@@ -71,6 +81,8 @@ def explain_request(r: dict, median_ms: float | None, beams_threshold: float) ->
             if r.get("input_len"):
                 text += f" for {fmt.prose(r['input_len'])} input tokens"
             why.append(text)
+        elif key == "other_ms" and v >= max(p or 0.0 for p in parts.values()):
+            why.append(_rest_dominates(v, share, r.get("format_ms")))
         else:
             why.append(f"{PART_LABEL[key]} {_ms(v)} ({share})")
     if (r.get("num_beams") or 1) > beams_threshold and not any("num_beams" in w for w in why):

@@ -231,6 +231,14 @@ def _pcts(row: dict | None) -> dict:
     return {k: row.get(k) for k in ("count", "p50", "p90", "p95", "p99", "max")}
 
 
+def errors_note(errors: int | None, ooms: int | None) -> str | None:
+    """What an error count of 0 hides when OOMs were logged: the app caught and retried them, so
+    no request failed, yet a bare "0" beside an OOM finding reads as a contradiction."""
+    if errors or not ooms:
+        return None
+    return f"0 failed · {ooms:,} OOM retried"
+
+
 def _requests_block(metrics: dict, thresholds: dict) -> dict:
     g = _one(metrics, "goodput")
     lat = {r["metric"]: r for r in metrics.get("request_latency_percentiles", [])}
@@ -240,6 +248,7 @@ def _requests_block(metrics: dict, thresholds: dict) -> dict:
         "count": g.get("requests", 0),
         "ok": g.get("ok", 0),
         "errors": g.get("errors", 0),
+        "errors_note": errors_note(g.get("errors", 0), sum(oom_count(r) for r in metrics.get("oom_per_session", []))),
         "ttft_ms": _pcts(lat.get("ttft_ms")),
         "tpot_ms": _pcts(lat.get("tpot_ms")),
         "e2e_ms": _pcts(lat.get("e2e_ms")),
@@ -303,6 +312,16 @@ def _judged_by_scans(metrics: dict, thresholds: dict, wanted: set) -> dict[str, 
     return out
 
 
+# a per-minute slope fitted to readings spanning less than this says little: a 17 s session's
+# +192 MiB reads as +3,625 MiB/min; such sessions show their rise in MiB only, everywhere
+MIN_SLOPE_MINUTES = 1.0
+
+
+def slope_ok(duration_min: float | None) -> bool:
+    """Whether a session's per-minute memory slope is worth showing: its readings span a minute."""
+    return duration_min is None or duration_min >= MIN_SLOPE_MINUTES
+
+
 def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,
                     leak: dict | None = None, rss=None) -> list[dict]:
     """Every flagged session, then the others in time order, up to report.max_sessions. Each row
@@ -344,6 +363,8 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         snap = snaps.get(sid)
         has_both = snap is not None and snap.get("reserved_last_mb") is not None
         row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
+        row["slope_ok"] = slope_ok(row.get("duration_min"))
+        row["errors_note"] = errors_note(row.get("errors"), ooms.get(sid))
         judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds),
                   "ghost_memory": ({k: snap.get(k) for k in ("ghost_p50_mb", "ghost_share_p50")}
                                    if snap is not None and snap.get("ghost_p50_mb") is not None

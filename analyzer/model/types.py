@@ -421,6 +421,7 @@ class Requests(Model):
     count: Count | None = None
     ok: Count | None = None
     errors: Count | None = None
+    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
     ttft_ms: LatencyStats = field(default_factory=LatencyStats)  # time to first token
     tpot_ms: LatencyStats = field(default_factory=LatencyStats)  # time per output token
     e2e_ms: LatencyStats = field(default_factory=LatencyStats)  # end to end
@@ -487,6 +488,8 @@ class SessionRow(Row):
     max_output_len: int | None = None
     source_format: str | None = None
     reserved_rise_mb: float | None = None  # last − first reserved snapshot
+    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
+    slope_ok: bool | None = None  # readings span a minute: the per-minute slope means something
     judged: dict[str, Judged] | None = None  # rule -> what it judged of the session
     findings: list[str] | None = None  # the rules it fired
 
@@ -529,7 +532,7 @@ class SlowRequest(Row):
     tokenize_ms: float | None = None
     prefill_ms: float | None = None
     decode_ms: float | None = None  # decode, or one unsplit inference stage
-    other_ms: float | None = None  # e2e minus the parts above: format, the app's own work
+    other_ms: float | None = None  # rest: e2e minus the parts above, handler time outside the measured stages (format included)
     times_median: float | None = None  # e2e over the median request's
     why: list[str] = field(default_factory=list)  # the parts and settings that made it slow
 

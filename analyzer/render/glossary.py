@@ -34,6 +34,9 @@ GLOSSARY: dict[str, str] = {
            "thresholds slo.ttft_ms and slo.tpot_ms)",
     "queue wait": "the time a request waited before its handler ran (Gradio's queue, a handler's semaphore), ms; "
                   "part of its TTFT and e2e",
+    "rest": "a request's handler time outside its measured stages: e2e minus queue wait, tokenize, prefill "
+            "and decode, ms. Its format stage (logged, usually a few ms) is in it; the remainder is the app's "
+            "own code between the stages (building the prompt, streaming, callbacks), not the model",
     "shared": "the part of a request's time during which at least one other request of its process was in "
               "flight (queued or running), ms",
     "knee": "the in-flight level past which throughput (tokens/s) stops rising while latency keeps growing: "

@@ -33,6 +33,7 @@ from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.model.report import MIN_SLOPE_MINUTES
 from dslogs.analyzer.model.result_cache import RUN_KEYS
 from dslogs.analyzer.render import page_cache
 from dslogs.analyzer.render.charts import specs as charts_mod
@@ -508,9 +509,6 @@ def _lead(model: dict, links: dict[str, str]) -> list[dict]:
     return out
 
 
-# a per-minute slope fitted to readings spanning less than this says little: a 17 s session's
-# +192 MiB reads as +3,625 MiB/min; such sessions show their rise in MiB only
-MIN_SLOPE_MINUTES = 1.0
 MEMORY_COLUMNS = ["reserved_slope_mb_per_min", "reserved_r2", "reserved_rise_mb"]
 
 
@@ -547,7 +545,6 @@ def _sessions(model: dict, flagged: dict[str, int]) -> tuple[list[dict], list[di
     rows = [dict(s, anchor=anchor(s.get("session_id")) if s.get("session_id") in drill_set
                  else "row-" + anchor(s.get("session_id")),
                  row_id="row-" + anchor(s.get("session_id")),
-                 slope_ok=s.get("duration_min") is None or s["duration_min"] >= MIN_SLOPE_MINUTES,
                  flagged=s.get("session_id") in flagged) for s in sessions[:MAX_SESSION_ROWS]]
     return rows, drill, len(sessions)
 

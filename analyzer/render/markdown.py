@@ -178,7 +178,7 @@ def render_markdown(model: dict) -> str:
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
         f"{_count(ing.get('files'), 'file')}, {_count(ing.get('events'), 'event')}, "
         f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
-        f"({_count(req.get('errors'), 'error')}) in "
+        f"({_text(req['errors_note']) if req.get('errors_note') else _count(req.get('errors'), 'error')}) in "
         f"{_count(model.get('sessions_total', len(model.get('sessions') or [])), 'session')} "
         f"on {_count(len(model.get('hosts') or []), 'host')}."
     )
@@ -305,7 +305,8 @@ def render_markdown(model: dict) -> str:
             out += [f"{len(sessions)} of {len(flagged)} flagged sessions; the JSON report lists them all.", ""]
         rows = [
             [_esc(s.get('session_id')), _esc(s.get("host")), _num(s.get("requests")),
-             _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")), _num(s.get("reserved_slope_mb_per_min")),
+             _num(s.get("tpot_p50_ms")), _num(s.get("e2e_p50_ms")),
+             _num(s.get("reserved_slope_mb_per_min")) if s.get("slope_ok", True) else "< 1 min",
              _num(s.get("reserved_rise_mb")), _judged(s, "memory_leak"), _judged(s, "rss_growth"),
              _text(", ".join(s.get("findings") or []))]
             for s in sessions

@@ -373,6 +373,7 @@ class ChartContext:
     flagged: list  # sessions that findings of the chart's flag_rules name, taking turns
     thresholds: dict  # the thresholds the model was built with
     deploys: list = field(default_factory=list)  # the model's deploys, drawn as rules on the timelines
+    named: dict = field(default_factory=dict)  # session -> the rules of every finding naming it, worst first
 
 
 @dataclass(frozen=True)
@@ -631,14 +632,26 @@ def _multi_point_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if per[r.get("session_id")] >= 2]
 
 
-def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, flagged: list | None = None,
+# a session id in a chart's caption: enough of it to find its row (the tables show the whole id)
+CAPTION_ID_CHARS = 8
+
+
+def _named_drawn(keep: list, named: dict) -> str:
+    """The sessions drawn that a finding names, each with its rules: what the caption counts."""
+    drawn = [sid for sid in keep if named.get(sid)]
+    if not drawn:
+        return ""
+    ids = "; ".join(f"{str(sid)[:CAPTION_ID_CHARS]} {', '.join(named[sid])}" for sid in drawn)
+    return f"the {len(drawn)} that findings name ({ids}), then "
+
+
+def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, named: dict | None = None,
                kept_limit: int | None = None) -> list[str]:
     """Which sessions a per-session chart draws and why not the others, in words."""
     total = len({r.get("session_id") for r in rows})
     notes = []
     if len(keep) < total:
-        n_flag = len(set(keep) & set(flagged or []))
-        why = (f"the {n_flag} that findings flag, then " if n_flag else "") + "those with the largest values"
+        why = _named_drawn(keep, named or {}) + "those with the largest values"
         notes.append(f"{len(keep)} of the {total} sessions with per-turn readings drawn: {why} (at most {MAX_LINES} "
                      "lines, so each stays readable).")
     listed = len({r.get("session_id") for r in all_rows or rows})
@@ -676,7 +689,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
-                 notes=_shown_note(keep, rows, all_rows, flagged,
+                 notes=_shown_note(keep, rows, all_rows, ctx.named,
                                     (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
 
 
@@ -707,7 +720,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
         sub = f"kv_seq_len per session; dashed line: the {limit_tokens:,.0f}-token threshold (003 §4.3)"
     chart = chart.properties(width=WIDTH - 220, height=200)
     return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
-                 notes=_shown_note(keep, rows, all_rows, flagged,
+                 notes=_shown_note(keep, rows, all_rows, ctx.named,
                                     (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
 
 
@@ -853,12 +866,17 @@ def build_charts(model: dict) -> list[Chart]:
     ordered = sorted(model.get("findings") or [], key=lambda f: severity_rank(f.get("severity")))
     tx = time_axis(model)
     thresholds = model.get("thresholds") or {}
+    named: dict = {}
+    for f in ordered:
+        for sid in f.get("session_ids") or []:
+            if f.get("rule") not in named.setdefault(sid, []):
+                named[sid].append(f.get("rule"))
     made = []
     for spec in CHARTS.values():
         if spec.page != "report":
             continue
         flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
-        c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or []))
+        c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or [], named))
         if c is None:
             continue
         if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):
