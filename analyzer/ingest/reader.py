@@ -139,6 +139,20 @@ def _fix_surrogates(raw: bytes) -> tuple[bytes, bool]:
     return fixed, bool(n)
 
 
+def _judge_line(raw: bytes, fmt) -> tuple[bool, str | None]:
+    """Whether a JSON line of format ``fmt`` is kept, and else why not (None for a blank line):
+    judged as a JSON-lines log's lines are (LINE_RULES 1-5), with the same reasons."""
+    value, reason = parse_line(raw)
+    if reason is not None:
+        return False, reason
+    if value is None:
+        return False, None
+    if value is ...:
+        return False, "malformed JSON (nested too deep)"
+    problem = fmt.line_problem(value)
+    return problem is None, problem
+
+
 def _one_object(path: Path) -> dict | None:
     """A file that is one (pretty-printed) JSON object, else None."""
     try:
@@ -522,17 +536,10 @@ class Reader:
                 if no == 1:
                     raw = raw.removeprefix(_BOM)
                 raw, fixed = _fix_surrogates(raw)
-                value, reason = parse_line(raw)
-                if reason is not None:
-                    pending.append((no, reason))
-                    continue
-                if value is None:
-                    continue
-                if value is ...:
-                    pending.append((no, "malformed JSON (nested too deep)"))
-                    continue
-                if (problem := fmt.line_problem(value)) is not None:
-                    pending.append((no, problem))
+                keep, reason = _judge_line(raw, fmt)
+                if not keep:
+                    if reason is not None:
+                        pending.append((no, reason))
                     continue
                 if fixed:
                     pending.append((no, "lone surrogate in a string (replaced by U+FFFD)"))
@@ -637,18 +644,10 @@ class Reader:
         with open(clean, "wb") as out:
             for chunk in raw_chunks(f, pending):
                 for no, raw in chunk:
-                    # judged as a JSON-lines log's lines are (LINE_RULES 1-5), with the same reasons
-                    value, reason = parse_line(raw)
-                    if reason is not None:
-                        pending.append((no, reason))
-                        continue
-                    if value is None:
-                        continue
-                    if value is ...:
-                        pending.append((no, "malformed JSON (nested too deep)"))
-                        continue
-                    if (problem := fmt.line_problem(value)) is not None:
-                        pending.append((no, problem))
+                    keep, reason = _judge_line(raw, fmt)
+                    if not keep:
+                        if reason is not None:
+                            pending.append((no, reason))
                         continue
                     out.write(clean_bytes(raw))
                     kept += 1
