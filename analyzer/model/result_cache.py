@@ -158,6 +158,15 @@ def _filled(text: str, model: dict, dump) -> str:
     return text
 
 
+def added_to(model: dict) -> None:
+    """``model`` (the one ``lookup`` returned or ``store`` kept) got a key computed after it: its
+    kept JSON text no longer holds, while a page kept for it still does (what was added is a
+    function of the same logs, thresholds and code as its key)."""
+    global _last
+    if _last is not None and _last[0] is model:
+        _last = None
+
+
 def json_text(model: dict) -> str | None:
     """``report_to_json(model)`` for the model ``lookup`` just returned or ``store`` just kept,
     while nobody has changed it (the CLI prints it as it is); None for any other model."""

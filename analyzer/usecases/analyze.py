@@ -113,8 +113,10 @@ def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | N
     finally:
         source.close()
     if several:
-        # after close: each deploy's window opens the logs (and the cache file) again
-        model = {**model, "deploys": deploys(selection)}
+        # after close: each deploy's window opens the logs (and the cache file) again; set on the
+        # model itself, which the result cache knows by identity (its kept page stays usable)
+        model["deploys"] = deploys(selection)
+        result_cache.added_to(model)
     return model
 
 
