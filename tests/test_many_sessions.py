@@ -71,7 +71,13 @@ def test_touching_intervals_overlap():
 
 def _sessions_block_every_row(metrics, by_session, findings, thresholds):
     """report._sessions_block as it was: a row for every session, then the cut."""
-    from dslogs.analyzer.model.report import RULE_IDS, SESSION_KEYS, SEVERITY_RANK
+    from dslogs.analyzer.model.report import (
+        RULE_IDS,
+        SESSION_KEYS,
+        SEVERITY_RANK,
+        errors_note,
+        slope_ok,
+    )
 
     worst = {}
     for f in findings:
@@ -85,6 +91,8 @@ def _sessions_block_every_row(metrics, by_session, findings, thresholds):
     for r in metrics["session_summary"]:
         row = {k: r.get(k) for k in SESSION_KEYS}
         row["reserved_rise_mb"] = rises.get(r["session_id"])
+        row["slope_ok"] = slope_ok(row.get("duration_min"))
+        row["errors_note"] = errors_note(row.get("errors"), None)  # no OOM metric here
         row["findings"] = sorted(set(by_session.get(r["session_id"], [])), key=RULE_IDS.index)
         rows.append(row)
     cap = thresholds["report"]["max_sessions"]
