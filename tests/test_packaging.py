@@ -240,9 +240,10 @@ def test_collector_wheel_installs_into_a_fresh_venv_with_nothing_else(collector_
     assert got["file"].startswith(str(site)) and not any(str(REPO) in p for p in got["path"])
     assert got["third_party"] == [], got["third_party"]
     lines = [json.loads(x) for p in (tmp_path / "logs").glob("ds15b_*.jsonl") for x in p.read_text().splitlines()]
-    stages = [e["stage"] for e in lines if e["stage"] != "collector"]
+    stages = [e["stage"] for e in lines if e["stage"] not in ("collector", "deploy")]
     assert stages == ["tokenize", "format", "input"] and got["stats"]["dropped"] == 0
     assert sum(e["stage"] == "collector" for e in lines) == 4  # start and exit of t and log_event's tracer
+    assert sum(e["stage"] == "deploy" for e in lines) == 2  # each tracer's record of what it runs with
 
 
 def test_makefile_stamps_know_their_extras():
