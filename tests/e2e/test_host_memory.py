@@ -6,9 +6,6 @@ RSS readings by the collector, then ``dslogs analyze``.
   ``rss_growth`` must name exactly those 4.
 * transient: 8 sessions hold 200 MiB of real memory while they generate and keep nothing; no
   session may be named (one request's readings see another's working memory come and go).
-* overlap: 4 client lanes of 15 sessions each; the 4 sessions that keep 40 MiB on every turn run
-  at the same time, so their readings hold each other's keeps; each must be named with its own
-  40 MiB per request (within 25 %), and no other (about a minute on 2 cores).
 
 bench/host_ram_e2e.py runs the same scenarios N times and prints the table per run.
 """
@@ -19,15 +16,7 @@ import pytest
 
 from tests.e2e.apps.faults import HOST_LEAK_MB
 from tests.e2e.findings import analyze
-from tests.e2e.host_memory import (
-    LANES,
-    LEAK_PLAN,
-    OVERLAP_PLAN,
-    PER_LANE,
-    TRANSIENT_PLAN,
-    judged,
-    serve_and_drive,
-)
+from tests.e2e.host_memory import LEAK_PLAN, TRANSIENT_PLAN, judged, serve_and_drive
 
 pytest.importorskip("gradio")
 pytest.importorskip("gradio_client")
@@ -43,23 +32,6 @@ def leak_run(log_root, model, tokenizer):
 def transient_run(log_root, model, tokenizer):
     served = serve_and_drive(log_root / "host_transient" / "logs", TRANSIENT_PLAN, model, tokenizer, turns=4)
     return served, analyze(log_root / "host_transient" / "logs")
-
-
-@pytest.fixture(scope="module")
-def overlap_run(log_root, model, tokenizer):
-    served = serve_and_drive(log_root / "host_overlap" / "logs", OVERLAP_PLAN, model, tokenizer, turns=4,
-                             sessions=LANES * PER_LANE, lanes=LANES)
-    return served, analyze(log_root / "host_overlap" / "logs")
-
-
-def test_keepers_running_at_the_same_time_are_each_named_with_their_own_keep(overlap_run):
-    served, report = overlap_run
-    assert not served["errors"], served["errors"]
-    j = judged(report, served["key_of"], OVERLAP_PLAN)
-    assert j["found"] == j["leaking"] and not j["innocent"], j
-    (f,) = [f for f in report["findings"] if f["rule"] == "rss_growth" and f["scope"] == "session"]
-    for row in f["evidence"]["details"]["sessions"]:
-        assert 0.75 * HOST_LEAK_MB <= row["rss_kept_per_request_mb"] <= 1.25 * HOST_LEAK_MB, row
 
 
 def test_every_late_host_leak_is_named_and_no_innocent(leak_run):
