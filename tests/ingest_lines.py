@@ -76,3 +76,13 @@ def write_lines(path: Path, lines: list, *, legacy_style: bool = False, gz: bool
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
+
+
+def write_requests(root: Path, n: int, sessions: int | None = None) -> Path:
+    """A day file in ``root`` of ``n`` v1 requests a minute apart from 2026-11-23 10:00 UTC, in
+    ``sessions`` sessions taken in turn (one session per request when None)."""
+    lines = []
+    for i in range(n):
+        sid = f"s{i % sessions}" if sessions else f"s{i}"
+        lines += v1_request(sid, f"r{i}", datetime(2026, 11, 23, 10, i))
+    return write_lines(root / "ds15b_20261123.jsonl", lines)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from dslogs.analyzer.cli import app
 from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.outfile import open_out, write_out
-from tests.ingest_lines import v1_request, write_lines
+from tests.ingest_lines import v1_request, write_lines, write_requests
 
 DSLOGS = [sys.executable, "-m", "dslogs"]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -28,10 +28,7 @@ IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("outlogs")
-    lines = []
-    for i in range(6):
-        lines += v1_request(f"s{i % 2}", f"r{i}", datetime(2026, 11, 23, 10, i))
-    write_lines(root / "ds15b_20261123.jsonl", lines)
+    write_requests(root, 6, sessions=2)
     return root
 
 

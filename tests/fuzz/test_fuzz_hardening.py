@@ -25,7 +25,7 @@ from dslogs.analyzer.cli import app
 from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.resources import memory_limit
 from dslogs.analyzer.core.time import zone_name
-from tests.ingest_lines import v1_request, write_lines
+from tests.ingest_lines import write_requests
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                        HealthCheck.too_slow])
@@ -48,10 +48,7 @@ tz_text = st.one_of(
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzzhard")
-    lines = []
-    for i in range(4):
-        lines += v1_request(f"s{i}", f"r{i}", datetime(2026, 11, 23, 10, i))
-    write_lines(root / "ds15b_20261123.jsonl", lines)
+    write_requests(root, 4)
     return root
 
 

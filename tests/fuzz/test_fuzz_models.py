@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +24,7 @@ from dslogs.analyzer.render.diff_html import render_diff
 from dslogs.analyzer.render.html import render_html
 from dslogs.analyzer.render.markdown import render_markdown
 from dslogs.analyzer.usecases.analyze import analyze_logs
-from tests.ingest_lines import v1_request, write_lines
+from tests.ingest_lines import write_requests
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                        HealthCheck.too_slow])
@@ -34,10 +33,7 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzzmodels")
-    lines = []
-    for i in range(8):
-        lines += v1_request(f"s{i % 3}", f"r{i}", datetime(2026, 11, 23, 10, i))
-    write_lines(root / "ds15b_20261123.jsonl", lines)
+    write_requests(root, 8, sessions=3)
     return json.loads(json.dumps(analyze_logs([str(root)], use_cache=False)))
 
 
