@@ -29,7 +29,7 @@ os.environ.setdefault("GRADIO_PROFILING", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SCENARIOS = {"leak": 6, "transient": 4}  # scenario -> turns per session
+SCENARIOS = {"leak": 6, "transient": 4, "overlap": 4}  # scenario -> turns per session
 
 
 def analyze(log_dir: Path) -> dict:
@@ -69,18 +69,26 @@ def main(argv=None) -> int:
     import torch
 
     from tests.e2e.apps import tiny_r1
-    from tests.e2e.host_memory import LEAK_PLAN, TRANSIENT_PLAN, serve_and_drive
+    from tests.e2e.host_memory import (
+        LANES,
+        LEAK_PLAN,
+        OVERLAP_PLAN,
+        PER_LANE,
+        TRANSIENT_PLAN,
+        serve_and_drive,
+    )
 
     torch.set_num_threads(1)
     model, tokenizer = tiny_r1.load_model(), tiny_r1.load_tokenizer()
-    plan = LEAK_PLAN if args.scenario == "leak" else TRANSIENT_PLAN
+    plan = {"leak": LEAK_PLAN, "transient": TRANSIENT_PLAN, "overlap": OVERLAP_PLAN}[args.scenario]
+    shape = {"sessions": LANES * PER_LANE, "lanes": LANES} if args.scenario == "overlap" else {}
     root = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="host_ram_e2e."))
     try:
         for i in range(args.runs):
             d = root / f"{args.scenario}{i:02d}"
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
-            served = serve_and_drive(d / "logs", plan, model, tokenizer, turns=SCENARIOS[args.scenario])
+            served = serve_and_drive(d / "logs", plan, model, tokenizer, turns=SCENARIOS[args.scenario], **shape)
             meta = {"plan": plan, "key_of": served["key_of"], "errors": served["errors"], "drive_s": served["drive_s"]}
             (d / "meta.json").write_text(json.dumps(meta))
             line, ok = row(f"{i + 1}", analyze(d / "logs"), meta)

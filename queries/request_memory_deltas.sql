@@ -91,7 +91,7 @@ WITH counted AS (
         -- the handler's start, where "before" was read: e2e includes the queue wait (contract)
         coalesce(end_ts - to_microseconds(CAST((e2e_ms - coalesce(queue_ms, 0)) * 1000 AS BIGINT)), start_ts) AS start_ts,
         coalesce(allocated_mb_after - allocated_mb_before, reserved_mb_after - reserved_mb_before) AS gpu_delta_mb,
-        rss_mb_after - rss_mb_before AS rss_delta_mb,
+        rss_mb_after - rss_mb_before AS rss_delta_mb, rss_mb_before, rss_mb_after,
         done_before, done_seq
     FROM requests
     WHERE session_id IS NOT NULL
@@ -148,7 +148,7 @@ SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
     agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
     g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb,
-    r.done_before, r.done_seq
+    r.done_before, r.done_seq, r.rss_mb_before, r.rss_mb_after
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
 LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id

@@ -22,11 +22,19 @@ TRANSIENT_PLAN = {"s01": "host_transient", "s04": "host_transient", "s07": "host
                   "s10": "host_transient", "s13": "host_transient", "s14": "host_transient",
                   "s03": "host_transient", "s15": "host_transient"}
 STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15"}
+# Leakers that overlap: 4 client lanes (one per handler), 15 sessions each, one after another; the
+# 5th session of every lane keeps 40 MiB on every turn from its first, and the lanes start each
+# session together, so the 4 leakers run at the same time and every reading sees the others' keeps
+LANES, PER_LANE, OVERLAP_AT = 4, 15, 4
+OVERLAP_PLAN = {f"s{lane * PER_LANE + OVERLAP_AT:02d}": "host_leak" for lane in range(LANES)}
 
 
 def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, turns: int,
-                    sessions: int = SESSIONS, sample_interval_s: float = 0.5) -> dict:
-    """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns log_dir/sid_of/key_of/errors/drive_s."""
+                    sessions: int = SESSIONS, sample_interval_s: float = 0.5, lanes: int = 0) -> dict:
+    """Serve the app with ``plan``, drive ``sessions`` x ``turns``; returns log_dir/sid_of/key_of/errors/drive_s.
+    ``lanes``: that many client threads, each driving its share of the sessions one after another
+    (lane l: sessions l * per lane onwards), every lane starting its next session together;
+    0: one client thread per session, all starting at once."""
     import gradio.profiling
     import gradio.queueing
 
@@ -53,7 +61,7 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
     try:
         for k in keys:
             clients[k] = patient_client(url, CALL_TIMEOUT_S)
-        start = threading.Barrier(len(keys), timeout=60)
+        start = threading.Barrier(lanes or len(keys), timeout=CALL_TIMEOUT_S * turns)
 
         def user(k: str) -> None:
             api = "/chat_stream" if k in STREAMING else "/chat"
@@ -65,9 +73,14 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
                 except Exception as e:  # noqa: BLE001 - kept: a run with errors is reported as such
                     errors.setdefault(k, []).append(f"turn {turn}: {type(e).__name__}: {e}"[:300])
 
-        with ThreadPoolExecutor(len(keys)) as pool:
-            for f in [pool.submit(user, k) for k in keys]:
-                f.result(timeout=CALL_TIMEOUT_S * turns)
+        def lane(ks: list[str]) -> None:
+            for k in ks:
+                user(k)
+
+        per = -(-len(keys) // lanes) if lanes else 1
+        with ThreadPoolExecutor(lanes or len(keys)) as pool:
+            for f in [pool.submit(lane, keys[i:i + per]) for i in range(0, len(keys), per)]:
+                f.result(timeout=CALL_TIMEOUT_S * turns * per)
     finally:
         drive_s = time.perf_counter() - t0
         for c in clients.values():
