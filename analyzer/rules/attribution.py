@@ -852,7 +852,7 @@ def _mean_positive(xs: list[float]) -> float:
 
 NULL_MARGIN = 0.25  # of a keep squared: what placing it must gain over keeping nothing
 READ_LATE = 0.02  # of a keep squared, per reading its gap lies before its request's "after"
-FIT_GAIN = 0.5  # the refit's error, as a share of the steps' amounts', below which it is kept
+FIT_GAIN = 0.5  # the refit stands where its placed error is below this share of the steps' amounts'
 
 
 def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, float],
