@@ -552,7 +552,7 @@ def query(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
-    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
+    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read files (read_json, read_csv, read_parquet); off: the views alone. SQL never writes: use --out.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
     session_attr: SessionAttrOpt = None,
