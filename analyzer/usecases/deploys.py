@@ -47,7 +47,7 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
         lo, hi = selection.since, selection.until
     else:
         lo = hi = None
-    source, insts, groups, candidate = _timeline(selection, change_point)
+    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded)
     if only_recorded and source == "processes":
         groups, candidate = [], None
     starts = [g[0].start for g in groups]
