@@ -376,6 +376,7 @@ def capacity(
     users: Annotated[str | None, typer.Option("--users", help="What if: closed-loop users to simulate, e.g. 6,12.")] = None,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="What if: output capped at N tokens.")] = None,
     num_beams: Annotated[int | None, typer.Option("--num-beams", help="What if: 1 runs beam requests greedy.")] = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """How many requests in flight the service holds, the concurrency limit that keeps it there,
     and what other limits and user counts would do (simulated from the logs)."""
@@ -390,7 +391,8 @@ def capacity(
     from dslogs.analyzer.render.report import render_capacity
     from dslogs.analyzer.usecases.analyze import capacity as run_capacity
 
-    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     with progress.run("capacity", quiet):
         model = _run(run_capacity, selection, grid)
         progress.phase("rendering")
@@ -414,6 +416,7 @@ def report_weekly(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """This week against the previous one: regressions, new and resolved findings. `--week ""`
     lists the weeks that hold events."""
@@ -423,7 +426,8 @@ def report_weekly(
     from dslogs.analyzer.usecases.deploys import week_deploys
     from dslogs.analyzer.usecases.weekly import weekly, weeks_with_data
 
-    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     if week is not None and not week.strip():
         weeks = _run(weeks_with_data, selection)
         typer.echo("\n".join(weeks) if weeks else "no week holds events")
@@ -459,6 +463,7 @@ def diff(
     master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """Before against after: latency changes with significance, the mix, findings, memory, errors."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-diff.html"), logs,
@@ -469,7 +474,8 @@ def diff(
     from dslogs.analyzer.usecases.diff import diff as run_diff
     from dslogs.analyzer.usecases.diff import sides
 
-    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, None, None, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     if deploy:
         from dslogs.analyzer.usecases.deploys import deploy_sides
 
@@ -546,14 +552,15 @@ def query(
     no_cache: NoCacheOpt = False,
     engine: EngineOpt = Engine.duckdb,
     master: MasterOpt = "local[*]",
-    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read and write files (read_json, COPY ... TO); off: read-only over the views.")] = False,
+    allow_files: Annotated[bool, typer.Option("--allow-files", help="Let the SQL read files (read_json, read_csv, read_parquet); off: the views alone. SQL never writes: use --out.")] = False,
     raw_csv: Annotated[bool, typer.Option("--raw-csv", help="CSV cells verbatim: no ' before cells starting with = + - @ tab CR (spreadsheet formulas).")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write the result to this file instead of stdout.")] = None,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """Run SQL over the logs (views: events, requests, sessions); read-only unless --allow-files."""
     _check_out(out, logs, cache)
-    selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr)
+    selection = _select(logs, since, until, tz, None, cache, no_cache, engine, master, session_attr, prom_servers)
     if engine is Engine.spark:
         from dslogs.analyzer.engines.spark.driver import spark_query
 

@@ -1,8 +1,8 @@
 """Deploys: the collector's record, deploys read back, and each judged against the one before.
 
 The simulator runs 3 h with deploy records at 0 h, 1 h (a restart, nothing changed) and 2 h (a
-new torch) and prefill +40 % from 2 h: in 5 of 5 seeds the third deploy is the regression and the
-restart is steady. Without records, a pure prompt shift is no regression and the upgrade is found
+new torch) and prefill +40 % from 2 h: in 5 of 5 seeds the new torch is the regression and the
+restart is no deploy of its own. Without records, a pure prompt shift is no regression and the upgrade is found
 as a change point with no deploy there; OTLP service versions, weekly and the API. 45-75 s on a
 busy 2-core box.
 """
@@ -93,9 +93,10 @@ def test_a_regression_at_a_deploy_is_found_there(sim_root, seed):
     m = deploys_logs([str(folder)], tz="UTC", use_cache=False)
     assert m["source"] == "records"
     got = [(d["id"], d["verdict"]) for d in m["deploys"]]
-    assert got == [("d1", "first"), ("d2", "steady"), ("d3", "regression")], (seed, got, m["deploys"][1]["reasons"])
-    d2, d3 = m["deploys"][1], m["deploys"][2]
-    assert d2["changes"] == []  # a restart with nothing changed
+    assert got == [("d1", "first"), ("d2", "regression")], (seed, got, m["deploys"][1]["reasons"])
+    d1, d3 = m["deploys"]
+    # the restart at 1 h with nothing changed is part of d1, not a deploy of its own
+    assert [p["key"] for p in d1["processes"]] == [f"sim-{seed}-0", f"sim-{seed}-1"]
     assert d3["changes"] == [{"key": "pkg.torch", "before": "2.4.1", "after": "2.5.0"}]
     assert d3["start"].startswith("2026-11-23T02:00")
     behind = {(c["label"], c["verdict"]) for c in d3["metric_changes"]}
@@ -133,11 +134,11 @@ def test_cli_deploys_and_diff_by_deploy(sim_root):
     assert r.exit_code == 0, r.output
     m = json.loads(r.stdout)
     jsonschema.Draft202012Validator(json.loads(open("analyzer/model/schemas/deploys.json").read())).validate(m)
-    assert [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
+    assert [d["verdict"] for d in m["deploys"]] == ["first", "regression"]
     md, page = render_deploys(m, "md"), render_deploys(m, "html")
     assert "pkg.torch 2.4.1 → 2.5.0" in md and "**▲ regression**" in md
     assert page.startswith("<!doctype html>") and '<tr class="regression">' in page
-    r = run.invoke(app, ["diff", str(folder), "--deploy", "d2", "--deploy", "d3", "--format", "json", "--no-cache"])
+    r = run.invoke(app, ["diff", str(folder), "--deploy", "d1", "--deploy", "d2", "--format", "json", "--no-cache"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert "TTFT p50" in d["regressions"] and d["after"]["first_event"].startswith("2026-11-23T02:00")
@@ -195,7 +196,7 @@ def test_python_api_deploys(sim_root):
         simulated(folder, 0, "prefill_slower", [(0, OLD), (1, OLD), (2, NEW)])
     with dslogs.open(str(folder), tz="UTC", use_cache=False) as logs:
         m = logs.deploys()
-    assert m["schema"] == "dslogs.deploys/1" and [d["verdict"] for d in m["deploys"]] == ["first", "steady", "regression"]
+    assert m["schema"] == "dslogs.deploys/1" and [d["verdict"] for d in m["deploys"]] == ["first", "regression"]
 
 
 # -- the report's timelines ---------------------------------------------------------------------
@@ -221,7 +222,7 @@ def _vertical_rules(spec: dict) -> list[dict]:
 
 
 def test_the_report_marks_each_deploy_on_its_timelines(sim_root):
-    """Three recorded deploys (0 h, 1 h, 2 h; the third a regression): the report carries them as
+    """Recorded starts at 0 h, 1 h (a restart) and 2 h (a new torch, a regression): the report carries two deploys as
     ``dslogs deploys`` judges them, the traffic, latency and GPU timelines draw a rule at each
     one's first event, and the HTML and Markdown list them."""
     from dslogs.analyzer.model.load import first_error, shipped_schema
@@ -234,9 +235,8 @@ def test_the_report_marks_each_deploy_on_its_timelines(sim_root):
     model = json.loads(r.stdout)
     assert first_error(model, shipped_schema("report")) is None
     got = [(d["id"], d["first_event"][:19], d["verdict"]) for d in model["deploys"]]
-    assert got == [("d1", "2026-11-23T00:00:00", "first"), ("d2", "2026-11-23T01:00:00", "steady"),
-                   ("d3", "2026-11-23T02:00:00", "regression")]
-    assert "prefill p50" in model["deploys"][2]["reasons"]
+    assert got == [("d1", "2026-11-23T00:00:00", "first"), ("d2", "2026-11-23T02:00:00", "regression")]
+    assert "prefill p50" in model["deploys"][1]["reasons"]
     tx = time_axis(model)
     want = sorted((tx.ms(d["first_event"]), d["id"], d["verdict"]) for d in model["deploys"])
     charts = {c.id: c for c in build_charts(model)}
@@ -248,13 +248,13 @@ def test_the_report_marks_each_deploy_on_its_timelines(sim_root):
     svg = render_svg(charts["overview"].spec) or ""
     lines = re.findall(r'<line x1="([\d.]+)" x2="\1" y1="0" y2="\d+" stroke="(#\w+)"', svg)
     width = charts["overview"].spec["width"]
-    assert [(round(float(x) / width, 2), c) for x, c in lines] == [(0, "#6941c6"), (0.33, "#6941c6"), (0.67, "#b42318")]
+    assert [(round(float(x) / width, 2), c) for x, c in lines] == [(0, "#6941c6"), (0.67, "#b42318")]
     page = render_report(model, "html")
     section = page[page.index('id="sec-deploys"'):].split("</section>")[0]
-    assert [row.split('"')[0] for row in section.split('data-deploy="')[1:]] == ["d1", "d2", "d3"]
-    assert '<tr class="regression" data-deploy="d3" data-first-event="2026-11-23T02:00:00' in section
+    assert [row.split('"')[0] for row in section.split('data-deploy="')[1:]] == ["d1", "d2"]
+    assert '<tr class="regression" data-deploy="d2" data-first-event="2026-11-23T02:00:00' in section
     md = render_report(model, "md")
-    assert "## Deploys" in md and "- d3, first event 2026-11-23T02:00:00" in md and ": regression (prefill p50" in md
+    assert "## Deploys" in md and "- d2, first event 2026-11-23T02:00:00" in md and ": regression (prefill p50" in md
 
 
 def test_a_report_without_deploys_marks_none_and_analyses_nothing_more(sim_root):
@@ -276,3 +276,71 @@ def test_a_report_without_deploys_marks_none_and_analyses_nothing_more(sim_root)
     assert "deploys" not in model and model["requests"]["count"] > 0
     assert all(not _vertical_rules(c.spec) for c in build_charts(model))
     assert 'id="sec-deploys"' not in render_report(model, "html") and "## Deploys" not in render_report(model, "md")
+
+
+# -- one truth: ids, restarts, the result cache, Spark --------------------------------------------
+
+
+def test_weekly_numbers_deploys_as_dslogs_deploys_does(sim_root):
+    """A week whose window opens after the first recorded start: weekly's deploy is d2, as
+    `dslogs deploys` calls it, not d1 of the records its window holds."""
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.usecases.deploys import week_deploys
+
+    folder = _upgrade_0(sim_root)
+    whole = {d["start"][:16]: d["id"] for d in deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]}
+    week = {"previous": {"since": "2026-11-23T01:30:00+00:00"},
+            "this": {"since": "2026-11-23T01:45:00+00:00", "until": "2026-11-23T03:05:00+00:00"}}
+    got = week_deploys(Selection.build([str(folder)], tz="UTC", use_cache=False), week)
+    assert [(d["id"], d["verdict"]) for d in got] == [(whole["2026-11-23T02:00"], "regression")] == [("d2", "regression")]
+
+
+def test_two_hosts_without_records_are_one_deploy(tmp_path):
+    """sample_logs/collector_drops: two hosts of one service (gpu-02 writes +08:00, so its run
+    is 14:00-16:03Z and gpu-01's 22:00Z-00:03Z), no deploy records. Neither start is known to
+    change anything: one deploy with both processes, and no deploys on the report."""
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
+
+    m = deploys_logs(["sample_logs/collector_drops"], use_cache=False)
+    assert m["source"] == "processes" and len(m["deploys"]) == 1
+    assert sorted(p["host"] for p in m["deploys"][0]["processes"]) == ["collector-drops-gpu-01", "collector-drops-gpu-02"]
+    model = analyze(Selection.build(["sample_logs/collector_drops"], use_cache=False), report_deploys)
+    assert "deploys" not in model
+
+
+def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
+    """The report's deploys are kept with the model in the result cache: a warm run analyses no
+    deploy window again, and its JSON is the cold run's (but the run's own clock and counters)."""
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.model.report import report_to_json
+    from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
+
+    calls = []
+
+    def counted(selection):
+        calls.append(1)
+        return report_deploys(selection)
+
+    def text(model):
+        m = json.loads(report_to_json(model))
+        m.pop("generated_at")
+        for k in ("seconds", "read_files", "cached_files", "renamed_files", "cache"):
+            m["ingest"].pop(k, None)
+        return json.dumps(m, sort_keys=True)
+
+    selection = Selection.build([str(_upgrade_0(sim_root))], tz="UTC", cache=tmp_path / "c.duckdb")
+    cold = analyze(selection, counted)
+    warm = analyze(selection, counted)
+    assert len(calls) == 1 and [d["id"] for d in warm["deploys"]] == ["d1", "d2"]
+    assert text(warm) == text(cold)
+    # the CLI prints the same JSON warm and cold too
+    run = CliRunner()
+    args = ["analyze", str(_upgrade_0(sim_root)), "--format", "json", "--tz", "UTC", "--cache", str(tmp_path / "cli.duckdb")]
+    a, b = run.invoke(app, args), run.invoke(app, args)
+    assert a.exit_code == b.exit_code == 0, a.output + b.output
+    assert text(json.loads(a.stdout)) == text(json.loads(b.stdout)) and json.loads(b.stdout)["deploys"]
+    # a caller that does not ask for deploys gets the model it builds cold
+    assert "deploys" not in analyze(selection)

@@ -335,3 +335,49 @@ def test_thresholds_and_previous_are_inputs_too(logs, report, tmp_path):
     r = CliRunner().invoke(app, _commands(logs, report, str(report))["diff"])
     _one_line(r, str(report), "is an input of this run")
     assert json.loads(report.read_text(encoding="utf-8"))["schema"] == "dslogs.report/1"
+
+
+FOLDER_WRITERS = {
+    "simulate": lambda logs, out: ["simulate", out, "--events", "300", "-q"],
+    "compact": lambda logs, out: ["compact", str(logs), "--out", out, "-q"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(FOLDER_WRITERS))
+def test_a_folder_writer_refuses_what_cannot_hold_files(logs, tmp_path, command):
+    """simulate OUTDIR and compact --out write folders through the same checks: the null device,
+    a FIFO, a socket, a file, a path under a file and a place nobody can write are one line and
+    exit 2, and each stays what it was."""
+    import socket
+    import stat as st
+
+    os.mkfifo(tmp_path / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    sock.close()
+    (tmp_path / "file").write_text("mine\n")
+    (tmp_path / "to-null").symlink_to("/dev/null")
+    cases = {"/dev/null": "a character device, not a folder", str(tmp_path / "to-null"): "a character device",
+             str(tmp_path / "fifo"): "a FIFO, not a folder", str(tmp_path / "sock"): "a socket, not a folder",
+             str(tmp_path / "file"): "a file, not a folder", str(tmp_path / "file" / "sub"): "cannot write",
+             "/proc/dslogs-out": "cannot write"}
+    for path, words in cases.items():
+        mode = os.lstat(path).st_mode if os.path.lexists(path) else None
+        r = CliRunner().invoke(app, FOLDER_WRITERS[command](logs, path))
+        assert r.exit_code == 2 and "Traceback" not in r.output, (path, r.output)
+        lines = [x for x in r.output.splitlines() if x.strip()]
+        assert len(lines) == 1 and lines[0].startswith("dslogs: error: ") and path in lines[0] and words in lines[0], lines
+        assert (os.lstat(path).st_mode if os.path.lexists(path) else None) == mode, path
+    assert st.S_ISCHR(os.stat("/dev/null").st_mode) and (tmp_path / "file").read_text() == "mine\n"
+
+
+def test_compact_refuses_an_out_folder_inside_its_logs(tmp_path):
+    """compact LOGS --out LOGS (or a folder under it) would leave its manifest among the logs, and
+    the next run over LOGS reads them as a compacted dataset: one line, exit 2, LOGS untouched."""
+    logs = tmp_path / "logs"
+    write_requests(logs, 4, sessions=1)
+    before = sorted(p.relative_to(logs) for p in logs.rglob("*"))
+    for out in (logs, logs / "parquet"):
+        r = CliRunner().invoke(app, ["compact", str(logs), "--out", str(out), "-q"])
+        _one_line(r, str(out), "inside the logs this run reads")
+    assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == before

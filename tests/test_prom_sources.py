@@ -392,3 +392,35 @@ def test_a_family_with_fewer_server_labels_joins_its_server(tmp_path):
     (sv,), _ = _read(tmp_path)
     assert sv["server"] == "metrics" and _by(sv["counters"])["vllm:prompt_tokens"]["increase"] == 50
     assert "vllm:cache_config_info" in _by(sv["gauges"])
+
+
+COMMANDS = [["capacity", "LOGS"], ["report", "weekly", "LOGS"], ["query", "LOGS", "SELECT 1"],
+            ["diff", "LOGS", "--before", "2026-11-23..2026-11-24", "--after", "2026-11-24.."], ["analyze", "LOGS"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_prom_servers_is_an_option_of_every_command_that_reads_logs(command, monkeypatch):
+    """``--prom-servers`` is part of the selection: each command that reads logs takes it into the
+    ``Selection`` it builds (the run stops there), and a value not offered is the selection's one line."""
+    from typer.testing import CliRunner
+
+    from dslogs.analyzer.cli import app
+    from dslogs.analyzer.core.errors import UsageError
+    from dslogs.analyzer.core.selection import Selection
+
+    args = [str(ROOT / "sample_logs" / "tgi") if a == "LOGS" else a for a in command]
+    seen = []
+    build = Selection.build.__func__
+
+    def recorded(cls, *a, **kw):
+        selection = build(cls, *a, **kw)
+        seen.append(selection.prom_servers)
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(Selection, "build", classmethod(recorded))
+    res = CliRunner().invoke(app, [*args, "--prom-servers", "one", "--no-cache"])
+    assert res.exit_code == 2 and "stop here" in res.output and seen == ["one"], res.output
+    monkeypatch.undo()
+    res = CliRunner().invoke(app, [*args, "--prom-servers", "nodes"])
+    assert res.exit_code == 2 and res.output.strip().splitlines() == [
+        "dslogs: error: --prom-servers: 'nodes' is not one of auto, file, labels, one"], res.output

@@ -54,7 +54,7 @@ def one_line_error(r, *words):
         ("INSTALL httpfs", ["read-only"]),
         ("LOAD httpfs", ["read-only"]),
         ("PRAGMA enable_profiling", ["read-only"]),
-        ("COPY (SELECT 1) TO '{out}'", ["read-only", "COPY", "--allow-files"]),
+        ("COPY (SELECT 1) TO '{out}'", ["read-only", "COPY", "--out FILE"]),
         ("SELECT 1; DELETE FROM dslogs_cache.events", ["one SQL statement", "2"]),
         ("SELECT 1; SELECT 2", ["one SQL statement"]),
     ],
@@ -104,14 +104,24 @@ def test_reads_still_work_and_spill_is_allowed(tmp_path, logs):
     assert r.output.splitlines()[1:] == ["false", "false", "false", "true"]
 
 
-def test_allow_files_opts_in_to_files_and_copy(tmp_path, logs):
+def test_allow_files_reads_files_and_never_writes_one(tmp_path, logs):
+    """--allow-files lets the SQL read files; ad hoc SQL writes none, with it or without: COPY
+    (to any file, /dev/null, a FIFO, the cache, a log) is one line, and a result reaches a file
+    through --out and its checks."""
     cache = tmp_path / "c.duckdb"
     out = tmp_path / "out.csv"
-    r = q(logs, cache, f"COPY (SELECT stage, count(*) AS n FROM events GROUP BY stage) TO '{out}'", "--allow-files")
-    assert r.exit_code == 0, r.output
-    assert out.read_text().splitlines() == ["stage,n", "gpu_sample,30"]
     r = q(logs, cache, f"SELECT count(*) FROM read_json('{logs}/ds15b_20261123.jsonl')", "--allow-files")
     assert r.exit_code == 0 and r.output.splitlines()[1] == "30"
+    log = f"{logs}/ds15b_20261123.jsonl"
+    before = open(log, "rb").read()
+    for target in (out, "/dev/null", log, cache):
+        for extra in ([], ["--allow-files"]):
+            one_line_error(q(logs, cache, f"COPY (SELECT stage, count(*) AS n FROM events GROUP BY stage) TO '{target}'",
+                             *extra), "read-only", "COPY", "--out FILE")
+    one_line_error(q(logs, cache, f"COPY events FROM '{log}'", "--allow-files"), "read-only", "COPY")
+    assert not out.exists() and open(log, "rb").read() == before
+    r = q(logs, cache, "SELECT stage, count(*) AS n FROM events GROUP BY stage", "--out", str(out))
+    assert r.exit_code == 0 and out.read_text().splitlines() == ["stage,n", "gpu_sample,30"]
     # Still no writes, no second statement, no extension install.
     one_line_error(q(logs, cache, "DELETE FROM dslogs_cache.events", "--allow-files"), "read-only")
     one_line_error(q(logs, cache, "INSTALL httpfs", "--allow-files"), "read-only")

@@ -316,3 +316,22 @@ def test_report_model_equal_on_openinference_and_genai_agents(spark, tmp_path):
     assert duck["requests"]["count"] == 80 + 88 + 59 and duck["requests"]["errors"] == 2 + 1 + 1
     assert duck["ingest"]["bad_lines"] == 1 == spk["ingest"]["bad_lines"]
     assert_same(comparable_model(duck), comparable_model(spk), "report models (OpenInference, GenAI agents)", ROUNDED)
+
+
+@needs_spark
+@pytest.mark.spark
+def test_report_deploys_on_spark(spark, tmp_path):
+    """Recorded deploys at 0 h and 1 h (a new torch, prefill 40 % slower): the Spark report marks
+    the same deploys with the same verdicts as DuckDB's (the records read with DuckDB, each
+    deploy's window analysed on Spark)."""
+    from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
+    from tests.deploy_helpers import simulated
+
+    old, new = {"pkg.torch": "2.4.1"}, {"pkg.torch": "2.5.0"}
+    simulated(tmp_path / "logs", 0, "prefill_slower", [(0, old), (1, new)], hours=2.0, change_hour=1.0, events=12_000)
+    options = {"tz": "UTC", "use_cache": False}
+    duck = analyze(Selection.build([str(tmp_path / "logs")], **options), report_deploys)
+    spk = analyze(Selection.build([str(tmp_path / "logs")], engine="spark", master=MASTER, **options), report_deploys)
+    assert [(d["id"], d["verdict"]) for d in duck["deploys"]] == [("d1", "first"), ("d2", "regression")]
+    assert spk["deploys"] == duck["deploys"]

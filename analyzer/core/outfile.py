@@ -2,8 +2,9 @@
 
 It lives in core, below the model, the renderers and the CLI, because every one of them may
 produce the text and each command names the target: analyze, render, diff, report weekly and
-query all call ``write_out`` (or ``open_out`` for a streamed result); compact, which writes a
-folder of files, takes its folder from ``out_folder``.
+query all call ``write_out`` (or ``open_out`` for a streamed result); compact and simulate, which
+write a folder of files, take their folder from ``out_folder``. Ad hoc SQL writes nothing (``COPY``
+is refused): a query's result reaches a file through ``--out`` alone.
 
 The text goes to a temporary file beside the target (same folder, so the rename stays on one
 file system) and is renamed over it once complete: a reader of the target sees the old file or
@@ -208,12 +209,24 @@ def check_out(path: Path | str, option: str = "--out", inputs=()) -> None:
     _remove(probe)
 
 
-def out_folder(path: Path | str, option: str = "--out") -> Path:
-    """The folder a command writes many files into (``compact --out``): made with its parents
-    when missing, and probed with a real file; UsageError naming the path when it cannot be."""
+def out_folder(path: Path | str, option: str = "--out", inputs=()) -> Path:
+    """The folder a command writes many files into (``compact --out``, ``simulate OUTDIR``): made
+    with its parents when missing, and probed with a real file; UsageError naming the path when it
+    cannot be. A device, FIFO or socket cannot hold files: refused like a regular file. A folder
+    that is or lies inside one of ``inputs`` (the log folders the run reads) is refused too: what
+    is written there would be read back with those logs."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{option} {visible(str(folder))}: not a folder")
+        mode = os.stat(folder).st_mode
+        what = ("a file" if stat.S_ISREG(mode) else "a character device" if stat.S_ISCHR(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else _special_kind(mode))
+        raise UsageError(f"{option} {visible(str(folder))}: {what}, not a folder; give a folder to write into")
+    here = Path(os.path.realpath(folder))
+    for name in inputs:
+        other = Path(os.path.realpath(name))
+        if other.is_dir() and (other == here or other in here.parents):
+            raise UsageError(f"{option} {visible(str(folder))}: inside the logs this run reads "
+                             f"({visible(os.fspath(name))}); give a folder outside them")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -236,4 +249,4 @@ def _remove(tmp: str) -> None:
         os.unlink(tmp)
 
 
-__all__ = ["check_not_input", "check_out", "open_out", "write_out"]
+__all__ = ["check_not_input", "check_out", "open_out", "out_folder", "write_out"]

@@ -233,7 +233,7 @@ def compact_logs(logs: list[str], out: Path | str, tz: str | None = None) -> dic
     """Compact the log files under ``logs`` into ``out`` (see the module doc); a summary dict."""
     from dslogs.analyzer.ingest.discovery import discover_log_files
 
-    out = out_folder(out)
+    out = out_folder(out, inputs=[p for p in logs if os.path.isdir(p)])
     started = time.monotonic()
     sources = [Path(p) for p in discover_log_files(list(logs)) if not _inside(Path(p), out)]
     summary = {"new_files": 0, "replaced_files": 0, "unchanged_files": 0, "renamed_files": 0,

@@ -5,14 +5,15 @@ What the user's SQL can reach, in two layers:
 1. The statement: exactly one, and a query (``SELECT``, ``WITH``, ``FROM``, ``DESCRIBE``,
    ``SHOW``, ``SUMMARIZE``, ``EXPLAIN`` of one of these: ``EXPLAIN ANALYZE`` runs its statement,
    so what it explains passes the same gate). Writes, ``ATTACH``/``DETACH``, ``SET``, ``PRAGMA``,
-   ``CALL``, ``INSTALL``/``LOAD`` and several statements are refused with one line before DuckDB
-   runs anything. ``--allow-files`` adds ``COPY`` (to export a result).
+   ``CALL``, ``INSTALL``/``LOAD``, ``COPY`` and several statements are refused with one line before
+   DuckDB runs anything. Ad hoc SQL writes no file: a result reaches a file through ``--out``, whose
+   checks (``core.outfile``) no ``COPY ... TO`` would pass through.
 2. The connection, after the logs are loaded: ``enable_external_access=false`` (no file, URL
    or database outside what is already open; only the spill folder stays allowed),
    ``autoinstall_known_extensions=false``, ``autoload_known_extensions=false`` (no extension
    reaches for the network or the disk), then ``lock_configuration=true`` so the query cannot
    turn any of it back on. ``--allow-files`` keeps external access on (read_json, read_csv,
-   COPY ... TO); extensions stay off and the configuration stays locked.
+   read_parquet); extensions stay off and the configuration stays locked.
 
 Why this works with external access off: the views never read files at query time. ingest
 loads every event into a table first (the cache file or memory; Parquet datasets into a
@@ -34,7 +35,6 @@ import duckdb
 from dslogs.analyzer.core.errors import Interrupted, UsageError, one_line
 
 _QUERY_TYPES = {"SELECT", "EXPLAIN"}
-_FILE_TYPES = {"COPY"}
 # whitespace and comments, as DuckDB's parser skips them
 _GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
 # EXPLAIN [ANALYZE | ANALYSE] [(option, ...)] in front of the statement it explains
@@ -63,12 +63,13 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str, allow_files: bool 
     if kind == "EXPLAIN":
         _check_explained(con, statements[0].query, allow_files)
         return
-    allowed = _QUERY_TYPES | (_FILE_TYPES if allow_files else set())
-    if kind not in allowed:
-        hint = "; --allow-files permits COPY" if kind in _FILE_TYPES else ""
+    if kind == "COPY":
+        raise UsageError("dslogs query is read-only: a COPY statement is not allowed (ad hoc SQL writes no "
+                         "file; write the result with --out FILE --format csv, json or jsonl)")
+    if kind not in _QUERY_TYPES:
         raise UsageError(
             f"dslogs query is read-only: a {kind} statement is not allowed "
-            f"(one SELECT over events, requests, sessions{hint})"
+            f"(one SELECT over events, requests, sessions)"
         )
 
 

@@ -8,9 +8,13 @@ A deploy starts where the service starts with what it runs with:
 - neither: one instance per process (host, pid), from its first event ("process starts").
 
 Instances are taken in start order; one joins the deploy before it when it runs with the same
-label and config and starts while a process of that deploy is still running (the workers of one
-release); any other start is a new deploy, a restart with nothing changed included. A deploy's
-window runs from its start to the next deploy's start, so the windows partition the logs.
+label and config: the workers of one release, and a restart with nothing changed (the same code,
+config and model is the same deploy; the restart is listed among the deploy's ``processes``). A
+start that changes something is a new deploy, and so is a rollback. Without records nothing says
+what a process runs with, so process starts are one deploy: a regression among them is found as a
+change point, not called a deploy. A deploy's window runs from its start to the next deploy's
+start, so the windows partition the logs; deploys are numbered d1, d2, ... over the whole log set
+(``deploy_id``), whatever window a command looks at.
 
 Each deploy is compared with the one before it by ``model.diff.diff_sides`` (the same
 percentiles, significance, mix adjustment and "too few" as ``dslogs diff``); its verdict:
@@ -48,12 +52,12 @@ FROM events WHERE stage = 'deploy' AND deploy_id IS NOT NULL
 GROUP BY deploy_id ORDER BY start, deploy_id
 """
 LABEL_SQL = """
-SELECT host, label, min(ts) AS start, max(ts) AS last, arg_min(config, ts) FILTER (WHERE config IS NOT NULL) AS config FROM events
+SELECT host, label, min(ts) AS start, arg_min(config, ts) FILTER (WHERE config IS NOT NULL) AS config FROM events
 WHERE label IS NOT NULL AND stage <> 'deploy'
 GROUP BY host, label ORDER BY start, host
 """
 PROCESS_SQL = """
-SELECT host, pid, min(ts) AS start, max(ts) AS last FROM events
+SELECT host, pid, min(ts) AS start FROM events
 WHERE pid IS NOT NULL GROUP BY host, pid ORDER BY start, host, pid
 """
 EXTENT_SQL = "SELECT min(ts), max(ts) FROM events"
@@ -73,7 +77,6 @@ class Instance:
     pid: int | None = None
     label: str | None = None
     config: dict = field(default_factory=dict)
-    last: datetime | None = None  # its last event, when known
 
 
 def _config(texts) -> dict:
@@ -92,44 +95,14 @@ def read_instances(con) -> tuple[str, list[Instance]]:
     """(source, instances): the deploy records, else OTLP service versions, else process starts."""
     rows = con.execute(DEPLOY_SQL).fetchall()
     if rows:
-        insts = [Instance(key=r[0], start=r[1], host=r[2], pid=r[3], label=(r[4] or [None])[0], config=_config(r[5]))
-                 for r in rows]
-        _last_events(con, insts)
-        return "records", insts
+        return "records", [Instance(key=r[0], start=r[1], host=r[2], pid=r[3], label=(r[4] or [None])[0],
+                                    config=_config(r[5])) for r in rows]
     rows = con.execute(LABEL_SQL).fetchall()
     if rows:
         return "otlp", [Instance(key=f"{r[0] or ''}@{r[1]}", start=r[2], host=r[0], label=r[1],
-                                 config=_config([r[4]]) or {"service.version": r[1]}, last=r[3]) for r in rows]
+                                 config=_config([r[3]]) or {"service.version": r[1]}) for r in rows]
     rows = con.execute(PROCESS_SQL).fetchall()
-    return "processes", [Instance(key=f"{r[0] or ''}:{r[1]}", start=r[2], host=r[0], pid=r[1], last=r[3]) for r in rows]
-
-
-def _last_events(con, insts: list[Instance]) -> None:
-    """Each tracer start's last event: its process's events up to the next start in the same
-    process (a process may start a tracer again)."""
-    from dslogs.analyzer.ingest import sql_literal
-
-    by_proc: dict = {}
-    for i in insts:
-        by_proc.setdefault((i.host, i.pid), []).append(i)
-    values = []
-    for group in by_proc.values():
-        group.sort(key=lambda i: i.start)
-        for n, i in enumerate(group):
-            nxt = group[n + 1].start if n + 1 < len(group) else None
-            values.append("(" + ", ".join([
-                sql_literal(i.key), "NULL" if i.host is None else sql_literal(i.host),
-                "NULL" if i.pid is None else str(int(i.pid)),
-                f"{sql_literal(i.start.isoformat())}::TIMESTAMPTZ",
-                "NULL::TIMESTAMPTZ" if nxt is None else f"{sql_literal(nxt.isoformat())}::TIMESTAMPTZ"]) + ")")
-    if not values:
-        return
-    sql = (f"WITH i(k, host, pid, t0, t1) AS (VALUES {', '.join(values)}) "
-           "SELECT i.k, max(e.ts) FROM i JOIN events AS e ON e.host IS NOT DISTINCT FROM i.host "
-           "AND e.pid IS NOT DISTINCT FROM i.pid AND e.ts >= i.t0 AND (i.t1 IS NULL OR e.ts < i.t1) GROUP BY i.k")
-    last = dict(con.execute(sql).fetchall())
-    for i in insts:
-        i.last = last.get(i.key, i.start)
+    return "processes", [Instance(key=f"{r[0] or ''}:{r[1]}", start=r[2], host=r[0], pid=r[1]) for r in rows]
 
 
 def _fingerprint(i: Instance) -> tuple:
@@ -138,15 +111,25 @@ def _fingerprint(i: Instance) -> tuple:
 
 def group_deploys(insts: list[Instance]) -> list[list[Instance]]:
     """Instances in start order, grouped: a start joins the deploy before it when it runs with
-    the same label and config and a process of that deploy is still running."""
+    the same label and config (another worker, or a restart: nothing changed)."""
     deploys: list[list[Instance]] = []
     for i in sorted(insts, key=lambda x: (x.start, x.key)):
         cur = deploys[-1] if deploys else None
-        if cur and _fingerprint(cur[0]) == _fingerprint(i) and any((m.last or m.start) > i.start for m in cur):
+        if cur and _fingerprint(cur[0]) == _fingerprint(i):
             cur.append(i)
         else:
             deploys.append([i])
     return deploys
+
+
+def deploy_id(n: int) -> str:
+    """The id of the n-th deploy (from 0) of the whole log set, as every command shows it."""
+    return f"d{n + 1}"
+
+
+def several(con) -> bool:
+    """Whether the logs open on ``con`` hold two deploys or more (one query, no analysis)."""
+    return len(group_deploys(read_instances(con)[1])) > 1
 
 
 def changes(before: dict, after: dict) -> list[dict]:

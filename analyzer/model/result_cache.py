@@ -158,13 +158,44 @@ def _filled(text: str, model: dict, dump) -> str:
     return text
 
 
-def added_to(model: dict) -> None:
-    """``model`` (the one ``lookup`` returned or ``store`` kept) got a key computed after it: its
-    kept JSON text no longer holds, while a page kept for it still does (what was added is a
-    function of the same logs, thresholds and code as its key)."""
+def added_to(model: dict, to_json=None) -> None:
+    """``model`` (the one ``lookup`` returned or ``store`` kept) got a key computed after it from
+    the same logs, thresholds and code as its key: its kept JSON text no longer holds, while a page
+    kept for it still does. With ``to_json`` (the report's renderer) it is kept again under its key,
+    so that a warm run finds it whole (nothing happens when another process holds the cache)."""
     global _last
     if _last is not None and _last[0] is model:
         _last = None
+    if to_json is None or _pages is None or _pages[0] is not model:
+        return
+    import duckdb
+
+    _, key, path, _ = _pages
+    payload = dict(model)
+    payload["generated_at"] = None
+    payload["ingest"] = None
+    text = to_json(payload)
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {sql_literal(path)} AS {_ALIAS}")
+        con.execute(f"UPDATE {_ALIAS}.results SET payload = ? WHERE key = ?",
+                    [zlib.compress(text.encode("utf-8", "surrogateescape"), 1), key])
+        con.execute(f"CHECKPOINT {_ALIAS}")
+    except duckdb.Error:
+        return  # not kept: the next run computes the addition again
+    finally:
+        con.close()
+    _last = (model, _filled(text, model, lambda v: to_json(v).rstrip("\n")))
+
+
+def differs(model: dict) -> None:
+    """``model`` (the one ``lookup`` returned) was changed into one its key does not store: neither
+    its kept text nor its kept pages are its own."""
+    global _last, _pages
+    if _last is not None and _last[0] is model:
+        _last = None
+    if _pages is not None and _pages[0] is model:
+        _pages = None
 
 
 def json_text(model: dict) -> str | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from random import Random
 
 from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.outfile import out_folder
 from dslogs.analyzer.core.time import wall_clock
 from dslogs.analyzer.simulate.files import RotatingWriter
 from dslogs.analyzer.simulate.legacy import LegacyHost
@@ -241,9 +242,7 @@ def _calibrate(key, fmt, hosts, names, target: int, max_turns=None) -> float:
 
 def _prepare(outdir: Path) -> None:
     """Write into an empty folder, or over a previous simulate output (its truth.json lists it)."""
-    if outdir.exists() and not outdir.is_dir():
-        raise UsageError(f"{outdir}: not a directory")
-    outdir.mkdir(parents=True, exist_ok=True)
+    out_folder(outdir, "OUTDIR")
     truth = outdir / "truth.json"
     if truth.is_file():
         try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from random import Random
 
 from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.outfile import out_folder
 from dslogs.analyzer.simulate.traffic import new_uuid
 
 START = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
@@ -463,8 +464,7 @@ def simulate_concurrent(outdir: Path | str, name: str, seed: int = 0, host_prefi
     if name not in CONCURRENT_SCENARIOS:
         raise UsageError(f"unknown concurrent scenario {name!r}; valid: {', '.join(CONCURRENT_SCENARIOS)}")
     spec = CONCURRENT_SCENARIOS[name]
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+    outdir = out_folder(outdir, "OUTDIR")
     if any(outdir.iterdir()):
         raise UsageError(f"{outdir}: folder is not empty")
     rng = Random(f"dslogs-concurrent|{seed}|{name}")

@@ -84,8 +84,9 @@ def load_side(selection: Selection, label: str) -> Side:
 def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | None = None) -> dict:
     """Read the logs once and return the report model ``dslogs.report/1``. ``deploys``
     (``usecases.deploys.report_deploys``, passed in by the caller: that module builds on this
-    one): where the logs hold two deploys or more, the report's ``deploys`` are what it returns;
-    one deploy (one process start) costs a query on the open logs and nothing more."""
+    one): where the logs hold two deploys or more, the report's ``deploys`` are what it returns,
+    kept with the model in the result cache; one deploy (one process start) costs a query on the
+    open logs and nothing more."""
     thresholds = selection.threshold_tables()
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
@@ -102,6 +103,10 @@ def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | N
             source.close()
             if empty and (note := note_if_empty(selection, source.ingest)):
                 model["notes"].insert(0, note)
+            elif deploys is not None and _several_deploys(selection):
+                # an engine without DuckDB's connection (Spark): the deploy records are read with
+                # DuckDB over the same logs, each deploy's window analysed on the engine
+                model["deploys"] = deploys(selection)
             return model
         key = result_cache.result_key(db, thresholds)
         model = result_cache.lookup(db, key, report_model.clean(report_model.ingest_block(db.ingest)))
@@ -109,15 +114,25 @@ def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | N
             result_cache.materialize_derived(db.con)
             model = build_report(source, thresholds)
             result_cache.store(db, key, model, report_model.report_to_json)
-        several = deploys is not None and len(deploys_model.group_deploys(deploys_model.read_instances(db.con)[1])) > 1
+        if deploys is None and "deploys" in model:
+            # kept by a run that asked for them: a caller that did not gets the model it builds cold
+            del model["deploys"]
+            result_cache.differs(model)
+        several = deploys is not None and "deploys" not in model and deploys_model.several(db.con)
     finally:
         source.close()
     if several:
         # after close: each deploy's window opens the logs (and the cache file) again; set on the
-        # model itself, which the result cache knows by identity (its kept page stays usable)
+        # model itself, which the result cache knows by identity and keeps again with them
         model["deploys"] = deploys(selection)
-        result_cache.added_to(model)
+        # without a window the key covers every file the deploys are numbered over
+        result_cache.added_to(model, report_model.report_to_json if not selection.windowed else None)
     return model
+
+
+def _several_deploys(selection: Selection) -> bool:
+    with ingest.open(replace(selection, engine="duckdb"), materialize=False) as db:
+        return deploys_model.several(db.con)
 
 
 def capacity(selection: Selection, grid: dict | None = None) -> dict:

@@ -15,19 +15,24 @@ from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides
 from dslogs.analyzer.usecases.analyze import load_side
 
 
-def _timeline(selection: Selection) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
-    with ingest.open(selection) as db:
+def _timeline(selection: Selection, change_point: bool = False
+              ) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
+    """The deploys of the whole log set (so d1, d2, ... are the same whatever window a command
+    looks at), read with DuckDB on every engine (the records are a handful of rows); with
+    ``change_point``, the candidate minute of a regression within the selection's window when
+    there are no records."""
+    whole = selection.window(None, None)
+    with ingest.open(whole, materialize=False) as db:
         source, insts = dm.read_instances(db.con)
-        candidate = dm.candidate_change(db.con) if source != "records" else None
+        candidate = dm.candidate_change(db.con) if change_point and source != "records" and not selection.windowed else None
+    if change_point and source != "records" and selection.windowed:
+        with ingest.open(selection, materialize=False) as db:
+            candidate = dm.candidate_change(db.con)
     return source, insts, dm.group_deploys(insts), candidate
 
 
 def _side(selection: Selection, lo: datetime | None, hi: datetime | None, label: str):
     return load_side(selection.window(lo, hi, dm.iso(lo), dm.iso(hi)), label)
-
-
-def _deploy_id(group: list[dm.Instance], n: int) -> str:
-    return f"d{n + 1}"
 
 
 def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False,
@@ -42,7 +47,7 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
         lo, hi = selection.since, selection.until
     else:
         lo = hi = None
-    source, insts, groups, candidate = _timeline(selection)
+    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded)
     if only_recorded and source == "processes":
         groups, candidate = [], None
     starts = [g[0].start for g in groups]
@@ -56,7 +61,7 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
         if w_lo is not None and w_hi is not None and w_lo >= w_hi:
             continue  # outside the asked window
         label = next((i.label for i in group if i.label), None)
-        did = _deploy_id(group, n)
+        did = dm.deploy_id(n)
         side = _side(selection, w_lo, w_hi, f"{did} ({label or group[0].start.isoformat(timespec='seconds')})")
         cfg = dm.merged_config(group)
         diff = diff_sides(prev_side, side, limit) if prev_side is not None else None
@@ -80,7 +85,8 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
     notes = []
     if source == "processes":
         notes.append("no deploy records in these logs (the dslogs collector writes them; OTLP spans give them "
-                     "with service.version): each process start is taken as a deploy and what changed is unknown.")
+                     "with service.version): what each process ran with is unknown, so its starts are listed as one "
+                     "deploy and a regression among them is searched for as a change point.")
     model = {"schema": dm.SCHEMA, "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
              "dslogs_version": __version__, "source": source, "regression_threshold_pct": limit,
              "deploys": rows, "change_point": found, "notes": notes}
@@ -137,11 +143,11 @@ def deploy_sides(selection: Selection, names: list[str]) -> tuple[Selection, Sel
     for name in names:
         hit = None
         for n, g in enumerate(groups):
-            if name == _deploy_id(g, n) or any(i.label == name for i in g):
+            if name == dm.deploy_id(n) or any(i.label == name for i in g):
                 hit = n
                 break
         if hit is None:
-            known = ", ".join(f"{_deploy_id(g, n)}" + (f" ({g[0].label})" if g[0].label else "") for n, g in enumerate(groups))
+            known = ", ".join(f"{dm.deploy_id(n)}" + (f" ({g[0].label})" if g[0].label else "") for n, g in enumerate(groups))
             raise UsageError(f"--deploy {name}: no such deploy; these logs have {known or 'none'}")
         lo, hi = bounds[hit]
         out.append(selection.window(lo, hi, f"{name} {dm.iso(lo) or ''}", dm.iso(hi)))
