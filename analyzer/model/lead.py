@@ -17,13 +17,14 @@ from datetime import datetime
 
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core.time import human_duration, parse_iso
-from dslogs.analyzer.rules.registry import SEVERITY_RANK
+from dslogs.analyzer.rules.registry import RULE_SPECS, SEVERITY_RANK
 
 # a part of a request's time names a reason from this share of its end-to-end time
 MAIN_SHARE = 0.25
 # a request is called slow beside the median from this many times it
 SLOW_TIMES = 2.0
 LEAD_SESSIONS = 4  # session ids a lead line names before "+N more"
+SLOW_SHOWN = 10  # the slowest requests the page lists (the model keeps more)
 
 PARTS = ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms")
 PART_LABEL = {"queue_ms": "queue wait", "tokenize_ms": "tokenize", "prefill_ms": "prefill", "decode_ms": "decode",
@@ -125,6 +126,11 @@ def _over_slo(row: dict, slo: dict) -> bool:
                 or (tpot is not None and slo.get("tpot_ms") is not None and tpot > slo["tpot_ms"]))
 
 
+def _judges_time(rule: str) -> bool:
+    spec = RULE_SPECS.get(rule)
+    return spec is None or "latency" in spec.sections
+
+
 def _span(first: str | None, last: str | None) -> tuple[str | None, str | None, float | None]:
     if not first or not last:
         return first, last, None
@@ -173,8 +179,11 @@ def lead(model: dict) -> list[dict]:
             failed_ids = frozenset(
                 (s, r.get("request_id")) for s in sids for r in details.get(s, []) if r.get("status") == "error"
             ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
-            for s in sids:
-                over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
+            # a request over the SLO is the finding's only where its rule judges time: a memory
+            # finding does not make its sessions' requests wait in the queue
+            if _judges_time(f["rule"]):
+                for s in sids:
+                    over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
             first = min((r["first_ts"] for r in rows if r.get("first_ts")), default=None)
             last = max((r["last_ts"] for r in rows if r.get("last_ts")), default=None)
             n_sessions = len(sids)
@@ -221,25 +230,75 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
     slow = model.get("slow_requests") or []
     if not total_requests or missed <= 0 or not slow:
         return None
-    top = slow[0]
     slo = req.get("slo") or {}
-    sids = sorted({r["session_id"] for r in slow if r.get("session_id")})
-    first = min((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
-    last = max((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
+    # the sessions of the slowest requests over the SLO, not of every slow one listed
+    over = [r for r in slow if r.get("status") != "error" and _over_slo(r, slo)] or slow
+    top = over[0]
+    sids = sorted({r["session_id"] for r in over if r.get("session_id")})
+    first = min((r["start_ts"] for r in over if r.get("start_ts")), default=None)
+    last = max((r["start_ts"] for r in over if r.get("start_ts")), default=None)
     since, until, minutes = _span(first, last)
     return {
         "rule": "slow_requests", "severity": "warning", "scope": "request", "finding": None, "section": "slow",
-        "problem": (f"requests over the SLO (TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ "
-                    f"{fmt.prose(slo.get('tpot_ms'))} ms per token)"),
+        "problem": f"requests over the SLO ({_slo_text(slo)})",
         "requests": missed, "request_share": missed / total_requests, "failed_requests": 0, "failed_sessions": 0,
         "slo_missed_requests": missed, "sessions": len(sids),
         "session_share": len(sids) / total_sessions if total_sessions else None,
         "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
         "since": since, "until": until, "minutes": minutes,
-        "figure": f"slowest {_ms(top.get('e2e_ms'))}: {'; '.join(top.get('why') or [])}",
+        "figure": f"slowest over the SLO {_ms(top.get('e2e_ms'))}: {'; '.join(top.get('why') or [])}",
         "change": "See why each of the slowest requests was slow (queue wait, prefill, decode, beams, output "
                   "length) in the slow-requests section, and change what dominates.",
     }
+
+
+def _slo_text(slo: dict) -> str:
+    return f"TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ {fmt.prose(slo.get('tpot_ms'))} ms per token"
+
+
+def checked(model: dict) -> list[dict]:
+    """What an on-call reader asks about ("slow at times", users waiting in the queue) where the
+    data shows it absent or secondary, each with its figure: without them a reader takes the
+    largest part of the slowest requests for the cause of a complaint no request confirms."""
+    req = model.get("requests") or {}
+    n = req.get("count") or 0
+    slow = model.get("slow_requests") or []
+    if not n or not slow:
+        return []
+    slo = req.get("slo") or {}
+    missed = req.get("slo_missed") or 0
+    fired = {f.get("rule") for f in model.get("findings") or []}
+    out = []
+    top = slow[0]
+    if not missed:
+        med = (req.get("e2e_ms") or {}).get("p50")
+        text = (f"Slow requests: none over the SLO ({_slo_text(slo)}), 0 of {fmt.prose(n)} requests; the "
+                f"slowest took {_ms(top.get('e2e_ms'))}")
+        if med:
+            text += f" ({fmt.prose((top.get('e2e_ms') or 0) / med, 1)}× the median {_ms(med)})"
+        out.append({"id": "slow_requests", "level": "checked",
+                    "message": text + ": no change is needed for speed."})
+    queue = next((s for s in model.get("stages") or [] if s.get("stage") == "queue"), None)
+    th = ((model.get("thresholds") or {}).get("queue_wait") or {}).get("p95_ms")
+    if queue and queue.get("p95_ms") is not None and th is not None and "queue_wait" not in fired:
+        shown = slow[:SLOW_SHOWN]
+        largest = [r for r in shown if r.get("queue_ms") is not None
+                   and r["queue_ms"] >= max((r.get(k) or 0.0) for k in PARTS)]
+        text = f"Queue wait: p95 {_ms(queue['p95_ms'])}, under its {_ms(th)} threshold"
+        if not missed:
+            text += ", so users waiting in the queue are secondary"
+            if largest:
+                text += (f": it is the largest part of {len(largest)} of the {len(shown)} slowest requests, yet "
+                         "none of them is over the SLO: not a cause to act on before the problems above")
+        else:
+            over = [r for r in largest if r.get("status") != "error" and _over_slo(r, slo)]
+            text += ": most requests wait little"
+            if over:
+                which = ("the 1 request" if missed == 1 else f"{len(over)} of the {fmt.prose(missed)} requests")
+                text += (f"; the queue is the largest part of {which} over the SLO (the longest wait "
+                         f"{_ms(max(r['queue_ms'] for r in over))})")
+        out.append({"id": "queue_wait", "level": "checked", "message": text + "."})
+    return out
 
 
 def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | None = None) -> str:
@@ -265,11 +324,14 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
     else:
         text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
     if x.get("minutes") is not None:
-        text += f", for {human_duration(x['minutes'] * 60)}"
         try:
-            text += f" from {datetime.fromisoformat(x['since']).strftime('%Y-%m-%d %H:%M')}"
+            at = datetime.fromisoformat(x["since"]).strftime("%Y-%m-%d %H:%M")
         except (TypeError, ValueError):
-            pass
+            at = None
+        # one moment (a single request) has no duration to give
+        text += f", for {human_duration(x['minutes'] * 60)}" if x["minutes"] else ""
+        if at:
+            text += f" from {at}" if x["minutes"] else f", at {at}"
     return text
 
 

@@ -17,7 +17,7 @@ from dslogs.analyzer.core.jsonable import clean, clean_json
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
 from dslogs.analyzer.model import whatif
-from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
+from dslogs.analyzer.model.lead import checked, contradictions, lead, slow_requests
 from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from dslogs.analyzer.rules import (
     RULE_IDS,
@@ -91,6 +91,7 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     model["findings"] = clean(model["findings"])
     # the drill-down's requests tell which of a finding's requests missed the SLO
     model["lead"] = clean(lead(model))
+    model["checked"] = checked(model)
     return model
 
 
@@ -172,6 +173,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
     model["notes"] += contradictions(model)
     model["lead"] = lead(model)
+    model["checked"] = checked(model)
     return clean(model)
 
 

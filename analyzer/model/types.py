@@ -795,6 +795,7 @@ class ReportModel(Model):
     slowest_sessions: list[SlowSession] = field(default_factory=list)
     slow_requests: list[SlowRequest] = field(default_factory=list)  # the slowest requests, explained
     lead: list[LeadLine] = field(default_factory=list)  # the problems, ranked by user impact
+    checked: list[Note] = field(default_factory=list)  # what a reader asks about, found absent or secondary
     gpus: list[GpuRow] = field(default_factory=list)
     processes: list[ProcessRow] = field(default_factory=list)
     capacity: list[ProcessCapacity] = field(default_factory=list)
