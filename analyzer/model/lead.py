@@ -13,6 +13,7 @@ finding (or section) that holds its evidence.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from dslogs.analyzer.core import format as fmt
@@ -356,6 +357,7 @@ def contradictions(model: dict) -> list[dict]:
                 "and no GPU was seen: the message does not come from this model's device (a simulated or "
                 "re-raised error, another process on a GPU, or device fields logged wrong); check where it is "
                 "raised before acting on GPU advice")})
+    notes += _message_notes(model)
     w = model.get("window") or {}
     try:
         since = parse_iso(w["since"]) if w.get("since") else None
@@ -372,4 +374,68 @@ def contradictions(model: dict) -> list[dict]:
                 f"the window asked spans {human_duration(asked)}, the logs in it only {human_duration(held)} "
                 f"({w['first_event']} to {w['last_event']}): every figure and rate covers that span, not the "
                 "window")})
+    return notes
+
+
+# what a CUDA out-of-memory message says of the device, in GiB
+# (PyTorch before 2.1: "14.75 GiB total capacity; 13.10 GiB already allocated"; since: "a total
+# capacity of 23.68 GiB ... 20.1 GiB is allocated by PyTorch")
+_OOM_TOTAL = re.compile(r"([0-9.]+) GiB total capacity|total capacity of ([0-9.]+) GiB")
+_OOM_ALLOCATED = re.compile(r"([0-9.]+) GiB already allocated|([0-9.]+) GiB is allocated by PyTorch")
+_SIMULATED = re.compile(r"\[simulated[^\]]*\]", re.I)
+# a message's GPU total differs from the logged one beyond this share; its "already allocated"
+# is beyond the readings from this many times the highest (readings come before and after a
+# request, so a spike inside generate that failed is between them)
+TOTAL_TOLERANCE = 0.05
+ALLOCATED_TIMES = 2.0
+
+
+def _gib(pattern: re.Pattern, text: str) -> str | None:
+    m = pattern.search(text)
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+def _message_notes(model: dict) -> list[dict]:
+    """Error messages that say something the readings contradict: one marked simulated (raised by
+    the app or a test harness, not the device), or a GPU total / allocation that is not this
+    run's (the readings the report judges memory by)."""
+    notes = []
+    errors = [e for e in model.get("errors") or [] if e.get("sample_msg")]
+    sim = [e for e in errors if _SIMULATED.search(e["sample_msg"])]
+    if sim:
+        n = sum(e.get("count") or 0 for e in sim)
+        tag = _SIMULATED.search(sim[0]["sample_msg"]).group()
+        notes.append({"id": "simulated_error", "level": "warning", "message": (
+            f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
+            f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
+            "The requests still failed or were retried as the report counts them, so the failures are real "
+            "(fix what the oom finding names); what the message says of the device (its sizes) is not a reading")})
+    totals = [g["mem_total_mb"] for g in model.get("gpus") or [] if g.get("mem_total_mb")]
+    totals += [c["gpu_total_mb"] for c in model.get("capacity") or [] if c.get("gpu_total_mb")]
+    peak = max((lv["reserved_peak_mb"] for c in model.get("capacity") or [] for lv in c.get("levels") or []
+                if lv.get("reserved_peak_mb") is not None), default=None)
+    for e in errors:
+        total = _gib(_OOM_TOTAL, e["sample_msg"])
+        alloc = _gib(_OOM_ALLOCATED, e["sample_msg"])
+        what = e.get("error_type") or "error"
+        if total and totals:
+            logged = max(totals)
+            if abs(float(total) * 1024 - logged) > TOTAL_TOLERANCE * logged:
+                notes.append({"id": "oom_message_vs_readings", "level": "warning", "message": (
+                    f"the {what} message says the GPU has {total} GiB in total, the logged readings "
+                    f"{fmt.prose(logged)} MiB: the message comes from another device than the one logged")})
+                break
+        elif total:
+            text = f"the {what} message says the GPU has {total} GiB in total"
+            if alloc:
+                text += f" and {alloc} GiB already allocated"
+            text += "; the logs carry no GPU total"
+            if peak is not None:
+                text += (f", and their readings (before and after each request) show at most {fmt.prose(peak)} MiB "
+                         "reserved")
+                if alloc and float(alloc) * 1024 > ALLOCATED_TIMES * peak:
+                    text += ": the message's sizes are not in the readings (a spike inside generate, or not a reading at all)"
+            notes.append({"id": "oom_message_vs_readings", "level": "note",
+                          "message": text + "; the report's memory figures are the readings"})
+            break
     return notes
