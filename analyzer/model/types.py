@@ -606,6 +606,9 @@ class ProcessRow(Row):
     rss_slope_mb_per_min: float | None = None
     rss_r2: float | None = None
     rss_held_rise_mb: float | None = None
+    slope_ok: bool | None = None  # its samples span a minute: the per-minute slope is worth showing
+    sessions_kept: Count | None = None  # sessions rss_growth names in this process
+    sessions_kept_mb: float | None = None  # what their own requests kept of its RSS (their credited MiB)
 
 
 @dataclass(frozen=True, kw_only=True)
