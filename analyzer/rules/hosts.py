@@ -177,6 +177,15 @@ def rss_fix(leaking: int, judged: int) -> str:
             "request; create them once and reuse (000 §3.3).")
 
 
+def _sessions_part(kept_mb: float | None, judged: bool) -> str:
+    """How a process's RSS finding stands to the session finding of the same rule: the sessions
+    it names kept part of this rise, the rest is what this finding is about."""
+    if kept_mb:
+        return (f"; the sessions the session finding names kept {fmt.prose(kept_mb)} MiB of it, "
+                "the rest no session's requests explain")
+    return "; no session stands out" if judged else ""
+
+
 @rule(
     "rss_growth",
     severity="warning",
@@ -190,15 +199,6 @@ def rss_fix(leaking: int, judged: int) -> str:
     needs=(),
     sections=("memory",),
 )
-def _sessions_part(kept_mb: float | None, judged: bool) -> str:
-    """How a process's RSS finding stands to the session finding of the same rule: the sessions
-    it names kept part of this rise, the rest is what this finding is about."""
-    if kept_mb:
-        return (f"; the sessions the session finding names kept {fmt.prose(kept_mb)} MiB of it, "
-                "the rest no session's requests explain")
-    return "; no session stands out" if judged else ""
-
-
 def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
     th = t["rss_growth"]
     rows = [{**r, "rise_mb": (r.get("rss_last_mb") or 0) - (r.get("rss_first_mb") or 0)}
