@@ -583,6 +583,17 @@ def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
+def _collector_lines(rows: list[dict], events) -> dict | None:
+    """The collector's count against the events read: a process's last ``collector`` record counts
+    the lines written before it, so each process adds its own record, one line, to its count."""
+    if not rows or any(r.get("written") is None for r in rows):
+        return None
+    written = sum(r["written"] for r in rows)
+    processes = sum(r.get("processes") or 1 for r in rows)
+    return {"written": written, "processes": processes, "lines": written + processes, "events": events,
+            "same": events == written + processes}
+
+
 def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     """Host memory (RSS) as one account: each process's readings (its slope only where they span
     a minute), what the sessions rss_growth names kept of its rise, and what every session's own
@@ -707,6 +718,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "collector_lines": _collector_lines(series.get("collector") or [], ingest.get("events")),
         "collector_absent": collector_absent(ingest.get("formats")),
         "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],
