@@ -127,9 +127,13 @@ def _over_slo(row: dict, slo: dict) -> bool:
                 or (tpot is not None and slo.get("tpot_ms") is not None and tpot > slo["tpot_ms"]))
 
 
+# report sections of rules that judge no request's time: memory held, the collector, the logs
+_TIMELESS = frozenset({"memory", "collector", "header"})
+
+
 def _judges_time(rule: str) -> bool:
     spec = RULE_SPECS.get(rule)
-    return spec is None or "latency" in spec.sections
+    return spec is None or not set(spec.sections) <= _TIMELESS
 
 
 def _span(first: str | None, last: str | None) -> tuple[str | None, str | None, float | None]:
@@ -180,8 +184,8 @@ def lead(model: dict) -> list[dict]:
             failed_ids = frozenset(
                 (s, r.get("request_id")) for s in sids for r in details.get(s, []) if r.get("status") == "error"
             ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
-            # a request over the SLO is the finding's only where its rule judges time: a memory
-            # finding does not make its sessions' requests wait in the queue
+            # a request over the SLO is the finding's only where its rule can slow one: host or
+            # GPU memory held does not make its sessions' requests wait in the queue
             if _judges_time(f["rule"]):
                 for s in sids:
                     over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
@@ -221,6 +225,7 @@ def lead(model: dict) -> list[dict]:
         x["impact"] = impact_text(x, total_requests, total_sessions, same)
     for x in lines:
         x.pop("_ids", None)
+        x.pop("_listed", None)
     return lines
 
 
@@ -244,6 +249,8 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
         "problem": f"requests over the SLO ({_slo_text(slo)})",
         "requests": missed, "request_share": missed / total_requests, "failed_requests": 0, "failed_sessions": 0,
         "slo_missed_requests": missed, "sessions": len(sids),
+        # the sessions are those of the requests over the SLO the model lists, when not all are
+        "_listed": len(over) if len(over) < missed else None,
         "session_share": len(sids) / total_sessions if total_sessions else None,
         "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
         "since": since, "until": until, "minutes": minutes,
@@ -322,6 +329,8 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
     if x["failed_requests"] and k and k < (x.get("sessions") or 0):
         # the failures sit in fewer sessions than the finding names: both counts, told apart
         text = "; ".join(bits) + f"; the finding names {x['sessions']} of {total_sessions} sessions"
+    elif x.get("_listed"):
+        text = "; ".join(bits) + f", the {x['_listed']} slowest of them in {x['sessions']} of {total_sessions} sessions"
     else:
         text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
     if x.get("minutes") is not None:

@@ -594,6 +594,9 @@ def _collector_lines(rows: list[dict], events) -> dict | None:
             "same": events == written + processes}
 
 
+STORIES = 4  # processes whose RSS account the Memory section spells out
+
+
 def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     """Host memory (RSS) as one account: each process's readings (its slope only where they span
     a minute), what the sessions rss_growth names kept of its rise, and what every session's own
@@ -614,7 +617,9 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     judged = [s for s in sessions if (s.get("judged") or {}).get("rss_growth")]
     judged.sort(key=lambda s: (-("rss_growth" in (s.get("findings") or [])),
                                -(s["judged"]["rss_growth"].get("rss_kept_mb") or 0.0)))
-    return {"table": _table([row for row, _ in procs], PROCESS_COLUMNS), "stories": [st for _, st in procs],
+    # a sentence per process for the few that grew most; the table holds them all
+    stories = sorted((st for _, st in procs), key=lambda st: -(st["rise"] or 0.0))[:STORIES]
+    return {"table": _table([row for row, _ in procs], PROCESS_COLUMNS), "stories": stories,
             "sessions": judged[:limit], "more": max(len(judged) - limit, 0),
             "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}}
 
