@@ -235,6 +235,7 @@ class SeriesRow(Row):
     count: int | None = None
     events: int | None = None
     bytes: int | None = None
+    processes: int | None = None  # collector: writer processes (each adds its last record to its count)
     written: int | None = None
     dropped: int | None = None
     queued: int | None = None
