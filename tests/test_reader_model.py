@@ -280,6 +280,9 @@ def test_a_memory_finding_does_not_own_its_sessions_slow_requests(run):
     assert slow["slo_missed_requests"] == model["requests"]["slo_missed"] == 1
     assert slow["session_ids"] == [truth["sid_of"]["s07"]] and slow["sessions"] == 1
     assert "at 2026-12-06" in slow["impact"] and "for 0 s" not in slow["impact"]
+    # one request in 96 does not go before the critical findings
+    assert slow["severity"] == "info" and slow["rank"] == len(model["lead"])
+    assert [x["severity"] for x in model["lead"][:2]] == ["critical", "critical"]
     queue = next(c for c in model["checked"] if c["id"] == "queue_wait")["message"]
     assert "the queue is the largest part of the 1 request over the SLO (the longest wait 1.04 s)" in queue
 

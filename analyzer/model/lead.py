@@ -26,6 +26,9 @@ MAIN_SHARE = 0.25
 SLOW_TIMES = 2.0
 LEAD_SESSIONS = 4  # session ids a lead line names before "+N more"
 SLOW_SHOWN = 10  # the slowest requests the page lists (the model keeps more)
+# requests over the SLO rank a line from this share of the window's requests: one slow request
+# in a hundred does not go before a critical finding
+LEAD_SLO_SHARE = 0.05
 
 PARTS = ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms")
 PART_LABEL = {"queue_ms": "queue wait", "tokenize_ms": "tokenize", "prefill_ms": "prefill", "decode_ms": "decode",
@@ -214,7 +217,7 @@ def lead(model: dict) -> list[dict]:
     slow = _slow_line(model, total_requests, total_sessions)
     if slow is not None:
         lines.append(slow)
-    lines.sort(key=lambda x: (-(x["failed_requests"] or 0), -(x["slo_missed_requests"] or 0),
+    lines.sort(key=lambda x: (-(x["failed_requests"] or 0), -_ranked_over(x, total_requests),
                               SEVERITY_RANK.get(x["severity"], 9), -(x["request_share"] or 0), x["finding"] or 0))
     for rank, x in enumerate(lines, 1):
         x["rank"] = rank
@@ -245,7 +248,8 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
     last = max((r["start_ts"] for r in over if r.get("start_ts")), default=None)
     since, until, minutes = _span(first, last)
     return {
-        "rule": "slow_requests", "severity": "warning", "scope": "request", "finding": None, "section": "slow",
+        "rule": "slow_requests", "severity": "warning" if missed >= LEAD_SLO_SHARE * total_requests else "info",
+        "scope": "request", "finding": None, "section": "slow",
         "problem": f"requests over the SLO ({_slo_text(slo)})",
         "requests": missed, "request_share": missed / total_requests, "failed_requests": 0, "failed_sessions": 0,
         "slo_missed_requests": missed, "sessions": len(sids),
@@ -258,6 +262,11 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
         "change": "See why each of the slowest requests was slow (queue wait, prefill, decode, beams, output "
                   "length) in the slow-requests section, and change what dominates.",
     }
+
+
+def _ranked_over(x: dict, total_requests: int) -> int:
+    over = x["slo_missed_requests"] or 0
+    return over if total_requests and over >= LEAD_SLO_SHARE * total_requests else 0
 
 
 def _slo_text(slo: dict) -> str:

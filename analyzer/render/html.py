@@ -33,7 +33,7 @@ from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
-from dslogs.analyzer.model.lead import SLOW_SHOWN
+from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN
 from dslogs.analyzer.model.report import MIN_SLOPE_MINUTES
 from dslogs.analyzer.model.result_cache import RUN_KEYS
 from dslogs.analyzer.render import page_cache
@@ -704,6 +704,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
         "lead": _lead(model, links),
+        "lead_slo_share": LEAD_SLO_SHARE,
         "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:SLOW_SHOWN]],
         "slow_digits": column_digits((model.get("slow_requests") or [])[:SLOW_SHOWN], SLOW_COLUMNS),
         "counts": counts,
