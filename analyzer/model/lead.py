@@ -294,7 +294,8 @@ def checked(model: dict) -> list[dict]:
         if med:
             text += f" ({fmt.prose((top.get('e2e_ms') or 0) / med, 1)}× the median {_ms(med)})"
         out.append({"id": "slow_requests", "level": "checked",
-                    "message": text + ": no change is needed for speed."})
+                    "message": text + ": by the SLO nothing is slow"
+                    + ("; the lines above are what to change." if model.get("findings") else ".")})
     queue = next((s for s in model.get("stages") or [] if s.get("stage") == "queue"), None)
     th = ((model.get("thresholds") or {}).get("queue_wait") or {}).get("p95_ms")
     if queue and queue.get("p95_ms") is not None and th is not None and "queue_wait" not in fired:
@@ -306,7 +307,8 @@ def checked(model: dict) -> list[dict]:
             text += ", so users waiting in the queue are secondary"
             if largest:
                 text += (f": it is the largest part of {len(largest)} of the {len(shown)} slowest requests, yet "
-                         "none of them is over the SLO: not a cause to act on before the problems above")
+                         "none of them is over the SLO: not a cause to act on"
+                         + (" before the problems above" if model.get("findings") else ""))
         else:
             over = [r for r in largest if r.get("status") != "error" and _over_slo(r, slo)]
             text += ": most requests wait little"
