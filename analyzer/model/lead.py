@@ -240,12 +240,17 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
     if not total_requests or missed <= 0 or not slow:
         return None
     slo = req.get("slo") or {}
-    # the sessions of the slowest requests over the SLO, not of every slow one listed
-    over = [r for r in slow if r.get("status") != "error" and _over_slo(r, slo)] or slow
-    top = over[0]
-    sids = sorted({r["session_id"] for r in over if r.get("session_id")})
-    first = min((r["start_ts"] for r in over if r.get("start_ts")), default=None)
-    last = max((r["start_ts"] for r in over if r.get("start_ts")), default=None)
+    # the sessions of the requests over the SLO (the slowest listed and the drill-down's), not of
+    # every slow one listed
+    top = next((r for r in slow if r.get("status") != "error" and _over_slo(r, slo)), slow[0])
+    listed = [(r.get("session_id"), r) for r in slow]
+    listed += [(sid, r) for sid, rows in (model.get("session_details") or {}).items() for r in rows]
+    found = {(sid, r.get("request_id")): r.get("start_ts") for sid, r in listed
+             if r.get("status") != "error" and _over_slo(r, slo)}
+    over = found or {(r.get("session_id"), r.get("request_id")): r.get("start_ts") for r in slow}
+    sids = sorted({sid for sid, _ in over if sid})
+    first = min((ts for ts in over.values() if ts), default=None)
+    last = max((ts for ts in over.values() if ts), default=None)
     since, until, minutes = _span(first, last)
     return {
         "rule": "slow_requests", "severity": "warning" if missed >= LEAD_SLO_SHARE * total_requests else "info",
