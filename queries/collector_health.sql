@@ -1,7 +1,7 @@
 -- Collector health per host: its own counters (cumulative per writer process, so the max per
 -- process is summed per host): events written, dropped, bytes written; the largest queue seen.
 -- Unit: events, bytes. A dropped event is a hole in every other metric.
--- series collector: host, written, dropped, queued, bytes_written
+-- series collector: host, processes, written, dropped, queued, bytes_written
 WITH per_process AS (
     SELECT host, pid,
            max(written) AS written, max(dropped) AS dropped, max(queued) AS queued,

@@ -22,6 +22,23 @@ def sample_reports():
     return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in sorted(glob.glob("sample_logs/*/"))}
 
 
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for every browser test that asks for it (a launch is about a second
+    on two cores); skipped where chromium or playwright is missing."""
+    import shutil
+    from pathlib import Path
+
+    path = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium")
+    if not path:
+        pytest.skip("chromium is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
+        yield browser
+        browser.close()
+
+
 def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         return

@@ -1,8 +1,9 @@
-"""The HTML report read at 1280 px in headless Chromium: no report of any sample_logs folder, nor
-the diff, weekly and capacity pages, scrolls the page sideways (wide tables and charts scroll
-inside their own box), every table header is a readable label, per-session memory charts read
-by turn, and a week-long axis carries dates. Assertions are on the rendered DOM and SVG;
-screenshots go to test-output/ for a human to look at."""
+"""The HTML report read at 1280 px in headless Chromium: no report of any sample_logs folder or
+reader-test run, nor the diff, weekly and capacity pages, scrolls the page sideways (wide tables
+and charts scroll inside their own box), every table header is a readable label, every link opens
+(an anchor on the page, nothing outside it), per-session memory charts read by turn, and a
+week-long axis carries dates. One browser serves every page. Assertions are on the rendered DOM
+and SVG; screenshots go to test-output/ for a human to look at."""
 
 from __future__ import annotations
 
@@ -26,15 +27,14 @@ if not CHROMIUM:
 sync_api = pytest.importorskip("playwright.sync_api")
 
 FOLDERS = sorted(p.name for p in (REPO / "sample_logs").iterdir() if p.is_dir())
+# the real Gradio/Streamlit runs the on-call readers were given
+READER_RUNS = sorted(p for p in (REPO / "tests" / "fixtures").glob("reader_run*") if p.is_dir())
 SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")  # a raw model key such as rss_slope_mb_per_min
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
+def browser(chromium):
+    return chromium
 
 
 def _report(logs: Path | str, out: Path) -> Path:
@@ -80,17 +80,23 @@ def _fits(page, name: str) -> int:
     tall = page.evaluate("""Array.from(document.querySelectorAll('main .sid')).filter(e =>
         e.offsetParent !== null && e.getClientRects().length > 1).map(e => e.textContent.trim())""")
     assert tall == [], f"{name}: session ids wrapped: {tall[:3]}"
+    # a link opens: an anchor that is on the page (a file opened alone has nothing beside it)
+    dead = page.evaluate("""Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))
+        .filter(h => !(h.startsWith('#') && h.length > 1 && document.getElementById(decodeURIComponent(h.slice(1))))
+                     && !h.startsWith('data:'))""")
+    assert dead == [], f"{name}: links that do not open: {sorted(set(dead))[:5]}"
     headers = page.evaluate("Array.from(document.querySelectorAll('th')).map(t => t.textContent.trim())")
     raw = [h for h in headers if SNAKE.fullmatch(h)]
     assert raw == [], f"{name}: raw keys as headers: {raw}"
     return wide
 
 
-@pytest.mark.slow  # every sample folder analysed and loaded: about a minute on two cores
+@pytest.mark.slow  # every sample folder and reader run analysed and loaded: about a minute on two cores
 def test_no_report_scrolls_the_page_sideways_and_headers_read_as_words(browser, tmp_path):
+    assert len(READER_RUNS) == 3, READER_RUNS
     seen_wide = 0
-    for folder in FOLDERS:
-        path = _report(REPO / "sample_logs" / folder, tmp_path / f"{folder}.html")
+    for folder, logs in [*((f, REPO / "sample_logs" / f) for f in FOLDERS), *((r.name, r) for r in READER_RUNS)]:
+        path = _report(logs, tmp_path / f"{folder}.html")
         loaded = open_offline(browser, path)
         page = loaded.page
         try:

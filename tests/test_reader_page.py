@@ -23,16 +23,14 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def page(tmp_path_factory, chromium):
     out = tmp_path_factory.mktemp("reader") / "beam.html"
     res = CliRunner().invoke(app, ["analyze", str(REPO / "sample_logs" / "beam_search"), "--out", str(out),
                                    "--quiet", "--no-cache"])  # fmt: skip
     assert res.exit_code == 0, res.output
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        loaded = open_offline(b, out)
-        yield loaded.page
-        b.close()
+    loaded = open_offline(chromium, out)
+    yield loaded.page
+    loaded.page.context.close()
 
 
 STUCK = """() => Array.from(document.querySelectorAll('body *')).filter(e => {

@@ -443,3 +443,21 @@ def test_memory_is_worded_in_mib_everywhere():
     for cid in ("reserved_band", "kv_cache_size"):
         assert items[cid]["unit"] == "MiB" and not re.search(r"\b[MG]B\b", items[cid]["label"]), items[cid]
     assert "±200 MiB" in items["reserved_band"]["label"] and "8 GiB" in items["kv_cache_size"]["label"]
+
+
+def test_rss_growth_of_a_process_beside_named_sessions_says_what_they_kept():
+    """A process whose RSS rose 1,000 MiB while one session's own requests kept 200 of it: two
+    findings, the process one saying what the named session kept rather than that no session
+    stands out (a reader took the two for a contradiction)."""
+    proc = [{"host": "a", "pid": 1, "samples": 100, "rss_first_mb": 1000, "rss_last_mb": 2000,
+             "rss_slope_mb_per_min": 10.0, "rss_r2": 0.99}]
+    deltas = [{"session_id": sid, "host": "a", "pid": 1, "rss_delta_mb": kept, "ended_during": []}
+              for sid, kept in (("leak", 40.0), ("ok", 0.5)) for _ in range(5)]
+    out = run("rss_growth", {"rss_per_process": proc, "request_memory_deltas": deltas})
+    by_scope = {f["scope"]: f for f in out.findings}
+    assert by_scope["session"]["session_ids"] == ["leak"]
+    kept = by_scope["session"]["value"]
+    assert kept == pytest.approx(200, abs=5)
+    msg = by_scope["process"]["message"]
+    assert "no session stands out" not in msg
+    assert f"the sessions the session finding names kept {kept:g} MiB of it" in msg, msg

@@ -13,17 +13,22 @@ finding (or section) that holds its evidence.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core.time import human_duration, parse_iso
-from dslogs.analyzer.rules.registry import SEVERITY_RANK
+from dslogs.analyzer.rules.registry import RULE_SPECS, SEVERITY_RANK
 
 # a part of a request's time names a reason from this share of its end-to-end time
 MAIN_SHARE = 0.25
 # a request is called slow beside the median from this many times it
 SLOW_TIMES = 2.0
 LEAD_SESSIONS = 4  # session ids a lead line names before "+N more"
+SLOW_SHOWN = 10  # the slowest requests the page lists (the model keeps more)
+# requests over the SLO rank a line from this share of the window's requests: one slow request
+# in a hundred does not go before a critical finding
+LEAD_SLO_SHARE = 0.05
 
 PARTS = ("queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms")
 PART_LABEL = {"queue_ms": "queue wait", "tokenize_ms": "tokenize", "prefill_ms": "prefill", "decode_ms": "decode",
@@ -125,6 +130,15 @@ def _over_slo(row: dict, slo: dict) -> bool:
                 or (tpot is not None and slo.get("tpot_ms") is not None and tpot > slo["tpot_ms"]))
 
 
+# report sections of rules that judge no request's time: memory held, the collector, the logs
+_TIMELESS = frozenset({"memory", "collector", "header"})
+
+
+def _judges_time(rule: str) -> bool:
+    spec = RULE_SPECS.get(rule)
+    return spec is None or not set(spec.sections) <= _TIMELESS
+
+
 def _span(first: str | None, last: str | None) -> tuple[str | None, str | None, float | None]:
     if not first or not last:
         return first, last, None
@@ -173,8 +187,11 @@ def lead(model: dict) -> list[dict]:
             failed_ids = frozenset(
                 (s, r.get("request_id")) for s in sids for r in details.get(s, []) if r.get("status") == "error"
             ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
-            for s in sids:
-                over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
+            # a request over the SLO is the finding's only where its rule can slow one: host or
+            # GPU memory held does not make its sessions' requests wait in the queue
+            if _judges_time(f["rule"]):
+                for s in sids:
+                    over += sum(1 for r in details.get(s, []) if r.get("status") != "error" and _over_slo(r, slo))
             first = min((r["first_ts"] for r in rows if r.get("first_ts")), default=None)
             last = max((r["last_ts"] for r in rows if r.get("last_ts")), default=None)
             n_sessions = len(sids)
@@ -200,7 +217,7 @@ def lead(model: dict) -> list[dict]:
     slow = _slow_line(model, total_requests, total_sessions)
     if slow is not None:
         lines.append(slow)
-    lines.sort(key=lambda x: (-(x["failed_requests"] or 0), -(x["slo_missed_requests"] or 0),
+    lines.sort(key=lambda x: (-(x["failed_requests"] or 0), -_ranked_over(x, total_requests),
                               SEVERITY_RANK.get(x["severity"], 9), -(x["request_share"] or 0), x["finding"] or 0))
     for rank, x in enumerate(lines, 1):
         x["rank"] = rank
@@ -211,6 +228,7 @@ def lead(model: dict) -> list[dict]:
         x["impact"] = impact_text(x, total_requests, total_sessions, same)
     for x in lines:
         x.pop("_ids", None)
+        x.pop("_listed", None)
     return lines
 
 
@@ -221,25 +239,90 @@ def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | 
     slow = model.get("slow_requests") or []
     if not total_requests or missed <= 0 or not slow:
         return None
-    top = slow[0]
     slo = req.get("slo") or {}
-    sids = sorted({r["session_id"] for r in slow if r.get("session_id")})
-    first = min((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
-    last = max((r["start_ts"] for r in slow if r.get("start_ts")), default=None)
+    # the sessions of the requests over the SLO (the slowest listed and the drill-down's), not of
+    # every slow one listed
+    top = next((r for r in slow if r.get("status") != "error" and _over_slo(r, slo)), slow[0])
+    listed = [(r.get("session_id"), r) for r in slow]
+    listed += [(sid, r) for sid, rows in (model.get("session_details") or {}).items() for r in rows]
+    found = {(sid, r.get("request_id")): r.get("start_ts") for sid, r in listed
+             if r.get("status") != "error" and _over_slo(r, slo)}
+    over = found or {(r.get("session_id"), r.get("request_id")): r.get("start_ts") for r in slow}
+    sids = sorted({sid for sid, _ in over if sid})
+    first = min((ts for ts in over.values() if ts), default=None)
+    last = max((ts for ts in over.values() if ts), default=None)
     since, until, minutes = _span(first, last)
     return {
-        "rule": "slow_requests", "severity": "warning", "scope": "request", "finding": None, "section": "slow",
-        "problem": (f"requests over the SLO (TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ "
-                    f"{fmt.prose(slo.get('tpot_ms'))} ms per token)"),
+        "rule": "slow_requests", "severity": "warning" if missed >= LEAD_SLO_SHARE * total_requests else "info",
+        "scope": "request", "finding": None, "section": "slow",
+        "problem": f"requests over the SLO ({_slo_text(slo)})",
         "requests": missed, "request_share": missed / total_requests, "failed_requests": 0, "failed_sessions": 0,
         "slo_missed_requests": missed, "sessions": len(sids),
+        # the sessions are those of the requests over the SLO the model lists, when not all are
+        "_listed": len(over) if len(over) < missed else None,
         "session_share": len(sids) / total_sessions if total_sessions else None,
         "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
         "since": since, "until": until, "minutes": minutes,
-        "figure": f"slowest {_ms(top.get('e2e_ms'))}: {'; '.join(top.get('why') or [])}",
+        "figure": f"slowest over the SLO {_ms(top.get('e2e_ms'))}: {'; '.join(top.get('why') or [])}",
         "change": "See why each of the slowest requests was slow (queue wait, prefill, decode, beams, output "
                   "length) in the slow-requests section, and change what dominates.",
     }
+
+
+def _ranked_over(x: dict, total_requests: int) -> int:
+    over = x["slo_missed_requests"] or 0
+    return over if total_requests and over >= LEAD_SLO_SHARE * total_requests else 0
+
+
+def _slo_text(slo: dict) -> str:
+    return f"TTFT ≤ {fmt.prose(slo.get('ttft_ms'))} ms, TPOT ≤ {fmt.prose(slo.get('tpot_ms'))} ms per token"
+
+
+def checked(model: dict) -> list[dict]:
+    """What an on-call reader asks about ("slow at times", users waiting in the queue) where the
+    data shows it absent or secondary, each with its figure: without them a reader takes the
+    largest part of the slowest requests for the cause of a complaint no request confirms."""
+    req = model.get("requests") or {}
+    n = req.get("count") or 0
+    slow = model.get("slow_requests") or []
+    if not n or not slow:
+        return []
+    slo = req.get("slo") or {}
+    missed = req.get("slo_missed") or 0
+    fired = {f.get("rule") for f in model.get("findings") or []}
+    out = []
+    top = slow[0]
+    if not missed:
+        med = (req.get("e2e_ms") or {}).get("p50")
+        text = (f"Slow requests: none over the SLO ({_slo_text(slo)}), 0 of {fmt.prose(n)} requests; the "
+                f"slowest took {_ms(top.get('e2e_ms'))}")
+        if med:
+            text += f" ({fmt.prose((top.get('e2e_ms') or 0) / med, 1)}× the median {_ms(med)})"
+        out.append({"id": "slow_requests", "level": "checked",
+                    "message": text + ": by the SLO nothing is slow"
+                    + ("; the lines above are what to change." if model.get("findings") else ".")})
+    queue = next((s for s in model.get("stages") or [] if s.get("stage") == "queue"), None)
+    th = ((model.get("thresholds") or {}).get("queue_wait") or {}).get("p95_ms")
+    if queue and queue.get("p95_ms") is not None and th is not None and "queue_wait" not in fired:
+        shown = slow[:SLOW_SHOWN]
+        largest = [r for r in shown if r.get("queue_ms") is not None
+                   and r["queue_ms"] >= max((r.get(k) or 0.0) for k in PARTS)]
+        text = f"Queue wait: p95 {_ms(queue['p95_ms'])}, under its {_ms(th)} threshold"
+        if not missed:
+            text += ", so users waiting in the queue are secondary"
+            if largest:
+                text += (f": it is the largest part of {len(largest)} of the {len(shown)} slowest requests, yet "
+                         "none of them is over the SLO: not a cause to act on"
+                         + (" before the problems above" if model.get("findings") else ""))
+        else:
+            over = [r for r in largest if r.get("status") != "error" and _over_slo(r, slo)]
+            text += ": most requests wait little"
+            if over:
+                which = ("the 1 request" if missed == 1 else f"{len(over)} of the {fmt.prose(missed)} requests")
+                text += (f"; the queue is the largest part of {which} over the SLO (the longest wait "
+                         f"{_ms(max(r['queue_ms'] for r in over))})")
+        out.append({"id": "queue_wait", "level": "checked", "message": text + "."})
+    return out
 
 
 def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | None = None) -> str:
@@ -262,14 +345,19 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
     if x["failed_requests"] and k and k < (x.get("sessions") or 0):
         # the failures sit in fewer sessions than the finding names: both counts, told apart
         text = "; ".join(bits) + f"; the finding names {x['sessions']} of {total_sessions} sessions"
+    elif x.get("_listed"):
+        text = "; ".join(bits) + f", the {x['_listed']} slowest of them in {x['sessions']} of {total_sessions} sessions"
     else:
         text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
     if x.get("minutes") is not None:
-        text += f", for {human_duration(x['minutes'] * 60)}"
         try:
-            text += f" from {datetime.fromisoformat(x['since']).strftime('%Y-%m-%d %H:%M')}"
+            at = datetime.fromisoformat(x["since"]).strftime("%Y-%m-%d %H:%M")
         except (TypeError, ValueError):
-            pass
+            at = None
+        # one moment (a single request) has no duration to give
+        text += f", for {human_duration(x['minutes'] * 60)}" if x["minutes"] else ""
+        if at:
+            text += f" from {at}" if x["minutes"] else f", at {at}"
     return text
 
 
@@ -294,6 +382,7 @@ def contradictions(model: dict) -> list[dict]:
                 "and no GPU was seen: the message does not come from this model's device (a simulated or "
                 "re-raised error, another process on a GPU, or device fields logged wrong); check where it is "
                 "raised before acting on GPU advice")})
+    notes += _message_notes(model)
     w = model.get("window") or {}
     try:
         since = parse_iso(w["since"]) if w.get("since") else None
@@ -310,4 +399,68 @@ def contradictions(model: dict) -> list[dict]:
                 f"the window asked spans {human_duration(asked)}, the logs in it only {human_duration(held)} "
                 f"({w['first_event']} to {w['last_event']}): every figure and rate covers that span, not the "
                 "window")})
+    return notes
+
+
+# what a CUDA out-of-memory message says of the device, in GiB
+# (PyTorch before 2.1: "14.75 GiB total capacity; 13.10 GiB already allocated"; since: "a total
+# capacity of 23.68 GiB ... 20.1 GiB is allocated by PyTorch")
+_OOM_TOTAL = re.compile(r"([0-9.]+) GiB total capacity|total capacity of ([0-9.]+) GiB")
+_OOM_ALLOCATED = re.compile(r"([0-9.]+) GiB already allocated|([0-9.]+) GiB is allocated by PyTorch")
+_SIMULATED = re.compile(r"\[simulated[^\]]*\]", re.I)
+# a message's GPU total differs from the logged one beyond this share; its "already allocated"
+# is beyond the readings from this many times the highest (readings come before and after a
+# request, so a spike inside generate that failed is between them)
+TOTAL_TOLERANCE = 0.05
+ALLOCATED_TIMES = 2.0
+
+
+def _gib(pattern: re.Pattern, text: str) -> str | None:
+    m = pattern.search(text)
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+def _message_notes(model: dict) -> list[dict]:
+    """Error messages that say something the readings contradict: one marked simulated (raised by
+    the app or a test harness, not the device), or a GPU total / allocation that is not this
+    run's (the readings the report judges memory by)."""
+    notes = []
+    errors = [e for e in model.get("errors") or [] if e.get("sample_msg")]
+    sim = [e for e in errors if _SIMULATED.search(e["sample_msg"])]
+    if sim:
+        n = sum(e.get("count") or 0 for e in sim)
+        tag = _SIMULATED.search(sim[0]["sample_msg"]).group()
+        notes.append({"id": "simulated_error", "level": "warning", "message": (
+            f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
+            f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
+            "The requests still failed or were retried as the report counts them, so the failures are real "
+            "(fix what the oom finding names); what the message says of the device (its sizes) is not a reading")})
+    totals = [g["mem_total_mb"] for g in model.get("gpus") or [] if g.get("mem_total_mb")]
+    totals += [c["gpu_total_mb"] for c in model.get("capacity") or [] if c.get("gpu_total_mb")]
+    peak = max((lv["reserved_peak_mb"] for c in model.get("capacity") or [] for lv in c.get("levels") or []
+                if lv.get("reserved_peak_mb") is not None), default=None)
+    for e in errors:
+        total = _gib(_OOM_TOTAL, e["sample_msg"])
+        alloc = _gib(_OOM_ALLOCATED, e["sample_msg"])
+        what = e.get("error_type") or "error"
+        if total and totals:
+            logged = max(totals)
+            if abs(float(total) * 1024 - logged) > TOTAL_TOLERANCE * logged:
+                notes.append({"id": "oom_message_vs_readings", "level": "warning", "message": (
+                    f"the {what} message says the GPU has {total} GiB in total, the logged readings "
+                    f"{fmt.prose(logged)} MiB: the message comes from another device than the one logged")})
+                break
+        elif total:
+            text = f"the {what} message says the GPU has {total} GiB in total"
+            if alloc:
+                text += f" and {alloc} GiB already allocated"
+            text += "; the logs carry no GPU total"
+            if peak is not None:
+                text += (f", and their readings (before and after each request) show at most {fmt.prose(peak)} MiB "
+                         "reserved")
+                if alloc and float(alloc) * 1024 > ALLOCATED_TIMES * peak:
+                    text += ": the message's sizes are not in the readings (a spike inside generate, or not a reading at all)"
+            notes.append({"id": "oom_message_vs_readings", "level": "note",
+                          "message": text + "; the report's memory figures are the readings"})
+            break
     return notes

@@ -17,7 +17,7 @@ from dslogs.analyzer.core.jsonable import clean, clean_json
 from dslogs.analyzer.core.thresholds import defaults
 from dslogs.analyzer.metrics.registry import METRIC_QUERIES, query_series
 from dslogs.analyzer.model import whatif
-from dslogs.analyzer.model.lead import contradictions, lead, slow_requests
+from dslogs.analyzer.model.lead import checked, contradictions, lead, slow_requests
 from dslogs.analyzer.model.load import load_report_json  # noqa: F401  (the loader, re-exported)
 from dslogs.analyzer.rules import (
     RULE_IDS,
@@ -91,6 +91,7 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     model["findings"] = clean(model["findings"])
     # the drill-down's requests tell which of a finding's requests missed the SLO
     model["lead"] = clean(lead(model))
+    model["checked"] = checked(model)
     return model
 
 
@@ -158,7 +159,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "slowest_sessions": list(metrics.get("slowest_sessions", [])),
         "slow_requests": slow_requests(metrics, _requests_e2e_p50(metrics), thresholds),
         "gpus": list(metrics.get("gpu_per_host", [])),
-        "processes": list(metrics.get("rss_per_process", [])),
+        "processes": _processes_block(metrics, findings),
         "capacity": capacity_block(metrics, thresholds),
         "series_bucket": params.get("bucket", "hour"),
         "series": _series_block(metrics),
@@ -172,6 +173,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         model["series"]["server_gauges"] = gauge_rows(model["server_metrics"])
     model["notes"] += contradictions(model)
     model["lead"] = lead(model)
+    model["checked"] = checked(model)
     return clean(model)
 
 
@@ -320,6 +322,26 @@ MIN_SLOPE_MINUTES = 1.0
 def slope_ok(duration_min: float | None) -> bool:
     """Whether a session's per-minute memory slope is worth showing: its readings span a minute."""
     return duration_min is None or duration_min >= MIN_SLOPE_MINUTES
+
+
+def _processes_block(metrics: dict, findings: list[dict]) -> list[dict]:
+    """Each process's RSS readings, with whether its slope is shown and what the sessions
+    rss_growth names kept of it on their own requests (the finding's credited figures, summed
+    per process), so the process's rise and the sessions' credits read as one account."""
+    kept: dict[tuple, tuple[int, float]] = {}
+    for f in findings:
+        if f.get("rule") == "rss_growth" and f.get("scope") == "session":
+            for v in ((f.get("evidence") or {}).get("details") or {}).get("sessions") or []:
+                n, mb = kept.get((v.get("host"), v.get("pid")), (0, 0.0))
+                kept[(v.get("host"), v.get("pid"))] = (n + 1, mb + (v.get("rss_kept_mb") or 0.0))
+    rows = []
+    for r in metrics.get("rss_per_process", []):
+        row = dict(r, slope_ok=slope_ok(r.get("minutes")))
+        n, mb = kept.get((r.get("host"), r.get("pid")), (0, 0.0))
+        if n:
+            row.update(sessions_kept=n, sessions_kept_mb=mb)
+        rows.append(row)
+    return rows
 
 
 def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thresholds: dict,

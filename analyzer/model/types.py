@@ -235,6 +235,7 @@ class SeriesRow(Row):
     count: int | None = None
     events: int | None = None
     bytes: int | None = None
+    processes: int | None = None  # collector: writer processes (each adds its last record to its count)
     written: int | None = None
     dropped: int | None = None
     queued: int | None = None
@@ -606,6 +607,9 @@ class ProcessRow(Row):
     rss_slope_mb_per_min: float | None = None
     rss_r2: float | None = None
     rss_held_rise_mb: float | None = None
+    slope_ok: bool | None = None  # its samples span a minute: the per-minute slope is worth showing
+    sessions_kept: Count | None = None  # sessions rss_growth names in this process
+    sessions_kept_mb: float | None = None  # what their own requests kept of its RSS (their credited MiB)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -795,6 +799,7 @@ class ReportModel(Model):
     slowest_sessions: list[SlowSession] = field(default_factory=list)
     slow_requests: list[SlowRequest] = field(default_factory=list)  # the slowest requests, explained
     lead: list[LeadLine] = field(default_factory=list)  # the problems, ranked by user impact
+    checked: list[Note] = field(default_factory=list)  # what a reader asks about, found absent or secondary
     gpus: list[GpuRow] = field(default_factory=list)
     processes: list[ProcessRow] = field(default_factory=list)
     capacity: list[ProcessCapacity] = field(default_factory=list)

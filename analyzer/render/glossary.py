@@ -27,6 +27,8 @@ GLOSSARY: dict[str, str] = {
     "in flight": "requests running in the same process when a request started, itself included",
     "rise": "memory at the end − at the start, MiB: a session's reserved GPU memory at its last turn − its "
             "first (the process's readings), or a process's RSS (host RAM) last − first",
+    "held rise": "a process's RSS (host RAM) that stays: the lowest reading of the last third of its sampled "
+                 "time − the highest of the first third, MiB; a spike that is given back does not count",
     "slope": "a least-squares trend, MiB per minute: of a session's reserved GPU memory over its snapshots, "
              "or of a process's RSS (host RAM) over its samples",
     "N/A": "not applicable: a GPU check on a host without a GPU, or an input the source format does not carry",

@@ -33,6 +33,7 @@ from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN
 from dslogs.analyzer.model.report import MIN_SLOPE_MINUTES
 from dslogs.analyzer.model.result_cache import RUN_KEYS
 from dslogs.analyzer.render import page_cache
@@ -362,7 +363,7 @@ _GLOSSED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("ttfa", "TTFA"), ("e2e", "e2e")
             ("inflight", "in flight"), ("credited", "credited"), ("kept", "kept"), ("slope", "slope"),
             ("rss", "RSS"), ("reasoning", "reasoning share"),
             ("goodput", "goodput"), ("reserved", "reserved / allocated"), ("allocated", "reserved / allocated"))  # fmt: skip
-_GLOSSED_KEYS = {"rise_mb": "rise", "reserved_rise_mb": "rise"}
+_GLOSSED_KEYS = {"rise_mb": "rise", "reserved_rise_mb": "rise", "rss_held_rise_mb": "held rise"}
 
 
 def detail_label(key: str) -> str:
@@ -582,6 +583,47 @@ def _flat_thresholds(t, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
+def _collector_lines(rows: list[dict], events) -> dict | None:
+    """The collector's count against the events read: a process's last ``collector`` record counts
+    the lines written before it, so each process adds its own record, one line, to its count."""
+    if not rows or any(r.get("written") is None for r in rows):
+        return None
+    written = sum(r["written"] for r in rows)
+    processes = sum(r.get("processes") or 1 for r in rows)
+    return {"written": written, "processes": processes, "lines": written + processes, "events": events,
+            "same": events == written + processes}
+
+
+STORIES = 4  # processes whose RSS account the Memory section spells out
+
+
+def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
+    """Host memory (RSS) as one account: each process's readings (its slope only where they span
+    a minute), what the sessions rss_growth names kept of its rise, and what every session's own
+    requests kept (the sessions table's judged figures, largest first)."""
+    procs = []
+    for r in model.get("processes") or []:
+        row = {k: v for k, v in r.items() if k not in ("slope_ok", "sessions_kept", "sessions_kept_mb")}
+        if not r.get("slope_ok", True):
+            row.update(rss_slope_mb_per_min=f"< {MIN_SLOPE_MINUTES:g} min", rss_r2=None)
+        first, last = r.get("rss_first_mb"), r.get("rss_last_mb")
+        rise = last - first if first is not None and last is not None else None
+        story = {"host": r.get("host"), "pid": r.get("pid"), "first": first, "last": last, "rise": rise,
+                 "span": human_duration(r["minutes"] * 60) if r.get("minutes") is not None else None, "held": r.get("rss_held_rise_mb"), "named": r.get("sessions_kept"),
+                 "kept": r.get("sessions_kept_mb")}
+        if rise is not None and r.get("sessions_kept"):
+            story["rest"] = rise - r["sessions_kept_mb"]
+        procs.append((row, story))
+    judged = [s for s in sessions if (s.get("judged") or {}).get("rss_growth")]
+    judged.sort(key=lambda s: (-("rss_growth" in (s.get("findings") or [])),
+                               -(s["judged"]["rss_growth"].get("rss_kept_mb") or 0.0)))
+    # a sentence per process for the few that grew most; the table holds them all
+    stories = sorted((st for _, st in procs), key=lambda st: -(st["rise"] or 0.0))[:STORIES]
+    return {"table": _table([row for row, _ in procs], PROCESS_COLUMNS), "stories": stories,
+            "sessions": judged[:limit], "more": max(len(judged) - limit, 0),
+            "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}}
+
+
 def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
     """Sessions flagged for memory first, then the steepest reserved-memory slopes."""
     memory_rules = {"memory_leak", "ghost_memory", "oom", "rss_growth"}
@@ -662,8 +704,9 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "checklist": _checklist(model.get("checklist"), findings),
         "findings": findings,
         "lead": _lead(model, links),
-        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:10]],
-        "slow_digits": column_digits((model.get("slow_requests") or [])[:10], SLOW_COLUMNS),
+        "lead_slo_share": LEAD_SLO_SHARE,
+        "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:SLOW_SHOWN]],
+        "slow_digits": column_digits((model.get("slow_requests") or [])[:SLOW_SHOWN], SLOW_COLUMNS),
         "counts": counts,
         "stages": model.get("stages") or [],
         "requests": requests,
@@ -675,12 +718,13 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "sessions": sessions,
         "session_total": max(session_total, int(model.get("sessions_total") or 0)),
         "gpus": _table(model.get("gpus"), GPU_COLUMNS),
-        "processes": _table(model.get("processes"), PROCESS_COLUMNS),
+        "host_rss": _host_rss(model, sessions),
         "thresholds": _flat_thresholds(model.get("thresholds")),
         "drilldowns": drill,
         "errors": model.get("errors") or [],
         "capacity": model.get("capacity") or [],
         "collector": series.get("collector") or [],
+        "collector_lines": _collector_lines(series.get("collector") or [], ingest.get("events")),
         "collector_absent": collector_absent(ingest.get("formats")),
         "server_metrics": model.get("server_metrics") or [],
         "rules_fired": [r for r in rules if r.get("status") == "fired"],

@@ -177,6 +177,15 @@ def rss_fix(leaking: int, judged: int) -> str:
             "request; create them once and reuse (000 §3.3).")
 
 
+def _sessions_part(kept_mb: float | None, judged: bool) -> str:
+    """How a process's RSS finding stands to the session finding of the same rule: the sessions
+    it names kept part of this rise, the rest is what this finding is about."""
+    if kept_mb:
+        return (f"; the sessions the session finding names kept {fmt.prose(kept_mb)} MiB of it, "
+                "the rest no session's requests explain")
+    return "; no session stands out" if judged else ""
+
+
 @rule(
     "rss_growth",
     severity="warning",
@@ -248,7 +257,7 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
             f"{r['host'] or 'the unnamed host'} pid {r.get('pid')}: RSS rises {fmt.prose(r['rise_mb'])} MiB "
             f"({fmt.prose(r.get('rss_slope_mb_per_min'), 2)} MiB/min, R² {fmt.prose(r.get('rss_r2'), 2)}"
             + (f"; in steps, {fmt.prose(r.get('rss_held_rise_mb'))} MiB held" if r["shape"] == "steps" else "")
-            + ("; no session stands out" if rates else "") + ")"
+            + _sessions_part(pinned.get((r.get("host"), r.get("pid"))), bool(rates)) + ")"
         ),
         section="memory", chart=None,
         detail_keys=("pid", "rss_first_mb", "rss_last_mb", "rss_slope_mb_per_min", "rss_r2", "rss_held_rise_mb",
