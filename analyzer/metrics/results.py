@@ -194,9 +194,14 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
                 "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
 # Results of more rows than this (the per-session tables) are read as Arrow columns past their
 # first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
-# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow costs 0.3 s once, about
-# what 15 k rows of the per-session tables save: small logs (fewer sessions) never import it.
+# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow (with numpy) costs
+# 0.15-0.3 CPU-s once, about what 15-30 k such rows save: until it is imported, the cursor reads
+# up to ARROW_IMPORT_ROWS rows past the first ARROW_ROWS of large results, in all, then the rest
+# go by Arrow. Small logs and a sliding --since 1d (a day's what-if sample, a few thousand
+# sessions) never import it.
 ARROW_ROWS = 4096
+ARROW_IMPORT_ROWS = 32768
+_cursor_rows = 0  # rows the cursor read past ARROW_ROWS while pyarrow was not imported
 
 
 @cache
@@ -295,6 +300,22 @@ def _convert(rows: list[tuple], converters: list) -> list[list]:
     return values
 
 
+def _more_by_cursor(cursor, rows: list, limit: int) -> bool:
+    """While pyarrow is not imported: up to what is left of ARROW_IMPORT_ROWS more rows of a
+    large result appended to ``rows`` by the cursor. True when the rest is to be read by Arrow
+    (rows may remain), False when the cursor read the whole result."""
+    global _cursor_rows
+    if "pyarrow" in sys.modules:
+        return True
+    room = min(ARROW_IMPORT_ROWS - _cursor_rows, limit - len(rows))
+    if room <= 0:
+        return True
+    more = cursor.fetchmany(room)
+    rows += more
+    _cursor_rows += len(more)
+    return len(more) == room
+
+
 def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine):
     a list, or past ``compact_rows`` (default COMPACT_ROWS) rows a ``Rows`` read the same way."""
@@ -305,7 +326,8 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     rows = []
     if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types) and _have_arrow():
         rows = cursor.fetchmany(ARROW_ROWS)
-        if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
+        if len(rows) == ARROW_ROWS and _more_by_cursor(cursor, rows, limit):
+            # a large result: the rest read as Arrow columns
             return _arrow_rows(cursor, rows, columns, types, converters, limit)
     # every row fetched before the next query: DuckDB streams results and a pending
     # stream is invalidated by the next query on the connection; in
