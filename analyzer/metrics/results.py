@@ -195,12 +195,12 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
 # Results of more rows than this (the per-session tables) are read as Arrow columns past their
 # first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
 # a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow (with numpy) costs
-# 0.15-0.3 CPU-s once, about what 15-30 k such rows save: until it is imported, the cursor reads
-# up to ARROW_IMPORT_ROWS rows past the first ARROW_ROWS of large results, in all, then the rest
-# go by Arrow. Small logs and a sliding --since 1d (a day's what-if sample, a few thousand
-# sessions) never import it.
+# 0.12-0.3 CPU-s once, what 20-90 k such rows save: until it is imported, the cursor reads up
+# to ARROW_IMPORT_ROWS rows past the first ARROW_ROWS of large results, in all (at most ~0.05 s
+# more where the run's results outgrow them), then the rest go by Arrow. Small logs and a
+# sliding --since 1d at 1.5 M events (under 1 k such rows) never import it.
 ARROW_ROWS = 4096
-ARROW_IMPORT_ROWS = 32768
+ARROW_IMPORT_ROWS = 8192
 _cursor_rows = 0  # rows the cursor read past ARROW_ROWS while pyarrow was not imported
 
 
