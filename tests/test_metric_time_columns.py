@@ -25,7 +25,7 @@ ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America
 @pytest.fixture(autouse=True)
 def _arrow_from_the_start(monkeypatch):
     # the tests that set ARROW_ROWS to go by Arrow do so whether or not pyarrow is imported yet
-    monkeypatch.setattr(results, "ARROW_IMPORT_ROWS", 0)
+    monkeypatch.setattr(results, "ARROW_IMPORT_VALUES", 0)
 
 
 def reference(con, sql: str, params: dict) -> list[dict]:
@@ -164,7 +164,7 @@ def test_without_pyarrow_the_cursor_path_gives_the_rows(monkeypatch):
 
 
 def test_pyarrow_is_imported_only_once_the_cursor_read_its_cost_in_rows():
-    # a process that never read ARROW_IMPORT_ROWS large-result rows never pays pyarrow's import;
+    # a process that never read ARROW_IMPORT_VALUES values of large results never pays pyarrow's import;
     # past them it goes by Arrow, with the same rows
     code = """
 import sys
@@ -174,10 +174,11 @@ con = duckdb.connect()
 sql = "SELECT range AS i, range / 7 AS d, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' + to_seconds(range) AS t FROM range($n) ORDER BY i"
 def rows(n):
     return list(results.result_rows(con.execute(sql, {"n": n})))
-small = rows(results.ARROW_ROWS + results.ARROW_IMPORT_ROWS // 2)
+n = results.ARROW_IMPORT_VALUES // 3  # rows of 3 values
+small = rows(results.ARROW_ROWS + n // 2)
 assert "pyarrow" not in sys.modules
-assert len(small) == results.ARROW_ROWS + results.ARROW_IMPORT_ROWS // 2
-big = rows(results.ARROW_ROWS + results.ARROW_IMPORT_ROWS)
+assert len(small) == results.ARROW_ROWS + n // 2
+big = rows(results.ARROW_ROWS + n)
 assert "pyarrow" in sys.modules
 results.ARROW_ROWS = 10**12
 assert big == rows(len(big)) and small == big[:len(small)]

@@ -195,13 +195,14 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
 # Results of more rows than this (the per-session tables) are read as Arrow columns past their
 # first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
 # a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow (with numpy) costs
-# 0.12-0.3 CPU-s once, what 20-90 k such rows save: until it is imported, the cursor reads up
-# to ARROW_IMPORT_ROWS rows past the first ARROW_ROWS of large results, in all (at most ~0.05 s
-# more where the run's results outgrow them), then the rest go by Arrow. Small logs and a
-# sliding --since 1d at 1.5 M events (under 1 k such rows) never import it.
+# 0.12-0.3 CPU-s once, what ~150 k values of such rows cost the cursor (~0.8 us a value at 5 M
+# events): until it is imported, the cursor reads up to ARROW_IMPORT_VALUES values (rows times
+# columns) past the first ARROW_ROWS rows of large results, in all (at most ~0.04 s more where
+# the run's results outgrow them), then the rest go by Arrow. Small logs and a sliding --since 1d
+# at 1.5 M events (the what-if sample's 900 rows past them) never import it.
 ARROW_ROWS = 4096
-ARROW_IMPORT_ROWS = 8192
-_cursor_rows = 0  # rows the cursor read past ARROW_ROWS while pyarrow was not imported
+ARROW_IMPORT_VALUES = 50_000
+_cursor_values = 0  # values the cursor read past ARROW_ROWS rows while pyarrow was not imported
 
 
 @cache
@@ -300,19 +301,19 @@ def _convert(rows: list[tuple], converters: list) -> list[list]:
     return values
 
 
-def _more_by_cursor(cursor, rows: list, limit: int) -> bool:
-    """While pyarrow is not imported: up to what is left of ARROW_IMPORT_ROWS more rows of a
-    large result appended to ``rows`` by the cursor. True when the rest is to be read by Arrow
-    (rows may remain), False when the cursor read the whole result."""
-    global _cursor_rows
+def _more_by_cursor(cursor, rows: list, limit: int, width: int) -> bool:
+    """While pyarrow is not imported: as many more rows of a large result (``width`` columns)
+    as what is left of ARROW_IMPORT_VALUES holds, appended to ``rows`` by the cursor. True when
+    the rest is to be read by Arrow (rows may remain), False when the cursor read it all."""
+    global _cursor_values
     if "pyarrow" in sys.modules:
         return True
-    room = min(ARROW_IMPORT_ROWS - _cursor_rows, limit - len(rows))
+    room = min((ARROW_IMPORT_VALUES - _cursor_values) // max(width, 1), limit - len(rows))
     if room <= 0:
         return True
     more = cursor.fetchmany(room)
     rows += more
-    _cursor_rows += len(more)
+    _cursor_values += len(more) * width
     return len(more) == room
 
 
@@ -326,7 +327,7 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     rows = []
     if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types) and _have_arrow():
         rows = cursor.fetchmany(ARROW_ROWS)
-        if len(rows) == ARROW_ROWS and _more_by_cursor(cursor, rows, limit):
+        if len(rows) == ARROW_ROWS and _more_by_cursor(cursor, rows, limit, len(columns)):
             # a large result: the rest read as Arrow columns
             return _arrow_rows(cursor, rows, columns, types, converters, limit)
     # every row fetched before the next query: DuckDB streams results and a pending
