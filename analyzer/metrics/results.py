@@ -195,13 +195,13 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
 # Results of more rows than this (the per-session tables) are read as Arrow columns past their
 # first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
 # a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow (with numpy) costs
-# 0.12-0.3 CPU-s once, what ~150 k values of such rows cost the cursor (~0.8 us a value at 5 M
+# 0.12-0.3 CPU-s once, what ~100 k values of such rows cost the cursor (~1-1.5 us a value at 5 M
 # events): until it is imported, the cursor reads up to ARROW_IMPORT_VALUES values (rows times
-# columns) past the first ARROW_ROWS rows of large results, in all (at most ~0.04 s more where
+# columns) past the first ARROW_ROWS rows of large results, in all (at most ~0.045 s more where
 # the run's results outgrow them), then the rest go by Arrow. Small logs and a sliding --since 1d
-# at 1.5 M events (the what-if sample's 900 rows past them) never import it.
+# at 1.5 M events (the what-if sample's 900 rows past them, 19 k values) never import it.
 ARROW_ROWS = 4096
-ARROW_IMPORT_VALUES = 50_000
+ARROW_IMPORT_VALUES = 30_000
 _cursor_values = 0  # values the cursor read past ARROW_ROWS rows while pyarrow was not imported
 
 
