@@ -4,6 +4,9 @@ what the cursor path gives, in any zone, across DST changes and at historical of
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -17,6 +20,12 @@ from dslogs.analyzer.metrics import registry, results
 ROOT = Path(__file__).resolve().parents[1]
 ZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam", "America/St_Johns",
          "Australia/Lord_Howe"]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _arrow_from_the_start(monkeypatch):
+    # the tests that set ARROW_ROWS to go by Arrow do so whether or not pyarrow is imported yet
+    monkeypatch.setattr(results, "ARROW_IMPORT_VALUES", 0)
 
 
 def reference(con, sql: str, params: dict) -> list[dict]:
@@ -152,3 +161,27 @@ def test_without_pyarrow_the_cursor_path_gives_the_rows(monkeypatch):
     con = duckdb.connect()
     sql = "SELECT range AS i, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' AS t FROM range(5) ORDER BY i"
     assert results.result_rows(con.execute(sql)) == reference(con, sql, {})
+
+
+def test_pyarrow_is_imported_only_once_the_cursor_read_its_cost_in_rows():
+    # a process that never read ARROW_IMPORT_VALUES values of large results never pays pyarrow's import;
+    # past them it goes by Arrow, with the same rows
+    code = """
+import sys
+import duckdb
+from dslogs.analyzer.metrics import results
+con = duckdb.connect()
+sql = "SELECT range AS i, range / 7 AS d, TIMESTAMPTZ '2026-11-23 07:00:00.5+00' + to_seconds(range) AS t FROM range($n) ORDER BY i"
+def rows(n):
+    return list(results.result_rows(con.execute(sql, {"n": n})))
+n = results.ARROW_IMPORT_VALUES // 3  # rows of 3 values
+small = rows(results.ARROW_ROWS + n // 2)
+assert "pyarrow" not in sys.modules
+assert len(small) == results.ARROW_ROWS + n // 2
+big = rows(results.ARROW_ROWS + n)
+assert "pyarrow" in sys.modules
+results.ARROW_ROWS = 10**12
+assert big == rows(len(big)) and small == big[:len(small)]
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)

@@ -194,9 +194,15 @@ _ARROW_TYPES = {"VARCHAR", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"
                 "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "HUGEINT", _TZ_TYPE}  # fmt: skip
 # Results of more rows than this (the per-session tables) are read as Arrow columns past their
 # first ARROW_ROWS rows: a value costs ~50 ns there against DuckDB's per-row tuples (~3x) and, for
-# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow costs 0.3 s once, about
-# what 15 k rows of the per-session tables save: small logs (fewer sessions) never import it.
+# a time column, a zoneinfo datetime per value (~6 us). Importing pyarrow (with numpy) costs
+# 0.12-0.3 CPU-s once, what ~100 k values of such rows cost the cursor (~1-1.5 us a value at 5 M
+# events): until it is imported, the cursor reads up to ARROW_IMPORT_VALUES values (rows times
+# columns) past the first ARROW_ROWS rows of large results, in all (at most ~0.045 s more where
+# the run's results outgrow them), then the rest go by Arrow. Small logs and a sliding --since 1d
+# at 1.5 M events (the what-if sample's 900 rows past them, 19 k values) never import it.
 ARROW_ROWS = 4096
+ARROW_IMPORT_VALUES = 30_000
+_cursor_values = 0  # values the cursor read past ARROW_ROWS rows while pyarrow was not imported
 
 
 @cache
@@ -295,6 +301,22 @@ def _convert(rows: list[tuple], converters: list) -> list[list]:
     return values
 
 
+def _more_by_cursor(cursor, rows: list, limit: int, width: int) -> bool:
+    """While pyarrow is not imported: as many more rows of a large result (``width`` columns)
+    as what is left of ARROW_IMPORT_VALUES holds, appended to ``rows`` by the cursor. True when
+    the rest is to be read by Arrow (rows may remain), False when the cursor read it all."""
+    global _cursor_values
+    if "pyarrow" in sys.modules:
+        return True
+    room = min((ARROW_IMPORT_VALUES - _cursor_values) // max(width, 1), limit - len(rows))
+    if room <= 0:
+        return True
+    more = cursor.fetchmany(room)
+    rows += more
+    _cursor_values += len(more) * width
+    return len(more) == room
+
+
 def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     """An executed DuckDB cursor's rows as dicts of JSON values (one conversion for every engine):
     a list, or past ``compact_rows`` (default COMPACT_ROWS) rows a ``Rows`` read the same way."""
@@ -305,7 +327,8 @@ def result_rows(cursor, compact_rows: int | None = None) -> Sequence[dict]:
     rows = []
     if limit >= ARROW_ROWS and all(t in _ARROW_TYPES for t in types) and _have_arrow():
         rows = cursor.fetchmany(ARROW_ROWS)
-        if len(rows) == ARROW_ROWS:  # a large result: the rest read as Arrow columns
+        if len(rows) == ARROW_ROWS and _more_by_cursor(cursor, rows, limit, len(columns)):
+            # a large result: the rest read as Arrow columns
             return _arrow_rows(cursor, rows, columns, types, converters, limit)
     # every row fetched before the next query: DuckDB streams results and a pending
     # stream is invalidated by the next query on the connection; in
