@@ -31,19 +31,24 @@ WITH proc AS (
         *,
         -- the handler's interval: from its end less (e2e less the queue wait) to its end
         end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT)) AS run_ts,
-        row_number() OVER (PARTITION BY hkey, pkey ORDER BY hash(request_id), request_id) AS pick
+        hash(request_id) AS h
     FROM r
+), cut AS (
+    -- the process's 5,000th smallest hash of a request id: the picked requests are at or under it
+    SELECT hkey, pkey, list_last(min(h, 5000)) AS h_max FROM s GROUP BY hkey, pkey
 ), picked AS (
-    -- the think time needs the session's next request, picked or not: the sessions of the picked
-    -- requests, whole, are the only ones sorted for it
+    -- the think time needs the session's next request, picked or not: only the sessions of the
+    -- requests under the cut are sorted for it, and only those requests for the pick
     SELECT * FROM (
-        SELECT
-            s.*,
-            (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
-             - epoch_us(end_ts)) / 1000.0 AS think_ms
-        FROM s
-        SEMI JOIN (SELECT DISTINCT session_id FROM s WHERE pick <= 5000) AS p
-          ON s.session_id IS NOT DISTINCT FROM p.session_id)
+        SELECT *, row_number() OVER (PARTITION BY hkey, pkey ORDER BY h, request_id) AS pick
+        FROM (SELECT
+                  t.*,
+                  (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
+                   - epoch_us(end_ts)) / 1000.0 AS think_ms
+              FROM (SELECT s.*, c.h_max FROM s JOIN cut AS c USING (hkey, pkey)) AS t
+              SEMI JOIN (SELECT DISTINCT session_id FROM s JOIN cut USING (hkey, pkey) WHERE h <= h_max) AS p
+                ON t.session_id IS NOT DISTINCT FROM p.session_id)
+        WHERE h <= h_max)
     WHERE pick <= 5000
 ), bounds AS (
     SELECT hkey, pkey, epoch_us(run_ts) AS t, 1 AS d FROM s
