@@ -35,7 +35,10 @@ WITH proc AS (
     FROM r
 ), cut AS (
     -- the process's 5,000th smallest hash of a request id: the picked requests are at or under it
-    SELECT hkey, pkey, list_max(min(h, 5000)) AS h_max FROM s GROUP BY hkey, pkey
+    SELECT hkey, pkey, max(h) AS h_max
+    FROM (SELECT hkey, pkey, h, row_number() OVER (PARTITION BY hkey, pkey ORDER BY h) AS k FROM s)
+    WHERE k <= 5000
+    GROUP BY hkey, pkey
 ), picked AS (
     -- the think time needs the session's next request, picked or not: only the sessions of the
     -- requests under the cut are sorted for it, and only those requests for the pick
