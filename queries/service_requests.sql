@@ -29,33 +29,47 @@ WITH proc AS (
 ), s AS (
     SELECT
         *,
-        (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
-         - epoch_us(end_ts)) / 1000.0 AS think_ms,
         -- the handler's interval: from its end less (e2e less the queue wait) to its end
         end_ts - to_microseconds(CAST(greatest(e2e_ms - coalesce(queue_ms, 0), 0) * 1000 AS BIGINT)) AS run_ts,
-        row_number() OVER (PARTITION BY hkey, pkey ORDER BY hash(request_id), request_id) AS pick
+        hash(request_id) AS h
     FROM r
+), cut AS (
+    -- the process's 5,000th smallest hash of a request id: the picked requests are at or under it
+    SELECT hkey, pkey, max(h) AS h_max
+    FROM (SELECT hkey, pkey, h, row_number() OVER (PARTITION BY hkey, pkey ORDER BY h) AS k FROM s)
+    WHERE k <= 5000
+    GROUP BY hkey, pkey
 ), picked AS (
-    SELECT * FROM s WHERE pick <= 5000
+    -- the think time needs the session's next request, picked or not: only the sessions of the
+    -- requests under the cut are sorted for it, and only those requests for the pick
+    SELECT * FROM (
+        SELECT *, row_number() OVER (PARTITION BY hkey, pkey ORDER BY h, request_id) AS pick
+        FROM (SELECT
+                  t.*,
+                  (epoch_us(lead(arrive_ts) OVER (PARTITION BY session_id ORDER BY arrive_ts, turn_index, request_id))
+                   - epoch_us(end_ts)) / 1000.0 AS think_ms
+              FROM (SELECT s.*, c.h_max FROM s JOIN cut AS c USING (hkey, pkey)) AS t
+              SEMI JOIN (SELECT DISTINCT session_id FROM s JOIN cut USING (hkey, pkey) WHERE h <= h_max) AS p
+                ON t.session_id IS NOT DISTINCT FROM p.session_id)
+        WHERE h <= h_max)
+    WHERE pick <= 5000
 ), bounds AS (
     SELECT hkey, pkey, epoch_us(run_ts) AS t, 1 AS d FROM s
     UNION ALL
     SELECT hkey, pkey, epoch_us(end_ts) AS t, -1 AS d FROM s
-), steps AS (
-    -- the process's requests in flight from each boundary instant on
-    SELECT hkey, pkey, t, sum(sum(d)) OVER (PARTITION BY hkey, pkey ORDER BY t) AS n
+), area AS (
+    -- requests in flight integrated over time up to each boundary instant t (µs), and the last end
+    -- at or before t: a request begun by t counts from its start to t, less what an ended one
+    -- counts past its end, so the integral is t × (the requests in flight from t on) less the sum
+    -- of the boundaries' signed times (two running sums in one sort). The one sweep gives every
+    -- request's overlap with all the others, where pairing each request with every other one of
+    -- its process costs their product.
+    SELECT hkey, pkey, t,
+           t * sum(sum(d)) OVER w - sum(sum(d * CAST(t AS HUGEINT))) OVER w AS i,
+           max(max(CASE WHEN d = -1 THEN t END)) OVER w AS last_end
     FROM bounds
     GROUP BY hkey, pkey, t
-), area AS (
-    -- requests in flight integrated over time from the process's first boundary to t (µs): the
-    -- one sweep that gives every request's overlap with all the others, where pairing each
-    -- request with every other one of its process costs their product
-    SELECT hkey, pkey, t, coalesce(sum(n_before * (t - t_before)) OVER (PARTITION BY hkey, pkey ORDER BY t), 0) AS i
-    FROM (
-        SELECT hkey, pkey, t, n, lag(n) OVER w AS n_before, lag(t) OVER w AS t_before
-        FROM steps
-        WINDOW w AS (PARTITION BY hkey, pkey ORDER BY t)
-    )
+    WINDOW w AS (PARTITION BY hkey, pkey ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), levels AS (
     -- each picked request's mean requests in flight over its handler time, itself included: the
     -- others' overlap with it over its length (the level it started at overstates a request that
@@ -71,14 +85,12 @@ WITH proc AS (
     -- a picked request that was waiting when the process's last request before its start ended:
     -- the time from that end to its start is the framework handing the freed slot over
     SELECT a.hkey, a.pkey, a.request_id, a.run_ts,
-           (epoch_us(a.run_ts) - max(epoch_us(b.end_ts))) / 1000.0 AS handoff_ms, min(a.arrive_ts) AS arrive_ts,
-           max(b.end_ts) AS freed_ts
+           (epoch_us(a.run_ts) - max(b.last_end)) / 1000.0 AS handoff_ms
     FROM picked AS a
-    ASOF JOIN s AS b
-      ON a.hkey = b.hkey AND a.pkey = b.pkey AND a.run_ts >= b.end_ts
-    WHERE b.end_ts >= a.run_ts - INTERVAL 60 SECOND
+    JOIN area AS b ON b.hkey = a.hkey AND b.pkey = a.pkey AND b.t = epoch_us(a.run_ts)
+    WHERE b.last_end >= epoch_us(a.run_ts - INTERVAL 60 SECOND)
     GROUP BY a.hkey, a.pkey, a.request_id, a.run_ts
-    HAVING min(a.arrive_ts) < max(b.end_ts)
+    HAVING epoch_us(min(a.arrive_ts)) < max(b.last_end)
 )
 SELECT
     host, pid, proc.stack, proc.gpu, session_id, request_id, turn_index, input_len, output_len, num_beams, max_new_tokens, inflight, is_error, oom,

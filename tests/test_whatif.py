@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,12 @@ from typer.testing import CliRunner
 
 from dslogs.analyzer.cli import app
 from dslogs.analyzer.core.thresholds import defaults
+from dslogs.analyzer.engines.compute import as_source
 from dslogs.analyzer.ingest.logs import open_logs
+from dslogs.analyzer.metrics.registry import parameters
 from dslogs.analyzer.model import whatif
 from dslogs.analyzer.usecases.analyze import build_capacity
+from tests.ingest_lines import v1_request, write_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
@@ -127,3 +131,26 @@ def test_report_section_api_and_command_show_the_same_numbers(tmp_path):
         assert "Capacity in users" in text and "What if" in text
     e2e = f"{cap['what_if'][0]['e2e_p95_ms']:,.0f}"
     assert e2e in md
+
+
+def test_sample_of_a_busy_process_is_the_first_5000_by_id_hash_with_whole_session_think_times(tmp_path):
+    """Past 5,000 requests in a process the sample is the 5,000 first by the hash of the request
+    id (then the id), and each picked request's think time reads its session's next request,
+    picked or not: the query sorts only the requests under the cut and their sessions."""
+    n, t0 = 5200, datetime(2026, 11, 23, 10, 0)
+    lines = []
+    for i in range(n):  # 3 requests per session, 3 s apart (each takes 2.3 s: no overlap)
+        lines += v1_request(f"s{i // 3}", f"r{i}", t0 + timedelta(seconds=3 * i))
+    write_lines(tmp_path / "busy_20261123.jsonl", lines)
+    db = open_logs([str(tmp_path)], use_cache=False)
+    rows = as_source(db).run(["service_requests"], parameters(defaults(), "hour"))["service_requests"]
+    want = [r[0] for r in db.con.execute(
+        "SELECT request_id FROM requests ORDER BY hash(request_id), request_id LIMIT 5000").fetchall()]
+    assert sorted(r["request_id"] for r in rows) == sorted(want)
+    think = {r["request_id"]: r["think_ms"] for r in rows}
+    # the next turn of the session arrives 3 s after this one, which took 2,329 ms end to end
+    for rid, got in think.items():
+        i = int(rid[1:])
+        assert got == (pytest.approx(3000 - 2329) if i % 3 < 2 and i + 1 < n else None), rid
+    # most picked requests' next turn was not picked itself
+    assert sum(1 for rid in think if f"r{int(rid[1:]) + 1}" not in think) > 50
