@@ -222,10 +222,7 @@ def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: di
     where: dict[tuple, list[tuple]] = {}  # (process, done_seq) -> [(session, its request's place)]
     spans_of: dict[str, list[tuple]] = {}  # session -> (its request's place, span) per stepped request, in order
     fill_of: dict[str, list[int]] = {}  # session -> places of its requests judged by their delta
-    count: dict[str, int] = {}
-    for k, (sid, group) in enumerate(stepped):
-        i = count.get(sid, 0)
-        count[sid] = i + 1
+    for k, sid, group, i in _placed(stepped):
         span = spans.get(k)
         if span is not None:
             spans_of.setdefault(sid, []).append((i, span))
@@ -806,14 +803,20 @@ def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]
 def _spans_by_session(stepped: list[tuple], spans: dict[int, tuple]) -> dict[str, list[tuple]]:
     """session -> (its request's place, (process, done_before, done_seq)) per request with a span."""
     out: dict[str, list[tuple]] = {}
-    count: dict[str, int] = {}
-    for k, (sid, _group) in enumerate(stepped):
-        i = count.get(sid, 0)
-        count[sid] = i + 1
+    for k, sid, _group, i in _placed(stepped):
         span = spans.get(k)
         if span is not None:
             out.setdefault(sid, []).append((i, span))
     return out
+
+
+def _placed(stepped: list[tuple]):
+    """(index, session, step group, the request's place among its session's) per stepped request."""
+    count: dict[str, int] = {}
+    for k, (sid, group) in enumerate(stepped):
+        i = count.get(sid, 0)
+        count[sid] = i + 1
+        yield k, sid, group, i
 
 
 def _ran_together(keepers: set[str], spans_of: dict[str, list[tuple]], sids: Iterable[str]) -> bool:
