@@ -3,7 +3,7 @@ service model is fitted from the logs of a calibration run (concurrency_limit 3,
 users, until 50 requests are answered) and predicts a setting that run never had: the limit
 lowered to 2 while 6 users send (the app's limit changed in place, as an operator changes it; the
 requests past two wait in Gradio's queue). That run is made and its e2e p95 and tokens/s compared.
-About 70 s on this 2-core box at load 15 (one app start included).
+About 50-75 s on a shared 2-core box (one app start included).
 
 The tolerance is the issue's outer bound (40 %), not its 20 % target: a 20 s cell holds some 60
 requests, and on a shared CPU box the same cell measured twice moves by more than a fifth
