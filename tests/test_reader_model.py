@@ -351,3 +351,20 @@ def test_collector_written_and_events_read_are_one_count(run, name):
     assert row["written"] + row["processes"] == events
     html = unescape(_html(model))
     assert f"{row['written']:,} + 1 = the {events:,} events read" in html
+
+
+def test_fix_texts_speak_of_the_stack_and_cite_listed_sections(run):
+    """run2 is a Gradio app: its GPU-leak fix names Gradio's per-session state, not Streamlit's;
+    every section any fix or message cites is in the page's Sources list."""
+    from dslogs.analyzer.render.glossary import citations, source_sections
+
+    listed = {key for _, key, _ in source_sections()}
+    model, _ = run("run2")
+    fix = _finding(model, "memory_leak")["fix"]
+    assert "gr.State" in fix and "st.session_state" not in fix and "cache_resource" not in fix
+    for name in ("run1", "run2", "run3"):
+        model, _ = run(name)
+        for f in model["findings"]:
+            for text in (f["fix"], f["message"], f["source"]):
+                for m, key, _ in citations(text or ""):
+                    assert key and key.removesuffix(" table") in listed, (name, f["rule"], m.group(0))
