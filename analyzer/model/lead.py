@@ -298,8 +298,14 @@ def checked(model: dict) -> list[dict]:
                 f"slowest took {_ms(top.get('e2e_ms'))}")
         if med:
             text += f" ({fmt.prose((top.get('e2e_ms') or 0) / med, 1)}× the median {_ms(med)})"
+        text += ": by the SLO nothing is slow"
+        failed = req.get("errors") or 0
+        if failed and req.get("goodput") is not None:
+            # goodput counts a failed request as one that missed the SLO; "slow" counts completed ones
+            text += (f" (the {fmt.prose(failed)} failed {'request is' if failed == 1 else 'requests are'} not slow but "
+                     f"count against goodput, {fmt.share(req['goodput'])})")
         out.append({"id": "slow_requests", "level": "checked",
-                    "message": text + ": by the SLO nothing is slow"
+                    "message": text
                     + ("; the lines above are what to change." if model.get("findings") else ".")})
     queue = next((s for s in model.get("stages") or [] if s.get("stage") == "queue"), None)
     th = ((model.get("thresholds") or {}).get("queue_wait") or {}).get("p95_ms")
