@@ -708,6 +708,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:SLOW_SHOWN]],
         "slow_digits": column_digits((model.get("slow_requests") or [])[:SLOW_SHOWN], SLOW_COLUMNS),
         "counts": counts,
+        # lines of the ranked list that are no rule's finding (the slow line): the badges count findings
+        "lead_extra": [x for x in model.get("lead") or [] if x.get("finding") is None],
         "stages": model.get("stages") or [],
         "requests": requests,
         "latency_metrics": [(k, label, requests.get(k)) for k, label in LATENCY_LABELS if isinstance(requests.get(k), dict)],
