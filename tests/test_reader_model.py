@@ -152,8 +152,36 @@ def test_per_session_charts_say_which_sessions_they_draw_and_why(run):
     model, _ = run("run1")
     html = _html(model)
     assert "the readings of at most report.timeline_sessions" not in html  # a setting name, unexplained
-    assert "The report keeps per-turn readings for at most 12 sessions (flagged ones first)" in html
     assert "8 of the 12 sessions with per-turn readings drawn: the " in html
+    # the other 4 of the 16 sessions are accounted for, with the reason
+    assert ("4 of the report&#39;s 16 sessions have no per-turn reading here: the report keeps per-turn "
+            "readings for at most 12 sessions, flagged ones first") in html
+
+
+def test_per_session_chart_names_the_few_sessions_it_leaves_out(run):
+    """run3: "8 of the 9 sessions" named none of the one left out; and every session of the
+    report is accounted for in the captions (drawn, left out, one reading, none kept)."""
+    import re
+
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, _ = run("run3")
+    total = model["sessions_total"]
+    for c in build_charts(model):
+        if c.id not in ("memory_timeline", "kv_growth"):
+            continue
+        drawn = _drawn_sessions(c.spec)
+        text = " ".join(c.notes)
+        m = re.search(r"(\d+) of the (\d+) sessions with per-turn readings drawn", text)
+        shown, with_readings = (int(m.group(1)), int(m.group(2))) if m else (len(drawn), len(drawn))
+        assert shown == len(drawn)
+        if with_readings - shown <= 3 and m:
+            left = re.search(r"left out: ([0-9a-f, ]+)\.", text)
+            assert left and len(left.group(1).split(", ")) == with_readings - shown, text
+        single = re.search(r"(\d+) sessions? with a single reading", text)
+        none = re.search(r"(\d+) of the report's \d+ sessions (?:has|have) no per-turn reading", text)
+        accounted = with_readings + (int(single.group(1)) if single else 0) + (int(none.group(1)) if none else 0)
+        assert accounted == total, (c.id, text)
 
 
 def test_sessions_table_columns_share_one_format(run):
