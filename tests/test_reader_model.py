@@ -320,7 +320,7 @@ def test_a_simulated_oom_and_its_gpu_sizes_are_pointed_out(run, name):
     model, _ = run(name)
     notes = {n["id"]: n["message"] for n in model["notes"] if isinstance(n, dict)}
     assert "[simulated: 5 beams on a small GPU]" in notes["simulated_error"]
-    assert "the failures are real" in notes["simulated_error"]
+    assert "are real (fix what the oom finding names)" in notes["simulated_error"]
     peak = max(lv["reserved_peak_mb"] for c in model["capacity"] for lv in c["levels"])
     sizes = notes["oom_message_vs_readings"]
     assert "14.75 GiB in total and 13.10 GiB already allocated; the logs carry no GPU total" in sizes
@@ -396,3 +396,35 @@ def test_fix_texts_speak_of_the_stack_and_cite_listed_sections(run):
             for text in (f["fix"], f["message"], f["source"]):
                 for m, key, _ in citations(text or ""):
                     assert key and key.removesuffix(" table") in listed, (name, f["rule"], m.group(0))
+
+
+def test_host_rss_table_names_the_sessions_past_its_rows(run):
+    """run1: "6 more sessions keep less" named none of them: they are listed, with what they kept."""
+    import re
+
+    model, _ = run("run1")
+    html = _html(model)
+    m = re.search(r"the other (\d+) sessions \((.*?)\) kept less, at most ([\d.,]+) MiB each", html)
+    assert m, "the sessions past the per-session RSS table are named"
+    judged = [s for s in model["sessions"] if (s.get("judged") or {}).get("rss_growth")]
+    assert int(m.group(1)) == len(judged) - 10
+    assert m.group(2).count('class="id"') + m.group(2).count("<a ") >= int(m.group(1))
+
+
+def test_capacity_counts_say_why_completed_requests_are_fewer(run):
+    """run3: the curve said "the logs hold 40 requests", the prediction "36 requests": the 4 failed."""
+    model, _ = run("run3")
+    c = model["capacity"][0]
+    assert "the logs hold 40 requests" in c["needs"]
+    assert "the logs hold 36 completed requests (of 40: 4 failed not counted)" in c["service"]["needs"]
+
+
+@pytest.mark.parametrize("name, says, not_says", [
+    ("run2", "No request failed: the app caught each and retried", "the failures are real"),
+    ("run3", "still failed as the report counts them, so the failures are real", "retried"),
+])
+def test_simulated_oom_note_says_failed_or_retried_per_case(run, name, says, not_says):
+    """run2's OOMs were retried (status ok, 0 failed); run3's failed: the note words each case."""
+    model, _ = run(name)
+    note = next(n for n in model["notes"] if n["id"] == "simulated_error")["message"]
+    assert says in note and not_says not in note.split("device. ")[1], note

@@ -426,6 +426,22 @@ def _gib(pattern: re.Pattern, text: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 
+def _failed_or_retried(n: int, failed: int) -> str:
+    """What the ``n`` errors did to their requests, as the report counts them: failed (the user
+    got an error) or caught and retried (the request is ok, the error its first attempt's)."""
+    failed = min(n, failed)
+    retried = n - failed
+    if not failed:
+        return (f"No request failed: the app caught {'it' if n == 1 else 'each'} and retried, so the request "
+                "shows status ok with the error of its first attempt and the user got a slower answer, not an "
+                "error; the attempts are real (fix what the oom finding names)")
+    if not retried:
+        return (f"The {'request' if n == 1 else f'{n} requests'} still failed as the report counts them, so the "
+                "failures are real (fix what the oom finding names)")
+    return (f"{failed} of the requests failed and {retried} were caught and retried (status ok, the error their "
+            "first attempt's): both are real (fix what the oom finding names)")
+
+
 def _message_notes(model: dict) -> list[dict]:
     """Error messages that say something the readings contradict: one marked simulated (raised by
     the app or a test harness, not the device), or a GPU total / allocation that is not this
@@ -439,8 +455,8 @@ def _message_notes(model: dict) -> list[dict]:
         notes.append({"id": "simulated_error", "level": "warning", "message": (
             f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
             f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
-            "The requests still failed or were retried as the report counts them, so the failures are real "
-            "(fix what the oom finding names); what the message says of the device (its sizes) is not a reading")})
+            + _failed_or_retried(n, (model.get("requests") or {}).get("errors") or 0)
+            + "; what the message says of the device (its sizes) is not a reading")})
     totals = [g["mem_total_mb"] for g in model.get("gpus") or [] if g.get("mem_total_mb")]
     totals += [c["gpu_total_mb"] for c in model.get("capacity") or [] if c.get("gpu_total_mb")]
     peak = max((lv["reserved_peak_mb"] for c in model.get("capacity") or [] for lv in c.get("levels") or []

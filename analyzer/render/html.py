@@ -621,6 +621,9 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     stories = sorted((st for _, st in procs), key=lambda st: -(st["rise"] or 0.0))[:STORIES]
     return {"table": _table([row for row, _ in procs], PROCESS_COLUMNS), "stories": stories,
             "sessions": judged[:limit], "more": max(len(judged) - limit, 0),
+            # the sessions past the table's rows, by id, and the most any of them kept
+            "more_sessions": judged[limit:],
+            "more_max": max((s["judged"]["rss_growth"].get("rss_kept_mb") or 0.0 for s in judged[limit:]), default=None),
             "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}}
 
 
