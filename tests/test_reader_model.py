@@ -116,10 +116,10 @@ def test_no_per_minute_slope_from_seconds_of_readings(run):
     assert all((s.get("duration_min") or 0) < 1 for s in model["sessions"])
     html = _html(model)
     rows = _table_after(html, "Reserved-memory slope by session")
-    assert rows and all(r[2] == "< 1 min" and r[3] == "—" for r in rows), rows[:2]
+    assert rows and all(r[2] == "—" and r[3] == "—" for r in rows), rows[:2]
     assert "a slope fitted to seconds and scaled to a minute is unreliable" in html
     sessions = _table_after(html, 'id="sessions-table"')
-    assert all(r[5] == "< 1 min" for r in sessions)
+    assert all(r[5] == "—" for r in sessions)
 
 
 def test_drilldowns_say_under_a_minute_where_the_tables_do(run):
@@ -129,7 +129,8 @@ def test_drilldowns_say_under_a_minute_where_the_tables_do(run):
     assert all(s["slope_ok"] is False for s in model["sessions"])  # one rule, in the model
     html = _html(model)
     slopes = re.findall(r"<dt>reserved slope</dt><dd>(.*?)</dd>", html, re.S)
-    assert slopes and all("&lt; 1 min" in d and "MiB/min" not in d for d in slopes), slopes[:2]
+    assert slopes and all("not measured (readings span" in d and "MiB/min" not in d and "R²" not in d
+                          for d in slopes), slopes[:2]
 
 
 def test_memory_columns_share_one_format(run):
@@ -188,7 +189,7 @@ def test_sessions_table_columns_share_one_format(run):
     model, _ = run("run1")
     rows = _table_after(_html(model), 'id="sessions-table"')
     for col in [c for c in range(5, len(rows[0]) - 1) if "×" not in rows[0][c]]:  # judged: as the cards
-        values = [r[col].split(" (")[0] for r in rows if r[col] not in ("—", "< 1 min")]
+        values = [r[col].split(" (")[0] for r in rows if r[col] != "—"]
         decimals = {len(v.split(".")[1]) if "." in v else 0 for v in values}
         assert len(decimals) <= 1, (col, values)
 
@@ -366,7 +367,7 @@ def test_process_rss_and_the_sessions_it_names_read_as_one_account(run):
     assert f"The 2 sessions rss_growth names kept {kept:.1f} MiB of it" in memory
     assert f"the other {rise - kept:.1f} MiB is spread over the other sessions" in memory
     assert 'href="#gloss-held-rise">Held rise</a>: 128.1 MiB' in memory
-    assert "< 1 min" in memory and "1,987" not in memory  # no per-minute slope from 17 s
+    assert "RSS slope and R² “—”: not measured" in memory and "1,987" not in memory  # no slope from 17 s
 
 
 @pytest.mark.parametrize("name", ["run1", "run2", "run3"])
@@ -428,3 +429,16 @@ def test_simulated_oom_note_says_failed_or_retried_per_case(run, name, says, not
     model, _ = run(name)
     note = next(n for n in model["notes"] if n["id"] == "simulated_error")["message"]
     assert says in note and not_says not in note.split("device. ")[1], note
+
+
+@pytest.mark.parametrize("name", ["run1", "run2", "run3"])
+def test_a_slope_not_measured_reads_as_such_in_every_table(run, name):
+    """Readings under a minute: no duration ("< 1 min") in a MiB/min column, no R² beside a slope
+    not given; the reason is said once per table."""
+    import re
+
+    html = _html(run(name)[0])
+    assert "&lt; 1 min" not in html and "< 1 min" not in html
+    assert not re.search(r"not measured \(readings span \d+ s, under 1 min\)[^<]*R²", html)
+    assert "not measured (readings span" in html  # the drill-down says it in words
+    assert "(— under 1 min)" in html  # the slope column's header

@@ -602,10 +602,13 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     a minute), what the sessions rss_growth names kept of its rise, and what every session's own
     requests kept (the sessions table's judged figures, largest first)."""
     procs = []
+    short = 0
     for r in model.get("processes") or []:
         row = {k: v for k, v in r.items() if k not in ("slope_ok", "sessions_kept", "sessions_kept_mb")}
         if not r.get("slope_ok", True):
-            row.update(rss_slope_mb_per_min=f"< {MIN_SLOPE_MINUTES:g} min", rss_r2=None)
+            # not measured: a number column shows "—" (the section's note says why), not a duration
+            row.update(rss_slope_mb_per_min=None, rss_r2=None)
+            short += 1
         first, last = r.get("rss_first_mb"), r.get("rss_last_mb")
         rise = last - first if first is not None and last is not None else None
         story = {"host": r.get("host"), "pid": r.get("pid"), "first": first, "last": last, "rise": rise,
@@ -624,7 +627,7 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
             # the sessions past the table's rows, by id, and the most any of them kept
             "more_sessions": judged[limit:],
             "more_max": max((s["judged"]["rss_growth"].get("rss_kept_mb") or 0.0 for s in judged[limit:]), default=None),
-            "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}}
+            "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}, "short_slopes": short}
 
 
 def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
