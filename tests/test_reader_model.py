@@ -442,3 +442,16 @@ def test_a_slope_not_measured_reads_as_such_in_every_table(run, name):
     assert not re.search(r"not measured \(readings span \d+ s, under 1 min\)[^<]*R²", html)
     assert "not measured (readings span" in html  # the drill-down says it in words
     assert "(— under 1 min)" in html  # the slope column's header
+
+
+@pytest.mark.parametrize("name", ["run1", "run2", "run3"])
+def test_a_short_window_says_once_what_it_cannot_show(run, name):
+    """run3 spans 7 s: nothing warned that growth over hours or "slow at times" cannot be judged."""
+    import re
+
+    model, _ = run(name)
+    notes = [n for n in model["notes"] if n["id"] == "short_window"]
+    assert len(notes) == 1 and "cannot be judged from" in notes[0]["message"]
+    assert model["notes"][0]["id"] == "short_window"  # first of the notes under the summary
+    html = _html(model)
+    assert len(re.findall(r"slow at times over a day, cannot be judged", html)) == 1

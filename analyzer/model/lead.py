@@ -371,6 +371,8 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
 
 # the logs are said to cover the window asked when they span at least this share of it
 WINDOW_COVERED = 0.1
+# logs spanning less than this cannot show growth over hours or "slow at times": the report says so
+SHORT_WINDOW_S = 300.0
 
 
 def contradictions(model: dict) -> list[dict]:
@@ -397,6 +399,12 @@ def contradictions(model: dict) -> list[dict]:
         last = parse_iso(w["last_event"]) if w.get("last_event") else None
     except (KeyError, TypeError, ValueError):
         return notes
+    if first is not None and last is not None and (last - first).total_seconds() < SHORT_WINDOW_S:
+        held = human_duration((last - first).total_seconds())
+        notes.insert(0, {"id": "short_window", "level": "note", "message": (
+            f"the logs span {held} ({w['first_event']} to {w['last_event']}): memory that grows over hours, or "
+            f"requests that are slow at times over a day, cannot be judged from {held}; the findings are what "
+            "these requests show, and a longer run (an hour or more) says whether they hold")})
     if since is not None and until is not None and first is not None and last is not None:
         asked = (until - since).total_seconds()
         held = (last - first).total_seconds()
