@@ -848,7 +848,8 @@ def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
             y="gpu_total_mb:Q", tooltip=[alt.Tooltip("gpu_total_mb:Q", title="GPU total (MiB)", format=",.0f")])
     chart = chart.properties(width=HALF_WIDTH - 40, height=200)
     return Chart("capacity_memory", "capacity", "Memory against requests in flight",
-                 _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
+                 _finish(chart, "Memory against requests in flight",
+                         "dashed: the GPU's total memory" if totals else "no GPU total logged: no line for it"))
 
 
 @chart("server_gauges", section="server", series=("server_gauges",))
