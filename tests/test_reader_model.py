@@ -441,7 +441,7 @@ def test_a_slope_not_measured_reads_as_such_in_every_table(run, name):
     assert "&lt; 1 min" not in html and "< 1 min" not in html
     assert not re.search(r"not measured \(readings span \d+ s, under 1 min\)[^<]*R²", html)
     assert "not measured (readings span" in html  # the drill-down says it in words
-    assert "(— under 1 min)" in html  # the slope column's header
+    assert "(—&nbsp;under&nbsp;1&nbsp;min)" in html  # the slope column's header
 
 
 @pytest.mark.parametrize("name", ["run1", "run2", "run3"])

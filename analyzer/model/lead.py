@@ -402,7 +402,7 @@ def contradictions(model: dict) -> list[dict]:
     if first is not None and last is not None and (last - first).total_seconds() < SHORT_WINDOW_S:
         held = human_duration((last - first).total_seconds())
         notes.insert(0, {"id": "short_window", "level": "note", "message": (
-            f"the logs span {held} ({w['first_event']} to {w['last_event']}): memory that grows over hours, or "
+            f"the logs span {held}: memory that grows over hours, or "
             f"requests that are slow at times over a day, cannot be judged from {held}; the findings are what "
             "these requests show, and a longer run (an hour or more) says whether they hold")})
     if since is not None and until is not None and first is not None and last is not None:

@@ -676,7 +676,7 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
                      "every session's totals are in the Sessions table.")
     missing = [sid for sid in named if sid not in keep and sid not in drawable]
     if missing:
-        notes.append("Named by a finding but not drawn (fewer than two readings here): "
+        notes.append("Named by a finding but not drawn (this chart's data holds fewer than two of its readings): "
                      + "; ".join(f"{str(sid)[:CAPTION_ID_CHARS]} {', '.join(named[sid])}" for sid in missing) + ".")
     return notes
 
