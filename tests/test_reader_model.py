@@ -455,3 +455,21 @@ def test_a_short_window_says_once_what_it_cannot_show(run, name):
     assert model["notes"][0]["id"] == "short_window"  # first of the notes under the summary
     html = _html(model)
     assert len(re.findall(r"slow at times over a day, cannot be judged", html)) == 1
+
+
+def test_badges_count_findings_and_name_the_ranked_lists_extra_line(run):
+    """run2: "0 info" beside a ranked list whose fifth line is info (the slow line, no rule's)."""
+    model, _ = run("run2")
+    assert any(x["rule"] == "slow_requests" and x["severity"] == "info" and x["finding"] is None
+               for x in model["lead"])
+    html = _html(model)
+    assert "findings:</span>" in html
+    assert "(the ranked list adds an info slow_requests line: from the request timings, not a rule's finding)" in html
+
+
+def test_goodput_beside_nothing_slow_says_failed_requests_count_against_it(run):
+    """run3: "Goodput 90.0 %" beside "none over the SLO, 0 of 40": the 4 failed requests."""
+    model, _ = run("run3")
+    msg = next(c for c in model["checked"] if c["id"] == "slow_requests")["message"]
+    assert "(the 4 failed requests are not slow but count against goodput, 90.0 %)" in msg
+    assert "Goodput 90.0 % of requests met every SLO: the 4 failed requests count against it as missed" in _html(model)
