@@ -76,3 +76,27 @@ def test_wide_drilldown_keeps_the_request_id_in_view(page):
     left = wrap.evaluate("e => e.querySelector('tbody td').getBoundingClientRect().left")
     wrap.evaluate("e => e.scrollLeft = 400")
     assert wrap.evaluate("e => e.querySelector('tbody td').getBoundingClientRect().left") == pytest.approx(left, abs=1)
+
+
+def test_notes_under_the_summary_clear_the_nav_when_scrolled_to(chromium, tmp_path):
+    """run3's notes (short window, simulated OOM) sat half under the sticky nav when scrolled to,
+    by an anchor or by a screen: each lands below it; the capacity section fills what it says."""
+    out = tmp_path / "run3.html"
+    res = CliRunner().invoke(app, ["analyze", str(REPO / "tests" / "fixtures" / "reader_run3"), "--out", str(out),
+                                   "--quiet", "--no-cache"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    loaded = open_offline(chromium, out)
+    page = loaded.page
+    try:
+        ids = page.evaluate("Array.from(document.querySelectorAll('p.note[id^=note-]')).map(e => e.id)")
+        assert "note-short_window" in ids and "note-simulated_error" in ids
+        nav = page.evaluate("document.querySelector('nav.toc').getBoundingClientRect().height")
+        for i in ids:
+            page.evaluate(f"document.getElementById('{i}').scrollIntoView()")
+            assert page.evaluate(f"document.getElementById('{i}').getBoundingClientRect().top") >= nav - 1, i
+        assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop)") >= nav
+        cap = page.evaluate("document.querySelector('#sec-capacity').innerText")
+        assert "OOM likely from: not estimated (the logs carry no GPU total)" in cap
+        assert "GPU total — MiB" not in cap and "dashed: the GPU" not in page.content()
+    finally:
+        page.context.close()

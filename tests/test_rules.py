@@ -461,3 +461,36 @@ def test_rss_growth_of_a_process_beside_named_sessions_says_what_they_kept():
     msg = by_scope["process"]["message"]
     assert "no session stands out" not in msg
     assert f"the sessions the session finding names kept {kept:g} MiB of it" in msg, msg
+
+
+def test_every_citation_in_a_rules_fix_and_source_is_in_the_reports_sources_list():
+    """A reader checks a fix's "(000 §2.2, §4.2)" against the page's Sources list: each cited
+    section must be listed there, and what the list says of it must be what the fix leans on."""
+    from dslogs.analyzer.render.glossary import SOURCES, citations, source_sections
+
+    listed = {key for _, key, _ in source_sections()}
+    for rule_id, (_, source, fix) in RULE_INFO.items():
+        for text in (source, fix):
+            for m, key, _ in citations(text):
+                assert key, (rule_id, m.group(0), text)
+                assert key.removesuffix(" table") in listed, (rule_id, key)
+    # the max_new_tokens fix cites 000 §2.2 and §4.2: both say so in the list, not only NVML
+    for key in ("000 §2.2", "000 §4.2"):
+        assert "max_tokens" in SOURCES[key], key
+    assert [k for _, k, _ in citations(RULE_INFO["high_max_tokens"][1])] == ["000 §2.2", "000 §4.2"]
+
+
+def test_a_fix_speaks_of_the_stack_the_logs_came_from():
+    from dslogs.analyzer.model.report import speak_stack
+    from dslogs.analyzer.rules.memory import SESSION_STATE_ANY
+
+    fix = RULE_INFO["memory_leak"][2]
+    assert SESSION_STATE_ANY in fix
+    f = [{"fix": fix, "hosts": ["vm"]}]
+    speak_stack(f, {("vm", 1): "gradio"})
+    assert "gr.State" in f[0]["fix"] and "st.session_state" not in f[0]["fix"]
+    # unknown stack, or two stacks among the finding's hosts: both named
+    for stacks in ({}, {("vm", 1): "gradio", ("vm", 2): "vllm"}):
+        f = [{"fix": fix, "hosts": ["vm"]}]
+        speak_stack(f, stacks)
+        assert "st.session_state" in f[0]["fix"] and "gr.State" in f[0]["fix"]

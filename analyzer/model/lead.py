@@ -298,8 +298,14 @@ def checked(model: dict) -> list[dict]:
                 f"slowest took {_ms(top.get('e2e_ms'))}")
         if med:
             text += f" ({fmt.prose((top.get('e2e_ms') or 0) / med, 1)}× the median {_ms(med)})"
+        text += ": by the SLO nothing is slow"
+        failed = req.get("errors") or 0
+        if failed and req.get("goodput") is not None:
+            # goodput counts a failed request as one that missed the SLO; "slow" counts completed ones
+            text += (f" (the {fmt.prose(failed)} failed {'request is' if failed == 1 else 'requests are'} not slow but "
+                     f"count against goodput, {fmt.share(req['goodput'])})")
         out.append({"id": "slow_requests", "level": "checked",
-                    "message": text + ": by the SLO nothing is slow"
+                    "message": text
                     + ("; the lines above are what to change." if model.get("findings") else ".")})
     queue = next((s for s in model.get("stages") or [] if s.get("stage") == "queue"), None)
     th = ((model.get("thresholds") or {}).get("queue_wait") or {}).get("p95_ms")
@@ -365,6 +371,8 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
 
 # the logs are said to cover the window asked when they span at least this share of it
 WINDOW_COVERED = 0.1
+# logs spanning less than this cannot show growth over hours or "slow at times": the report says so
+SHORT_WINDOW_S = 300.0
 
 
 def contradictions(model: dict) -> list[dict]:
@@ -391,6 +399,12 @@ def contradictions(model: dict) -> list[dict]:
         last = parse_iso(w["last_event"]) if w.get("last_event") else None
     except (KeyError, TypeError, ValueError):
         return notes
+    if first is not None and last is not None and (last - first).total_seconds() < SHORT_WINDOW_S:
+        held = human_duration((last - first).total_seconds())
+        notes.insert(0, {"id": "short_window", "level": "note", "message": (
+            f"the logs span {held}: memory that grows over hours, or "
+            f"requests that are slow at times over a day, cannot be judged from {held}; the findings are what "
+            "these requests show, and a longer run (an hour or more) says whether they hold")})
     if since is not None and until is not None and first is not None and last is not None:
         asked = (until - since).total_seconds()
         held = (last - first).total_seconds()
@@ -420,6 +434,22 @@ def _gib(pattern: re.Pattern, text: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 
+def _failed_or_retried(n: int, failed: int) -> str:
+    """What the ``n`` errors did to their requests, as the report counts them: failed (the user
+    got an error) or caught and retried (the request is ok, the error its first attempt's)."""
+    failed = min(n, failed)
+    retried = n - failed
+    if not failed:
+        return (f"No request failed: the app caught {'it' if n == 1 else 'each'} and retried, so the request "
+                "shows status ok with the error of its first attempt and the user got a slower answer, not an "
+                "error; the attempts are real (fix what the oom finding names)")
+    if not retried:
+        return (f"The {'request' if n == 1 else f'{n} requests'} still failed as the report counts them, so the "
+                "failures are real (fix what the oom finding names)")
+    return (f"{failed} of the requests failed and {retried} were caught and retried (status ok, the error their "
+            "first attempt's): both are real (fix what the oom finding names)")
+
+
 def _message_notes(model: dict) -> list[dict]:
     """Error messages that say something the readings contradict: one marked simulated (raised by
     the app or a test harness, not the device), or a GPU total / allocation that is not this
@@ -433,8 +463,8 @@ def _message_notes(model: dict) -> list[dict]:
         notes.append({"id": "simulated_error", "level": "warning", "message": (
             f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
             f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
-            "The requests still failed or were retried as the report counts them, so the failures are real "
-            "(fix what the oom finding names); what the message says of the device (its sizes) is not a reading")})
+            + _failed_or_retried(n, (model.get("requests") or {}).get("errors") or 0)
+            + "; what the message says of the device (its sizes) is not a reading")})
     totals = [g["mem_total_mb"] for g in model.get("gpus") or [] if g.get("mem_total_mb")]
     totals += [c["gpu_total_mb"] for c in model.get("capacity") or [] if c.get("gpu_total_mb")]
     peak = max((lv["reserved_peak_mb"] for c in model.get("capacity") or [] for lv in c.get("levels") or []

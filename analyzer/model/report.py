@@ -30,7 +30,7 @@ from dslogs.analyzer.rules import (
 from dslogs.analyzer.rules.attribution import memory_leak_verdicts, snapshot_rise
 from dslogs.analyzer.rules.capacity_curve import capacity_curves
 from dslogs.analyzer.rules.hosts import rss_credits, rss_judgement
-from dslogs.analyzer.rules.memory import oom_count
+from dslogs.analyzer.rules.memory import fix_for_stack, oom_count
 from dslogs.analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
 
 SCHEMA = "dslogs.report/1"
@@ -104,6 +104,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
     # once for rss_growth and the sessions table, which shows what it judged of every session
     rss = rss_credits(metrics, thresholds)
     findings, rule_status = evaluate_rules(metrics, ingest, thresholds, leak, rss)
+    speak_stack(findings, process_stacks(metrics))
     rules_unavailable(rule_status, (ingest or {}).get("formats"))
     span = _one(metrics, "time_span")
     params = _one(metrics, "_params")
@@ -185,6 +186,24 @@ def _requests_e2e_p50(metrics: dict) -> float | None:
 # -- model parts -------------------------------------------------------------------------------
 
 
+def process_stacks(metrics: dict) -> dict:
+    """(host, pid) -> the stack that served the process (gradio, vllm), where the logs say: the
+    capacity section's setting and the fix texts speak of it."""
+    return {(r.get("host"), r.get("pid")): r.get("stack") for r in metrics.get("service_requests") or []
+            if r.get("stack")}
+
+
+def speak_stack(findings: list[dict], stacks: dict) -> None:
+    """Each finding's fix in the words of the stack that served its processes (all of them
+    where the finding names none)."""
+    for f in findings:
+        if not f.get("fix"):
+            continue
+        hosts = {h for h in f.get("hosts") or [] if h is not None}
+        mine = {s for (h, _), s in stacks.items() if not hosts or h in hosts}
+        f["fix"] = fix_for_stack(f["fix"], mine)
+
+
 def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None) -> list[dict]:
     """Per process: its in-flight levels, the capacity model's verdicts (rules/capacity_curve) and
     the settings simulated from its fitted service model (model/whatif)."""
@@ -192,9 +211,8 @@ def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None) ->
             "mb_per_request",
             "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
     sample = metrics.get("service_requests") or []
-    stacks = {(r.get("host"), r.get("pid")): r.get("stack") for r in sample if r.get("stack")}
     out = []
-    for c in capacity_curves(metrics, thresholds, stacks):
+    for c in capacity_curves(metrics, thresholds, process_stacks(metrics)):
         row = {k: c.get(k) for k in keep}
         mine = [r for r in sample if (r.get("host"), r.get("pid")) == (c.get("host"), c.get("pid"))]
         if c.get("levels") and mine:

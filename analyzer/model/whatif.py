@@ -104,6 +104,15 @@ def speed(agg: dict[int, float], k: float) -> float:
     return aggregate_rate(agg, k) / k / aggregate_rate(agg, 1)
 
 
+def _not_counted(sample: list[dict], ok: list[dict]) -> str:
+    """Why the completed requests are fewer than the curve's (which counts every request): the
+    failed ones, and those without decode timing or output length."""
+    failed = sum(1 for r in sample if r.get("is_error"))
+    other = len(sample) - len(ok) - failed
+    parts = ([f"{failed} failed"] if failed else []) + ([f"{other} without decode timing"] if other > 0 else [])
+    return f" (of {len(sample)}: {' and '.join(parts)} not counted)" if parts else ""
+
+
 def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     """The service model of one process: its curve's verdicts and levels, plus its sample's
     requests (those of the same host and pid). ``needs`` says what traffic is missing when the
@@ -127,7 +136,8 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
                         f"({th['min_levels'] - len(dense)} more level{'s' if th['min_levels'] - len(dense) != 1 else ''})")
         out["needs"] = (f"a prediction needs {th['min_requests']}+ completed requests over {th['min_levels']}+ "
                         f"in-flight levels with {th['min_level_requests']}+ requests each; the logs hold "
-                        f"{len(ok)} requests and {len(dense)} such level{'s' if len(dense) != 1 else ''}: "
+                        f"{len(ok)} completed requests{_not_counted(sample, ok)} and {len(dense)} such "
+                        f"level{'s' if len(dense) != 1 else ''}: "
                         + " and ".join(todo) + " would settle it")
         return out
     weights = [(lv["level"], lv.get("requests") or 0) for lv in curve["levels"]]

@@ -78,11 +78,13 @@ SOURCES: dict[str, str] = {
     "000 §1.2": "article 000: low CPU is not 'no bottleneck' (GIL, JSON, log flushing)",
     "000 §1.3": "article 000: one fast request is not concurrency; past what GPU memory holds, throughput collapses",
     "000 §2.1": "article 000: GPU < 20 % with memory near full = starved; > 80 % with ±2 GB/s swings = thrash",
-    "000 §2.2": "article 000: read utilisation through NVML",
+    "000 §2.2": "article 000: read utilisation through NVML; bursts nvidia-smi misses mean max_tokens is set "
+                "too large (4096): too many decode steps per request",
     "000 §3.2": "article 000: log writes above 2 MB/s eat the disk's IOPS",
     "000 §3.3": "article 000: an RSS that only climbs is a Python-side leak",
     "000 §4.1": "article 000: a connection-queue backlog (Recv-Q > 0) means too few workers",
-    "000 §4.2": "article 000: postprocess (JSON, return) < 30 ms; > 100 ms means huge replies",
+    "000 §4.2": "article 000: postprocess (JSON, return) < 30 ms; > 100 ms means huge replies (3000+ tokens): "
+                "limit max_tokens",
     "000 §5": "article 000, diagnosis table: memory creeping > 50 MiB/min = KV cache not shared; logs > 1 MB/s",
 }
 SOURCES["000 §5 table"] = SOURCES["000 §5"]

@@ -602,10 +602,13 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     a minute), what the sessions rss_growth names kept of its rise, and what every session's own
     requests kept (the sessions table's judged figures, largest first)."""
     procs = []
+    short = 0
     for r in model.get("processes") or []:
         row = {k: v for k, v in r.items() if k not in ("slope_ok", "sessions_kept", "sessions_kept_mb")}
         if not r.get("slope_ok", True):
-            row.update(rss_slope_mb_per_min=f"< {MIN_SLOPE_MINUTES:g} min", rss_r2=None)
+            # not measured: a number column shows "—" (the section's note says why), not a duration
+            row.update(rss_slope_mb_per_min=None, rss_r2=None)
+            short += 1
         first, last = r.get("rss_first_mb"), r.get("rss_last_mb")
         rise = last - first if first is not None and last is not None else None
         story = {"host": r.get("host"), "pid": r.get("pid"), "first": first, "last": last, "rise": rise,
@@ -621,7 +624,10 @@ def _host_rss(model: dict, sessions: list[dict], limit: int = 10) -> dict:
     stories = sorted((st for _, st in procs), key=lambda st: -(st["rise"] or 0.0))[:STORIES]
     return {"table": _table([row for row, _ in procs], PROCESS_COLUMNS), "stories": stories,
             "sessions": judged[:limit], "more": max(len(judged) - limit, 0),
-            "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}}
+            # the sessions past the table's rows, by id, and the most any of them kept
+            "more_sessions": judged[limit:],
+            "more_max": max((s["judged"]["rss_growth"].get("rss_kept_mb") or 0.0 for s in judged[limit:]), default=None),
+            "threshold": (model.get("thresholds") or {}).get("rss_growth") or {}, "short_slopes": short}
 
 
 def _memory_sessions(rows: list[dict], limit: int = 10) -> list[dict]:
@@ -708,6 +714,8 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:SLOW_SHOWN]],
         "slow_digits": column_digits((model.get("slow_requests") or [])[:SLOW_SHOWN], SLOW_COLUMNS),
         "counts": counts,
+        # lines of the ranked list that are no rule's finding (the slow line): the badges count findings
+        "lead_extra": [x for x in model.get("lead") or [] if x.get("finding") is None],
         "stages": model.get("stages") or [],
         "requests": requests,
         "latency_metrics": [(k, label, requests.get(k)) for k, label in LATENCY_LABELS if isinstance(requests.get(k), dict)],

@@ -15,6 +15,7 @@ from dslogs.analyzer.rules.latency import _metric_row
 from dslogs.analyzer.rules.memory import oom_count
 from dslogs.analyzer.rules.registry import (
     Measure,
+    at_least,
     below,
     check,
     cpu_only_hosts,
@@ -135,7 +136,9 @@ def _gpu_util_peak(m, t, ctx) -> Measure:
     return Measure(f"GPU util peak > {t['low_gpu_util']['peak_pct']:g} % on every host", min(peaks) if peaks else None)
 
 
-@check("no_oom", rules=("oom", "oom_at_concurrency"), threshold=0, cite="oom.min_events", unit="OOMs", needs=())
+# the oom rule's own threshold, reached or passed (the finding card's "threshold 1 OOM")
+@check("no_oom", rules=("oom", "oom_at_concurrency"), threshold="oom.min_events", unit="OOMs", needs=(),
+       fails=at_least)  # fmt: skip
 def _no_oom(m, t, ctx) -> Measure:
     ooms = m.get("oom_per_session", [])
     has_requests = (next(iter(m.get("goodput") or []), {}).get("requests") or 0) > 0

@@ -17,6 +17,22 @@ from dslogs.analyzer.rules.registry import (
 
 COUNTED = {"requests": "requests_counted"}
 
+# Where a fix names the app's per-session state, the words for the stack that served the
+# finding's processes (model.report.process_stacks: gradio, vllm or unknown); unknown keeps both.
+SESSION_STATE_ANY = ("per-session state (Streamlit: st.session_state or st.cache_resource; Gradio: gr.State "
+                     "or a dict keyed by session)")
+SESSION_STATE = {
+    "gradio": "per-session state (gr.State, or a dict keyed by session in the app)",
+    "vllm": "per-request state kept after the request ends (a dict of outputs keyed by request)",
+}
+
+
+def fix_for_stack(fix: str, stacks: set) -> str:
+    """``fix`` in the words of the one stack that served the finding's processes; unchanged
+    where they are unknown or several."""
+    words = SESSION_STATE.get(next(iter(stacks))) if len(stacks) == 1 else None
+    return fix.replace(SESSION_STATE_ANY, words) if words else fix
+
 
 @rule(
     "memory_leak",
@@ -25,7 +41,7 @@ COUNTED = {"requests": "requests_counted"}
     fix=(
         "Reserved GPU memory only goes up: free what generate returns as soon as it is decoded "
         "(`del outputs`, then `torch.cuda.empty_cache()`), never keep GPU tensors in "
-        "st.session_state or st.cache_resource (003 §4.1), and pass past_key_values to "
+        f"{SESSION_STATE_ANY} (003 §4.1), and pass past_key_values to "
         "generate() explicitly so the KV cache is shared, not rebuilt (000 §5)."
     ),
     inputs=("memory_per_session", "request_memory_deltas", "memory_per_process", "host_devices"),

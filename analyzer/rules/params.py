@@ -97,7 +97,7 @@ def _high_max_tokens_scan(t):
 @rule(
     "high_max_tokens",
     severity="warning",
-    source="000 §2.2",
+    source="000 §2.2, §4.2",
     fix=(
         "Lower max_new_tokens (the seed app uses 2048): a 4096+ limit lets one request run "
         "thousands of decode steps and hold the GPU (000 §2.2, §4.2)."

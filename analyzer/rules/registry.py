@@ -134,6 +134,11 @@ def below(value, threshold) -> bool:
     return value < threshold
 
 
+def at_least(value, threshold) -> bool:
+    """A count threshold that counts once reached (the oom rule's min_events)."""
+    return value >= threshold
+
+
 @dataclass(frozen=True)
 class CheckSpec:
     id: str

@@ -374,6 +374,7 @@ class ChartContext:
     thresholds: dict  # the thresholds the model was built with
     deploys: list = field(default_factory=list)  # the model's deploys, drawn as rules on the timelines
     named: dict = field(default_factory=dict)  # session -> the rules of every finding naming it, worst first
+    sessions_total: int | None = None  # the sessions in the report, with readings or not
 
 
 @dataclass(frozen=True)
@@ -646,21 +647,37 @@ def _named_drawn(keep: list, named: dict) -> str:
 
 
 def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, named: dict | None = None,
-               kept_limit: int | None = None) -> list[str]:
-    """Which sessions a per-session chart draws and why not the others, in words."""
-    total = len({r.get("session_id") for r in rows})
+               kept_limit: int | None = None, sessions_total: int | None = None) -> list[str]:
+    """Which sessions a per-session chart draws and why not the others, in words: every session of
+    the report is accounted for (drawn, left out for room, one reading, none kept), and a session a
+    finding names or a few left out are named."""
+    named = named or {}
+    drawable = list(dict.fromkeys(r.get("session_id") for r in rows))
+    listed = set(r.get("session_id") for r in all_rows or rows)
+    total = len(drawable)
     notes = []
     if len(keep) < total:
-        why = _named_drawn(keep, named or {}) + "those with the largest values"
+        why = _named_drawn(keep, named) + "those with the largest values"
+        left = [sid for sid in drawable if sid not in keep]
+        out = (f"; left out: {', '.join(str(sid)[:CAPTION_ID_CHARS] for sid in left)}"
+               if len(left) <= 3 else "")
         notes.append(f"{len(keep)} of the {total} sessions with per-turn readings drawn: {why} (at most {MAX_LINES} "
-                     "lines, so each stays readable).")
-    listed = len({r.get("session_id") for r in all_rows or rows})
-    if kept_limit and listed >= kept_limit:
-        notes.append(f"The report keeps per-turn readings for at most {kept_limit} sessions (flagged ones first); "
-                     "every session's totals are in the Sessions table.")
-    single = len({r.get("session_id") for r in all_rows or []}) - total
+                     f"lines, so each stays readable){out}.")
+    single = len(listed) - total
     if single > 0:
         notes.append(f"{single} session{'s' if single != 1 else ''} with a single reading left out (no trend to draw).")
+    none = (sessions_total or 0) - len(listed)
+    if none > 0:
+        why = (f"the report keeps per-turn readings for at most {kept_limit} sessions, flagged ones first"
+               if kept_limit and len(listed) >= kept_limit else "their requests logged none (failed before a reading, "
+               "or the app logs no per-turn readings for them)")
+        notes.append(f"{none} of the report's {sessions_total} sessions {'has' if none == 1 else 'have'} no per-turn "
+                     f"reading here: {why}; "
+                     "every session's totals are in the Sessions table.")
+    missing = [sid for sid in named if sid not in keep and sid not in drawable]
+    if missing:
+        notes.append("Named by a finding but not drawn (this chart's data holds fewer than two of its readings): "
+                     + "; ".join(f"{str(sid)[:CAPTION_ID_CHARS]} {', '.join(named[sid])}" for sid in missing) + ".")
     return notes
 
 
@@ -690,7 +707,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
                  notes=_shown_note(keep, rows, all_rows, ctx.named,
-                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
+                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total))
 
 
 @chart("kv_growth", section="kv", series=("kv_growth",),
@@ -721,7 +738,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = chart.properties(width=WIDTH - 220, height=200)
     return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
                  notes=_shown_note(keep, rows, all_rows, ctx.named,
-                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions")))
+                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total))
 
 
 @chart("errors_timeline", section="errors", series=("errors_timeline",), timeline=True)
@@ -831,7 +848,8 @@ def capacity_memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
             y="gpu_total_mb:Q", tooltip=[alt.Tooltip("gpu_total_mb:Q", title="GPU total (MiB)", format=",.0f")])
     chart = chart.properties(width=HALF_WIDTH - 40, height=200)
     return Chart("capacity_memory", "capacity", "Memory against requests in flight",
-                 _finish(chart, "Memory against requests in flight", "dashed: the GPU's total memory"))
+                 _finish(chart, "Memory against requests in flight",
+                         "dashed: the GPU's total memory" if totals else "no GPU total logged: no line for it"))
 
 
 @chart("server_gauges", section="server", series=("server_gauges",))
@@ -876,7 +894,8 @@ def build_charts(model: dict) -> list[Chart]:
         if spec.page != "report":
             continue
         flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
-        c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or [], named))
+        c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or [], named,
+                                           model.get("sessions_total")))
         if c is None:
             continue
         if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):
