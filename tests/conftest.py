@@ -22,6 +22,15 @@ def sample_reports():
     return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in sorted(glob.glob("sample_logs/*/"))}
 
 
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory):
+    """(dslogs-llm wheel, dslogs-collector wheel) of this tree in one folder, built once for the
+    run: built only when a test asks for them."""
+    from tests.wheels import build_both
+
+    return build_both(tmp_path_factory.mktemp("dist"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         return
