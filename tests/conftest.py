@@ -31,6 +31,17 @@ def wheels(tmp_path_factory):
     return build_both(tmp_path_factory.mktemp("dist"))
 
 
+@pytest.fixture(scope="session")
+def local_spark():
+    """One local[2] SparkSession for the run: get_spark hands the running session to every later
+    --engine spark --master local[2] (CLI or API) in this process, so the JVM starts once."""
+    from dslogs.analyzer.engines.spark.session import get_spark
+
+    session = get_spark("local[2]")
+    yield session
+    session.stop()
+
+
 def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         return
