@@ -6,7 +6,9 @@ class (default: a few hundred cases in all, ~1-2 minutes); e.g. DSLOGS_FUZZ_CASE
 
 For every case: the run completes without a traceback; the events kept equal the oracle's
 line-by-line count (tests/fuzz/oracle.py, LINE_RULES); the bad lines counted and the first
-ones named (file, line) are the oracle's.
+ones named (file, line) are the oracle's. The plain cases of a class are read together, one
+file per folder, in one read, and judged file by file; each .gz case and each case that also runs
+`analyze` is read alone.
 """
 
 from __future__ import annotations
