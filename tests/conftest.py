@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,35 @@ def sample_reports():
     """The report model of every sample_logs/ folder, as JSON reads it back (built once for
     every test file that checks models against their declarations and schemas)."""
     from dslogs.analyzer.usecases.analyze import analyze_logs
+    from tests.diag_sim import sample_model
 
-    return {d: json.loads(json.dumps(analyze_logs([d], use_cache=False))) for d in sorted(glob.glob("sample_logs/*/"))}
+    def model(d: str) -> dict:
+        truth = Path(d) / "truth.json"
+        if truth.is_file() and json.loads(truth.read_text(encoding="utf-8")).get("format") != "legacy":
+            return sample_model(Path(d).name)  # the same call, already made for the diagnosis tests
+        return analyze_logs([d], use_cache=False)  # legacy folders here in the default zone
+
+    return {d: json.loads(json.dumps(model(d))) for d in sorted(glob.glob("sample_logs/*/"))}
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory):
+    """(dslogs-llm wheel, dslogs-collector wheel) of this tree in one folder, built once for the
+    run: built only when a test asks for them."""
+    from tests.wheels import build_both
+
+    return build_both(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def local_spark():
+    """One local[2] SparkSession for the run: get_spark hands the running session to every later
+    --engine spark --master local[2] (CLI or API) in this process, so the JVM starts once."""
+    from dslogs.analyzer.engines.spark.session import get_spark
+
+    session = get_spark("local[2]")
+    yield session
+    session.stop()
 
 
 @pytest.fixture(scope="session")

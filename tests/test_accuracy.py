@@ -16,7 +16,7 @@ import pytest
 from bench.accuracy import cases, score
 from dslogs.analyzer.simulate import SCENARIOS
 from dslogs.analyzer.simulate.concurrent import CONCURRENT_SCENARIOS
-from tests.diag_sim import analysed, simulated
+from tests.diag_sim import SAMPLE_DIRS, SAMPLES, analysed, sample_model, simulated
 
 CASES = cases(None, ("v1", "legacy"))
 # End-to-end tests need dslogs.analyzer.ingest.logs (open_logs); the scorer's own tests do not.
@@ -106,18 +106,13 @@ def test_model_percentiles_equal_numpy_linear_on_the_raw_lines(fmt):
             assert p[key] == pytest.approx(np.percentile(ttft, q, method="linear"), abs=1e-3)
 
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
-SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_file()) if SAMPLES.is_dir() else []
 
 
 @needs_ingest
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)
 def test_sample_logs_folders_report_exactly_their_truth(folder):
-    from dslogs.analyzer.usecases.analyze import analyze_logs
-
     truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
-    tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None
-    model = analyze_logs([str(SAMPLES / folder)], tz=tz, use_cache=False)
+    model = sample_model(folder)
     for scenario in truth.get("scenarios") or {"healthy": {}}:
         result = score(model, truth, scenario)
         assert not result.false_positives, (scenario, result.false_positives[:5])

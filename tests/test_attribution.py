@@ -21,11 +21,8 @@ from dslogs.analyzer.metrics.registry import bucket_for_span, parameters
 from dslogs.analyzer.rules.attribution import attribute_deltas
 from dslogs.analyzer.rules.hosts import rule_rss_growth
 from dslogs.analyzer.usecases.analyze import analyze_logs
-from tests.diag_sim import HOSTS, SEED, analysed, simulated
+from tests.diag_sim import HOSTS, SAMPLE_DIRS, SEED, analysed, sample_model, simulated
 from tests.e2e.apps.faults import HOST_LEAK_MB
-
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
-SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_file())
 
 
 def _finding(model, rule, scope=None):
@@ -80,9 +77,7 @@ def test_seed_format_turns_a_quarter_second_or_ten_minutes_apart_leak_alike():
 
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)
 def test_checklist_reserved_band_agrees_with_memory_leak_on_every_session(folder):
-    truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
-    tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None
-    model = analyze_logs([str(SAMPLES / folder)], tz=tz, use_cache=False)
+    model = sample_model(folder)
     band = next(c for c in model["checklist"] if c["id"] == "reserved_band")
     leak = _finding(model, "memory_leak")
     flagged = {s for f in leak if f["scope"] == "session" for s in f["session_ids"]}

@@ -4,16 +4,13 @@ PASS / FAIL / NO DATA with its measured value, and flips on the fault it checks 
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
-from functools import cache
-from pathlib import Path
 
 import pytest
 from markupsafe import escape
 
 from dslogs.analyzer.core import format as fmt
-from tests.diag_sim import analysed
+from tests.diag_sim import SAMPLE_DIRS, analysed, sample_model
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("dslogs.analyzer.ingest.logs") is None,
                                 reason="dslogs.analyzer.ingest.logs (open_logs) is not there yet")
@@ -162,19 +159,6 @@ def test_the_no_oom_row_judges_the_oom_rules_own_threshold():
     row = {c["id"]: c for c in build_checklist(m, t, None, {"v1": 10}, findings, status)}["no_oom"]
     assert row["findings"] == ["oom"] and "no_finding" not in row and row["threshold"] == 1
     assert row["status"] == "FAIL"
-
-
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_logs"
-SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").is_file()) if SAMPLES.is_dir() else []
-
-
-@cache
-def sample_model(folder: str) -> dict:
-    from dslogs.analyzer.usecases.analyze import analyze_logs
-
-    truth = json.loads((SAMPLES / folder / "truth.json").read_text(encoding="utf-8"))
-    tz = "Asia/Shanghai" if truth.get("format") == "legacy" else None
-    return analyze_logs([str(SAMPLES / folder)], tz=tz, use_cache=False)
 
 
 @pytest.mark.parametrize("folder", SAMPLE_DIRS)

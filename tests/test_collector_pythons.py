@@ -106,17 +106,9 @@ def _pip_install(python: Path, venv_python: Path, *args: str) -> subprocess.Comp
                           capture_output=True, text=True, timeout=600, env=_clean_env())
 
 
-def _build_wheel(source: Path, out: Path) -> Path:
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(out), str(source)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    (whl,) = out.glob("*.whl")
-    return whl
-
-
 @pytest.fixture(scope="module")
-def collector_wheel(tmp_path_factory) -> Path:
-    return _build_wheel(REPO / "packaging" / "collector", tmp_path_factory.mktemp("collector_wheel"))
+def collector_wheel(wheels) -> Path:
+    return wheels[1]
 
 
 # What an app does with the collector, every public path once. Runs on the Python under test.
@@ -388,11 +380,9 @@ def test_ruff_checks_the_collector_as_python_3_9():
 
 
 @pytest.fixture(scope="module")
-def dslogs_wheel(tmp_path_factory) -> Path:
+def dslogs_wheel(wheels) -> Path:
     """The dslogs-llm wheel, beside the dslogs-collector wheel it depends on."""
-    out = tmp_path_factory.mktemp("dslogs_wheel")
-    _build_wheel(REPO / "packaging" / "collector", out / "collector")
-    return _build_wheel(REPO, out)
+    return wheels[0]
 
 
 @pytest.mark.parametrize("minor", ANALYZER_PYTHONS)
@@ -401,7 +391,7 @@ def test_analyzer_installs_and_analyzes_on(minor, dslogs_wheel, tmp_path):
     started = time.monotonic()
     venv_py = _venv(python, tmp_path / "venv")
     # the base dependencies from the configured index, for this Python (wheels for its ABI)
-    r = _pip_install(python, venv_py, "--find-links", str(dslogs_wheel.parent / "collector"), str(dslogs_wheel))
+    r = _pip_install(python, venv_py, "--find-links", str(dslogs_wheel.parent), str(dslogs_wheel))
     assert r.returncode == 0, f"dslogs and its dependencies do not install on {minor}:\n{r.stderr}"
     logs = str(REPO / "sample_logs" / "concurrent_leak")
     args = ["analyze", logs, "--format", "json", "--no-cache", "-q", "--out"]

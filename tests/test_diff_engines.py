@@ -33,7 +33,7 @@ def test_an_unknown_engine_is_exit_2():
 
 @pytest.mark.skipif(not _have_spark(), reason="pyspark or java missing")
 @pytest.mark.spark
-def test_spark_diff_shows_sparks_report_percentiles():
+def test_spark_diff_shows_sparks_report_percentiles(local_spark):
     from dslogs.analyzer.usecases.analyze import analyze_logs
 
     runner = CliRunner()

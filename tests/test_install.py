@@ -36,6 +36,8 @@ from pathlib import Path
 import pytest
 from test_readme import README, _expected_rc, _strip_comment, readme_sessions
 
+from tests.wheels import EPOCH, build
+
 REPO = Path(__file__).resolve().parents[1]
 # Output the README shows that comes from a live service and the clock, not from sample_logs:
 # only its first line's command part is compared.
@@ -114,33 +116,16 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-# Any fixed instant: what `make wheels` sets (the last commit's time) is checked for its effect,
-# every entry stamped with it, not for its value.
-EPOCH = 1796515200  # 2026-12-06T00:00:00Z
 # What the root pyproject's wheel is built from: a copy of these is another clone.
 WHEEL_SOURCES = ("pyproject.toml", "hatch_build.py", "README.md", "collector", "analyzer", "dslogs", "queries",
                  "templates")
 
 
-def _build_wheel(src: Path, out: Path) -> Path:
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=300,
-                           env=_clean_env(SOURCE_DATE_EPOCH=str(EPOCH)))
-    assert build.returncode == 0, build.stderr
-    (wheel,) = out.glob("dslogs_llm-*.whl")
-    return wheel
-
-
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def wheel(wheels) -> Path:
     """The dslogs-llm wheel of this tree, stamped as `make wheels` stamps it, beside the
     dslogs-collector wheel it depends on (pip finds it there: --find-links)."""
-    dist = tmp_path_factory.mktemp("dist")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(dist), str(REPO / "packaging" / "collector")], capture_output=True, text=True,
-                           timeout=300, env=_clean_env(SOURCE_DATE_EPOCH=str(EPOCH)))
-    assert build.returncode == 0, build.stderr
-    return _build_wheel(REPO, dist)
+    return wheels[0]
 
 
 def _venv(where: Path, *requirements: str) -> Path:
@@ -176,7 +161,7 @@ def test_wheels_are_byte_identical_from_another_clone(wheel, tmp_path):
         else:
             clone.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, clone / name)
-    again = _build_wheel(clone, tmp_path / "dist")
+    again = build(clone, tmp_path / "dist", "dslogs_llm-*.whl")
     assert again.name == wheel.name
     assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
     stamp = time.gmtime(EPOCH)[:6]

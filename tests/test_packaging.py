@@ -21,20 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.wheels import build
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    (whl,) = out.glob("dslogs_llm-*.whl")
-    return whl
+def wheel(wheels) -> Path:
+    return wheels[0]
 
 
 @pytest.fixture(scope="module")
@@ -146,16 +140,8 @@ print(json.dumps({"file": dslogs_collector.__file__, "third_party": third, "path
 
 
 @pytest.fixture(scope="module")
-def collector_wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("collector_wheel")
-    r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-         str(REPO / "packaging" / "collector")],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    (whl,) = out.glob("dslogs_collector-*.whl")
-    return whl
+def collector_wheel(wheels) -> Path:
+    return wheels[1]
 
 
 def test_collector_wheel_declares_no_dependencies_and_ships_collector_only(collector_wheel):
@@ -209,11 +195,7 @@ def test_the_version_is_written_once():
 
 
 def test_the_collector_wheel_is_byte_identical_built_again(collector_wheel, tmp_path):
-    again = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-         str(REPO / "packaging" / "collector")], capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr
-    (whl,) = tmp_path.glob("dslogs_collector-*.whl")
+    whl = build(REPO / "packaging" / "collector", tmp_path, "dslogs_collector-*.whl")
     assert whl.name == collector_wheel.name and whl.read_bytes() == collector_wheel.read_bytes()
 
 

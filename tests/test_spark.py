@@ -14,7 +14,7 @@ What must be equal between the engines (and is asserted here):
   bad-line sample. Not compared: the sample's reason wording, and the DuckDB path's own
   bookkeeping keys (cache, seconds, read_files, ...).
 
-One SparkSession (local[2]) for the module; the Spark tests skip only without pyspark or java.
+One SparkSession (local[2]) for the run (tests/conftest.py); the Spark tests skip only without pyspark or java.
 """
 
 from __future__ import annotations
@@ -43,14 +43,10 @@ needs_spark = pytest.mark.skipif(not _have_spark(), reason="pyspark or java miss
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(request):
     if not _have_spark():
         pytest.skip("pyspark or java missing")
-    from dslogs.analyzer.engines.spark.session import get_spark
-
-    session = get_spark(MASTER)
-    yield session
-    session.stop()
+    return request.getfixturevalue("local_spark")
 
 
 @pytest.fixture(scope="module")

@@ -72,8 +72,9 @@ def test_previous_model_of_another_week_or_not_a_model_is_refused(two_weeks, tmp
 
 @pytest.mark.spark
 @pytest.mark.skipif(shutil.which("java") is None, reason="no java")
-def test_weekly_on_spark_equals_duckdb(two_weeks):
+def test_weekly_on_spark_equals_duckdb(two_weeks, request):
     pytest.importorskip("pyspark")
+    request.getfixturevalue("local_spark")  # the run's session: no JVM start of its own
     duck = _weekly(str(two_weeks), "--week", "2026-W49")
     spark = _weekly(str(two_weeks), "--week", "2026-W49", "--engine", "spark", "--master", "local[2]")
     assert_same(duck, spark, "weekly models", ROUNDED)

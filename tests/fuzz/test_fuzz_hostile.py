@@ -62,14 +62,25 @@ def run(*args):
     return r
 
 
-def test_every_output_completes_and_stays_in_its_medium(cases, tmp_path):
+@pytest.fixture(scope="module")
+def analyzed(cases, tmp_path_factory):
+    """Each case analyzed once by the CLI: (logs, its saved JSON model, the cache that holds it);
+    the Markdown report and the Chromium pages are made from that one analysis."""
+    root = tmp_path_factory.mktemp("hostile_models")
+    out = []
     for k, logs in enumerate(cases):
-        model_path = tmp_path / f"m{k}.json"
-        r = run("analyze", logs, "--format", "json", "--out", model_path, "--no-cache", "--tz", "UTC")
+        model_path, cache = root / f"m{k}.json", root / f"c{k}.duckdb"
+        r = run("analyze", logs, "--format", "json", "--out", model_path, "--cache", cache, "--tz", "UTC")
         assert r.exit_code == 0, r.output
+        out.append((logs, model_path, cache))
+    return out
+
+
+def test_every_output_completes_and_stays_in_its_medium(analyzed, tmp_path):
+    for k, (logs, model_path, cache) in enumerate(analyzed):
         model = json.loads(model_path.read_text(encoding="utf-8"))
         assert model["ingest"]["bad_lines"] == 0 and model["ingest"]["events"] == len(base_events())
-        md = run("analyze", logs, "--format", "md", "--no-cache", "--tz", "UTC").output
+        md = run("analyze", logs, "--format", "md", "--cache", cache, "--tz", "UTC").output
         assert not [c for c in RAW_CONTROLS if c in md], f"case {k}: raw control in markdown"
         assert "<script" not in md and "<img" not in md and "<think>" not in md
         if k == 0:  # the HTML of every case is opened in Chromium below; the CLI path once here
@@ -84,15 +95,14 @@ def test_every_output_completes_and_stays_in_its_medium(cases, tmp_path):
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"), reason="chromium is not installed")
-def test_html_opens_in_chromium_with_nothing_injected(cases, tmp_path):
+def test_html_opens_in_chromium_with_nothing_injected(analyzed, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    from dslogs.analyzer.usecases.analyze import analyze_logs
 
     pages = []
-    for k, logs in enumerate(cases):
+    for k, (_, model_path, _) in enumerate(analyzed):
         page = tmp_path / f"r{k}.html"
-        # `dslogs render`'s path: the model through JSON, then HTML (static SVG charts included)
-        model = json.loads(json.dumps(analyze_logs([str(logs)], tz="UTC", use_cache=False)))
+        # `dslogs render`'s path: the saved model, then HTML (static SVG charts included)
+        model = json.loads(model_path.read_text(encoding="utf-8"))
         page.write_text(render_html(model), encoding="utf-8")
         pages.append(page)
     with sync_api.sync_playwright() as p:
