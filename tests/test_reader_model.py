@@ -473,3 +473,42 @@ def test_goodput_beside_nothing_slow_says_failed_requests_count_against_it(run):
     msg = next(c for c in model["checked"] if c["id"] == "slow_requests")["message"]
     assert "(the 4 failed requests are not slow but count against goodput, 90.0 %)" in msg
     assert "Goodput 90.0 % of requests met every SLO: the 4 failed requests count against it as missed" in _html(model)
+
+
+# -- what the s4b readers tripped on: bars past the axis top, captions the data contradicts
+
+
+@pytest.mark.parametrize("name", ["run2", "run3"])
+def test_count_charts_leave_room_above_the_tallest_bar(run, name):
+    """run3's TTFT histogram (and run2's traffic chart and histograms) drew the tallest bar into
+    the frame above the last axis label: the y domain stopped at the data's maximum."""
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, _ = run(name)
+    checked = 0
+
+    def units(spec):
+        for key in ("hconcat", "vconcat", "layer"):
+            for s in spec.get(key) or []:
+                yield from units(s)
+        yield spec
+
+    for c in build_charts(model):
+        for u in units(c.spec):
+            y = (u.get("encoding") or {}).get("y") or {}
+            if y.get("field") != "count":
+                continue
+            values = (u.get("data") or c.spec.get("data") or {}).get("values")
+            if values is None:
+                ds = c.spec.get("datasets") or {}
+                values = next(iter(ds.values()), []) if len(ds) == 1 else None
+            top = (y.get("scale") or {}).get("domain", [None, None])[1]
+            assert top is not None and (y["scale"].get("nice") is False), (c.id, y)
+            if values:
+                totals: dict = {}
+                for r in values:
+                    k = r.get("bucket", r.get("bin_start")) if y.get("stack") else id(r)
+                    totals[k] = totals.get(k, 0) + (r.get("count") or 0)
+                assert top > max(totals.values()), (c.id, top, max(totals.values()))
+            checked += 1
+    assert checked >= 4

@@ -296,6 +296,27 @@ def _time_param() -> alt.Parameter:
     return alt.param(name=TIME_RANGE, value=None)
 
 
+def count_scale(values) -> alt.Scale:
+    """A y scale for counts with room above the tallest bar and a tick at its top. Vega's own
+    "nice" rounds 11 to 11 (its step is 1 at ten ticks) while the axis labels every second
+    tick, so the tallest bar met the frame above the last label and read as cut off."""
+    hi = max((v for v in values if v is not None), default=0)
+    if hi <= 0:
+        return alt.Scale(domain=[0, 1], nice=False)
+    raw = hi / 5
+    exp = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = next(m * exp for m in (1, 2, 5, 10) if m * exp >= raw)
+    return alt.Scale(domain=[0, (math.floor(hi / step) + 1) * step], nice=False)
+
+
+def _stacked(rows: list[dict], key: str, value: str) -> list[float]:
+    """Per-`key` totals: the height of a stacked bar."""
+    totals: dict = defaultdict(float)
+    for r in rows:
+        totals[r.get(key)] += r.get(value) or 0
+    return list(totals.values())
+
+
 def _finish(chart, title: str, subtitle: str | None = None) -> dict:
     t = alt.TitleParams(text=title, subtitle=subtitle) if subtitle else title
     spec = chart.properties(title=t).to_dict()
@@ -446,7 +467,7 @@ def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
     x = alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx))
     base = alt.Chart(_data(rows, "bucket", tx)).encode(
         x=x,
-        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
+        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3), scale=count_scale(r.get("count") for r in rows)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
         tooltip=[_time_tip("bucket"), "kind:N", "count:Q"],
@@ -481,7 +502,7 @@ def latency_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
                 x=alt.X("bin_start:Q", title=titles.get(metric, metric) + ", log scale",
                         scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS, labelOverlap=True)),
                 x2="bin_end:Q",
-                y=alt.Y("count:Q", title="requests"),
+                y=alt.Y("count:Q", title="requests", scale=count_scale(r.get("count") for r in sub)),
                 y2={"datum": 0},  # bars stand on zero (a ranged x alone draws them as ticks)
                 tooltip=[alt.Tooltip("bin_start:Q", title="from (ms)", format=",~r"),
                          alt.Tooltip("bin_end:Q", title="to (ms)", format=",~r"), "count:Q"],
@@ -591,7 +612,7 @@ def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = alt.Chart(_data(rows)).mark_bar(color="#2e9e6b", binSpacing=0).encode(
         x=alt.X("bin_start:Q", bin="binned", title="gpu_wait_pct (%)", scale=alt.Scale(domain=[0, 100])),
         x2="bin_end:Q",
-        y=alt.Y("count:Q", title="requests"),
+        y=alt.Y("count:Q", title="requests", scale=count_scale(r.get("count") for r in rows)),
         tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
     ).properties(width=HALF_WIDTH - 40, height=180)
     return Chart("gpu_wait_hist", "gpu", "gpu_wait distribution",
@@ -752,7 +773,7 @@ def errors_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
     chart = with_deploys(alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
         x=_time_x("bucket", tx),
-        y=alt.Y("count:Q", title="errors", stack=True),
+        y=alt.Y("count:Q", title="errors", stack=True, scale=count_scale(_stacked(rows, "bucket", "count"))),
         color=alt.Color("error_type:N", title="error type"),
         tooltip=[_time_tip("bucket"), "error_type:N", "count:Q"],
     ).add_params(_time_param()), "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 200, height=160)
