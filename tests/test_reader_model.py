@@ -548,3 +548,18 @@ def test_per_session_chart_captions_are_true_to_the_data(run, name):
         spec = c.spec if "encoding" in c.spec else c.spec["layer"][0]
         top = spec["encoding"]["x"]["scale"]["domain"][1]
         assert top <= max(2, max(requests[sid] for sid in drawn if sid in requests)), (c.id, top)
+
+
+def test_a_per_request_mean_reads_as_a_mean(run):
+    """run2: "requests keep up to 501.3 MiB … each" was the session's mean (3,008 / 6)."""
+    import re
+
+    model, _ = run("run2")
+    f = _finding(model, "memory_leak")
+    line = next(x for x in model["lead"] if x["rule"] == "memory_leak")
+    for text in (f["message"], line["problem"]):
+        assert "up to 501.3" not in text
+        m = re.search(r"keep ([\d,.]+) MiB of GPU memory each on average \(([\d,.]+) MiB over (\d+) requests", text)
+        assert m, text
+        mean, total, n = (float(g.replace(",", "")) for g in m.groups())
+        assert mean == pytest.approx(total / n, abs=0.05)
