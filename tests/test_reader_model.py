@@ -563,3 +563,36 @@ def test_a_per_request_mean_reads_as_a_mean(run):
         assert m, text
         mean, total, n = (float(g.replace(",", "")) for g in m.groups())
         assert mean == pytest.approx(total / n, abs=0.05)
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_per_request_times_requests_says_which_were_not_counted(run, name):
+    """run2: "40.4 × 4" for a session with 6 requests, the reason only in a collapsed block whose
+    footer read "over the 6 requests listed" under rows marked "not counted"."""
+    import re
+    from html import unescape
+
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run(name)
+    html = unescape(_html(model))
+    md = render_markdown(model)
+    short = [(s, rule, j) for s in model["sessions"] for rule, j in (s.get("judged") or {}).items()
+             if j.get("requests_counted") is not None and j["requests_counted"] < s["requests"]]
+    assert short
+    for s, _rule, j in short:
+        n, total, read = j["requests_counted"], s["requests"], j["requests_read"]
+        assert n <= read <= total
+        want = f"× {n} of {total}; not counted: "
+        assert want in html, (s["session_id"], want)
+        if s.get("findings"):  # the Markdown report lists the flagged sessions
+            assert want in md, (s["session_id"], want)
+        if read > n:
+            assert f"{want}{read - n} before the turn it started keeping" in html
+    # the evidence footer counts the rows it credits, not the rows marked "not counted"
+    for m in re.finditer(r"<tbody>((?:(?!<tbody>).)*?)</tbody></table></div>\s*<p class=\"note\">Credited in all: <b>[^<]*</b> "
+                         r"over the (?:(\d+) counted of the )?(\d+) requests listed", html, re.S):
+        rows = m.group(1).count("<tr>")
+        skipped = m.group(1).count(">not counted<")
+        assert int(m.group(3)) == rows
+        assert int(m.group(2) or rows) == rows - skipped, m.group(0)[-120:]

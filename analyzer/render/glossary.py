@@ -123,3 +123,20 @@ def source_sections() -> list[tuple[str, str, str]]:
         article, _, section = key.partition(" §")
         out.append((f"{article}-{section.replace('.', '-')}", key, meaning))
     return sorted(out, key=lambda t: (t[1][:3] != "003", [int(x) for x in t[1].split("§")[1].split(".")]))
+
+
+def counted_of(session: dict, judged: dict) -> str:
+    """What follows "per request × N" in a session's judged memory figure when N is fewer than
+    the session's requests: which were not counted and why (the sessions tables of both reports)."""
+    total = session.get("requests") or 0
+    n = judged.get("requests_counted") or 0
+    if n >= total:
+        return ""
+    read = judged.get("requests_read")
+    read = total if read is None else read
+    why = []
+    if read > n:
+        why.append(f"{read - n} before the turn it started keeping")
+    if total > read:
+        why.append(f"{total - read} without a reading before and after")
+    return f" of {total}" + (f"; not counted: {', '.join(why)}" if why else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.render.glossary import counted_of
 from dslogs.analyzer.rules.registry import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
@@ -64,9 +65,9 @@ def _judged(s: dict, rule: str) -> str:
     if not j:
         return "—"
     if rule == "rss_growth":
-        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))}{counted_of(s, j)})"
     if j.get("basis") == "request deltas":
-        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))}{counted_of(s, j)})"
     return f"{_num(j.get('rise_mb'))} (reserved over turns)"
 
 
