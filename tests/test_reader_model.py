@@ -596,3 +596,25 @@ def test_per_request_times_requests_says_which_were_not_counted(run, name):
         skipped = m.group(1).count(">not counted<")
         assert int(m.group(3)) == rows
         assert int(m.group(2) or rows) == rows - skipped, m.group(0)[-120:]
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_a_judged_figure_below_zero_says_why_where_it_appears(run, name):
+    """run1 "-40 (-8 × 5)", run2 "-32 (-5.33 × 6)": a negative leak, unexplained."""
+    import re
+
+    from dslogs.analyzer.render.glossary import GLOSSARY
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run(name)
+    html = _html(model)
+    cells = re.findall(r'<td class="n"(?: data-v="[^"]*")?>(-[\d,.]+ <span class="muted small">\(-[^<]*\)</span>[^<]*'
+                       r'(?:<a [^>]*>[^<]*</a>)?)', html)
+    assert cells
+    for cell in cells:
+        assert 'href="#gloss-below-zero">released more than kept: not a leak</a>' in cell, cell
+    assert 'id="gloss-below-zero"' in html and "not a leak" in GLOSSARY["below zero"]
+    md = render_markdown(model)
+    for line in md.splitlines():
+        if re.search(r"\| -[\d,.]+ \(-", line):
+            assert "(released more than kept: not a leak)" in line, line

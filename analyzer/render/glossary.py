@@ -24,6 +24,9 @@ GLOSSARY: dict[str, str] = {
     "credited": "the part of what a process kept that attribution gives one request, other requests' leaks "
                 "and working memory subtracted, MiB; memory_leak (GPU memory) and rss_growth (host RAM) judge a "
                 "session by its requests' credited MiB, per request and in all",
+    "below zero": "a judged (credited) figure under 0 MiB: over the turns counted, the session's requests "
+                  "released more memory than they kept (memory an earlier turn or another request held, freed "
+                  "in its step); not a leak, nothing to fix",
     "in flight": "requests running in the same process when a request started, itself included",
     "rise": "memory at the end − at the start, MiB: a session's reserved GPU memory at its last turn − its "
             "first (the process's readings), or a process's RSS (host RAM) last − first",
@@ -140,3 +143,8 @@ def counted_of(session: dict, judged: dict) -> str:
     if total > read:
         why.append(f"{total - read} without a reading before and after")
     return f" of {total}" + (f"; not counted: {', '.join(why)}" if why else "")
+
+
+def below_zero(rows: list[dict] | None) -> bool:
+    """Whether a memory evidence list shows a request that kept or was credited under 0 MiB."""
+    return any((r.get(k) or 0) < 0 for r in rows or [] for k in ("kept_mb", "credited_mb"))

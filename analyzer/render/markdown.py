@@ -64,6 +64,13 @@ def _judged(s: dict, rule: str) -> str:
     j = (s.get("judged") or {}).get(rule)
     if not j:
         return "—"
+    v = j.get("rss_kept_mb") if rule == "rss_growth" else j.get("rise_mb")
+    if v is not None and v < 0:  # the glossary's "below zero" says why
+        return _judged_figure(s, j, rule) + " (released more than kept: not a leak)"
+    return _judged_figure(s, j, rule)
+
+
+def _judged_figure(s: dict, j: dict, rule: str) -> str:
     if rule == "rss_growth":
         return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))}{counted_of(s, j)})"
     if j.get("basis") == "request deltas":
