@@ -618,3 +618,20 @@ def test_a_judged_figure_below_zero_says_why_where_it_appears(run, name):
     for line in md.splitlines():
         if re.search(r"\| -[\d,.]+ \(-", line):
             assert "(released more than kept: not a leak)" in line, line
+
+
+def test_oom_level_not_estimated_reads_as_one_sentence(run):
+    """run2: "not estimated (the logs carry no GPU total)(40.8 MiB reserved per request …)"."""
+    import re
+    from html import unescape
+
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run("run2")
+    c = next(c for c in model["capacity"] if c.get("mb_per_request") is not None)
+    assert c.get("oom_level") is None and not c.get("gpu_total_mb")
+    html = re.sub(r"\s+", " ", unescape(_html(model)))
+    want = (f"OOM likely from: not estimated: the logs carry no GPU total (memory grows {c['mb_per_request']:.1f} "
+            "MiB reserved per request in flight, fit R² ")
+    assert want in html and ")(" not in html.split("OOM likely from:")[1][:300]
+    assert want in render_markdown(model)

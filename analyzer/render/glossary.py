@@ -148,3 +148,22 @@ def counted_of(session: dict, judged: dict) -> str:
 def below_zero(rows: list[dict] | None) -> bool:
     """Whether a memory evidence list shows a request that kept or was credited under 0 MiB."""
     return any((r.get(k) or 0) < 0 for r in rows or [] for k in ("kept_mb", "credited_mb"))
+
+
+def oom_line(c: dict) -> str:
+    """A capacity block's "OOM likely from" and the memory fit it rests on, one sentence for both
+    reports: the level, or "not estimated" with why, then the fit where there is one."""
+    from dslogs.analyzer.core import format as fmt
+
+    mb = c.get("mb_per_request")
+    fit = (f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(c.get('fit_r2'))}"
+           if mb is not None else "")
+    total = c.get("gpu_total_mb")
+    if c.get("oom_level") is not None:
+        extra = ", ".join(x for x in (fit, f"GPU total {fmt.table(total)} MiB" if total else "") if x)
+        return f"{fmt.table(c['oom_level'])}" + (f" ({extra})" if extra else "")
+    if not total:
+        return "not estimated: the logs carry no GPU total" + (f" (memory grows {fit})" if fit else "")
+    if mb is None:
+        return "not estimated: no memory growth per request in flight fitted"
+    return f"not estimated: memory does not grow with requests in flight ({fit})"
