@@ -635,3 +635,17 @@ def test_oom_level_not_estimated_reads_as_one_sentence(run):
             "MiB reserved per request in flight, fit R² ")
     assert want in html and ")(" not in html.split("OOM likely from:")[1][:300]
     assert want in render_markdown(model)
+
+
+@pytest.mark.parametrize("name", ["run2", "run3"])
+def test_an_impact_under_a_minute_starts_at_a_second(run, name):
+    """run3: "for 4 s from 2026-12-06 03:00" in a 7 s window: the minute says almost nothing."""
+    import re
+
+    model, _ = run(name)
+    lines = [x for x in model["lead"] if x.get("minutes") is not None and x["minutes"] < 1 and x.get("since")]
+    assert lines
+    for x in lines:
+        at = re.search(r"(?:from|at) (\d{4}-\d\d-\d\d [\d:]+)", x["impact"])
+        assert at and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", at.group(1)), x["impact"]
+        assert at.group(1).replace(" ", "T") in x["since"]
