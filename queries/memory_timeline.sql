@@ -7,13 +7,13 @@
 -- sample, last one kept).
 -- Units: MiB (torch's *_mb fields). Sources: article 003 §4.1 (reserved rising one way), §3.2
 -- (OOM), 000 §1.1 (ghost memory).
--- series memory_timeline: ts, session_id, reserved_mb, allocated_mb
+-- series memory_timeline: ts, session_id, request_id, reserved_mb, allocated_mb
 -- params: memory_leak_slope_mb_per_min, memory_leak_rise_mb, ghost_memory_ghost_mb
 -- params: report_timeline_sessions, report_timeline_points
 WITH g AS MATERIALIZED (
     -- the session's gpu_memory snapshots, read once for the points, the first instant and the
     -- OOM counter below
-    SELECT session_id, host, pid, ts, reserved_mb, allocated_mb, num_ooms
+    SELECT session_id, request_id, host, pid, ts, reserved_mb, allocated_mb, num_ooms
     FROM events
     WHERE stage = 'gpu_memory' AND session_id IS NOT NULL
       AND (reserved_mb IS NOT NULL OR num_ooms IS NOT NULL)
@@ -22,7 +22,7 @@ WITH g AS MATERIALIZED (
     -- window over every snapshot (same values, a third of the cost)
     -- the trend in exact integers (ms, 1/1000 MiB), as memory_per_session.sql: a floating
     -- regr_slope depended on how DuckDB's threads split the rows, and so could the pick
-    SELECT g.session_id, g.ts, g.reserved_mb, g.allocated_mb,
+    SELECT g.session_id, g.request_id, g.ts, g.reserved_mb, g.allocated_mb,
            CASE WHEN abs(g.reserved_mb) < 1e9 THEN epoch_ms(g.ts) - epoch_ms(f.first_ts) END AS x,
            CASE WHEN abs(g.reserved_mb) < 1e9 AND epoch_ms(g.ts) IS NOT NULL THEN CAST(round(g.reserved_mb * 1000) AS BIGINT) END AS y
     FROM g
@@ -91,11 +91,11 @@ WITH g AS MATERIALIZED (
     ORDER BY kind = 4, rk, kind
     LIMIT $report_timeline_sessions
 ), numbered AS (
-    SELECT m.session_id, m.ts, m.reserved_mb, m.allocated_mb, c.n,
+    SELECT m.session_id, m.request_id, m.ts, m.reserved_mb, m.allocated_mb, c.n,
            row_number() OVER (PARTITION BY m.session_id ORDER BY m.ts) AS rn
     FROM m JOIN chosen AS c ON m.session_id = c.session_id
 )
-SELECT ts, session_id, reserved_mb, allocated_mb
+SELECT ts, session_id, request_id, reserved_mb, allocated_mb
 FROM numbered
 WHERE (rn - 1) % CAST(ceil(n * 1.0 / $report_timeline_points) AS BIGINT) = 0 OR rn = n
 ORDER BY session_id, ts

@@ -96,7 +96,7 @@ def test_notes_under_the_summary_clear_the_nav_when_scrolled_to(chromium, tmp_pa
             assert page.evaluate(f"document.getElementById('{i}').getBoundingClientRect().top") >= nav - 1, i
         assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop)") >= nav
         cap = page.evaluate("document.querySelector('#sec-capacity').innerText")
-        assert "OOM likely from: not estimated (the logs carry no GPU total)" in cap
+        assert "OOM likely from: not estimated: the logs carry no GPU total" in cap
         assert "GPU total — MiB" not in cap and "dashed: the GPU" not in page.content()
     finally:
         page.context.close()

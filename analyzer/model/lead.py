@@ -357,7 +357,8 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
         text = "; ".join(bits) + f", in {x['sessions']} of {total_sessions} sessions"
     if x.get("minutes") is not None:
         try:
-            at = datetime.fromisoformat(x["since"]).strftime("%Y-%m-%d %H:%M")
+            # a span under a minute starts at a second: to the minute it would say almost nothing
+            at = datetime.fromisoformat(x["since"]).strftime("%Y-%m-%d %H:%M" if x["minutes"] >= 1 else "%Y-%m-%d %H:%M:%S")
         except (TypeError, ValueError):
             at = None
         # one moment (a single request) has no duration to give

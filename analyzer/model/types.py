@@ -221,6 +221,7 @@ class SeriesRow(Row):
     host: str | None = None
     pid: int | None = None
     session_id: str | None = None
+    request_id: str | None = None  # memory_timeline: the request a reading belongs to (its turn in the chart)
     server: str | None = None
     gauge: str | None = None
     metric: str | None = None
@@ -456,6 +457,7 @@ class Judged(Row):
     rss_kept_mb: float | None = None  # rss_growth: host RAM credited to its requests in all
     rss_kept_per_request_mb: float | None = None  # rss_growth: host RAM credited per request
     requests_counted: int | None = None  # the requests the per-request figure is over (from the first that kept)
+    requests_read: int | None = None  # its requests with a reading before and after (counted ones are from the first that kept)
     samples: int | None = None  # memory_leak over turns: its reserved_mb snapshots
     ghost_p50_mb: float | None = None  # ghost_memory
     ghost_share_p50: Share | None = None  # ghost_memory

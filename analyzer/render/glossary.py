@@ -24,6 +24,9 @@ GLOSSARY: dict[str, str] = {
     "credited": "the part of what a process kept that attribution gives one request, other requests' leaks "
                 "and working memory subtracted, MiB; memory_leak (GPU memory) and rss_growth (host RAM) judge a "
                 "session by its requests' credited MiB, per request and in all",
+    "below zero": "a judged (credited) figure under 0 MiB: over the turns counted, the session's requests "
+                  "released more memory than they kept (memory an earlier turn or another request held, freed "
+                  "in its step); not a leak, nothing to fix",
     "in flight": "requests running in the same process when a request started, itself included",
     "rise": "memory at the end − at the start, MiB: a session's reserved GPU memory at its last turn − its "
             "first (the process's readings), or a process's RSS (host RAM) last − first",
@@ -123,3 +126,44 @@ def source_sections() -> list[tuple[str, str, str]]:
         article, _, section = key.partition(" §")
         out.append((f"{article}-{section.replace('.', '-')}", key, meaning))
     return sorted(out, key=lambda t: (t[1][:3] != "003", [int(x) for x in t[1].split("§")[1].split(".")]))
+
+
+def counted_of(session: dict, judged: dict) -> str:
+    """What follows "per request × N" in a session's judged memory figure when N is fewer than
+    the session's requests: which were not counted and why (the sessions tables of both reports)."""
+    total = session.get("requests") or 0
+    n = judged.get("requests_counted") or 0
+    if n >= total:
+        return ""
+    read = judged.get("requests_read")
+    read = total if read is None else read
+    why = []
+    if read > n:
+        why.append(f"{read - n} before the turn it started keeping")
+    if total > read:
+        why.append(f"{total - read} without a reading before and after")
+    return f" of {total}" + (f"; not counted: {', '.join(why)}" if why else "")
+
+
+def below_zero(rows: list[dict] | None) -> bool:
+    """Whether a memory evidence list shows a request that kept or was credited under 0 MiB."""
+    return any((r.get(k) or 0) < 0 for r in rows or [] for k in ("kept_mb", "credited_mb"))
+
+
+def oom_line(c: dict) -> str:
+    """A capacity block's "OOM likely from" and the memory fit it rests on, one sentence for both
+    reports: the level, or "not estimated" with why, then the fit where there is one."""
+    from dslogs.analyzer.core import format as fmt
+
+    mb = c.get("mb_per_request")
+    fit = (f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(c.get('fit_r2'))}"
+           if mb is not None else "")
+    total = c.get("gpu_total_mb")
+    if c.get("oom_level") is not None:
+        extra = ", ".join(x for x in (fit, f"GPU total {fmt.table(total)} MiB" if total else "") if x)
+        return f"{fmt.table(c['oom_level'])}" + (f" ({extra})" if extra else "")
+    if not total:
+        return "not estimated: the logs carry no GPU total" + (f" (memory grows {fit})" if fit else "")
+    if mb is None:
+        return "not estimated: no memory growth per request in flight fitted"
+    return f"not estimated: memory does not grow with requests in flight ({fit})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.render.glossary import counted_of, oom_line
 from dslogs.analyzer.rules.registry import SEVERITIES, unit_for
 
 _STATUS_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "NO DATA": "NO DATA", "N/A (source)": "N/A (source)",
@@ -63,10 +64,17 @@ def _judged(s: dict, rule: str) -> str:
     j = (s.get("judged") or {}).get(rule)
     if not j:
         return "—"
+    v = j.get("rss_kept_mb") if rule == "rss_growth" else j.get("rise_mb")
+    if v is not None and v < 0:  # the glossary's "below zero" says why
+        return _judged_figure(s, j, rule) + " (released more than kept: not a leak)"
+    return _judged_figure(s, j, rule)
+
+
+def _judged_figure(s: dict, j: dict, rule: str) -> str:
     if rule == "rss_growth":
-        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+        return f"{_num(j.get('rss_kept_mb'))} ({_num(j.get('rss_kept_per_request_mb'))} × {_num(j.get('requests_counted'))}{counted_of(s, j)})"
     if j.get("basis") == "request deltas":
-        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))})"
+        return f"{_num(j.get('rise_mb'))} ({_num(j.get('leak_per_request_mb'))} × {_num(j.get('requests_counted'))}{counted_of(s, j)})"
     return f"{_num(j.get('rise_mb'))} (reserved over turns)"
 
 
@@ -95,13 +103,9 @@ def capacity_markdown(capacity: list[dict]) -> list[str]:
         rec = c.get("recommendation")
         out += [f"**{_text(rec['text'])}**" if rec else f"No recommendation: {_text(c.get('needs') or 'no limit found')}.", ""]
         seen = lambda v: _num(v) if v is not None else "not seen"  # noqa: E731
-        mem = (f"; {_num(c['mb_per_request'])} MiB reserved per request in flight (R² {_num(c.get('fit_r2'), 2)}), "
-               f"GPU total {_num(c.get('gpu_total_mb'))} MiB") if c.get("mb_per_request") is not None else ""
         slo = "missed at every level" if c.get("slo_unmet") else (
             f"crossed at {_num(c['slo_level'])}" if c.get("slo_level") is not None else "met at every level")
-        oom = (f"OOM likely from {_num(c['oom_level'])}" if c.get("oom_level") is not None
-               else "no OOM level predicted")
-        out += [f"knee {seen(c.get('knee'))}; SLO {slo}; {oom}{mem}.", ""]
+        out += [f"knee {seen(c.get('knee'))}; SLO {slo}; OOM likely from: {_text(oom_line(c))}.", ""]
         rows = [[_num(lv.get("level")) + ("*" if lv.get("sparse") else ""), _num(lv.get("requests")),
                  _num(lv.get("time_s")), _num(lv.get("ttft_p95_ms")), _num(lv.get("tpot_p50_ms")),
                  _num(lv.get("tpot_p95_ms")), _num(lv.get("e2e_p95_ms")), _num(lv.get("queue_p95_ms")),

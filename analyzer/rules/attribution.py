@@ -19,12 +19,19 @@ class Credits(dict):
     answer, with what it credited each request (``per_request``), so that what a finding, its
     evidence and the sessions table show of a session is this one figure."""
 
-    __slots__ = ("_kept", "_scale")
+    __slots__ = ("_kept", "_read", "_scale")
 
     def __init__(self, rates: dict, kept: dict[str, list[float]] | None = None,
                  scale: dict[str, float] | None = None):
         super().__init__(rates)
         self._kept, self._scale = kept, scale or {}
+        # requests with a delta per session: what "× requests" counts from, kept past release()
+        self._read = {sid: len(xs) for sid, xs in kept.items()} if kept is not None else {}
+
+    def read(self, sid: str) -> int | None:
+        """The session's requests with a delta (a reading before and after); the counted ones
+        are those from the first that kept. None where one rate solved every request."""
+        return self._read.get(sid)
 
     def per_request(self, sid: str) -> list[float | None]:
         """What each of the session's requests with a delta was credited, in row order; None for
@@ -570,7 +577,7 @@ class SessionVerdicts:
             if n < self.min_samples:
                 return None
             return {"basis": DELTA_BASIS, "rise_mb": kept_in_all(rate, n), "leak_per_request_mb": rate,
-                    "requests_counted": n}
+                    "requests_counted": n, "requests_read": self.credits.read(sid)}
         rise = snapshot_rise(snapshots, self.min_samples, self.cpu) if snapshots is not None else None
         if rise is None:
             return None

@@ -159,7 +159,8 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
         return None
     rate, n = c
     # requests_counted: the requests per request × requests is over (from the first that kept)
-    return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests_counted": n}
+    return {"rss_kept_mb": kept_in_all(rate, n), "rss_kept_per_request_mb": rate, "requests_counted": n,
+            "requests_read": credits.read(sid)}
 
 
 def rss_fix(leaking: int, judged: int) -> str:

@@ -66,8 +66,13 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
         by_delta = [v for v in hit if v["basis"] == "request deltas"]
         parts = []
         if by_delta:
-            parts.append(f"requests keep up to {fmt.prose(max(v['leak_per_request_mb'] for v in by_delta))} MiB of GPU "
-                         f"memory each (other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
+            # a session's per-request figure is its kept total over its counted requests: a mean,
+            # said with the total it comes from so it reads as one
+            top = max(by_delta, key=lambda v: (v["leak_per_request_mb"], v["session_id"]))
+            where = "" if len(by_delta) == 1 else " in the worst session"
+            parts.append(f"requests keep {fmt.prose(top['leak_per_request_mb'])} MiB of GPU memory each on average{where} "
+                         f"({fmt.prose(top['rise_mb'])} MiB over {_plural(top.get('requests') or 0, 'request')}; "
+                         f"other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
         if len(by_delta) < len(hit):
             parts.append(f"reserved_mb rises up to {fmt.prose(max(v['rise_mb'] for v in hit if v['basis'] != 'request deltas'))} "
                          f"MiB over consecutive turns in {_plural(len(hit) - len(by_delta), 'session')}")

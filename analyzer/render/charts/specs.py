@@ -296,6 +296,27 @@ def _time_param() -> alt.Parameter:
     return alt.param(name=TIME_RANGE, value=None)
 
 
+def count_scale(values) -> alt.Scale:
+    """A y scale for counts with room above the tallest bar and a tick at its top. Vega's own
+    "nice" rounds 11 to 11 (its step is 1 at ten ticks) while the axis labels every second
+    tick, so the tallest bar met the frame above the last label and read as cut off."""
+    hi = max((v for v in values if v is not None), default=0)
+    if hi <= 0:
+        return alt.Scale(domain=[0, 1], nice=False)
+    raw = hi / 5
+    exp = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = next(m * exp for m in (1, 2, 5, 10) if m * exp >= raw)
+    return alt.Scale(domain=[0, (math.floor(hi / step) + 1) * step], nice=False)
+
+
+def _stacked(rows: list[dict], key: str, value: str) -> list[float]:
+    """Per-`key` totals: the height of a stacked bar."""
+    totals: dict = defaultdict(float)
+    for r in rows:
+        totals[r.get(key)] += r.get(value) or 0
+    return list(totals.values())
+
+
 def _finish(chart, title: str, subtitle: str | None = None) -> dict:
     t = alt.TitleParams(text=title, subtitle=subtitle) if subtitle else title
     spec = chart.properties(title=t).to_dict()
@@ -446,7 +467,7 @@ def overview_chart(series: dict, ctx: ChartContext) -> Chart | None:
     x = alt.X("bucket:T", title=None, scale=_time_scale(tx, brushed=False), axis=_time_axis_def(tx))
     base = alt.Chart(_data(rows, "bucket", tx)).encode(
         x=x,
-        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3)),
+        y=alt.Y("count:Q", title=f"per {bucket}", axis=alt.Axis(tickCount=3), scale=count_scale(r.get("count") for r in rows)),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["requests", "errors"], range=["#2e6fdb", "#b42318"]),
                         legend=alt.Legend(orient="top", direction="horizontal", offset=2)),
         tooltip=[_time_tip("bucket"), "kind:N", "count:Q"],
@@ -481,7 +502,7 @@ def latency_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
                 x=alt.X("bin_start:Q", title=titles.get(metric, metric) + ", log scale",
                         scale=alt.Scale(type="log"), axis=alt.Axis(format=MS_LABELS, labelOverlap=True)),
                 x2="bin_end:Q",
-                y=alt.Y("count:Q", title="requests"),
+                y=alt.Y("count:Q", title="requests", scale=count_scale(r.get("count") for r in sub)),
                 y2={"datum": 0},  # bars stand on zero (a ranged x alone draws them as ticks)
                 tooltip=[alt.Tooltip("bin_start:Q", title="from (ms)", format=",~r"),
                          alt.Tooltip("bin_end:Q", title="to (ms)", format=",~r"), "count:Q"],
@@ -591,7 +612,7 @@ def gpu_wait_hist_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = alt.Chart(_data(rows)).mark_bar(color="#2e9e6b", binSpacing=0).encode(
         x=alt.X("bin_start:Q", bin="binned", title="gpu_wait_pct (%)", scale=alt.Scale(domain=[0, 100])),
         x2="bin_end:Q",
-        y=alt.Y("count:Q", title="requests"),
+        y=alt.Y("count:Q", title="requests", scale=count_scale(r.get("count") for r in rows)),
         tooltip=["bin_start:Q", "bin_end:Q", "count:Q"],
     ).properties(width=HALF_WIDTH - 40, height=180)
     return Chart("gpu_wait_hist", "gpu", "gpu_wait distribution",
@@ -606,8 +627,13 @@ def _session_age_rows(rows: list[dict], keep: list, fields: tuple[str, ...], tx:
     out = []
     for sid in keep:
         pts = sorted((r for r in rows if r.get("session_id") == sid), key=lambda r: r["ts"])
-        # the request's turn where the series has it (a gap is a turn without a reading)
-        number = {id(r): r.get("turn_index") or i for i, r in enumerate(pts, start=1)}
+        # the request's turn where the series has it (a gap is a turn without a reading); else
+        # the request's place among the session's requests, so a request read twice (an OOM
+        # and its retry) stays on its one turn
+        order = list(dict.fromkeys(r.get("request_id") for r in pts))
+        by_request = None not in order
+        number = {id(r): r.get("turn_index") or (order.index(r.get("request_id")) + 1 if by_request else i)
+                  for i, r in enumerate(pts, start=1)}
         t0 = parse_iso(pts[0]["ts"])
         out += [{"turn": number[id(r)], "minute": round((parse_iso(r["ts"]) - t0).total_seconds() / 60, 2),
                  "ts": tx.ms(r["ts"]), "session_id": sid, **{f: r.get(f) for f in fields}} for r in thin(pts)]
@@ -646,6 +672,12 @@ def _named_drawn(keep: list, named: dict) -> str:
     return f"the {len(drawn)} that findings name ({ids}), then "
 
 
+def _named_first(flagged: list, named: dict) -> list:
+    """The chart's own flagged sessions, then any other session a finding names: a session a
+    finding names is drawn before one that only has larger values."""
+    return list(flagged) + [sid for sid in named if sid not in flagged]
+
+
 def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, named: dict | None = None,
                kept_limit: int | None = None, sessions_total: int | None = None) -> list[str]:
     """Which sessions a per-session chart draws and why not the others, in words: every session of
@@ -659,7 +691,9 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     if len(keep) < total:
         why = _named_drawn(keep, named) + "those with the largest values"
         left = [sid for sid in drawable if sid not in keep]
-        out = (f"; left out: {', '.join(str(sid)[:CAPTION_ID_CHARS] for sid in left)}"
+        # a session left out that some finding names says which (its rules are not this chart's)
+        shown = [str(sid)[:CAPTION_ID_CHARS] + (f" ({', '.join(named[sid])})" if named.get(sid) else "") for sid in left]
+        out = (f"; left out: {', '.join(shown)}"
                if len(left) <= 3 else "")
         notes.append(f"{len(keep)} of the {total} sessions with per-turn readings drawn: {why} (at most {MAX_LINES} "
                      f"lines, so each stays readable){out}.")
@@ -668,16 +702,31 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
         notes.append(f"{single} session{'s' if single != 1 else ''} with a single reading left out (no trend to draw).")
     none = (sessions_total or 0) - len(listed)
     if none > 0:
-        why = (f"the report keeps per-turn readings for at most {kept_limit} sessions, flagged ones first"
+        why = (f"the report keeps per-turn readings for at most {kept_limit} sessions, those this chart's own measure "
+               "ranks first (a flag of its rules, then the largest trend)"
                if kept_limit and len(listed) >= kept_limit else "their requests logged none (failed before a reading, "
                "or the app logs no per-turn readings for them)")
         notes.append(f"{none} of the report's {sessions_total} sessions {'has' if none == 1 else 'have'} no per-turn "
                      f"reading here: {why}; "
                      "every session's totals are in the Sessions table.")
+    counts: dict = defaultdict(int)
+    for r in all_rows or rows:
+        counts[r.get("session_id")] += 1
     missing = [sid for sid in named if sid not in keep and sid not in drawable]
-    if missing:
-        notes.append("Named by a finding but not drawn (this chart's data holds fewer than two of its readings): "
-                     + "; ".join(f"{str(sid)[:CAPTION_ID_CHARS]} {', '.join(named[sid])}" for sid in missing) + ".")
+    one = [sid for sid in missing if counts[sid] == 1]
+    unkept = [sid for sid in missing if not counts[sid]]
+
+    def ids(sids: list) -> str:
+        return "; ".join(f"{str(sid)[:CAPTION_ID_CHARS]} {', '.join(named[sid])}" for sid in sids)
+
+    if one:
+        notes.append(f"Named by a finding but not drawn (a single reading of this kind, no trend): {ids(one)}.")
+    if unkept:
+        why = (f"not among the {kept_limit} sessions whose per-turn readings the report keeps for this chart, "
+               "which are picked by this chart's own measure before the findings are made"
+               if kept_limit and len(listed) >= kept_limit else "no reading of this kind in the logs")
+        notes.append(f"Named by a finding but not drawn ({why}): {ids(unkept)}; see "
+                     f"{'its' if len(unkept) == 1 else 'their'} drill-down.")
     return notes
 
 
@@ -691,7 +740,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = _multi_point_rows(all_rows)
     if not rows:
         return None
-    keep = top_groups(rows, "session_id", "reserved_mb", first=flagged)
+    keep = top_groups(rows, "session_id", "reserved_mb", first=_named_first(flagged, ctx.named))
     out = _session_age_rows(rows, keep, ("reserved_mb", "allocated_mb"), tx)
     base = alt.Chart(_data(out)).transform_fold(["reserved_mb", "allocated_mb"], as_=["kind", "mb"]).encode(
         x=_turn_x(out),
@@ -705,9 +754,17 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     )
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
+    notes = _shown_note(keep, rows, all_rows, ctx.named,
+                        (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total)
+    per_turn: dict = defaultdict(int)
+    for r in out:
+        per_turn[(r["session_id"], r["turn"])] += 1
+    twice = list(dict.fromkeys(sid for (sid, _), n in per_turn.items() if n > 1))
+    if twice:
+        notes.append(f"{', '.join(str(sid)[:CAPTION_ID_CHARS] for sid in twice)}: a request read more than once "
+                     "(an attempt and its retry) has its readings on its one turn.")
     return Chart("memory_timeline", "memory", "GPU memory per session", _finish(chart, "GPU memory per session", sub),
-                 notes=_shown_note(keep, rows, all_rows, ctx.named,
-                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total))
+                 notes=notes)
 
 
 @chart("kv_growth", section="kv", series=("kv_growth",),
@@ -719,7 +776,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows = _multi_point_rows(all_rows)
     if not rows:
         return None
-    keep = top_groups(rows, "session_id", "kv_seq_len", first=flagged)
+    keep = top_groups(rows, "session_id", "kv_seq_len", first=_named_first(flagged, ctx.named))
     out = _session_age_rows(rows, keep, ("kv_seq_len", "kv_cache_size_mb"), tx)
     chart = alt.Chart(_data(out)).mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5).encode(
         x=_turn_x(out),
@@ -752,7 +809,7 @@ def errors_chart(series: dict, ctx: ChartContext) -> Chart | None:
     rows, step = coarsen(rows, "bucket", ("error_type",), {"count": "sum"})
     chart = with_deploys(alt.Chart(_data(rows, "bucket", tx)).mark_bar(clip=True).encode(
         x=_time_x("bucket", tx),
-        y=alt.Y("count:Q", title="errors", stack=True),
+        y=alt.Y("count:Q", title="errors", stack=True, scale=count_scale(_stacked(rows, "bucket", "count"))),
         color=alt.Color("error_type:N", title="error type"),
         tooltip=[_time_tip("bucket"), "error_type:N", "count:Q"],
     ).add_params(_time_param()), "bucket", _time_x("bucket", tx), ctx).properties(width=WIDTH - 200, height=160)
