@@ -156,7 +156,7 @@ def oom_line(c: dict) -> str:
     from dslogs.analyzer.core import format as fmt
 
     mb = c.get("mb_per_request")
-    fit = (f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(c.get('fit_r2'))}"
+    fit = (f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(c.get('fit_r2'), 2)}"
            if mb is not None else "")
     total = c.get("gpu_total_mb")
     if c.get("oom_level") is not None:
