@@ -50,10 +50,11 @@ def local_spark():
     session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """One headless Chromium for every browser test that asks for it (a launch is about a second
-    on two cores); skipped where chromium or playwright is missing."""
+    """One headless Chromium for the browser tests of a module that ask for it (a launch is about a
+    second on two cores); skipped where chromium or playwright is missing. Module-scoped: a sync
+    Playwright left running makes every later `sync_playwright()` in the thread fail."""
     import shutil
     from pathlib import Path
 

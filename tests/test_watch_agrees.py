@@ -131,7 +131,7 @@ def test_hostile_line_is_unreadable_as_in_analyze(tmp_path, kind):
     path = tmp_path / "app.jsonl"
     path.write_text(json.dumps(ok[0]) + "\n" + line + "\n" + "".join(json.dumps(e) + "\n" for e in ok[1:]))
     res = runner.invoke(app, ["analyze", str(path), "--format", "json", "--no-cache"])
-    bad = json.loads(res.output)["ingest"]["bad_lines"]
+    bad = json.loads(res.stdout)["ingest"]["bad_lines"]
     # DuckDB reads a dict host or a list session_id as text, and year 1 is a time: analyze keeps them
     assert bad == (0 if kind in ("dict as host", "list as session_id", "year-1 timestamp") else 1)
     win = Window(900)
