@@ -280,11 +280,13 @@ def _row_text(page: str, sid: str) -> str:
     return html_lib.unescape(re.sub(r"<[^>]+>", " ", m.group(1)))
 
 
-def _judged_text(j: dict, rule: str, num) -> str:
-    """A judged figure as the sessions tables write it: in all (per request × requests)."""
+def _judged_text(j: dict, rule: str, num, requests: int) -> str:
+    """A judged figure as the sessions tables write it: in all (per request × requests counted,
+    then "of" the session's requests when fewer were counted)."""
     if rule == "memory_leak" and j.get("basis") != "request deltas":
         return f"{num(j[FIGURE[rule]])} (reserved over turns)"
-    return f"{num(j[FIGURE[rule]])} ({num(j[PER_REQUEST[rule]])} × {num(j['requests_counted'])})"
+    n = j["requests_counted"]
+    return f"{num(j[FIGURE[rule]])} ({num(j[PER_REQUEST[rule]])} × {num(n)}" + (")" if n >= requests else f" of {requests}")
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -306,10 +308,10 @@ def test_html_and_markdown_show_the_judged_figures(reports, name):
         for sid in f["session_ids"]:
             j = by_id[sid]["judged"][f["rule"]]
             if sid in shown and (f["rule"] == "rss_growth" or not model.get("no_gpu")):
-                want = _judged_text(j, f["rule"], fmt.table)
+                want = _judged_text(j, f["rule"], fmt.table, by_id[sid]["requests"])
                 assert want in " ".join(_row_text(page, sid).split()), (f["rule"], sid, want)
             if sid in md_rows:
-                assert _judged_text(j, f["rule"], _num) in md_rows[sid], (f["rule"], sid)
+                assert _judged_text(j, f["rule"], _num, by_id[sid]["requests"]) in md_rows[sid], (f["rule"], sid)
         # the evidence's sums, as the card and the Markdown write them
         for e in (f.get("evidence") or {}).get("requests") or []:
             if e.get("verdict_mb") is not None:

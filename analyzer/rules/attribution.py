@@ -525,7 +525,7 @@ class _Verdict:
     per session of the window, 400 k+ at 20 M events, a fifth of a dict's memory."""
 
     __slots__ = ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb", "requests",
-                 "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
+                 "requests_read", "reserved_first_mb", "reserved_last_mb", "reserved_slope_mb_per_min", "samples", "minutes",
                  "first_ts", "last_ts", "flagged", "process_scoped", "credited")  # fmt: skip
 
     def __init__(self, **values):
@@ -667,7 +667,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
         sessions.judged(rise)
         if rate > leak_th and rise > rise_th:
             kept[sid] = _Verdict(session_id=sid, basis=DELTA_BASIS, leak_per_request_mb=rate, requests=n,
-                                 rise_mb=rise, flagged=True)
+                                 requests_read=rates.read(sid), rise_mb=rise, flagged=True)
     # the flagged sessions' host and pid from their last row, and what each of their requests
     # was credited (one more pass only if there are some)
     if kept:

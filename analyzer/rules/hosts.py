@@ -234,7 +234,8 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
                      f"({fmt.prose(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
             section="memory", chart=None,
             details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "rss_kept_per_request_mb",
-                                                          "requests_counted", "rss_kept_mb", "credited")}
+                                                          "requests_counted", "requests_read", "rss_kept_mb",
+                                                          "credited")}
                                   for v in leaky]},
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))

@@ -84,7 +84,7 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
             # kept), not the session's requests
             details={"sessions": [{COUNTED.get(k, k): v.get(k)
                                    for k in ("session_id", "host", "pid", "basis", "rise_mb", "leak_per_request_mb",
-                                             "requests", "reserved_first_mb", "reserved_last_mb",
+                                             "requests", "requests_read", "reserved_first_mb", "reserved_last_mb",
                                              "reserved_slope_mb_per_min", "samples", "minutes", "credited")
                                    if v.get(k) is not None}
                                   for v in hit],
