@@ -87,8 +87,9 @@ def load_model(hidden: int, layers: int):
     return model
 
 
-def build_app(log_dir: Path, device: str = "cpu", hidden: int = 768, layers: int = 6):
-    """ChatApp on the sized TinyR1, warmed up, with its Tracer: (app, tracer). Nothing from gradio."""
+def build_app(log_dir: Path, device: str = "cpu", hidden: int = 768, layers: int = 6, app_cls=None):
+    """ChatApp (or ``app_cls``, a subclass) on the sized TinyR1, warmed up, with its Tracer:
+    (app, tracer). Nothing from gradio."""
     import torch
 
     from dslogs_collector import Tracer
@@ -105,7 +106,7 @@ def build_app(log_dir: Path, device: str = "cpu", hidden: int = 768, layers: int
         model.generate(ids, max_new_tokens=tiny_r1.OUTPUT_TOKENS + 2, do_sample=False)
     gpu = FakeCuda() if device == "cpu" else RealCuda()
     tracer = Tracer(log_dir, memory_probe=gpu.probe) if gpu.probe else Tracer(log_dir)
-    return ChatApp(tracer, model, tiny_r1.load_tokenizer(), gpu, Plan({})), tracer
+    return (app_cls or ChatApp)(tracer, model, tiny_r1.load_tokenizer(), gpu, Plan({})), tracer
 
 
 def serve(log_dir: Path, device: str = "cpu", concurrency_limit: int = 8, hidden: int = 768, layers: int = 6,

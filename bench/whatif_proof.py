@@ -5,10 +5,15 @@ The app is bench/capacity_sweep.py's: tests/e2e/apps/gradio_chat.py in its own p
 ``concurrency_limit``, on a random TinyR1 sized so that generate is real work (hidden 768, 4
 layers, one torch thread per generate on CPU). The users are closed loop: each is one
 gradio_client session sending a prompt, waiting for the reply, thinking, and sending the next.
-No public conversation trace is available offline here, so the request sizes are drawn (seeded)
-from a log-normal prompt length (median 12 words, sigma 0.8, at most 120 words: the shape of
-chat prompts in public traces, short with a long tail) and the think time from an exponential
-of mean ``--think-ms``; the tiny model answers every prompt with the same 16 tokens.
+With ``--trace FILE`` each request's size is a row of a public trace, drawn (seeded) by each user:
+the conversation trace of Azure's LLM inference dataset (``data/AzureLLMInferenceTrace_conv.csv``
+of github.com/Azure/AzurePublicDataset, columns ``ContextTokens`` and ``GeneratedTokens``; not
+shipped here), both lengths scaled by ``--trace-scale`` (default 1/8: the trace's median of 1,020
+prompt and 129 output tokens become 128 and 16, which the CPU model serves in a fraction of a
+second; the trace's tails come along). The app answers with exactly that many tokens (at least
+the 11 of the think block and EOS). Without it, the prompts are drawn from a log-normal length
+(median 12 words, sigma 0.8, at most 120 words) and every answer is the same 16 tokens. The think
+time is exponential, of mean ``--think-ms``.
 
 Each run lasts a fixed time (users stop sending at its end). Measured per cell, from the run's
 own logs (what the service saw), over the requests that ended between 5 s after the start and
@@ -23,10 +28,12 @@ Prints the table (predicted / measured / error per cell) in Markdown; --json wri
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import threading
@@ -46,13 +53,64 @@ WARM_S = 5.0  # seconds of each run left out of the measured window: the users f
 WORDS = "what how why when where which model token memory cache batch queue answer reason".split()
 
 
-def prompt(rng: random.Random) -> str:
+PROMPT_CAP = 1024  # words: the trace's longest prompts (14 k tokens) would each hold a core for seconds
+OUT_RE = re.compile(r"^\[out=(\d+)\] ")
+
+
+def load_trace(path: Path, scale: float) -> list[tuple[int, int]]:
+    """(prompt words, output tokens) per row of an Azure LLM inference trace, scaled."""
+    with open(path, newline="") as f:
+        rows = [(int(r["ContextTokens"]), int(r["GeneratedTokens"])) for r in csv.DictReader(f)]
+    if not rows:
+        raise SystemExit(f"whatif_proof: {path}: no rows with ContextTokens and GeneratedTokens")
+    return [(min(PROMPT_CAP, max(1, round(c * scale))), max(1, round(g * scale))) for c, g in rows]
+
+
+def prompt(rng: random.Random, trace: list[tuple[int, int]] | None = None) -> str:
+    """A message: from a trace row ("[out=N] " and its prompt's words), else log-normal words."""
+    if trace:
+        words, out = trace[rng.randrange(len(trace))]
+        return f"[out={out}] " + " ".join(rng.choice(WORDS) for _ in range(words))
     n = min(120, max(1, round(math.exp(rng.gauss(math.log(12), 0.8)))))
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def trace_app_class():
+    """The e2e ChatApp answering a message that starts "[out=N] " with N output tokens (the think
+    block and EOS included; never fewer than those)."""
+    import gradio as gr
+
+    from tests.e2e.apps import tiny_r1
+    from tests.e2e.apps.gradio_chat import ChatApp
+
+    shape = tiny_r1.OUTPUT_TOKENS - tiny_r1.ANSWER_WORDS
+
+    class TraceChatApp(ChatApp):
+        _want = threading.local()
+
+        def chat(self, message, history, request):
+            m = OUT_RE.match(message)
+            self._want.out = int(m.group(1)) if m else None
+            return super().chat(message, history, request)
+
+        # Gradio passes the request to a parameter annotated gr.Request; this module's annotations
+        # are strings naming a local import, so the class itself is set
+        chat.__annotations__.update(message=str, history=list, request=gr.Request)
+
+        def _kwargs(self, fault) -> dict:
+            kw = super()._kwargs(fault)
+            out = getattr(self._want, "out", None)
+            if out is not None:
+                kw["answer_words"] = max(0, out - shape)
+                kw["max_new_tokens"] = max(kw["max_new_tokens"], out + 1)
+            return kw
+
+    return TraceChatApp
+
+
 def run_cell(log_dir: Path, limit: int, users: int, seconds: float, think_ms: float, seed: int = 0,
-             app: App | None = None, requests: int | None = None) -> dict:
+             app: App | None = None, requests: int | None = None,
+             trace: list[tuple[int, int]] | None = None) -> dict:
     """``users`` closed-loop users against the app at ``limit`` for ``seconds``: after that no user
     sends again. The measured window ends there, so the tail (the last replies, fewer users) is
     not in it; its start leaves WARM_S for the users to fall into step. ``app``: a running app
@@ -80,7 +138,7 @@ def run_cell(log_dir: Path, limit: int, users: int, seconds: float, think_ms: fl
             time.sleep(rng.expovariate(1 / think_ms) / 1000 if think_ms > 0 else 0)
             while time.time() < deadline[0] and (requests is None or answered[0] < requests):
                 try:
-                    clients[i][0](prompt(rng))
+                    clients[i][0](prompt(rng, trace))
                     answered[0] += 1
                 except Exception as e:  # noqa: BLE001 - counted, the run goes on
                     errors.append(repr(e))
@@ -162,7 +220,7 @@ def _serve(port: int, log_dir: Path, limit: int) -> int:
 
     gradio.queueing.PROFILING_ENABLED = True
     gradio.profiling.PROFILING_ENABLED = True
-    app, tracer = build_app(log_dir, "cpu", HIDDEN, LAYERS)
+    app, tracer = build_app(log_dir, "cpu", HIDDEN, LAYERS, app_cls=trace_app_class())
     demo = build_demo(app, concurrency_limit=limit)
     demo.queue(default_concurrency_limit=limit).launch(
         server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
@@ -242,15 +300,15 @@ def table(rows: list[dict]) -> str:
 
 
 def prove(calib: tuple[int, int], cells: list[tuple[int, int]], seconds: float, think_ms: float, work: Path,
-          calib_seconds: float | None = None) -> dict:
+          calib_seconds: float | None = None, trace: list[tuple[int, int]] | None = None) -> dict:
     c_lim, c_users = calib
     cal_dir = work / f"calib-{c_lim}x{c_users}"
-    cal_run = run_cell(cal_dir, c_lim, c_users, calib_seconds or seconds, think_ms, seed=1)
+    cal_run = run_cell(cal_dir, c_lim, c_users, calib_seconds or seconds, think_ms, seed=1, trace=trace)
     pred = calibrate(cal_dir, cells)
     rows = []
     for i, (lim, u) in enumerate(cells):
         d = work / f"cell{i}-{lim}x{u}"  # a setting may be run twice (the calibration's: its spread)
-        run = run_cell(d, lim, u, seconds, think_ms, seed=2)
+        run = run_cell(d, lim, u, seconds, think_ms, seed=2, trace=trace)
         m = measured(d, run)
         p = pred[(lim, u)]
         rows.append({"limit": lim, "users": u, "errors": run["errors"], "requests": m["requests"], "load": run["load"],
@@ -270,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds the users send in each predicted run")
     ap.add_argument("--calib-seconds", type=float, default=90.0, help="seconds of the calibration run")
     ap.add_argument("--think-ms", type=float, default=1000.0, help="mean think time between turns")
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="request sizes from an Azure LLM inference trace CSV (ContextTokens, GeneratedTokens)")
+    ap.add_argument("--trace-scale", type=float, default=0.125, help="both lengths of a trace row times this")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's logs under this folder")
     ap.add_argument("--repredict", type=Path, default=None,
@@ -308,8 +369,16 @@ def _main(args, calib, cells) -> int:
         print(json.dumps(result["service"], default=str))
         print(table(result["cells"]))
         return 0
+    try:
+        trace = load_trace(args.trace, args.trace_scale) if args.trace else None
+    except (OSError, KeyError, ValueError) as e:
+        print(f"whatif_proof: --trace {args.trace}: {e!r}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="dslogs-whatif-") as tmp:
-        result = prove(calib, cells, args.seconds, args.think_ms, args.keep or Path(tmp), args.calib_seconds)
+        result = prove(calib, cells, args.seconds, args.think_ms, args.keep or Path(tmp), args.calib_seconds,
+                       trace)
+    if trace:
+        result["trace"] = {"file": str(args.trace), "scale": args.trace_scale, "rows": len(trace)}
     print(json.dumps(result["service"], default=str))
     print(table(result["cells"]))
     if args.json:

@@ -36,15 +36,16 @@ REASONING_LEN = 1 + THINK_WORDS + 1  # generated tokens up to and including </th
 OOM_ASK_GIB = 16  # per beam row, asked of a real GPU's allocator by a step that should OOM
 
 
-def r1_token(position: int) -> int:
-    """The token an R1-style answer has at generated ``position`` (0-based)."""
+def r1_token(position: int, answer_words: int = ANSWER_WORDS) -> int:
+    """The token an R1-style answer of ``answer_words`` words has at generated ``position``
+    (0-based)."""
     if position == 0:
         return THINK_ID
     if position <= THINK_WORDS:
         return len(SPECIALS) + (position * 7) % len(WORDS)
     if position == THINK_WORDS + 1:
         return THINK_END_ID
-    if position <= THINK_WORDS + 1 + ANSWER_WORDS:
+    if position <= THINK_WORDS + 1 + answer_words:
         return len(SPECIALS) + (position * 11) % len(WORDS)
     return EOS_ID
 
@@ -52,11 +53,11 @@ def r1_token(position: int) -> int:
 class R1Shape(transformers.LogitsProcessor):
     """Forces ``r1_token(k)`` at the k-th generated position of every row (beams included)."""
 
-    def __init__(self, prompt_len: int):
-        self.prompt_len = prompt_len
+    def __init__(self, prompt_len: int, answer_words: int = ANSWER_WORDS):
+        self.prompt_len, self.answer_words = prompt_len, answer_words
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        forced = r1_token(input_ids.shape[1] - self.prompt_len)
+        forced = r1_token(input_ids.shape[1] - self.prompt_len, self.answer_words)
         out = torch.full_like(scores, float("-inf"))
         out[:, forced] = 0.0
         return out
@@ -79,10 +80,12 @@ class TinyR1(transformers.Qwen2ForCausalLM):
             )
         return super().forward(input_ids, *args, **kwargs)
 
-    def generate(self, inputs=None, **kwargs):
+    def generate(self, inputs=None, answer_words: int = ANSWER_WORDS, **kwargs):
+        """``answer_words``: the answer's length (a benchmark's request mix); the output is that
+        plus the think block and EOS, as long as ``max_new_tokens`` allows."""
         ids = inputs if inputs is not None else kwargs.get("input_ids")
         processors = transformers.LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
-        processors.append(R1Shape(ids.shape[1]))
+        processors.append(R1Shape(ids.shape[1], answer_words))
         return super().generate(inputs, logits_processor=processors, **kwargs)
 
 
