@@ -344,3 +344,41 @@ def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
     assert text(json.loads(a.stdout)) == text(json.loads(b.stdout)) and json.loads(b.stdout)["deploys"]
     # a caller that does not ask for deploys gets the model it builds cold
     assert "deploys" not in analyze(selection)
+
+
+# -- a window: the first deploy in it is judged against the deploy before it ----------------------
+
+
+def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root):
+    """Recorded deploys at 0 h, 1 h (a new torch), 2 h (another, prefill +40 %) and 2.5 h; the
+    window opens at 2 h. d3 is the first deploy in it, but d2 ran before it (outside the window):
+    d3 is a regression against d2's whole window, and the report and `dslogs deploys` say where
+    that baseline came from. Only d1 of the whole log set is ever `first`."""
+    from dslogs.analyzer.model.load import first_error, shipped_schema
+    from dslogs.analyzer.render.report import render_report
+
+    folder = sim_root / "window"
+    mid, last = dict(OLD, **{"pkg.torch": "2.4.2"}), dict(NEW, **{"generate.use_cache": False})
+    simulated(folder, 0, "prefill_slower", [(0, OLD), (1, mid), (2, NEW), (2.5, last)])
+    window = ["--since", "2026-11-23T02:00", "--until", "2026-11-23T03:00", "--tz", "UTC", "--no-cache"]
+    run = CliRunner()
+    r = run.invoke(app, ["analyze", str(folder), "--format", "json", *window])
+    assert r.exit_code == 0, r.output
+    model = json.loads(r.stdout)
+    assert first_error(model, shipped_schema("report")) is None
+    assert [(d["id"], d["verdict"]) for d in model["deploys"]] == [("d3", "regression"), ("d4", "steady")]
+    d3, d4 = model["deploys"]
+    assert any(r.startswith("prefill p") for r in d3["reasons"]), d3["reasons"]
+    assert d3["baseline"] == {"id": "d2", "since": "2026-11-23T01:00:00+00:00", "until": "2026-11-23T02:00:00+00:00",
+                              "outside_window": True}
+    assert d4["baseline"]["id"] == "d3" and d4["baseline"]["outside_window"] is False
+    assert "against d2 (2026-11-23T01:00:00+00:00 to 2026-11-23T02:00:00+00:00), read from before the window" in \
+        render_report(model, "md")
+    r = run.invoke(app, ["deploys", str(folder), "--format", "md", *window])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| d3 "))
+    assert "pkg.torch 2.4.2 → 2.5.0" in row and "against d2" in row and "regression" in row
+    # the whole log set: d1 is the first deploy, and nothing was read from outside a window
+    whole = deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]
+    assert [(d["id"], d["verdict"], (d["baseline"] or {}).get("outside_window")) for d in whole][:1] == [("d1", "first", None)]
+    assert not any((d["baseline"] or {}).get("outside_window") for d in whole)
