@@ -15,12 +15,16 @@ from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides
 from dslogs.analyzer.usecases.analyze import load_side
 
 
-def _timeline(selection: Selection, change_point: bool = False
+def _timeline(selection: Selection, change_point: bool = False, read: tuple[str, list[dm.Instance]] | None = None,
               ) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
     """The deploys of the whole log set (so d1, d2, ... are the same whatever window a command
-    looks at), read with DuckDB on every engine (the records are a handful of rows); with
+    looks at), read with DuckDB on every engine (the records are a handful of rows), or ``read``
+    from it already (``read_instances`` of an open LogSet's ``whole_events``); with
     ``change_point``, the candidate minute of a regression within the selection's window when
     there are no records."""
+    if read is not None and not change_point:
+        source, insts = read
+        return source, insts, dm.group_deploys(insts), None
     whole = selection.window(None, None)
     with ingest.open(whole, materialize=False) as db:
         source, insts = dm.read_instances(db.con)
@@ -36,12 +40,14 @@ def _side(selection: Selection, lo: datetime | None, hi: datetime | None, label:
 
 
 def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False,
-            change_point: bool = True, baseline_outside: bool = True) -> dict:
+            change_point: bool = True, baseline_outside: bool = True,
+            read: tuple[str, list[dm.Instance]] | None = None) -> dict:
     """The deploys model ``dslogs.deploys/1`` of one log set; ``only_recorded``: no deploys (and no
     analysis) when the logs have no records and no OTLP versions; ``change_point``: look for one
     when there are no records (two more analyses). In a window, the first deploy is compared with
     the deploy before it over that deploy's whole window, outside the asked one (its row's
-    ``baseline`` says so); ``baseline_outside=False`` leaves it unjudged (a caller that drops it)."""
+    ``baseline`` says so); ``baseline_outside=False`` leaves it unjudged (a caller that drops it).
+    ``read``: the whole log set's starts, read already (see ``_timeline``)."""
     from dslogs.analyzer import __version__
 
     if selection.windowed:
@@ -49,7 +55,7 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
         lo, hi = selection.since, selection.until
     else:
         lo = hi = None
-    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded)
+    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded, read)
     if only_recorded and source == "processes":
         groups, candidate = [], None
     starts = [g[0].start for g in groups]
@@ -129,11 +135,11 @@ def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance
             "summary": [f"a regression began at {at.isoformat(timespec='minutes')} ({', '.join(reasons[:4])}); {where}."]}
 
 
-def report_deploys(selection: Selection) -> list[dict]:
+def report_deploys(selection: Selection, read: tuple[str, list[dm.Instance]] | None = None) -> list[dict]:
     """The deploys a report's timelines mark: each one's id, label, first event and verdict, from
-    ``deploys`` (one analysis per deploy; no change-point search)."""
+    ``deploys`` (one analysis per deploy; no change-point search); ``read``: as ``deploys``."""
     keep = ("id", "label", "first_event", "verdict", "reasons", "baseline")
-    return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False)["deploys"]]
+    return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False, read=read)["deploys"]]
 
 
 def week_deploys(selection: Selection, week: dict) -> list[dict]:
