@@ -342,7 +342,7 @@ def _analyze(selection, format, out, fail_on) -> None:
     _print_notes(model)
     from dslogs.analyzer.render.report import render_report
 
-    text = render_report(model, format.value)
+    text = _run(render_report, model, format.value)
     if format is ReportFormat.md and out is None and sys.stdout.isatty():
         # read on a terminal, not rendered: `<` rather than `&lt;` (log text stays made safe:
         # control characters were replaced when the model was rendered)
@@ -439,7 +439,7 @@ def report_weekly(
 
     for note in model.get("notes") or []:
         typer.echo(f"dslogs: note: {visible(str(note))}", err=True)
-    text = render_weekly(model, format.value)
+    text = _run(render_weekly, model, format.value)
     if format is ReportFormat.html:
         _write_or_print(text, out or Path(f"dslogs-weekly-{model['week']}.html"))
     else:
@@ -506,8 +506,11 @@ def deploys(
     thresholds: Annotated[Path | None, typer.Option("--thresholds", help="TOML file overriding rule thresholds.")] = None,
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
+    engine: EngineOpt = Engine.duckdb,
+    master: MasterOpt = "local[*]",
     quiet: QuietOpt = False,
     session_attr: SessionAttrOpt = None,
+    prom_servers: PromServersOpt = "auto",
 ) -> None:
     """The deploys in the logs, what changed at each, and whether it made the service slower."""
     _check_out(out if out is not None or format is not ReportFormat.html else Path("dslogs-deploys.html"))
@@ -515,7 +518,8 @@ def deploys(
     from dslogs.analyzer.render.deploys import render_deploys
     from dslogs.analyzer.usecases.deploys import deploys as run_deploys
 
-    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, Engine.duckdb, "local[*]", session_attr)
+    selection = _select(logs, since, until, tz, thresholds, cache, no_cache, engine, master, session_attr,
+                        prom_servers)  # fmt: skip
     with progress.run("deploys", quiet):
         model = _run(run_deploys, selection)
         text = _run(render_deploys, model, format.value)
@@ -657,7 +661,7 @@ def render(
     if target.exists() and target.resolve() == report_json.resolve():
         _fail(f"--out {target}: is the report being read; give another file")
     model = _run(load_report_json, report_json)
-    _write_or_print(render_html(model), target)
+    _write_or_print(_run(render_html, model), target)
 
 
 @app.command()

@@ -269,7 +269,7 @@ def test_a_report_without_deploys_marks_none_and_analyses_nothing_more(sim_root)
     if not folder.exists():
         simulated(folder, 3, "prompt_shift", None)
 
-    def never(selection):
+    def never(selection, read=None):
         raise AssertionError("one process start: no deploys analysis")
 
     model = analyze(Selection.build([str(folder)], tz="UTC", use_cache=False), never)
@@ -320,9 +320,9 @@ def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
 
     calls = []
 
-    def counted(selection):
+    def counted(selection, read=None):
         calls.append(1)
-        return report_deploys(selection)
+        return report_deploys(selection, read)
 
     def text(model):
         m = json.loads(report_to_json(model))
@@ -344,3 +344,92 @@ def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
     assert text(json.loads(a.stdout)) == text(json.loads(b.stdout)) and json.loads(b.stdout)["deploys"]
     # a caller that does not ask for deploys gets the model it builds cold
     assert "deploys" not in analyze(selection)
+
+
+# -- a window: the first deploy in it is judged against the deploy before it ----------------------
+
+
+def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root):
+    """Recorded deploys at 0 h, 1 h (a new torch), 2 h (another, prefill +40 %) and 2.5 h; the
+    window opens at 2 h. d3 is the first deploy in it, but d2 ran before it (outside the window):
+    d3 is a regression against d2's whole window, and the report and `dslogs deploys` say where
+    that baseline came from. Only d1 of the whole log set is ever `first`."""
+    from dslogs.analyzer.model.load import first_error, shipped_schema
+    from dslogs.analyzer.render.report import render_report
+
+    folder = sim_root / "window"
+    mid, last = dict(OLD, **{"pkg.torch": "2.4.2"}), dict(NEW, **{"generate.use_cache": False})
+    simulated(folder, 0, "prefill_slower", [(0, OLD), (1, mid), (2, NEW), (2.5, last)])
+    window = ["--since", "2026-11-23T02:00", "--until", "2026-11-23T03:00", "--tz", "UTC", "--no-cache"]
+    run = CliRunner()
+    r = run.invoke(app, ["analyze", str(folder), "--format", "json", *window])
+    assert r.exit_code == 0, r.output
+    model = json.loads(r.stdout)
+    assert first_error(model, shipped_schema("report")) is None
+    assert [(d["id"], d["verdict"]) for d in model["deploys"]] == [("d3", "regression"), ("d4", "steady")]
+    d3, d4 = model["deploys"]
+    assert any(r.startswith("prefill p") for r in d3["reasons"]), d3["reasons"]
+    assert d3["baseline"] == {"id": "d2", "since": "2026-11-23T01:00:00+00:00", "until": "2026-11-23T02:00:00+00:00",
+                              "outside_window": True}
+    assert d4["baseline"]["id"] == "d3" and d4["baseline"]["outside_window"] is False
+    assert "against d2 (2026-11-23T01:00:00+00:00 to 2026-11-23T02:00:00+00:00), read from before the window" in \
+        render_report(model, "md")
+    r = run.invoke(app, ["deploys", str(folder), "--format", "md", *window])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| d3 "))
+    assert "pkg.torch 2.4.2 → 2.5.0" in row and "against d2" in row and "regression" in row
+    # the whole log set: d1 is the first deploy, and nothing was read from outside a window
+    whole = deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]
+    assert [(d["id"], d["verdict"], (d["baseline"] or {}).get("outside_window")) for d in whole][:1] == [("d1", "first", None)]
+    assert not any((d["baseline"] or {}).get("outside_window") for d in whole)
+
+
+def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_set(sim_root, tmp_path, monkeypatch):
+    """A report numbers its deploys from the logs it opened when those hold every file: without a
+    window, and in a window whose cache holds the files it leaves out (a week of daily files, the
+    window on its last two days). No open without a window is added for it, and the ids are
+    those `dslogs deploys` prints over the whole log set."""
+    import shutil
+
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.ingest import logs as ingest_logs
+    from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
+
+    folder = tmp_path / "days"
+    src = _upgrade_0(sim_root)
+    shutil.copytree(src / "gpu-01", folder / "gpu-01")
+    # the deploy records as daily files (a window prunes a day's file by its name): d1 starts on
+    # the 10th, restarts on the 22nd; d2 (the new torch) at 02:00 on the 23rd, the day of the requests
+    day = {0: "20261110", 1: "20261122", 2: "20261123"}
+    for n, line in enumerate((src / "deploys.jsonl").read_text().splitlines()):
+        rec = json.loads(line)
+        rec["ts"] = {0: "2026-11-10T10:00:00.000+00:00", 1: "2026-11-22T10:00:00.000+00:00"}.get(n, rec["ts"])
+        (folder / f"deploy_{day[n]}.jsonl").write_text(json.dumps(rec) + "\n")
+    whole_ids = [(d["id"], d["start"][:16]) for d in deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]]
+    assert whole_ids == [("d1", "2026-11-10T10:00"), ("d2", "2026-11-23T02:00")]
+
+    opens = []
+    real = ingest_logs.open_logs
+
+    def counting(paths, since=None, until=None, **kw):
+        opens.append((since, until))
+        return real(paths, since=since, until=until, **kw)
+
+    monkeypatch.setattr(ingest_logs, "open_logs", counting)
+    cache = tmp_path / "c.duckdb"
+    model = analyze(Selection.build([str(folder)], tz="UTC", cache=cache), report_deploys)
+    assert [(d["id"], d["verdict"]) for d in model["deploys"]] == [("d1", "first"), ("d2", "regression")]
+    assert opens.count((None, None)) == 1, opens  # the report's own open
+    # a window on the last two days (a restart of d1 and d2's start in it), its cache holding the 10th too
+    opens.clear()
+    window = Selection.build([str(folder)], tz="UTC", cache=cache, since="2026-11-22T00:00", until="2026-11-23T03:00",
+                             use_cache=True)
+    model = analyze(window, report_deploys)
+    assert [(d["id"], d["verdict"]) for d in model["deploys"]] == [("d1", "first"), ("d2", "regression")]
+    assert (None, None) not in opens, opens
+    # without a cache the files outside the window are read to number them
+    opens.clear()
+    model = analyze(Selection.build([str(folder)], tz="UTC", use_cache=False, since="2026-11-22T00:00",
+                                    until="2026-11-23T03:00"), report_deploys)
+    assert [d["id"] for d in model["deploys"]] == ["d1", "d2"] and (None, None) in opens

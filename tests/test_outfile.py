@@ -381,3 +381,48 @@ def test_compact_refuses_an_out_folder_inside_its_logs(tmp_path):
         r = CliRunner().invoke(app, ["compact", str(logs), "--out", str(out), "-q"])
         _one_line(r, str(out), "inside the logs this run reads")
     assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == before
+
+
+def test_the_chart_bundle_in_the_cache_folder_is_checked_like_an_out_file(logs, report, tmp_path, monkeypatch):
+    """The chart bundle dslogs keeps in its cache folder (when none is shipped) is read and
+    written only as a regular file of its own: a link there (here into the logs), a FIFO or a
+    device is one line naming it, exit 2, and stays what it was; nothing is written through it."""
+    from dslogs.analyzer.render import html as rh
+    from dslogs.analyzer.render import page_cache
+
+    home = tmp_path / "home"
+    (home / "dslogs").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    name = "vega-bundle-0.0.outfile-test.js"
+    monkeypatch.setattr(page_cache, "bundle_file_name", lambda: name)
+    monkeypatch.setattr(rh, "bundle_file_name", lambda: name)
+    monkeypatch.setattr(rh, "build_vega_bundle", lambda: "/*built*/window.vegaEmbed=1;")
+    bundle = home / "dslogs" / name
+    log = next(p for p in sorted(logs.rglob("*")) if p.is_file())
+    log_bytes = log.read_bytes()
+    cases = {"link": (lambda: bundle.symlink_to(log), "a symbolic link"),
+             "fifo": (lambda: os.mkfifo(bundle), "a FIFO")}
+    if _private_device(tmp_path) is not None:
+        cases["device"] = (lambda: os.mknod(bundle, 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3)),
+                           "a character device")
+    for name_, (make, words) in cases.items():
+        make()
+        before = os.lstat(bundle).st_mode
+        for args in (["render", str(report), "--out", str(tmp_path / "r.html")],
+                     ["analyze", str(logs), "--no-cache", "--out", str(tmp_path / "a.html")]):
+            rh.vega_bundle.cache_clear()
+            r = CliRunner().invoke(app, args)
+            assert r.exit_code == 2 and "Traceback" not in r.output, (name_, r.output)
+            errors = [x for x in r.output.splitlines() if x.strip() and not x.startswith("dslogs: note:")]
+            assert errors == [f"dslogs: error: chart bundle {bundle}: {words}, not a file dslogs wrote; "
+                              "remove it and run again"], (name_, r.output)
+            assert os.lstat(bundle).st_mode == before, name_
+        assert log.read_bytes() == log_bytes and not (tmp_path / "r.html").exists()
+        bundle.unlink()
+    # a missing bundle is built and kept as a regular file of dslogs' own; a second run reads it
+    rh.vega_bundle.cache_clear()
+    r = CliRunner().invoke(app, ["render", str(report), "--out", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    assert bundle.is_file() and not bundle.is_symlink() and bundle.read_text() == "/*built*/window.vegaEmbed=1;"
+    assert "/*built*/" in (tmp_path / "r.html").read_text()
+    rh.vega_bundle.cache_clear()

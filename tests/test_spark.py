@@ -331,3 +331,19 @@ def test_report_deploys_on_spark(spark, tmp_path):
     spk = analyze(Selection.build([str(tmp_path / "logs")], engine="spark", master=MASTER, **options), report_deploys)
     assert [(d["id"], d["verdict"]) for d in duck["deploys"]] == [("d1", "first"), ("d2", "regression")]
     assert spk["deploys"] == duck["deploys"]
+    # `dslogs deploys --engine spark` prints what DuckDB's does (the run's clock aside)
+    import json
+
+    from typer.testing import CliRunner
+
+    from dslogs.analyzer.cli import app
+
+    def printed(*engine):
+        r = CliRunner().invoke(app, ["deploys", str(tmp_path / "logs"), "--format", "json", "--no-cache", "--tz", "UTC",
+                                     "--prom-servers", "one", *engine])
+        assert r.exit_code == 0, r.output
+        return {k: v for k, v in json.loads(r.stdout).items() if k != "generated_at"}
+
+    cli_duck = printed()
+    assert [(d["id"], d["verdict"]) for d in cli_duck["deploys"]] == [("d1", "first"), ("d2", "regression")]
+    assert printed("--engine", "spark", "--master", MASTER) == cli_duck

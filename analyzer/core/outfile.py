@@ -3,7 +3,8 @@
 It lives in core, below the model, the renderers and the CLI, because every one of them may
 produce the text and each command names the target: analyze, render, diff, report weekly and
 query all call ``write_out`` (or ``open_out`` for a streamed result); compact and simulate, which
-write a folder of files, take their folder from ``out_folder``. Ad hoc SQL writes nothing (``COPY``
+write a folder of files, take their folder from ``out_folder``; what dslogs keeps in its cache
+folder for itself (the chart bundle) is checked by ``own_file`` before it is read or written. Ad hoc SQL writes nothing (``COPY``
 is refused): a query's result reaches a file through ``--out`` alone.
 
 The text goes to a temporary file beside the target (same folder, so the rename stays on one
@@ -235,6 +236,24 @@ def out_folder(path: Path | str, option: str = "--out", inputs=()) -> Path:
     os.close(fd)
     _remove(probe)
     return folder
+
+
+def own_file(path: Path | str, option: str) -> Path:
+    """A file dslogs keeps for itself in its cache folder (the chart bundle): a regular file or a
+    new path, never reached through a link. A link (it may point into the logs), a device, FIFO,
+    socket or directory there is no file of ours: UsageError naming it, before it is read (a FIFO
+    would block the read, a device never end it) or replaced."""
+    target = Path(path)
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return target  # a new path (or one the write will name its own error for)
+    if stat.S_ISREG(mode):
+        return target
+    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else _special_kind(mode))
+    raise UsageError(f"{option} {visible(str(path))}: {kind}, not a file dslogs wrote; remove it and run again")
 
 
 def write_out(path: Path | str, text: str, option: str = "--out") -> Path:

@@ -70,6 +70,10 @@ class LogDB:
     damaged: dict[str, tuple[int, list[dict], str | None]] = field(default_factory=dict)
     # (path, display) of this run's OTLP/JSON files that hold metrics and no span
     metric_files: list[tuple[Path, str]] = field(default_factory=list)
+    # a view of the events of every file of the log set, the window aside: "events" without a
+    # window; with one, where the store holds the files it left out unchanged (None: open the logs
+    # without the window to see them)
+    whole_events: str | None = None
     _tmp: tempfile.TemporaryDirectory | None = None
     _cache_lock: int | None = None  # cache.hold's shared lock while the cache file is in use
 
@@ -308,6 +312,10 @@ def _load(
     viewdefs.define_views(
         con, store, run, lo, hi, materialize, derived, with_dataset=dataset is not None
     )
+    if lo is None and hi is None:
+        db.whole_events = "events"
+    elif dataset is None:
+        db.whole_events = _whole_events(con, store, found, run, zone)
     db.files = [f.display for f in run] + (dataset or {}).get("sources", [])
     db.file_rows = sum(int(r[1] or 0) for r in records)
     bad_lines = sum(r[3] for r in records) + (dataset or {}).get("bad_lines", 0)
@@ -347,6 +355,25 @@ def _load(
         "renamed_files": plan.renamed,
         "cache": str(db.cache_path) if db.cache_path else None,
     }
+
+
+def _whole_events(con, store: str, found: Discovery, run: list, zone: str) -> str | None:
+    """The view ``whole_events``: this run's files and those its window left out by their names,
+    every row, when the store holds each of those unchanged (as ``catalogue.plan`` would reuse
+    it); None when one is not there (a run without a cache, or one that never read it)."""
+    ids = [f.file_id for f in run]
+    if found.pruned:
+        known = {r[0]: r[1:] for r in con.execute(
+            f"SELECT path, file_id, size, mtime_ns, tz, legacy_rows FROM {store}.files").fetchall()}  # fmt: skip
+        for lf in found.pruned:
+            rec = known.get(str(lf.path.resolve()))
+            if rec is None or (rec[1], rec[2]) != (lf.size, lf.mtime_ns) or (rec[4] and rec[3] != zone):
+                return None
+            ids.append(rec[0])
+    cols = ", ".join(c for c in EVENT_COLUMNS if c != "source_file")
+    listed = ", ".join(str(int(i)) for i in ids) or "NULL"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW whole_events AS SELECT {cols} FROM {store}.events WHERE file_id IN ({listed})")
+    return "whole_events"
 
 
 # -- queries -------------------------------------------------------------------------------------

@@ -48,16 +48,16 @@ DEPLOY_SQL = """
 SELECT deploy_id, min(ts) AS start, max(host) AS host, max(pid) AS pid,
        list(label ORDER BY ts) FILTER (WHERE label IS NOT NULL) AS labels,
        list(config ORDER BY ts) FILTER (WHERE config IS NOT NULL) AS configs
-FROM events WHERE stage = 'deploy' AND deploy_id IS NOT NULL
+FROM {events} WHERE stage = 'deploy' AND deploy_id IS NOT NULL
 GROUP BY deploy_id ORDER BY start, deploy_id
 """
 LABEL_SQL = """
-SELECT host, label, min(ts) AS start, arg_min(config, ts) FILTER (WHERE config IS NOT NULL) AS config FROM events
+SELECT host, label, min(ts) AS start, arg_min(config, ts) FILTER (WHERE config IS NOT NULL) AS config FROM {events}
 WHERE label IS NOT NULL AND stage <> 'deploy'
 GROUP BY host, label ORDER BY start, host
 """
 PROCESS_SQL = """
-SELECT host, pid, min(ts) AS start FROM events
+SELECT host, pid, min(ts) AS start FROM {events}
 WHERE pid IS NOT NULL GROUP BY host, pid ORDER BY start, host, pid
 """
 EXTENT_SQL = "SELECT min(ts), max(ts) FROM events"
@@ -91,17 +91,18 @@ def _config(texts) -> dict:
     return out
 
 
-def read_instances(con) -> tuple[str, list[Instance]]:
-    """(source, instances): the deploy records, else OTLP service versions, else process starts."""
-    rows = con.execute(DEPLOY_SQL).fetchall()
+def read_instances(con, events: str = "events") -> tuple[str, list[Instance]]:
+    """(source, instances): the deploy records, else OTLP service versions, else process starts,
+    of the view ``events`` names (a LogSet's ``whole_events``: the whole log set)."""
+    rows = con.execute(DEPLOY_SQL.format(events=events)).fetchall()
     if rows:
         return "records", [Instance(key=r[0], start=r[1], host=r[2], pid=r[3], label=(r[4] or [None])[0],
                                     config=_config(r[5])) for r in rows]
-    rows = con.execute(LABEL_SQL).fetchall()
+    rows = con.execute(LABEL_SQL.format(events=events)).fetchall()
     if rows:
         return "otlp", [Instance(key=f"{r[0] or ''}@{r[1]}", start=r[2], host=r[0], label=r[1],
                                  config=_config([r[3]]) or {"service.version": r[1]}) for r in rows]
-    rows = con.execute(PROCESS_SQL).fetchall()
+    rows = con.execute(PROCESS_SQL.format(events=events)).fetchall()
     return "processes", [Instance(key=f"{r[0] or ''}:{r[1]}", start=r[2], host=r[0], pid=r[1]) for r in rows]
 
 

@@ -766,6 +766,16 @@ class ServerMetrics(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DeployBaseline(Model):
+    """The deploy a deploy was compared with, and the window of it that was analysed."""
+
+    id: str  # d1, d2, ... as ``dslogs deploys`` lists them
+    since: str | None = None  # null: from the first event of the logs
+    until: str | None = None
+    outside_window: bool = False  # it ran before the asked --since: read from the logs outside the window
+
+
+@dataclass(frozen=True, kw_only=True)
 class DeployMark(Model):
     """A deploy drawn on the report's timelines (the deploys model's row, cut to what the marks show)."""
 
@@ -774,6 +784,7 @@ class DeployMark(Model):
     first_event: str | None = None  # where the timelines draw its rule
     verdict: Literal["first", "regression", "improvement", "steady", "too few"]
     reasons: list[str] = field(default_factory=list)  # what made the verdict
+    baseline: DeployBaseline | None = None  # the deploy it was compared with; null: the first deploy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1252,6 +1263,7 @@ class Deploy(Model):
     changes: list[ConfigChange] = field(default_factory=list)  # against the deploy before
     verdict: Literal["first", "regression", "improvement", "steady", "too few"]
     reasons: list[str] = field(default_factory=list)  # what made the verdict
+    baseline: DeployBaseline | None = None  # the deploy it was compared with; null: the first deploy
     metric_changes: list[DeployMetricChange] = field(default_factory=list)
     memory: list[MemoryChange] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)  # the diff's changes in words

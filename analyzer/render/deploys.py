@@ -33,11 +33,21 @@ def _metric_text(m: dict) -> str:
             f"({fmt.signed_pct(m.get('change_pct'))}{service}) {m['verdict']}")
 
 
+def baseline_text(d: dict) -> str:
+    """Where a deploy's baseline came from when it is not in the asked window; else empty."""
+    b = d.get("baseline") or {}
+    if not b.get("outside_window"):
+        return ""
+    return f"against {b['id']} ({b.get('since') or 'the first event'} to {b.get('until') or 'the last'}), read from before the window"
+
+
 def deploys_table_md(rows: list[dict]) -> list[str]:
     """One row per deploy: when, how many requests, what changed, the verdict."""
     out = ["| deploy | label | first event | last event | requests | changed | verdict |", "|---|---|---|---|---:|---|---|"]
     for d in rows:
         changed = "first deploy" if d["verdict"] == "first" else _changes_text(d.get("changes") or [])
+        if baseline_text(d):
+            changed += f"; {baseline_text(d)}"
         out.append(f"| {d['id']} | {md_text(d.get('label') or '')} | {d.get('first_event') or '—'} | {d.get('last_event') or '—'} | "
                    f"{d.get('requests', 0)} | {md_text(changed)} | {VERDICT_MD.get(d['verdict'], d['verdict'])} |")
     return out
@@ -66,6 +76,8 @@ def deploys_html(model: dict) -> str:
             "<th>requests</th><th>changed</th><th>verdict</th><th>behind it</th></tr>"]
     for d in model.get("deploys") or []:
         changed = "first deploy" if d["verdict"] == "first" else _changes_text(d.get("changes") or [], 12)
+        if baseline_text(d):
+            changed += f"; {baseline_text(d)}"
         behind = "<br>".join(e(_metric_text(m)) for m in (d.get("metric_changes") or [])[:8])
         body.append(f"<tr class=\"{e(d['verdict'].replace(' ', '-'))}\"><td>{e(d['id'])}</td><td>{e(d.get('label') or '')}</td>"
                     f"<td>{e(d.get('first_event') or '—')}</td><td>{e(d.get('last_event') or '—')}</td>"

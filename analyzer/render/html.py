@@ -30,6 +30,8 @@ from markupsafe import Markup, escape
 
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import progress
+from dslogs.analyzer.core.errors import UsageError
+from dslogs.analyzer.core.outfile import own_file, write_out
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
@@ -40,7 +42,7 @@ from dslogs.analyzer.render import page_cache
 from dslogs.analyzer.render.charts import specs as charts_mod
 from dslogs.analyzer.render.charts import svg as svgchart
 from dslogs.analyzer.render.glossary import below_zero, counted_of, oom_line
-from dslogs.analyzer.render.page_cache import bundle_file_name, read_bundle
+from dslogs.analyzer.render.page_cache import CACHED_BUNDLE, bundle_file_name, read_bundle
 from dslogs.analyzer.rules.registry import unit_for
 
 MAX_SESSION_ROWS = 300  # sessions table rows; the rest are counted, not listed
@@ -179,13 +181,11 @@ def vega_bundle() -> str:
     if text is not None:
         return text
     bundle = build_vega_bundle()
-    target = cache_home() / name
+    target = own_file(cache_home() / name, CACHED_BUNDLE)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_text(bundle, encoding="utf-8")
-        os.replace(tmp, target)  # readers never see half a file
-    except OSError:
+        write_out(target, bundle, CACHED_BUNDLE)  # readers never see half a file
+    except (OSError, UsageError):
         pass  # a read-only home: the report still works, the next run builds it again
     return bundle
 

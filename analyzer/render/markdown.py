@@ -10,6 +10,7 @@ from __future__ import annotations
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.render.deploys import baseline_text
 from dslogs.analyzer.render.glossary import counted_of, oom_line
 from dslogs.analyzer.rules.registry import SEVERITIES, unit_for
 
@@ -349,7 +350,7 @@ def _deploys(deploys: list[dict]) -> list[str]:
     out = ["## Deploys", ""]
     for d in deploys:
         label = f" ({_esc(d['label'])})" if d.get("label") else ""
-        why = "; ".join(_text(r) for r in (d.get("reasons") or [])[:3])
+        why = "; ".join(_text(r) for r in [*(d.get("reasons") or [])[:3], baseline_text(d)] if r)
         out.append(f"- {_esc(d['id'])}{label}, first event {_text(d.get('first_event') or '—')}: "
                    f"{'first deploy' if d['verdict'] == 'first' else d['verdict']}{f' ({why})' if why else ''}")
     return out + ["", "Each deploy against the one before it, as `dslogs deploys` judges it.", ""]

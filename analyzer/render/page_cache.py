@@ -39,6 +39,7 @@ from dslogs.analyzer.model import result_cache
 
 PAGE_VERSION = 1  # the stored layout below
 BUNDLE_DIR = "vendor"  # templates/vendor/: the bundle shipped with dslogs (package data)
+CACHED_BUNDLE = "chart bundle"  # how an error names the bundle kept in the cache folder
 SLOT_PREFIX = "dslogs-slot-"
 SLOTS = ("generated_at", "bundle")
 
@@ -62,9 +63,13 @@ def bundle_file_name() -> str:
 def read_bundle(name: str) -> str | None:
     """The bundle as shipped in templates/vendor/, else as kept in the user's cache folder; None
     when neither holds a whole one (a file that fails to read or looks cut short)."""
+    from dslogs.analyzer.core.outfile import own_file
     from dslogs.analyzer.ingest import cache_home
 
-    for path in (templates_dir() / BUNDLE_DIR / name, cache_home() / name):
+    shipped = templates_dir() / BUNDLE_DIR / name
+    # the cached one is checked only when it is needed (most installs ship it)
+    for path in (shipped, None):
+        path = path or own_file(cache_home() / name, CACHED_BUNDLE)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError:

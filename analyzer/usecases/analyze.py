@@ -81,10 +81,11 @@ def load_side(selection: Selection, label: str) -> Side:
     return Side(label, model, "logs", values, sampled, paths, engine=selection.engine, values_engine=values_engine)
 
 
-def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | None = None) -> dict:
+def analyze(selection: Selection, deploys: Callable[..., list[dict]] | None = None) -> dict:
     """Read the logs once and return the report model ``dslogs.report/1``. ``deploys``
     (``usecases.deploys.report_deploys``, passed in by the caller: that module builds on this
-    one): where the logs hold two deploys or more, the report's ``deploys`` are what it returns,
+    one; called with the selection and the whole log set's starts where the open logs hold them,
+    else None): where the logs hold two deploys or more, the report's ``deploys`` are what it returns,
     kept with the model in the result cache; one deploy (one process start) costs a query on the
     open logs and nothing more."""
     thresholds = selection.threshold_tables()
@@ -119,12 +120,15 @@ def analyze(selection: Selection, deploys: Callable[[Selection], list[dict]] | N
             del model["deploys"]
             result_cache.differs(model)
         several = deploys is not None and "deploys" not in model and deploys_model.several(db.con)
+        # the whole log set's starts number the deploys: read here when the open logs hold them
+        # (no window, or a cache holding the files outside it), else the deploys open the logs
+        read = deploys_model.read_instances(db.con, db.whole_events) if several and db.whole_events else None
     finally:
         source.close()
     if several:
         # after close: each deploy's window opens the logs (and the cache file) again; set on the
         # model itself, which the result cache knows by identity and keeps again with them
-        model["deploys"] = deploys(selection)
+        model["deploys"] = deploys(selection, read)
         # without a window the key covers every file the deploys are numbered over
         result_cache.added_to(model, report_model.report_to_json if not selection.windowed else None)
     return model

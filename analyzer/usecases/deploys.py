@@ -15,12 +15,16 @@ from dslogs.analyzer.model.diff import REGRESSION_PCT, diff_sides
 from dslogs.analyzer.usecases.analyze import load_side
 
 
-def _timeline(selection: Selection, change_point: bool = False
+def _timeline(selection: Selection, change_point: bool = False, read: tuple[str, list[dm.Instance]] | None = None,
               ) -> tuple[str, list[dm.Instance], list[list[dm.Instance]], dict | None]:
     """The deploys of the whole log set (so d1, d2, ... are the same whatever window a command
-    looks at), read with DuckDB on every engine (the records are a handful of rows); with
+    looks at), read with DuckDB on every engine (the records are a handful of rows), or ``read``
+    from it already (``read_instances`` of an open LogSet's ``whole_events``); with
     ``change_point``, the candidate minute of a regression within the selection's window when
     there are no records."""
+    if read is not None and not change_point:
+        source, insts = read
+        return source, insts, dm.group_deploys(insts), None
     whole = selection.window(None, None)
     with ingest.open(whole, materialize=False) as db:
         source, insts = dm.read_instances(db.con)
@@ -36,10 +40,14 @@ def _side(selection: Selection, lo: datetime | None, hi: datetime | None, label:
 
 
 def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: bool = False,
-            change_point: bool = True) -> dict:
+            change_point: bool = True, baseline_outside: bool = True,
+            read: tuple[str, list[dm.Instance]] | None = None) -> dict:
     """The deploys model ``dslogs.deploys/1`` of one log set; ``only_recorded``: no deploys (and no
     analysis) when the logs have no records and no OTLP versions; ``change_point``: look for one
-    when there are no records (two more analyses)."""
+    when there are no records (two more analyses). In a window, the first deploy is compared with
+    the deploy before it over that deploy's whole window, outside the asked one (its row's
+    ``baseline`` says so); ``baseline_outside=False`` leaves it unjudged (a caller that drops it).
+    ``read``: the whole log set's starts, read already (see ``_timeline``)."""
     from dslogs.analyzer import __version__
 
     if selection.windowed:
@@ -47,22 +55,32 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
         lo, hi = selection.since, selection.until
     else:
         lo = hi = None
-    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded)
+    source, insts, groups, candidate = _timeline(selection, change_point and not only_recorded, read)
     if only_recorded and source == "processes":
         groups, candidate = [], None
     starts = [g[0].start for g in groups]
     rows = []
-    prev_side = prev_cfg = None
+    prev_side = prev_cfg = prev_ref = None
+    before = None  # the last deploy wholly before the asked window
     for n, (group, (w_lo, w_hi)) in enumerate(zip(groups, dm.window_bounds(starts), strict=True)):
+        whole = (w_lo, w_hi)
         if lo is not None:
             w_lo = max(w_lo, lo) if w_lo is not None else lo
         if hi is not None:
             w_hi = min(w_hi, hi) if w_hi is not None else hi
         if w_lo is not None and w_hi is not None and w_lo >= w_hi:
+            if lo is not None and whole[1] is not None and whole[1] <= lo:
+                before = (n, group, whole)
             continue  # outside the asked window
+        if prev_side is None and before is not None and baseline_outside:
+            # the deploy before this one ran before the window: it is the baseline all the same
+            b_n, b_group, (b_lo, b_hi) = before
+            prev_side = _side(selection, b_lo, b_hi, _side_label(b_n, b_group))
+            prev_cfg = dm.merged_config(b_group)
+            prev_ref = {"id": dm.deploy_id(b_n), "since": dm.iso(b_lo), "until": dm.iso(b_hi), "outside_window": True}
         label = next((i.label for i in group if i.label), None)
         did = dm.deploy_id(n)
-        side = _side(selection, w_lo, w_hi, f"{did} ({label or group[0].start.isoformat(timespec='seconds')})")
+        side = _side(selection, w_lo, w_hi, _side_label(n, group))
         cfg = dm.merged_config(group)
         diff = diff_sides(prev_side, side, limit) if prev_side is not None else None
         verdict, reasons = dm.verdict(diff)
@@ -76,11 +94,13 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
             "config": cfg,
             "changes": dm.changes(prev_cfg, cfg) if prev_cfg is not None else [],
             "verdict": verdict, "reasons": reasons,
+            "baseline": prev_ref if diff is not None else None,
             "metric_changes": dm.metric_changes(diff),
             "memory": diff.get("memory") if diff else [],
             "summary": diff.get("summary") if diff else [],
         })
         prev_side, prev_cfg = side, cfg
+        prev_ref = {"id": did, "since": dm.iso(w_lo), "until": dm.iso(w_hi), "outside_window": False}
     found = _change_point(selection, candidate, insts, limit) if candidate and change_point else None
     notes = []
     if source == "processes":
@@ -91,6 +111,11 @@ def deploys(selection: Selection, limit: float = REGRESSION_PCT, only_recorded: 
              "dslogs_version": __version__, "source": source, "regression_threshold_pct": limit,
              "deploys": rows, "change_point": found, "notes": notes}
     return clean(model)
+
+
+def _side_label(n: int, group: list[dm.Instance]) -> str:
+    label = next((i.label for i in group if i.label), None)
+    return f"{dm.deploy_id(n)} ({label or group[0].start.isoformat(timespec='seconds')})"
 
 
 def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance], limit: float) -> dict | None:
@@ -110,11 +135,11 @@ def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance
             "summary": [f"a regression began at {at.isoformat(timespec='minutes')} ({', '.join(reasons[:4])}); {where}."]}
 
 
-def report_deploys(selection: Selection) -> list[dict]:
+def report_deploys(selection: Selection, read: tuple[str, list[dm.Instance]] | None = None) -> list[dict]:
     """The deploys a report's timelines mark: each one's id, label, first event and verdict, from
-    ``deploys`` (one analysis per deploy; no change-point search)."""
-    keep = ("id", "label", "first_event", "verdict", "reasons")
-    return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False)["deploys"]]
+    ``deploys`` (one analysis per deploy; no change-point search); ``read``: as ``deploys``."""
+    keep = ("id", "label", "first_event", "verdict", "reasons", "baseline")
+    return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False, read=read)["deploys"]]
 
 
 def week_deploys(selection: Selection, week: dict) -> list[dict]:
@@ -126,7 +151,7 @@ def week_deploys(selection: Selection, week: dict) -> list[dict]:
     if not lo or not hi:
         return []
     lo_t, hi_t = datetime.fromisoformat(lo), datetime.fromisoformat(hi)
-    model = deploys(selection.window(lo_t, hi_t, lo, hi), only_recorded=True)
+    model = deploys(selection.window(lo_t, hi_t, lo, hi), only_recorded=True, baseline_outside=False)
     since = datetime.fromisoformat(this["since"]) if this.get("since") else lo_t
     return [d for d in model["deploys"] if datetime.fromisoformat(d["start"]) >= since]
 
