@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dslogs.analyzer.cli import app
+from dslogs.analyzer.core import textsafe
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -457,14 +458,65 @@ def test_a_short_window_says_once_what_it_cannot_show(run, name):
     assert len(re.findall(r"slow at times over a day, cannot be judged", html)) == 1
 
 
-def test_badges_count_findings_and_name_the_ranked_lists_extra_line(run):
-    """run2: "0 info" beside a ranked list whose fifth line is info (the slow line, no rule's)."""
+def test_badges_count_the_ranked_lines_the_lead_shows(run):
+    """run2: "0 info" beside a ranked list whose fifth line is info (the slow line, no rule's):
+    the badges of both reports count the lead's lines, by severity, and name the extra one."""
+    import re
+
+    from dslogs.analyzer.render.markdown import render_markdown
+
     model, _ = run("run2")
     assert any(x["rule"] == "slow_requests" and x["severity"] == "info" and x["finding"] is None
                for x in model["lead"])
+    want = {s: sum(1 for x in model["lead"] if x["severity"] == s) for s in ("critical", "warning", "info")}
+    assert want["info"] == 1 and sum(want.values()) == len(model["findings"]) + 1
     html = _html(model)
-    assert "findings:</span>" in html
-    assert "(the ranked list adds an info slow_requests line: from the request timings, not a rule's finding)" in html
+    summary = html.split('<div class="severity-summary">', 1)[1].split("</div>", 1)[0]
+    shown = {sev: int(n) for n, sev in re.findall(r'class="badge (?:critical|warning|info)">(\d+) (\w+)</a>', summary)}
+    assert shown == want
+    assert "(of them, the info slow_requests line is from the request timings, not a rule's finding)" in summary
+    md = render_markdown(model)
+    line = next(x for x in md.splitlines() if x.startswith("**Ranked lines:**"))
+    assert line.startswith(f"**Ranked lines:** {want['critical']} critical, {want['warning']} warning, 1 info")
+    assert "the info slow_requests line is from the request timings" in line
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_markdown_leads_with_the_ranked_lines_and_what_was_checked(run, name):
+    """The Markdown report had neither the ranked lines nor "Checked, not the problem": both come
+    first, from the same model fields, in the lead's order, made safe for Markdown."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run(name)
+    assert model["lead"] and model["checked"]
+    md = render_markdown(model)
+    head = md.index("## What is wrong, for whom, what to change")
+    assert head < md.index("## Health checklist") and head < md.index("## Findings")
+    body = md[head:md.index("**Ranked lines:**")]
+    ranked = [x for x in body.splitlines() if x[:1].isdigit()]
+    assert [x.split(" `", 1)[1].split("`", 1)[0] for x in ranked] == [x["rule"] for x in model["lead"]]
+    assert [int(x.split(".", 1)[0]) for x in ranked] == [x["rank"] for x in model["lead"]]
+    for x in model["lead"]:
+        assert f"   - impact: {x['impact']}" in body
+        for sid in x["session_ids"]:
+            assert sid in body
+    checked = body.split("**Checked, not the problem:**", 1)[1]
+    assert [x for x in checked.splitlines() if x.startswith("- ")] == [
+        "- " + " ".join(textsafe.markdown(c["message"]).split()) for c in model["checked"]]
+
+
+def test_markdown_lead_lines_are_escaped():
+    """A lead line's problem quotes the logs (an error message): no Markdown or HTML survives."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model = {"lead": [{"rank": 1, "rule": "oom", "severity": "critical", "finding": 1,
+                       "problem": "boom <script>x</script> | *bold*\nnext", "impact": "1 of 2 requests failed",
+                       "session_ids": ["s`1"], "figure": "1 OOM"}],
+             "checked": [{"id": "queue_wait", "message": "queue <b>fine</b>"}]}
+    md = render_markdown(model)
+    assert "<script>" not in md and "<b>" not in md and "*bold*" not in md and "s`1" not in md
+    line = next(x for x in md.splitlines() if x.startswith("1. "))
+    assert "\n" not in line and "next" in line
 
 
 def test_goodput_beside_nothing_slow_says_failed_requests_count_against_it(run):
