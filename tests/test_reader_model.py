@@ -160,6 +160,31 @@ def test_per_session_charts_say_which_sessions_they_draw_and_why(run):
             "readings for at most 12 sessions, those this chart&#39;s own measure ranks first") in html
 
 
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_memory_chart_draws_every_session_a_memory_finding_names(run, name):
+    """run1's 89fb5ebf and run2's 93002af3 (rss_growth, host-RAM leakers) were not among the 12
+    sessions memory_timeline.sql keeps, picked before the findings: the chart left them out. Now
+    each session a memory finding names is drawn, at its turns, with the readings of its drill-down,
+    and the caption says how many of the report's sessions are drawn."""
+    from dslogs.analyzer.model.report import MEMORY_CHART_RULES
+    from dslogs.analyzer.render.charts.specs import build_charts
+
+    model, truth = run(name)
+    named = {sid for f in model["findings"] if f["rule"] in MEMORY_CHART_RULES for sid in f["session_ids"]}
+    leaker = {"run1": "89fb5ebf", "run2": "93002af3"}[name]
+    assert any(sid.startswith(leaker) for sid in named)
+    chart = next(c for c in build_charts(model) if c.id == "memory_timeline")
+    drawn = _drawn_sessions(chart.spec)
+    assert named <= drawn, named - drawn
+    sid = next(s for s in named if s.startswith(leaker))
+    points = [r for r in model["series"]["memory_timeline"] if r["session_id"] == sid]
+    details = [r for r in model["session_details"][sid] if r.get("reserved_mb") is not None]
+    assert [(r["turn_index"], r["reserved_mb"]) for r in points] == [(r["turn_index"], r["reserved_mb"]) for r in details]
+    assert len(points) >= 2
+    assert f"{len(drawn)} of the report's {model['sessions_total']} sessions drawn." in chart.notes
+    assert not any("Named by a finding but not drawn" in n for n in chart.notes)
+
+
 def test_per_session_chart_names_the_few_sessions_it_leaves_out(run):
     """run3: "8 of the 9 sessions" named none of the one left out; and every session of the
     report is accounted for in the captions (drawn, left out, one reading, none kept)."""
@@ -701,3 +726,27 @@ def test_an_impact_under_a_minute_starts_at_a_second(run, name):
         at = re.search(r"(?:from|at) (\d{4}-\d\d-\d\d [\d:]+)", x["impact"])
         assert at and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", at.group(1)), x["impact"]
         assert at.group(1).replace(" ", "T") in x["since"]
+
+
+def test_reserved_band_says_its_figure_is_what_the_rule_judged(run):
+    """run1: "reserved_mb within ±200 MiB … 0.00 MiB" beside sessions whose readings rose 192 MiB:
+    the row's figure is the most a session's own requests kept (memory_leak's credited MiB), and
+    the row says so where it shows it, in both reports."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run("run1")
+    row = next(c for c in model["checklist"] if c["id"] == "reserved_band")
+    judged = [s["judged"]["memory_leak"]["rise_mb"] for s in model["sessions"] if "memory_leak" in (s.get("judged") or {})]
+    assert row["value"] == max(judged) == 0
+    assert max(s.get("reserved_rise_mb") or 0 for s in model["sessions"]) > 100  # the readings moved
+    assert "the most any session's own requests kept" in row["note"]
+    assert "no session's requests kept any" in row["note"]
+    html = _html(model)
+    cell = html.split("reserved_mb within ±200 MiB in every session", 1)[1].split("</td>", 1)[0]
+    assert "the most any session&#39;s own requests kept" in cell
+    assert "- reserved_mb within ±200 MiB in every session: measured: the most any session's own requests kept" in render_markdown(model)
+    # where the rule found a leak the row fails on the same figure, and says what it is
+    model2, _ = run("run2")
+    row2 = next(c for c in model2["checklist"] if c["id"] == "reserved_band")
+    assert row2["status"] == "FAIL" and row2["value"] == 3008
+    assert "the most any session's own requests kept" in row2["note"] and "kept any" not in row2["note"]
