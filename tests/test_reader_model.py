@@ -166,11 +166,11 @@ def test_memory_chart_draws_every_session_a_memory_finding_names(run, name):
     sessions memory_timeline.sql keeps, picked before the findings: the chart left them out. Now
     each session a memory finding names is drawn, at its turns, with the readings of its drill-down,
     and the caption says how many of the report's sessions are drawn."""
-    from dslogs.analyzer.model.report import MEMORY_CHART_RULES
     from dslogs.analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.rules.registry import MEMORY_RULES
 
     model, truth = run(name)
-    named = {sid for f in model["findings"] if f["rule"] in MEMORY_CHART_RULES for sid in f["session_ids"]}
+    named = {sid for f in model["findings"] if f["rule"] in MEMORY_RULES for sid in f["session_ids"]}
     leaker = {"run1": "89fb5ebf", "run2": "93002af3"}[name]
     assert any(sid.startswith(leaker) for sid in named)
     chart = next(c for c in build_charts(model) if c.id == "memory_timeline")

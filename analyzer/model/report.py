@@ -31,7 +31,13 @@ from dslogs.analyzer.rules.attribution import memory_leak_verdicts, snapshot_ris
 from dslogs.analyzer.rules.capacity_curve import capacity_curves
 from dslogs.analyzer.rules.hosts import rss_credits, rss_judgement
 from dslogs.analyzer.rules.memory import fix_for_stack, oom_count
-from dslogs.analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
+from dslogs.analyzer.rules.registry import (
+    MEMORY_RULES,
+    RULE_SPECS,
+    SESSION_SCANS,
+    SEVERITY_RANK,
+    cpu_only_hosts,
+)
 
 SCHEMA = "dslogs.report/1"
 
@@ -96,10 +102,6 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     return model
 
 
-# the findings whose sessions the memory chart must draw (its flagged sessions)
-MEMORY_CHART_RULES = ("memory_leak", "ghost_memory", "oom", "rss_growth")
-
-
 def named_memory_readings(model: dict) -> None:
     """Add to the memory chart's series the readings of each session a memory finding names that
     memory_timeline.sql left out: the query keeps report.timeline_sessions sessions, picked by
@@ -110,7 +112,7 @@ def named_memory_readings(model: dict) -> None:
     if not isinstance(series, dict) or "memory_timeline" not in series:
         return
     drawn = {r.get("session_id") for r in series["memory_timeline"]}
-    named = [sid for f in model.get("findings") or [] if f.get("rule") in MEMORY_CHART_RULES
+    named = [sid for f in model.get("findings") or [] if f.get("rule") in MEMORY_RULES
              for sid in f.get("session_ids") or []]
     details = model.get("session_details") or {}
     for sid in dict.fromkeys(named):

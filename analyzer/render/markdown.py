@@ -1,6 +1,7 @@
 """``dslogs analyze --format md``: a readable Markdown summary of a report model.
 
-Sections: header (window, ingest), health checklist, findings by severity (with the seed's fix),
+Sections: header (window, ingest), the ranked lines and what was checked (the model's lead and
+checked, as the HTML page opens), health checklist, findings by severity (with the seed's fix),
 rule status, stage latency table, request latency, top sessions. Everything comes from the
 model; log-derived strings are escaped for Markdown tables (``|``, newlines, backticks).
 """

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.severity import severity_rank
 from dslogs.analyzer.core.time import parse_iso
-from dslogs.analyzer.model.report import MEMORY_CHART_RULES
 from dslogs.analyzer.render.charts import vl as alt
+from dslogs.analyzer.rules.registry import MEMORY_RULES
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
@@ -737,7 +737,7 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     return notes
 
 
-@chart("memory_timeline", section="memory", series=("memory_timeline",), flag_rules=MEMORY_CHART_RULES)
+@chart("memory_timeline", section="memory", series=("memory_timeline",), flag_rules=MEMORY_RULES)
 def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     tx, flagged = ctx.tx, ctx.flagged
     # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
