@@ -217,7 +217,7 @@ def test_cli_exit_codes_and_formats(changes, tmp_path):
     assert runner.invoke(app, [*args, "--fail-on-regression", "60"]).exit_code == 0  # +40 % is under 60 %
     assert runner.invoke(app, args).exit_code == 0  # no threshold given: report only
     res = runner.invoke(app, [*args, "--format", "json"])
-    assert json.loads(res.output)["schema"] == "dslogs.diff/1"
+    assert json.loads(res.stdout)["schema"] == "dslogs.diff/1"
     mix = str(changes["prompt_shift"][0])
     assert runner.invoke(app, ["diff", mix, "--before", BEFORE, "--after", AFTER, "--tz", "UTC", "--no-cache",
                                "--fail-on-regression", "20"]).exit_code == 0  # fmt: skip
@@ -236,7 +236,7 @@ def test_saved_reports_compare_percentiles_only(changes, tmp_path):
         assert res.exit_code == 0, res.output
         saved.append(str(path))
     res = runner.invoke(app, ["diff", *saved, "--format", "json"])
-    d = json.loads(res.output)
+    d = json.loads(res.stdout)
     assert not d["significance"] and not d["mix"]["available"]
     assert "not tested for significance" in d["notes"][0]
     prefill = next(r for r in d["stages"] if r["metric"] == "prefill_ms")
@@ -245,7 +245,7 @@ def test_saved_reports_compare_percentiles_only(changes, tmp_path):
     assert "saved report" in md and "Not available from a saved report" in md
     # a saved report on one side, logs on the other
     mixed = runner.invoke(app, ["diff", saved[0], folder, "--format", "json"])
-    assert mixed.exit_code == 0 and not json.loads(mixed.output)["significance"]
+    assert mixed.exit_code == 0 and not json.loads(mixed.stdout)["significance"]
 
 
 def test_html_page_escapes_log_strings_and_overlays_charts(changes):

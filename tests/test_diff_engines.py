@@ -37,11 +37,11 @@ def test_spark_diff_shows_sparks_report_percentiles(local_spark):
     from dslogs.analyzer.usecases.analyze import analyze_logs
 
     runner = CliRunner()
-    duck = json.loads(runner.invoke(app, ["diff", BEFORE, AFTER, "--no-cache", "--format", "json"]).output)
+    duck = json.loads(runner.invoke(app, ["diff", BEFORE, AFTER, "--no-cache", "--format", "json"]).stdout)
     res = runner.invoke(app, ["diff", BEFORE, AFTER, "--no-cache", "--format", "json", "--engine", "spark",
                               "--master", MASTER])  # fmt: skip
     assert res.exit_code == 0, res.output
-    spark = json.loads(res.output)
+    spark = json.loads(res.stdout)
     assert spark["significance"] and any("read with duckdb" in n for n in spark["notes"])
     models = {"before": analyze_logs([BEFORE], engine="spark", master=MASTER),
               "after": analyze_logs([AFTER], engine="spark", master=MASTER)}  # fmt: skip

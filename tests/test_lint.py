@@ -65,3 +65,27 @@ def test_the_reference_pattern_catches_what_it_is_for():
               "docs/rules.md", "shared/ memory", "003 §5.2"]
     assert [s for s in caught if not UNSHIPPED_REFERENCE.search(s)] == []
     assert [s for s in passed if UNSHIPPED_REFERENCE.search(s)] == []
+
+
+# what a test parses as the CLI's data (JSON, JSON lines) from a CliRunner result's `.output`,
+# which interleaves stderr: a note the CLI writes there would make the data unreadable
+_PARSES_OUTPUT = re.compile(r"json\.loads\([^()]*(?:\([^()]*\)[^()]*)*\.output\b|json\.loads\(\w+\) for \w+ in [^\n]*\.output\b")
+
+
+def test_tests_parse_the_clis_data_from_stdout_not_output():
+    offenders = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if path.name == "test_lint.py":  # its own examples below
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _PARSES_OUTPUT.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not offenders, "read the data from res.stdout:\n" + "\n".join(offenders)
+
+
+def test_the_output_pattern_catches_what_it_is_for():
+    assert _PARSES_OUTPUT.search('d = json.loads(res.output)')
+    assert _PARSES_OUTPUT.search('m = json.loads(runner.invoke(app, ["analyze", x]).output)["requests"]')
+    assert _PARSES_OUTPUT.search("rows = [json.loads(x) for x in r.output.splitlines()]")
+    assert not _PARSES_OUTPUT.search("d = json.loads(res.stdout)")
+    assert not _PARSES_OUTPUT.search('assert "x" in res.output')

@@ -46,9 +46,9 @@ def test_query_table(logs):
 
 def test_query_csv_json_jsonl_agree(logs):
     sql = "SELECT request_id, ttft_ms, start_ts, do_sample FROM requests ORDER BY request_id"
-    as_csv = list(csv.DictReader(io.StringIO(invoke("query", logs, sql, "--format", "csv").output)))
-    as_json = json.loads(invoke("query", logs, sql, "--format", "json").output)
-    as_jsonl = [json.loads(x) for x in invoke("query", logs, sql, "--format", "jsonl").output.splitlines()]
+    as_csv = list(csv.DictReader(io.StringIO(invoke("query", logs, sql, "--format", "csv").stdout)))
+    as_json = json.loads(invoke("query", logs, sql, "--format", "json").stdout)
+    as_jsonl = [json.loads(x) for x in invoke("query", logs, sql, "--format", "jsonl").stdout.splitlines()]
     assert as_json == as_jsonl
     assert [r["request_id"] for r in as_json] == ["L1#1", "r1", "r2", "r3"]
     assert [r["request_id"] for r in as_csv] == ["L1#1", "r1", "r2", "r3"]
@@ -60,7 +60,7 @@ def test_query_csv_json_jsonl_agree(logs):
 
 def test_json_has_no_nan_and_nested_values_are_json(logs):
     out = invoke("query", logs, "SELECT 'NaN'::DOUBLE AS x, 'inf'::DOUBLE AS y, [1, 2] AS l, {'a': 1} AS s, 1.5::DECIMAL(4,2) AS d",
-                 "--format", "json").output  # fmt: skip
+                 "--format", "json").stdout  # fmt: skip
     assert json.loads(out) == [{"x": None, "y": None, "l": [1, 2], "s": {"a": 1}, "d": 1.5}]
     assert "NaN" not in out and "Infinity" not in out
 
@@ -74,7 +74,7 @@ def test_sql_error_is_exit_2_on_one_line(logs):
 
 def test_query_window_and_bad_window(logs):
     r = invoke("query", logs, "SELECT count(*) AS n FROM requests", "--since", "2026-11-23T10:01:00+00:00", "--format", "json")
-    assert json.loads(r.output) == [{"n": 2}]
+    assert json.loads(r.stdout) == [{"n": 2}]
     r = invoke("query", logs, "SELECT 1", "--since", "last tuesday")
     assert r.exit_code == 2 and "--since 'last tuesday'" in r.output and "30m, 12h" in r.output
 
@@ -90,7 +90,7 @@ def test_session_table_and_jsonl(logs):
     body = r.output.splitlines()
     assert body[0].split()[:3] == ["turn_index", "request_id", "start_ts"] and body[-1] == "(2 rows)"
     r = invoke("session", logs, "s1", "--format", "jsonl")
-    events = [json.loads(x) for x in r.output.splitlines()]
+    events = [json.loads(x) for x in r.stdout.splitlines()]
     assert len(events) == 15 and {e["session_id"] for e in events} == {"s1"}
     assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
     r = invoke("session", logs, "L1", "--tz", "UTC")

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dslogs.analyzer.cli import app
+from dslogs.analyzer.core import textsafe
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -157,6 +158,31 @@ def test_per_session_charts_say_which_sessions_they_draw_and_why(run):
     # the other 4 of the 16 sessions are accounted for, with the reason
     assert ("4 of the report&#39;s 16 sessions have no per-turn reading here: the report keeps per-turn "
             "readings for at most 12 sessions, those this chart&#39;s own measure ranks first") in html
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_memory_chart_draws_every_session_a_memory_finding_names(run, name):
+    """run1's 89fb5ebf and run2's 93002af3 (rss_growth, host-RAM leakers) were not among the 12
+    sessions memory_timeline.sql keeps, picked before the findings: the chart left them out. Now
+    each session a memory finding names is drawn, at its turns, with the readings of its drill-down,
+    and the caption says how many of the report's sessions are drawn."""
+    from dslogs.analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.rules.registry import MEMORY_RULES
+
+    model, truth = run(name)
+    named = {sid for f in model["findings"] if f["rule"] in MEMORY_RULES for sid in f["session_ids"]}
+    leaker = {"run1": "89fb5ebf", "run2": "93002af3"}[name]
+    assert any(sid.startswith(leaker) for sid in named)
+    chart = next(c for c in build_charts(model) if c.id == "memory_timeline")
+    drawn = _drawn_sessions(chart.spec)
+    assert named <= drawn, named - drawn
+    sid = next(s for s in named if s.startswith(leaker))
+    points = [r for r in model["series"]["memory_timeline"] if r["session_id"] == sid]
+    details = [r for r in model["session_details"][sid] if r.get("reserved_mb") is not None]
+    assert [(r["turn_index"], r["reserved_mb"]) for r in points] == [(r["turn_index"], r["reserved_mb"]) for r in details]
+    assert len(points) >= 2
+    assert f"{len(drawn)} of the report's {model['sessions_total']} sessions drawn." in chart.notes
+    assert not any("Named by a finding but not drawn" in n for n in chart.notes)
 
 
 def test_per_session_chart_names_the_few_sessions_it_leaves_out(run):
@@ -457,14 +483,65 @@ def test_a_short_window_says_once_what_it_cannot_show(run, name):
     assert len(re.findall(r"slow at times over a day, cannot be judged", html)) == 1
 
 
-def test_badges_count_findings_and_name_the_ranked_lists_extra_line(run):
-    """run2: "0 info" beside a ranked list whose fifth line is info (the slow line, no rule's)."""
+def test_badges_count_the_ranked_lines_the_lead_shows(run):
+    """run2: "0 info" beside a ranked list whose fifth line is info (the slow line, no rule's):
+    the badges of both reports count the lead's lines, by severity, and name the extra one."""
+    import re
+
+    from dslogs.analyzer.render.markdown import render_markdown
+
     model, _ = run("run2")
     assert any(x["rule"] == "slow_requests" and x["severity"] == "info" and x["finding"] is None
                for x in model["lead"])
+    want = {s: sum(1 for x in model["lead"] if x["severity"] == s) for s in ("critical", "warning", "info")}
+    assert want["info"] == 1 and sum(want.values()) == len(model["findings"]) + 1
     html = _html(model)
-    assert "findings:</span>" in html
-    assert "(the ranked list adds an info slow_requests line: from the request timings, not a rule's finding)" in html
+    summary = html.split('<div class="severity-summary">', 1)[1].split("</div>", 1)[0]
+    shown = {sev: int(n) for n, sev in re.findall(r'class="badge (?:critical|warning|info)">(\d+) (\w+)</a>', summary)}
+    assert shown == want
+    assert "(of them, the info slow_requests line is from the request timings, not a rule's finding)" in summary
+    md = render_markdown(model)
+    line = next(x for x in md.splitlines() if x.startswith("**Ranked lines:**"))
+    assert line.startswith(f"**Ranked lines:** {want['critical']} critical, {want['warning']} warning, 1 info")
+    assert "the info slow_requests line is from the request timings" in line
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_markdown_leads_with_the_ranked_lines_and_what_was_checked(run, name):
+    """The Markdown report had neither the ranked lines nor "Checked, not the problem": both come
+    first, from the same model fields, in the lead's order, made safe for Markdown."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run(name)
+    assert model["lead"] and model["checked"]
+    md = render_markdown(model)
+    head = md.index("## What is wrong, for whom, what to change")
+    assert head < md.index("## Health checklist") and head < md.index("## Findings")
+    body = md[head:md.index("**Ranked lines:**")]
+    ranked = [x for x in body.splitlines() if x[:1].isdigit()]
+    assert [x.split(" `", 1)[1].split("`", 1)[0] for x in ranked] == [x["rule"] for x in model["lead"]]
+    assert [int(x.split(".", 1)[0]) for x in ranked] == [x["rank"] for x in model["lead"]]
+    for x in model["lead"]:
+        assert f"   - impact: {x['impact']}" in body
+        for sid in x["session_ids"]:
+            assert sid in body
+    checked = body.split("**Checked, not the problem:**", 1)[1]
+    assert [x for x in checked.splitlines() if x.startswith("- ")] == [
+        "- " + " ".join(textsafe.markdown(c["message"]).split()) for c in model["checked"]]
+
+
+def test_markdown_lead_lines_are_escaped():
+    """A lead line's problem quotes the logs (an error message): no Markdown or HTML survives."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model = {"lead": [{"rank": 1, "rule": "oom", "severity": "critical", "finding": 1,
+                       "problem": "boom <script>x</script> | *bold*\nnext", "impact": "1 of 2 requests failed",
+                       "session_ids": ["s`1"], "figure": "1 OOM"}],
+             "checked": [{"id": "queue_wait", "message": "queue <b>fine</b>"}]}
+    md = render_markdown(model)
+    assert "<script>" not in md and "<b>" not in md and "*bold*" not in md and "s`1" not in md
+    line = next(x for x in md.splitlines() if x.startswith("1. "))
+    assert "\n" not in line and "next" in line
 
 
 def test_goodput_beside_nothing_slow_says_failed_requests_count_against_it(run):
@@ -649,3 +726,27 @@ def test_an_impact_under_a_minute_starts_at_a_second(run, name):
         at = re.search(r"(?:from|at) (\d{4}-\d\d-\d\d [\d:]+)", x["impact"])
         assert at and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", at.group(1)), x["impact"]
         assert at.group(1).replace(" ", "T") in x["since"]
+
+
+def test_reserved_band_says_its_figure_is_what_the_rule_judged(run):
+    """run1: "reserved_mb within ±200 MiB … 0.00 MiB" beside sessions whose readings rose 192 MiB:
+    the row's figure is the most a session's own requests kept (memory_leak's credited MiB), and
+    the row says so where it shows it, in both reports."""
+    from dslogs.analyzer.render.markdown import render_markdown
+
+    model, _ = run("run1")
+    row = next(c for c in model["checklist"] if c["id"] == "reserved_band")
+    judged = [s["judged"]["memory_leak"]["rise_mb"] for s in model["sessions"] if "memory_leak" in (s.get("judged") or {})]
+    assert row["value"] == max(judged) == 0
+    assert max(s.get("reserved_rise_mb") or 0 for s in model["sessions"]) > 100  # the readings moved
+    assert "the most any session's own requests kept" in row["note"]
+    assert "no session's requests kept any" in row["note"]
+    html = _html(model)
+    cell = html.split("reserved_mb within ±200 MiB in every session", 1)[1].split("</td>", 1)[0]
+    assert "the most any session&#39;s own requests kept" in cell
+    assert "- reserved_mb within ±200 MiB in every session: measured: the most any session's own requests kept" in render_markdown(model)
+    # where the rule found a leak the row fails on the same figure, and says what it is
+    model2, _ = run("run2")
+    row2 = next(c for c in model2["checklist"] if c["id"] == "reserved_band")
+    assert row2["status"] == "FAIL" and row2["value"] == 3008
+    assert "the most any session's own requests kept" in row2["note"] and "kept any" not in row2["note"]

@@ -169,14 +169,14 @@ def test_cli_engine_spark(spark, fleet):
     duck = runner.invoke(app, ["analyze", legacy, *common, "--no-cache"])
     spk = runner.invoke(app, ["analyze", legacy, *common, "--engine", "spark", "--master", MASTER])
     assert duck.exit_code == 0 and spk.exit_code == 0, spk.output
-    assert_same(comparable_model(json.loads(duck.output)), comparable_model(json.loads(spk.output)),
+    assert_same(comparable_model(json.loads(duck.stdout)), comparable_model(json.loads(spk.stdout)),
                 "report models (seed_format)", ROUNDED)  # fmt: skip
     _, parquet = fleet
     sql = "SELECT host, count(*) AS n FROM requests GROUP BY host ORDER BY host"
     q = runner.invoke(app, ["query", str(parquet), sql, "--format", "csv", "--engine", "spark", "--master", MASTER])
     d = runner.invoke(app, ["query", str(parquet), sql, "--format", "csv", "--no-cache"])
     assert q.exit_code == 0, q.output
-    assert q.output == d.output and len(q.output.splitlines()) == 4
+    assert q.stdout == d.stdout and len(q.stdout.splitlines()) == 4
     bad = runner.invoke(app, ["query", str(parquet), "SELECT nope FROM events", "--engine", "spark", "--master", MASTER])
     assert bad.exit_code == 2 and "nope" in bad.output
 

@@ -81,7 +81,7 @@ def test_watch_once_agrees_with_analyze_on_latency(tmp_path):
     watched = _latency_rows(res.output)
     res = runner.invoke(app, ["analyze", str(logs), "--since", _iso(now - 3600), "--format", "json", "--no-cache"])
     assert res.exit_code == 0, res.output
-    req = json.loads(res.output)["requests"]
+    req = json.loads(res.stdout)["requests"]
     assert req["count"] == 37  # both files, not the old request
     for label, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("end-to-end", "e2e_ms")):
         p = req[key]
@@ -96,7 +96,7 @@ def test_window_equals_analyze_numbers_and_rules(tmp_path):
         win.add(f.read_bytes().splitlines())
     frame = win.frame(now)
     res = runner.invoke(app, ["analyze", str(logs), "--since", _iso(now - 3600), "--format", "json", "--no-cache"])
-    model = json.loads(res.output)
+    model = json.loads(res.stdout)
     req = model["requests"]
     for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert frame[key]["p50"] == pytest.approx(req[key]["p50"]) and frame[key]["p95"] == pytest.approx(req[key]["p95"])
@@ -154,7 +154,7 @@ def test_mixed_host_types_and_every_hostile_line_at_once(tmp_path):
     (tmp_path / "logs" / "app.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "logs" / "dir.jsonl").mkdir()  # a folder with a log file's name: not followed
     res = runner.invoke(app, ["analyze", str(tmp_path / "logs"), "--format", "json", "--no-cache"])
-    bad = json.loads(res.output)["ingest"]["bad_lines"]
+    bad = json.loads(res.stdout)["ingest"]["bad_lines"]
     res = runner.invoke(app, ["watch", str(tmp_path / "logs"), "--once"])
     assert res.exit_code == 0, res.output
     assert f"{bad} unreadable lines" in res.output and "Traceback" not in res.output
@@ -170,7 +170,7 @@ def test_watch_follows_otlp_traces_and_skips_prometheus_snapshots():
     flat = " ".join(res.output.split())
     assert re.search(r"since start: 533 requests, 2 errors, \d+ error events .*?, 0 unreadable lines", flat), res.output
     watched = _latency_rows(res.output)
-    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).output)
+    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).stdout)
     req = model["requests"]
     assert req["count"] == 533 and req["errors"] == 2
     for label, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("end-to-end", "e2e_ms")):
@@ -198,7 +198,7 @@ def test_watch_counts_errors_as_analyze_does():
     logs = "sample_logs/oom"
     res = runner.invoke(app, ["watch", logs, "--once", "--window", "3650d"])
     assert res.exit_code == 0, res.output
-    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).output)
+    model = json.loads(runner.invoke(app, ["analyze", logs, "--format", "json", "--no-cache"]).stdout)
     count, errors = model["requests"]["count"], model["requests"]["errors"]
     flat = " ".join(res.output.split())
     assert f"since start: {count} requests, {errors} errors, 14 error events (OOMs" in flat, res.output

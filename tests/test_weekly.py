@@ -145,7 +145,7 @@ def test_cli_weekly_defaults_to_the_last_full_week(two_weeks_of_logs, tmp_path, 
     result = runner.invoke(app, ["report", "weekly", str(two_weeks_of_logs), "--tz", "UTC", "--no-cache",
                                  "--week", "2026-W49", "--format", "json"])
     assert result.exit_code == 0, result.output
-    w = json.loads(result.output)
+    w = json.loads(result.stdout)
     assert w["this"]["has_data"] and w["previous"]["has_data"]
     assert w["this"]["requests"] > 0 and w["previous"]["requests"] > 0
     assert "memory_leak" in {f["rule"] for f in w["findings"]["new"]}

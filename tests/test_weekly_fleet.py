@@ -28,7 +28,7 @@ def two_weeks(tmp_path_factory):
 def _weekly(*args: str) -> dict:
     result = CliRunner().invoke(app, ["report", "weekly", *args, "--tz", "UTC", "--no-cache", "--format", "json"])
     assert result.exit_code == 0, result.output
-    model = json.loads(result.output)
+    model = json.loads(result.stdout)
     model.pop("generated_at")  # the only volatile key
     return model
 

@@ -17,6 +17,7 @@ import re
 from datetime import datetime
 
 from dslogs.analyzer.core import format as fmt
+from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
 from dslogs.analyzer.rules.registry import RULE_SPECS, SEVERITY_RANK
 
@@ -230,6 +231,16 @@ def lead(model: dict) -> list[dict]:
         x.pop("_ids", None)
         x.pop("_listed", None)
     return lines
+
+
+def severity_counts(model: dict) -> dict[str, int]:
+    """The severity badges' counts: the ranked lines' (one per finding, and the slow line), so the
+    badges and the lead count the same lines. A model without a lead (saved before it had one)
+    counts its findings."""
+    lines = model.get("lead")
+    if lines is None:
+        lines = model.get("findings") or []
+    return {s: sum(1 for x in lines if x.get("severity") == s) for s in SEVERITIES}
 
 
 def _slow_line(model: dict, total_requests: int, total_sessions: int) -> dict | None:

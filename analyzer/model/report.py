@@ -31,7 +31,13 @@ from dslogs.analyzer.rules.attribution import memory_leak_verdicts, snapshot_ris
 from dslogs.analyzer.rules.capacity_curve import capacity_curves
 from dslogs.analyzer.rules.hosts import rss_credits, rss_judgement
 from dslogs.analyzer.rules.memory import fix_for_stack, oom_count
-from dslogs.analyzer.rules.registry import RULE_SPECS, SESSION_SCANS, SEVERITY_RANK, cpu_only_hosts
+from dslogs.analyzer.rules.registry import (
+    MEMORY_RULES,
+    RULE_SPECS,
+    SESSION_SCANS,
+    SEVERITY_RANK,
+    cpu_only_hosts,
+)
 
 SCHEMA = "dslogs.report/1"
 
@@ -76,6 +82,7 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     """The model with its drill-down (``detail_rows``: the requests of the sessions
     ``detail_session_ids`` names) and each finding's evidence read from it."""
     model["session_details"] = group_session_details(detail_rows)
+    named_memory_readings(model)
     # report.detail_requests per session at most: a session cut so says how many it has
     totals = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
     cut = {sid: totals[sid] for sid, rows in model["session_details"].items()
@@ -93,6 +100,29 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     model["lead"] = clean(lead(model))
     model["checked"] = checked(model)
     return model
+
+
+def named_memory_readings(model: dict) -> None:
+    """Add to the memory chart's series the readings of each session a memory finding names that
+    memory_timeline.sql left out: the query keeps report.timeline_sessions sessions, picked by
+    their own readings before any finding was made (a host-RAM leaker may not be among them). The
+    readings come from the session's drill-down: the one after each of its requests (what
+    session_requests.sql reads), placed at its turn and at the request's start."""
+    series = model.get("series")
+    if not isinstance(series, dict) or "memory_timeline" not in series:
+        return
+    drawn = {r.get("session_id") for r in series["memory_timeline"]}
+    named = [sid for f in model.get("findings") or [] if f.get("rule") in MEMORY_RULES
+             for sid in f.get("session_ids") or []]
+    details = model.get("session_details") or {}
+    for sid in dict.fromkeys(named):
+        if sid in drawn:
+            continue
+        series["memory_timeline"] += [
+            {"ts": r.get("start_ts"), "session_id": sid, "request_id": r.get("request_id"),
+             "turn_index": r.get("turn_index"), "reserved_mb": r.get("reserved_mb"),
+             "allocated_mb": r.get("allocated_mb")}
+            for r in details.get(sid) or [] if r.get("reserved_mb") is not None and r.get("start_ts")]
 
 
 def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresholds: dict | None = None) -> dict:

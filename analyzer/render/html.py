@@ -33,9 +33,8 @@ from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.outfile import own_file, write_out
 from dslogs.analyzer.core.resources import templates_dir
-from dslogs.analyzer.core.severity import SEVERITIES
 from dslogs.analyzer.core.time import human_duration, parse_iso
-from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN
+from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN, severity_counts
 from dslogs.analyzer.model.report import MIN_SLOPE_MINUTES
 from dslogs.analyzer.model.result_cache import RUN_KEYS
 from dslogs.analyzer.render import page_cache
@@ -674,7 +673,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
     charts_by_id = {c["id"]: dict(c, section=sec) for sec, cs in by_section.items() for c in cs}
     findings = _findings(model, links, charts_by_id)
     rules = model.get("rules") or []
-    counts = {sev: sum(1 for f in findings if f["severity"] == sev) for sev in SEVERITIES}
+    counts = severity_counts(model)
     series = model.get("series") or {}
     requests = model.get("requests") or {}
     section_findings: dict[str, list[dict]] = {}
@@ -716,7 +715,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "slow_requests": [dict(r, anchor=links.get(r.get("session_id"))) for r in (model.get("slow_requests") or [])[:SLOW_SHOWN]],
         "slow_digits": column_digits((model.get("slow_requests") or [])[:SLOW_SHOWN], SLOW_COLUMNS),
         "counts": counts,
-        # lines of the ranked list that are no rule's finding (the slow line): the badges count findings
+        # lines of the ranked list that are no rule's finding (the slow line): the badges count them too
         "lead_extra": [x for x in model.get("lead") or [] if x.get("finding") is None],
         "stages": model.get("stages") or [],
         "requests": requests,

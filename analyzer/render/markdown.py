@@ -1,6 +1,7 @@
 """``dslogs analyze --format md``: a readable Markdown summary of a report model.
 
-Sections: header (window, ingest), health checklist, findings by severity (with the seed's fix),
+Sections: header (window, ingest), the ranked lines and what was checked (the model's lead and
+checked, as the HTML page opens), health checklist, findings by severity (with the seed's fix),
 rule status, stage latency table, request latency, top sessions. Everything comes from the
 model; log-derived strings are escaped for Markdown tables (``|``, newlines, backticks).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, severity_counts
 from dslogs.analyzer.render.deploys import baseline_text
 from dslogs.analyzer.render.glossary import counted_of, oom_line
 from dslogs.analyzer.rules.registry import SEVERITIES, unit_for
@@ -166,6 +168,36 @@ def render_capacity_markdown(model: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _lead(model: dict) -> list[str]:
+    """The ranked lines and what was checked and found not to be the problem, as the HTML report's
+    first screen shows them: the same model fields, in the same order."""
+    lines, checked = model.get("lead") or [], model.get("checked") or []
+    if not (lines or checked):
+        return []
+    out = ["## What is wrong, for whom, what to change", ""]
+    if lines:
+        out += [f"Ranked by user impact: requests failed, then requests over the SLO (from {fmt.share(LEAD_SLO_SHARE)} "
+                "of requests), then severity, then the share of requests touched.", ""]
+    for x in lines:
+        out.append(f"{_num(x.get('rank'))}. **{_text(x.get('severity'))}** `{_text(x.get('rule'))}`: "
+                   f"{_esc(x.get('problem'))}")
+        impact = f"   - impact: {_text(x.get('impact'))}"
+        if x.get("session_ids"):
+            impact += "; sessions " + ", ".join(_esc(sid) for sid in x["session_ids"])
+            if x.get("more_sessions"):
+                impact += f" +{_num(x['more_sessions'])} more"
+        out.append(impact)
+        out.append(f"   - figure: {_text(x.get('figure'))}")
+        if x.get("change"):
+            out.append(f"   - change: {_text(x.get('change'))}")
+    if lines:
+        out.append("")
+    if checked:
+        out += ["**Checked, not the problem:**", ""]
+        out += [f"- {_esc(c.get('message'))}" for c in checked] + [""]
+    return out
+
+
 def render_markdown(model: dict) -> str:
     w = model.get("window") or {}
     ing = model.get("ingest") or {}
@@ -190,9 +222,14 @@ def render_markdown(model: dict) -> str:
     out.append("")
 
     findings = model.get("findings") or []
-    counts = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
-    out.append("**Findings:** " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES))
-    out.append("")
+    out += _lead(model)
+    counts = severity_counts(model)
+    extra = [x for x in model.get("lead") or [] if x.get("finding") is None]
+    line = "**Ranked lines:** " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES)
+    if extra:
+        said = ", ".join(f"the {_text(x.get('severity'))} {_text(x.get('rule'))} line" for x in extra)
+        line += f" (of them, {said} {'is' if len(extra) == 1 else 'are'} from the request timings, not a rule's finding)"
+    out += [line, ""]
     for n in model.get("notes") or []:
         out.append(f"> **Note:** {_esc(fmt.note_message(n))}")
         out.append("")

@@ -117,7 +117,13 @@ def _reserved_band(m, t, ctx) -> Measure:
     # the largest movement of any session, kept by the verdicts as they are made (the healthy
     # sessions keep no verdict: 400 k+ at 20 M events)
     deviation = largest_rise(leak["sessions"])
-    note = None
+    # judged by the requests' deltas, the figure is what the rule judged, not the readings' rise the
+    # Sessions table shows beside it (which holds other requests' memory, up and down): said here
+    by_deltas = bool(getattr(leak["sessions"], "credits", None))
+    note = None if deviation is None or not by_deltas else (
+        "measured: the most any session's own requests kept (credited MiB in all, the Sessions table's "
+        "memory_leak judged), not the rise of its readings, which holds other requests' memory too"
+        + ("; no session's requests kept any" if deviation <= 0 else ""))
     if leak["processes"]:
         # the row shows the growth that fails it: a process's, when no session's movement is outside
         deviation = max([deviation or 0.0, *(p.get("settled_rise_mb") or p["rise_mb"] for p in leak["processes"])])

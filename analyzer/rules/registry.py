@@ -33,6 +33,9 @@ class RuleSpec:
 
 
 RULE_SPECS: dict[str, RuleSpec] = {}
+# the rules whose findings are about a session's memory: the memory chart draws every session
+# they name (model.report adds the readings of those its series left out)
+MEMORY_RULES = ("memory_leak", "ghost_memory", "oom", "rss_growth")
 
 
 def rule(

@@ -22,6 +22,7 @@ from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.severity import severity_rank
 from dslogs.analyzer.core.time import parse_iso
 from dslogs.analyzer.render.charts import vl as alt
+from dslogs.analyzer.rules.registry import MEMORY_RULES
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
@@ -679,15 +680,19 @@ def _named_first(flagged: list, named: dict) -> list:
 
 
 def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, named: dict | None = None,
-               kept_limit: int | None = None, sessions_total: int | None = None) -> list[str]:
-    """Which sessions a per-session chart draws and why not the others, in words: every session of
-    the report is accounted for (drawn, left out for room, one reading, none kept), and a session a
-    finding names or a few left out are named."""
+               kept_limit: int | None = None, sessions_total: int | None = None,
+               named_added: bool = False) -> list[str]:
+    """Which sessions a per-session chart draws and why not the others, in words: how many of the
+    report's sessions it draws, and every other one accounted for (left out for room, one reading,
+    none kept); a session a finding names or a few left out are named. ``named_added``: the
+    model adds to the series the readings of the sessions the chart's findings name."""
     named = named or {}
     drawable = list(dict.fromkeys(r.get("session_id") for r in rows))
     listed = set(r.get("session_id") for r in all_rows or rows)
     total = len(drawable)
     notes = []
+    if sessions_total:
+        notes.append(f"{len(keep)} of the report's {sessions_total} sessions drawn.")
     if len(keep) < total:
         why = _named_drawn(keep, named) + "those with the largest values"
         left = [sid for sid in drawable if sid not in keep]
@@ -704,6 +709,7 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     if none > 0:
         why = (f"the report keeps per-turn readings for at most {kept_limit} sessions, those this chart's own measure "
                "ranks first (a flag of its rules, then the largest trend)"
+               + (", and for each session a memory finding names" if named_added else "")
                if kept_limit and len(listed) >= kept_limit else "their requests logged none (failed before a reading, "
                "or the app logs no per-turn readings for them)")
         notes.append(f"{none} of the report's {sessions_total} sessions {'has' if none == 1 else 'have'} no per-turn "
@@ -722,7 +728,8 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     if one:
         notes.append(f"Named by a finding but not drawn (a single reading of this kind, no trend): {ids(one)}.")
     if unkept:
-        why = (f"not among the {kept_limit} sessions whose per-turn readings the report keeps for this chart, "
+        why = ("no reading of this kind kept for it: not in the report's drill-down" if named_added else
+               f"not among the {kept_limit} sessions whose per-turn readings the report keeps for this chart, "
                "which are picked by this chart's own measure before the findings are made"
                if kept_limit and len(listed) >= kept_limit else "no reading of this kind in the logs")
         notes.append(f"Named by a finding but not drawn ({why}): {ids(unkept)}; see "
@@ -730,8 +737,7 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     return notes
 
 
-@chart("memory_timeline", section="memory", series=("memory_timeline",),
-       flag_rules=("memory_leak", "ghost_memory", "oom", "rss_growth"))
+@chart("memory_timeline", section="memory", series=("memory_timeline",), flag_rules=MEMORY_RULES)
 def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     tx, flagged = ctx.tx, ctx.flagged
     # x is the session's age, not the wall clock: sessions of a few minutes in a day-long window
@@ -755,7 +761,8 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
     notes = _shown_note(keep, rows, all_rows, ctx.named,
-                        (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total)
+                        (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total,
+                        named_added=True)
     per_turn: dict = defaultdict(int)
     for r in out:
         per_turn[(r["session_id"], r["turn"])] += 1
