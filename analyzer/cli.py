@@ -4,8 +4,8 @@ Exit codes: 0 ok, 1 findings at --fail-on, 2 usage or input error.
 Library modules are imported inside commands so `dslogs --help` stays fast.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads every command's parameters on every
+# run, and annotations kept as strings cost it an eval each (~7 ms CPU a run for all commands).
 import os
 import sys
 from enum import StrEnum
@@ -69,6 +69,79 @@ def _usage_as_written() -> None:
 
 
 _usage_as_written()
+
+
+def _plain_coercion() -> None:
+    """Values typer 0.29+ would pass through a pydantic TypeAdapter, coerced the way its adapters
+    do it without pydantic (importing it and building the adapters costs ~0.05-0.07 s a run,
+    more than an hourly `analyze --since 1d` can spare): a str or a list of str as given, an
+    enum or literal through typer's own choice matching, a path through typer's own path checks,
+    a number or bool already of its type as it is. Anything else, and every value these refuse,
+    goes to typer's adapter, so its conversions and its error messages stay its own."""
+    import typer.core
+
+    cls = getattr(typer.core, "_TyperParameter", None)
+    built = getattr(cls, "get_runtime_param", None)
+    if built is None or getattr(built, "_dslogs_plain", False):
+        return
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+        from typer._param_types import choice_coercion_annotation, coerce_cli_path, routes_to_path
+    except ImportError:  # a typer whose coercion is laid out otherwise keeps its own
+        return
+    from dataclasses import dataclass
+    from typing import get_args, get_origin
+
+    @dataclass(frozen=True)
+    class _Plain(RuntimeParam):
+        def _coerce_value(self, value, param, ctx):
+            annotation, info = self.annotation, self.parameter_info
+            kind = type(value)
+            if annotation is str and kind is str:
+                return value
+            if get_origin(annotation) is list and get_args(annotation) == (str,) and kind in (list, tuple) \
+                    and all(type(v) is str for v in value):  # fmt: skip
+                return list(value)
+            if annotation in (int, float, bool) and kind is annotation:
+                return value
+            choices = choice_coercion_annotation(annotation, info)
+            if choices is not None:
+                from typer._param_types import coerce_cli_choice
+
+                try:
+                    return coerce_cli_choice(value, choices=choices[0], case_sensitive=choices[1], ctx=ctx)
+                except ValueError:
+                    pass
+            elif isinstance(annotation, type) and issubclass(annotation, Path) and info.path_type is None \
+                    and kind is str and value:  # fmt: skip
+                return coerce_cli_path(annotation(value), info, path_type=annotation, param=param, ctx=ctx)
+            full = param.__dict__.get("_dslogs_full")
+            if full is None:
+                full = param.__dict__["_dslogs_full"] = build_runtime_param(param.type_descriptor)
+            return full._coerce_value(value, param=param, ctx=ctx)
+
+    def plain_for(descriptor):
+        annotation, info = descriptor.annotation, descriptor.parameter_info
+        if descriptor.file_annotation is not None or info.parser is not None:
+            return None
+        if annotation in (str, int, float, bool) or annotation == list[str]:
+            if annotation in (int, float) and (info.min is not None or info.max is not None or info.clamp):
+                return None
+            return _Plain(parameter_info=info, annotation=annotation)
+        if choice_coercion_annotation(annotation, info) is not None or routes_to_path(annotation, info):
+            return _Plain(parameter_info=info, annotation=annotation)
+        return None
+
+    def get_runtime_param(self, _built=built):
+        if self._runtime_param is None:
+            self._runtime_param = plain_for(self.type_descriptor)
+        return self._runtime_param if self._runtime_param is not None else _built(self)
+
+    get_runtime_param._dslogs_plain = True
+    cls.get_runtime_param = get_runtime_param
+
+
+_plain_coercion()
 
 app = typer.Typer(
     name="dslogs",

@@ -151,3 +151,64 @@ def test_parse_number_is_the_one_parser():
     for bad, why in [("nan", "finite"), ("1e400", "finite"), ("-1", "out of range"), ("1.0", "whole number")]:
         with pytest.raises(UsageError, match=why):
             parse_number(bad, "--n", integer=why == "whole number", minimum=0)
+
+
+def _typer_params():
+    import typer.main
+
+    def walk(cmd):
+        yield from getattr(cmd, "params", ())
+        for sub in getattr(cmd, "commands", {}).values():
+            yield from walk(sub)
+
+    return [p for p in walk(typer.main.get_command(app)) if hasattr(p, "type_descriptor")]
+
+
+def _outcome(runtime_param, value, param, ctx, refusal):
+    try:
+        return "ok", runtime_param.coerce(value, param=param, ctx=ctx)
+    except refusal as e:
+        return "refused", e.format_message()
+    except (Exception, SystemExit) as e:  # a parser's own exit or error
+        return type(e).__name__, str(e)
+
+
+def test_values_coerced_without_pydantic_are_the_ones_typer_gives(tmp_path):
+    # every parameter of every command, with its default, the forms a command line gives and refused
+    # ones: the same value and type as typer's own coercion, or the same refusal word for word
+    import typer.main
+    from typer._click import Context
+    from typer._click.exceptions import BadParameter
+    from typer._coercion import build_runtime_param
+
+    (tmp_path / "f.txt").write_text("x")
+    words = ["", "json", "JSON", "html", "duckdb", "spark", "warn", "7", "-3", "2.5", "1e3", "nan", "true", "no",
+             "1d", "2026-11-23T10:00", str(tmp_path), str(tmp_path / "f.txt"), str(tmp_path / "none"), "-", " x "]
+    params = _typer_params()
+    assert len(params) > 100
+    ctx = Context(typer.main.get_command(app))
+    compared = 0
+    for param in params:
+        mine = param.get_runtime_param()
+        theirs = build_runtime_param(param.type_descriptor)
+        values = [param.default, None, *words, tuple(words[:3]), ["a", "b"], ("a", 1)]
+        choices = getattr(param.type_descriptor.annotation, "__members__", {})
+        values += [*choices, *(str(c.value) for c in choices.values() if hasattr(c, "value")), *choices.values()]
+        for value in values:
+            got, want = (_outcome(rp, value, param, ctx, BadParameter) for rp in (mine, theirs))
+            assert got == want and type(got[1]) is type(want[1]), (param.name, value, got, want)
+            compared += 1
+    assert compared > 3000
+
+
+def test_a_json_analyze_coerces_its_values_without_pydantic():
+    code = """
+import sys
+from dslogs.analyzer.cli import app
+import typer.main
+cmd = typer.main.get_command(app).commands["analyze"]
+ctx = cmd.make_context("analyze", ["./logs", "--format", "json", "--since", "1d", "--engine", "duckdb", "--out", "r.json"])
+assert ctx.params["format"].value == "json" and ctx.params["out"].name == "r.json" and ctx.params["logs"] == ["./logs"]
+assert "pydantic" not in sys.modules, "pydantic imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,6 +1,7 @@
 """The collector runs inside the user's inference process: importing it, creating a Tracer and
 writing events loads the standard library only (docs/collector.md). Optional packages come in only
-when a sampler or the HF integration asks for them; the analyzer stack never."""
+when a sampler or the HF integration asks for them; the analyzer stack never. A JSON analyze (the
+hourly cron's command) loads none of what only other outputs or commands use."""
 
 from __future__ import annotations
 
@@ -79,3 +80,29 @@ def test_collector_sources_import_stdlib_only_at_module_level():
                 names = [a.name for n in node.body if isinstance(n, ast.Import) for a in n.names]
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name}: module-level import of {name}"
+
+
+
+def test_json_analyze_loads_none_of_the_deferred_modules(tmp_path):
+    # each would cost the hourly `analyze --since 1d --format json` its import on every run: pydantic
+    # through typer's value coercion, the HTML stack, the Arrow path of large results, the
+    # simulators, the collector's tracer (the analyzer reads only its version and schema)
+    out = tmp_path / "r.json"
+    script = textwrap.dedent(f"""
+        import contextlib, json, sys
+        sys.argv = ["dslogs", "analyze", {str(REPO / "sample_logs" / "memory_leak")!r}, "--format", "json",
+                    "--since", "2000-01-01", "--engine", "duckdb", "--out", {str(out)!r}]
+        from dslogs.analyzer.cli import app
+        with contextlib.suppress(SystemExit):
+            app()
+        print(json.dumps(sorted(sys.modules)))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["findings"]  # the run did analyze
+    loaded = set(json.loads(r.stdout.strip().splitlines()[-1]))
+    deferred = {"pydantic", "pyarrow", "numpy", "pandas", "jinja2", "markupsafe", "rich", "vl_convert", "altair",
+                "dslogs.analyzer.simulate", "dslogs.analyzer.render.html", "dslogs.analyzer.render.markdown",
+                "dslogs_collector.tracer", "dslogs_collector.writer"}
+    assert not loaded & deferred, loaded & deferred

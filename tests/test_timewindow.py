@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -61,3 +63,24 @@ def test_window_names_the_option_and_rejects_an_empty_window():
     assert parse_window(None, None) == (None, None)
     with pytest.raises(UsageError, match="unknown time zone"):
         zone_name("Nowhere/Land")
+
+
+def test_the_zone_lists_duckdb_is_the_runs_next_in_memory_connection():
+    # one DuckDB started per command, not two: the connection the zone list was read on serves the
+    # run's logs once, a fresh one every later call
+    import subprocess
+    import sys
+
+    code = """
+from dslogs.analyzer.core import time as t
+assert t.memory_connection() is not None and not t._spare  # no zone read yet: a fresh one
+t.zone_name("UTC")
+spare = t._spare[0]
+first, second = t.memory_connection(), t.memory_connection()
+assert first is spare and second is not spare and not t._spare
+for con in (first, second):
+    assert con.execute("SELECT current_setting('TimeZone') IS NOT NULL, count(*) FROM pg_timezone_names()").fetchone()[1] > 100
+    assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == (0,)
+"""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})

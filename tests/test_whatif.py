@@ -154,3 +154,150 @@ def test_sample_of_a_busy_process_is_the_first_5000_by_id_hash_with_whole_sessio
         assert got == (pytest.approx(3000 - 2329) if i % 3 < 2 and i + 1 < n else None), rid
     # most picked requests' next turn was not picked itself
     assert sum(1 for rid in think if f"r{int(rid[1:]) + 1}" not in think) > 50
+
+
+# The simulation as it was before its speed per level was kept and its loop hoisted: the same floating
+# operations in the same order must give the same cells bit for bit.
+def _former_rate(agg, k):
+    xs = sorted(agg)
+    if k in agg:
+        return agg[k]
+    if k < xs[0]:
+        return agg[xs[0]] * k / xs[0]
+    if k > xs[-1]:
+        return agg[xs[-1]]
+    i = whatif.bisect_left(xs, k)
+    a, b = xs[i - 1], xs[i]
+    return agg[a] + (agg[b] - agg[a]) * (k - a) / (b - a)
+
+
+def _former_speed(agg, k):
+    return _former_rate(agg, k) / k / _former_rate(agg, 1)
+
+
+def _former_simulate(service, limit, users, *, max_new_tokens=None, num_beams=None, slo=None,
+                     seed=whatif.SEED, n_requests=whatif.SIM_REQUESTS):
+    import heapq
+    import math
+    import random
+
+    rng = random.Random(f"{seed}:{limit}:{users}:{max_new_tokens}:{num_beams}")
+    mix = whatif._requests(service, max_new_tokens, num_beams)
+    thinks = service.get("think_ms") or [0.0]
+    agg = {int(k): v for k, v in service["rate_per_level"].items()}
+    oom_level = service.get("oom_level")
+    slo = slo or {}
+    arrivals = []
+    for u in range(users):
+        heapq.heappush(arrivals, (rng.choice(thinks) * rng.random(), u))
+    queue, running, pending, done = [], [], [], []
+    handoff = service.get("handoff_ms") or 0.0
+    now, oom_time, t0 = 0.0, 0.0, None
+    qhead, seq = 0, 0
+    while len(done) < n_requests:
+        k = len(running)
+        v = _former_speed(agg, k) if k else 0.0
+        t_next, which = (arrivals[0][0], -1) if arrivals else (math.inf, -1)
+        if pending and pending[0][0] < t_next:
+            t_next, which = pending[0][0], -2
+        for i, r in enumerate(running):
+            left = r[2] if r[4] is None else r[3]
+            t = now + left / v
+            if t < t_next:
+                t_next, which = t, i
+        dt = t_next - now
+        if t0 is not None and oom_level and k >= oom_level:
+            oom_time += dt
+        for r in running:
+            work = dt * v
+            if r[4] is None:
+                used = min(work, r[2])
+                r[2] -= used
+                work -= used
+            r[3] = max(0.0, r[3] - work)
+        now = t_next
+        if which == -1:
+            _, u = heapq.heappop(arrivals)
+            queue.append((now, u, rng.choice(mix)))
+        elif which == -2:
+            _, _, (arr, u, (pre, dec, n)) = heapq.heappop(pending)
+            running.append([arr, now, pre, dec, None if pre > 0 else now, n, u])
+        else:
+            r = running[which]
+            if r[4] is None:
+                r[2], r[4] = 0.0, now
+            else:
+                r[3] = 0.0
+            if r[3] <= 1e-9:
+                running.pop(which)
+                done.append((r[0], r[1], r[4], now, r[5]))
+                if len(done) == whatif.WARMUP:
+                    t0 = now
+                heapq.heappush(arrivals, (now + rng.choice(thinks), r[6]))
+                if handoff and qhead < len(queue):
+                    seq += 1
+                    heapq.heappush(pending, (now + handoff, seq, queue[qhead]))
+                    qhead += 1
+        while qhead < len(queue) and len(running) + len(pending) < limit:
+            arr, u, (pre, dec, n) = queue[qhead]
+            qhead += 1
+            running.append([arr, now, pre, dec, None if pre > 0 else now, n, u])
+    kept = done[whatif.WARMUP:]
+    span_ms = max(now - (t0 or 0.0), 1e-9)
+    e2e = [end - arr for arr, _, _, end, _ in kept]
+    ttft = [ft - arr for arr, _, ft, _, _ in kept]
+    queue_ms = [st - arr for arr, st, _, _, _ in kept]
+    tpot = [(end - ft) / (n - 1) if n > 1 else 0.0 for _, _, ft, end, n in kept]
+    ttft_slo, tpot_slo = slo.get("ttft_ms", math.inf), slo.get("tpot_ms", math.inf)
+    within = sum(1 for a, b in zip(ttft, tpot, strict=True) if a <= ttft_slo and b <= tpot_slo)
+    pct = whatif._pct
+    # unrounded: a difference in the last bit shows
+    return {"e2e": (pct(e2e, 0.5), pct(e2e, 0.95)), "ttft": pct(ttft, 0.95), "queue": pct(queue_ms, 0.95),
+            "tokens_per_s": sum(n for *_, n in kept) / span_ms * 1000, "requests_per_s": len(kept) / span_ms * 1000,
+            "slo_share": within / len(kept), "oom_risk": oom_time / span_ms if oom_level else None}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_simulation_gives_the_former_cells_bit_for_bit(seed):
+    import random
+
+    rnd = random.Random(seed)
+    levels = sorted(rnd.sample(range(1, 40), rnd.randint(1, 6)))
+    service = {
+        "rate_per_level": {str(k): rnd.uniform(5, 400) * (k ** rnd.uniform(0.2, 1.0)) for k in levels},
+        "mix": [[rnd.choice([0.0, rnd.uniform(1, 500)]), rnd.uniform(10, 9000), rnd.randint(1, 600),
+                 rnd.choice([1, 1, 1, 4]), rnd.choice([None, 256])] for _ in range(rnd.randint(1, 60))],
+        "think_ms": sorted(rnd.uniform(0, 20000) for _ in range(rnd.randint(0, 30))),
+        "handoff_ms": rnd.choice([0.0, rnd.uniform(0.1, 50)]),
+        "oom_level": rnd.choice([None, rnd.randint(2, 30)]),
+        "greedy_token_ms": rnd.choice([None, rnd.uniform(5, 40)]),
+    }
+    slo = {"ttft_ms": rnd.uniform(100, 5000), "tpot_ms": rnd.uniform(10, 200)}
+    former_pct = whatif._pct
+    cells = []
+    for limit, users in [(1, 1), (rnd.randint(1, 20), rnd.randint(1, 60)), (levels[-1] + 3, rnd.randint(1, 90))]:
+        for opts in ({}, {"max_new_tokens": 100, "num_beams": 1}):
+            want = _former_simulate(service, limit, users, slo=slo, n_requests=300, **opts)
+            seen = {}
+
+            def unrounded(values, q, _seen=seen):
+                v = former_pct(values, q)
+                _seen.setdefault(q, []).append(v)
+                return v
+
+            whatif._pct = unrounded  # the cell rounds what is compared: catch the figures before
+            try:
+                got = whatif.simulate(service, limit, users, slo=slo, n_requests=300, **opts)
+            finally:
+                whatif._pct = former_pct
+            assert (seen[0.5][0], seen[0.95][0]) == want["e2e"]
+            assert seen[0.95][1:] == [want["ttft"], want["queue"]]
+            assert got["tokens_per_s"] == round(want["tokens_per_s"], 1)
+            assert got["requests_per_s"] == round(want["requests_per_s"], 2)
+            assert got["slo_share"] == round(want["slo_share"], 2)
+            assert got["oom_risk"] == (round(want["oom_risk"], 2) if want["oom_risk"] is not None else None)
+            cells.append(want["tokens_per_s"])
+    assert len(set(cells)) > 1  # the settings made different simulations
+    agg = {int(x): v for x, v in service["rate_per_level"].items()}
+    for k in [0.5, 1, 1.0, 2.7, *levels, levels[-1] + 0.5, 1000]:
+        assert whatif._speed_of(agg)(k) == _former_speed(agg, k) == whatif.speed(agg, k)

@@ -37,7 +37,7 @@ from dslogs.analyzer.core.errors import InputError, UsageError, one_line
 from dslogs.analyzer.core.resources import env_int, memory_limit
 from dslogs.analyzer.core.results import QueryResult
 from dslogs.analyzer.core.textsafe import visible
-from dslogs.analyzer.core.time import iso, parse_window, zone_name
+from dslogs.analyzer.core.time import iso, memory_connection, parse_window, zone_name
 from dslogs.analyzer.ingest import cache as cache_mod
 from dslogs.analyzer.ingest import catalogue, formats, storage, viewdefs
 from dslogs.analyzer.ingest.columns import EVENT_COLUMNS, sql_literal
@@ -128,7 +128,7 @@ def open_logs(
         paths = [str(paths)]
     found: Discovery = discover([str(p) for p in paths], lo, hi)
     snapshots = _take_snapshots(found)
-    con = duckdb.connect()
+    con = memory_connection()
     # dslogs draws its own, on stderr only. Inside Jupyter without ipywidgets DuckDB refuses to
     # change the setting at all (its bar is then off anyway).
     with contextlib.suppress(duckdb.InvalidInputException):

@@ -83,11 +83,11 @@ def rates(levels: list[dict]) -> dict[int, float]:
     return {lv["level"]: lv["tokens_per_s"] for lv in (dense if len(dense) >= 3 else have)}
 
 
-def aggregate_rate(agg: dict[int, float], k: float) -> float:
+def aggregate_rate(agg: dict[int, float], k: float, xs: list[int] | None = None) -> float:
     """The fitted aggregate rate at ``k`` in flight: measured, interpolated between measured
     levels, proportional below the lowest (each request at the lowest level's rate), flat past
-    the highest (a saturated box shares its rate)."""
-    xs = sorted(agg)
+    the highest (a saturated box shares its rate). ``xs``: the levels sorted, if at hand."""
+    xs = xs or sorted(agg)
     if k in agg:
         return agg[k]
     if k < xs[0]:
@@ -102,6 +102,13 @@ def aggregate_rate(agg: dict[int, float], k: float) -> float:
 def speed(agg: dict[int, float], k: float) -> float:
     """A request's speed at ``k`` in flight, relative to running alone (1.0)."""
     return aggregate_rate(agg, k) / k / aggregate_rate(agg, 1)
+
+
+def _speed_of(agg: dict[int, float]):
+    """``speed`` for many k over one ``agg``: the levels sorted and the rate alone computed once."""
+    xs = sorted(agg)
+    alone = aggregate_rate(agg, 1, xs)
+    return lambda k: aggregate_rate(agg, k, xs) / k / alone
 
 
 def _not_counted(sample: list[dict], ok: list[dict]) -> str:
@@ -143,9 +150,10 @@ def fit_service(curve: dict, sample: list[dict], thresholds: dict) -> dict:
     weights = [(lv["level"], lv.get("requests") or 0) for lv in curve["levels"]]
     typical = max(1, round(sum(k * n for k, n in weights) / max(1, sum(n for _, n in weights))))
     mix = []
+    speed_at = _speed_of(agg)
     for r in ok:
         k = r.get("mean_level") or r.get("inflight") or typical
-        s = speed(agg, max(1.0, float(k)))
+        s = speed_at(max(1.0, float(k)))
         mix.append((round((r.get("service_ttft_ms") or 0.0) * s, 3), round(r["decode_ms"] * s, 3),
                     int(r["output_len"]), int(r.get("num_beams") or 1), r.get("max_new_tokens")))
     mix.sort(key=lambda m: (m[0] + m[1], m))
@@ -211,9 +219,13 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
     done: list[tuple] = []
     now, oom_time, t0 = 0.0, 0.0, None
     qhead, seq = 0, 0
+    speed_at = _speed_of(agg)
+    speeds = [0.0]  # speed at k in flight by k, each computed once (the same float every event)
     while len(done) < n_requests:
         k = len(running)
-        v = speed(agg, k) if k else 0.0
+        while len(speeds) <= k:
+            speeds.append(speed_at(len(speeds)))
+        v = speeds[k]
         # the next event: an arrival, a handed-over slot's start, or a running request's first token or end
         t_next, which = (arrivals[0][0], -1) if arrivals else (math.inf, -1)
         if pending and pending[0][0] < t_next:
@@ -226,13 +238,15 @@ def simulate(service: dict, limit: int, users: int, *, max_new_tokens: int | Non
         dt = t_next - now
         if t0 is not None and oom_level and k >= oom_level:
             oom_time += dt
+        step = dt * v
         for r in running:
-            work = dt * v
+            work = step
             if r[4] is None:
-                used = min(work, r[2])
+                used = r[2] if r[2] < work else work  # min(work, r[2]), without the call
                 r[2] -= used
                 work -= used
-            r[3] = max(0.0, r[3] - work)
+            left = r[3] - work
+            r[3] = left if left > 0.0 else 0.0  # max(0.0, left), without the call
         now = t_next
         if which == -1:
             _, u = heapq.heappop(arrivals)
