@@ -787,7 +787,7 @@ def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]
             chosen[proc] = (keepers, typical)
     if not chosen:
         return
-    col = key.replace("delta_", "")  # rss_delta_mb -> rss_mb_before / rss_mb_after
+    col = key.replace("delta_", "")  # rss_delta_mb -> rss_mb_before / rss_mb_after; gpu_delta_mb -> gpu_mb_before / ..._after
     readings: dict[tuple, list[tuple]] = {proc: [] for proc in chosen}
     place: dict[str, int] = {}
     for r in rows:
