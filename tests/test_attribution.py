@@ -447,8 +447,8 @@ def _gpu_sessions(folder: str) -> dict[str, dict]:
 def test_gpu_keepers_at_the_same_time_are_each_credited_their_own_keep(folder):
     # Real Gradio runs on the fake GPU (truth.json): 4 handler lanes of 5 sessions each, the 4
     # sessions that keep their outputs (512 MiB of GPU memory per turn) running at the same time,
-    # so one keeper's "after" reading often holds another's keep. Split step by step: 3 of 4 named
-    # and the others credited 1024 and 128 (overlap), or 1024, 736 and 288 (overlap2).
+    # so one keeper's "after" reading often holds another's keep. Split step by step, 3 of 4 named,
+    # credited 1024, 128 and 896 MiB per request (overlap) or 1024, 736 and 288 (overlap2).
     truth = json.loads((FIXTURES / folder / "truth.json").read_text(encoding="utf-8"))
     named = _gpu_sessions(folder)
     assert set(named) == set(truth["gpu_leak_sessions"])
