@@ -784,7 +784,7 @@ def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]
         if top <= 0:
             continue
         keepers = {sid for sid in sids if typical[sid] >= top / 3}
-        if len(keepers) >= 2 and _split_keeps(kept, keepers, min_requests) and _ran_together(keepers, spans_of, sids):
+        if len(keepers) >= 2 and _ran_together(keepers, spans_of, sids):
             chosen[proc] = (keepers, typical)
     if not chosen:
         return
@@ -862,7 +862,9 @@ SPLIT = 1.5  # a keeper's request credited this many times another's: the steps 
 
 def _split_keeps(kept: dict[str, list[float]], keepers: set[str], min_requests: int) -> bool:
     """Whether the steps gave some keeper's request two keeps or none: among the keepers' requests
-    from the turns they started keeping, one credited ``SPLIT`` times another, or nothing.
+    from the turns they started keeping, one credited ``SPLIT`` times another, or nothing. (The
+    refit also stands where it finds a keeper the steps credited under half its amount: two
+    keepers credited two keeps on every request, two others none.)
     Where every keep was credited whole the steps stand, however well a refit fits: on exact
     readings (an allocator's counters) a keep's rise of the lower envelope is the keep less the
     working memory held from before it until after (448 MiB for 512 with two requests' 32 MiB
@@ -1006,6 +1008,8 @@ def _refit_process(reqs: list[tuple], keepers: set[str], typical: dict[str, floa
     for i, r in enumerate(reqs):
         if r[5] not in sessions and r[5] in kept:
             base[closed[i]] += kept[r[5]][r[6]]
+    if not (_split_keeps(kept, keepers, min_requests) or any(steps[sid] < rate[sid] / 2 for sid in chosen)):
+        return
     mixed = {sid: rate[sid] if sid in chosen else steps[sid] for sid in sessions}
     if (_placed_error(mixed, reqs, sessions, opened, closed, rise, base)
             >= FIT_GAIN * _placed_error(steps, reqs, sessions, opened, closed, rise, base)):
