@@ -871,10 +871,10 @@ def _split_keeps(kept: dict[str, list[float]], keepers: set[str], min_requests: 
     always in flight), and two keepers among 16 sessions credited 512 on every request by the
     steps were refitted to 400-464 at under half the steps' placed error. In 22 recorded runs of
     four host-RAM keepers at once and 16 of four GPU keepers, the steps split keeps (a request
-    credited 2 to 5 times another) in every run where the refit changed credits; in 14 of 16 real
-    runs of two GPU keepers beside healthy sessions (the Gradio e2e app, tests/fixtures/cuda_e2e)
-    they credited every keep whole (at most 1.06 times), and in the other 2 the refit failed the
-    3/4-5/4 check."""
+    credited 2 to 5 times another, or nothing) in every run where the refit changed credits; in
+    14 of 16 real runs of two GPU keepers beside healthy sessions (the Gradio e2e app,
+    tests/fixtures/cuda_e2e) they credited every keep whole (at most 1.06 times), and in the
+    other 2 the refit failed the 3/4-5/4 check."""
     since = [x for sid in keepers for x in _since(kept[sid], min_requests)]
     low, high = min(since), max(since)
     return high > 0 and (low <= 0 or high >= SPLIT * low)
