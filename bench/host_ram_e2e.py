@@ -2,14 +2,17 @@
 
     python bench/host_ram_e2e.py --runs 10                      # leak: 4 sessions keep 40 MiB/request from turn 3
     python bench/host_ram_e2e.py --runs 10 --scenario transient # 8 sessions hold 200 MiB while generating, keep nothing
+    python bench/host_ram_e2e.py --runs 10 --scenario overlap   # 4 leakers at the same time among 56 healthy sessions
+    python bench/host_ram_e2e.py --runs 6 --scenario gpu_overlap  # the same on the (fake) GPU: 512 MiB/turn, 16 healthy
     python bench/host_ram_e2e.py --keep-logs /tmp/hr --runs 10  # keep each run's logs ...
     python bench/host_ram_e2e.py --reanalyze /tmp/hr            # ... and judge them again (after an analyzer change)
 
 Each run serves tests/e2e/apps/gradio_chat.py (4 concurrent handlers per endpoint, 16 client
 threads, the tiny R1-shaped model on CPU; tests/e2e/host_memory.py), runs ``dslogs analyze`` (the
-real CLI) and prints one row: leaking sessions named of 4, innocent sessions named, whether a
-process-scoped rss_growth finding was there. Exit 1 when a run missed a leaking session or named
-an innocent one.
+real CLI) and prints one row: leaking sessions named of 4, what each was credited per request
+(MiB; the planted keep beside it), innocent sessions named, the process-scoped findings of the
+leak's rule (rss_growth; memory_leak for gpu_overlap). Exit 1 when a run missed a leaking session,
+credited one beyond 25 % of its keep or named an innocent one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ os.environ.setdefault("GRADIO_PROFILING", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SCENARIOS = {"leak": 6, "transient": 4, "overlap": 4}  # scenario -> turns per session
+SCENARIOS = {"leak": 6, "transient": 4, "overlap": 4, "gpu_overlap": 4}  # scenario -> turns per session
 
 
 def analyze(log_dir: Path) -> dict:
@@ -41,12 +44,18 @@ def analyze(log_dir: Path) -> dict:
 
 
 def row(run: str, report: dict, meta: dict) -> tuple[str, bool]:
+    from tests.e2e.apps.faults import FAULTS
     from tests.e2e.host_memory import judged
 
     j = judged(report, meta["key_of"], meta["plan"])
-    ok = j["found"] == j["leaking"] and not j["innocent"]
+    keep = {k: FAULTS[meta["plan"][k]].host_leak_mb or FAULTS[meta["plan"][k]].gpu_leak_mb for k in j["leaking"]}
+    credited = {k: j["credited"].get(k) for k in sorted(j["leaking"])}
+    close = sum(c is not None and abs(c - keep[k]) <= 0.25 * keep[k] for k, c in credited.items())
+    ok = close == len(j["leaking"]) and not j["innocent"]
     proc = "; ".join(f["message"] for f in j["process"]) or "-"
-    line = (f"| {run} | {len(j['found'])} of {len(j['leaking'])} | {len(j['innocent'])}"
+    shown = ", ".join("-" if c is None else f"{c:.1f}" for c in credited.values())
+    line = (f"| {run} | {len(j['found'])} of {len(j['leaking'])} | {shown} (of {'/'.join(sorted({str(v) for v in keep.values()}))})"
+            f" | {close} of {len(j['leaking'])} | {len(j['innocent'])}"
             f"{' (' + ', '.join(sorted(j['innocent'])) + ')' if j['innocent'] else ''} | {proc} |")
     return line, ok
 
@@ -58,7 +67,8 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-logs", help="write each run's logs under this folder")
     ap.add_argument("--reanalyze", help="judge the runs kept under this folder again, serving nothing")
     args = ap.parse_args(argv)
-    print("| run | leaking named | innocent named | process finding |\n|---|---|---|---|", flush=True)
+    print("| run | leaking named | credited MiB per request | within 25 % | innocent named | process finding |\n"
+          "|---|---|---|---|---|---|", flush=True)
     bad = 0
     if args.reanalyze:
         for d in sorted(p for p in Path(args.reanalyze).iterdir() if (p / "meta.json").exists()):
@@ -70,6 +80,8 @@ def main(argv=None) -> int:
 
     from tests.e2e.apps import tiny_r1
     from tests.e2e.host_memory import (
+        GPU_OVERLAP_PLAN,
+        GPU_PER_LANE,
         LANES,
         LEAK_PLAN,
         OVERLAP_PLAN,
@@ -80,8 +92,10 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     model, tokenizer = tiny_r1.load_model(), tiny_r1.load_tokenizer()
-    plan = {"leak": LEAK_PLAN, "transient": TRANSIENT_PLAN, "overlap": OVERLAP_PLAN}[args.scenario]
-    shape = {"sessions": LANES * PER_LANE, "lanes": LANES} if args.scenario == "overlap" else {}
+    plan = {"leak": LEAK_PLAN, "transient": TRANSIENT_PLAN, "overlap": OVERLAP_PLAN,
+            "gpu_overlap": GPU_OVERLAP_PLAN}[args.scenario]
+    per_lane = {"overlap": PER_LANE, "gpu_overlap": GPU_PER_LANE}.get(args.scenario)
+    shape = {"sessions": LANES * per_lane, "lanes": LANES} if per_lane else {}
     root = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="host_ram_e2e."))
     try:
         for i in range(args.runs):

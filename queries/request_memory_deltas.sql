@@ -92,6 +92,11 @@ WITH counted AS (
         coalesce(end_ts - to_microseconds(CAST((e2e_ms - coalesce(queue_ms, 0)) * 1000 AS BIGINT)), start_ts) AS start_ts,
         coalesce(allocated_mb_after - allocated_mb_before, reserved_mb_after - reserved_mb_before) AS gpu_delta_mb,
         rss_mb_after - rss_mb_before AS rss_delta_mb, rss_mb_before, rss_mb_after,
+        -- the two readings gpu_delta_mb is the difference of (allocated where both were read)
+        CASE WHEN allocated_mb_after IS NOT NULL AND allocated_mb_before IS NOT NULL
+             THEN allocated_mb_before ELSE reserved_mb_before END AS gpu_mb_before,
+        CASE WHEN allocated_mb_after IS NOT NULL AND allocated_mb_before IS NOT NULL
+             THEN allocated_mb_after ELSE reserved_mb_after END AS gpu_mb_after,
         done_before, done_seq
     FROM requests
     WHERE session_id IS NOT NULL
@@ -148,7 +153,7 @@ SELECT
     r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
     agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
     g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb,
-    r.done_before, r.done_seq, r.rss_mb_before, r.rss_mb_after
+    r.done_before, r.done_seq, r.rss_mb_before, r.rss_mb_after, r.gpu_mb_before, r.gpu_mb_after
 FROM r
 LEFT JOIN agg ON agg.a_sid = r.session_id AND agg.a_rid = r.request_id
 LEFT JOIN judged AS g ON g.session_id = r.session_id AND g.request_id = r.request_id

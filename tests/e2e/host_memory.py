@@ -27,6 +27,10 @@ STREAMING = {"s03", "s07", "s09", "s11", "s13", "s15"}
 # session together, so the 4 leakers run at the same time and every reading sees the others' keeps
 LANES, PER_LANE, OVERLAP_AT = 4, 15, 4
 OVERLAP_PLAN = {f"s{lane * PER_LANE + OVERLAP_AT:02d}": "host_leak" for lane in range(LANES)}
+# The same shape on the (fake) GPU, shorter: 4 lanes of 5 sessions, the 3rd of every lane keeping
+# its outputs (512 MiB of GPU memory per turn) from its first turn, 16 healthy sessions beside them
+GPU_PER_LANE, GPU_OVERLAP_AT = 5, 2
+GPU_OVERLAP_PLAN = {f"s{lane * GPU_PER_LANE + GPU_OVERLAP_AT:02d}": "gpu_leak" for lane in range(LANES)}
 
 
 def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, turns: int,
@@ -95,16 +99,25 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
 
 
 def judged(report: dict, key_of: dict[str, str], plan: dict[str, str]) -> dict:
-    """Which planted sessions ``rss_growth`` named, which innocent ones it (or memory_leak) named,
-    and whether a process-scoped rss_growth finding was there."""
+    """Which planted sessions ``rss_growth`` (host leaks) or ``memory_leak`` (GPU leaks) named, which
+    innocent ones either named, what each named session was credited per request (MiB), and the
+    process-scoped findings of the planted leaks' rule."""
+    gpu = any(v.startswith("gpu_leak") for v in plan.values())
+    rule, per_request = ("memory_leak", "leak_per_request_mb") if gpu else ("rss_growth", "rss_kept_per_request_mb")
     named: set[str] = set()
+    credited: dict[str, float] = {}
     process = []
     for f in report["findings"]:
         if f["rule"] not in ("rss_growth", "memory_leak"):
             continue
         if f.get("scope") == "session":
             named |= {key_of.get(s, s) for s in f.get("session_ids") or []}
-        elif f["rule"] == "rss_growth":
+            if f["rule"] == rule:
+                for d in ((f.get("evidence") or {}).get("details") or {}).get("sessions") or []:
+                    if d.get(per_request) is not None:
+                        credited[key_of.get(d["session_id"], d["session_id"])] = d[per_request]
+        elif f["rule"] == rule:
             process.append(f)
-    leaking = {k for k, v in plan.items() if v.startswith("host_leak")}
-    return {"leaking": leaking, "found": named & leaking, "innocent": named - leaking, "process": process}
+    leaking = {k for k, v in plan.items() if v.startswith(("host_leak", "gpu_leak"))}
+    return {"leaking": leaking, "found": named & leaking, "innocent": named - leaking, "process": process,
+            "credited": credited}
