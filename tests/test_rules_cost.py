@@ -424,7 +424,11 @@ def _compare(seed: int) -> dict:
     assert _same_floats(_without_credits(outcome.findings), former.findings), seed
     band = {c["id"]: c for c in report.build_checklist(m, t, got)}["reserved_band"]
     former_band = {c["id"]: c for c in report.build_checklist(m, t, want)}["reserved_band"]
-    assert _same_floats(band, former_band), seed
+    # the note saying the figure is what the rule judged reads the per-request credits, newer than
+    # the former verdicts: the rest of the row is the same
+    assert former_band.get("note") is None or band.get("note") == former_band.get("note"), seed
+    assert _same_floats({k: v for k, v in band.items() if k != "note"},
+                        {k: v for k, v in former_band.items() if k != "note"}), seed
     return {
         "flagged by deltas": sum(v["flagged"] and v["basis"] == "request deltas" for v in want["sessions"].values()),
         "flagged by snapshots": sum(v["flagged"] and v["basis"] != "request deltas" for v in want["sessions"].values()),
