@@ -90,6 +90,21 @@ def _special_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def _kind(mode: int) -> str:
+    """Any file, in words (a link is named as one where the caller did not follow it)."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return _special_kind(mode)
+
+
 def _file_target(path: Path | str, option: str) -> Path:
     """The file a write replaces (or, for a stream, writes into): a link is followed (the file it
     points at is written, not the link itself); a directory is refused, and so is anything that
@@ -219,9 +234,7 @@ def out_folder(path: Path | str, option: str = "--out", inputs=()) -> Path:
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         mode = os.stat(folder).st_mode
-        what = ("a file" if stat.S_ISREG(mode) else "a character device" if stat.S_ISCHR(mode)
-                else "a FIFO" if stat.S_ISFIFO(mode) else _special_kind(mode))
-        raise UsageError(f"{option} {visible(str(folder))}: {what}, not a folder; give a folder to write into")
+        raise UsageError(f"{option} {visible(str(folder))}: {_kind(mode)}, not a folder; give a folder to write into")
     here = Path(os.path.realpath(folder))
     for name in inputs:
         other = Path(os.path.realpath(name))
@@ -250,10 +263,7 @@ def own_file(path: Path | str, option: str) -> Path:
         return target  # a new path (or one the write will name its own error for)
     if stat.S_ISREG(mode):
         return target
-    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
-            else "a character device" if stat.S_ISCHR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else _special_kind(mode))
-    raise UsageError(f"{option} {visible(str(path))}: {kind}, not a file dslogs wrote; remove it and run again")
+    raise UsageError(f"{option} {visible(str(path))}: {_kind(mode)}, not a file dslogs wrote; remove it and run again")
 
 
 def write_out(path: Path | str, text: str, option: str = "--out") -> Path:

@@ -46,8 +46,8 @@ def deploys_table_md(rows: list[dict]) -> list[str]:
     out = ["| deploy | label | first event | last event | requests | changed | verdict |", "|---|---|---|---|---:|---|---|"]
     for d in rows:
         changed = "first deploy" if d["verdict"] == "first" else _changes_text(d.get("changes") or [])
-        if baseline_text(d):
-            changed += f"; {baseline_text(d)}"
+        if baseline := baseline_text(d):
+            changed += f"; {baseline}"
         out.append(f"| {d['id']} | {md_text(d.get('label') or '')} | {d.get('first_event') or '—'} | {d.get('last_event') or '—'} | "
                    f"{d.get('requests', 0)} | {md_text(changed)} | {VERDICT_MD.get(d['verdict'], d['verdict'])} |")
     return out
@@ -76,8 +76,8 @@ def deploys_html(model: dict) -> str:
             "<th>requests</th><th>changed</th><th>verdict</th><th>behind it</th></tr>"]
     for d in model.get("deploys") or []:
         changed = "first deploy" if d["verdict"] == "first" else _changes_text(d.get("changes") or [], 12)
-        if baseline_text(d):
-            changed += f"; {baseline_text(d)}"
+        if baseline := baseline_text(d):
+            changed += f"; {baseline}"
         behind = "<br>".join(e(_metric_text(m)) for m in (d.get("metric_changes") or [])[:8])
         body.append(f"<tr class=\"{e(d['verdict'].replace(' ', '-'))}\"><td>{e(d['id'])}</td><td>{e(d.get('label') or '')}</td>"
                     f"<td>{e(d.get('first_event') or '—')}</td><td>{e(d.get('last_event') or '—')}</td>"

@@ -40,6 +40,7 @@ from dslogs.analyzer.model.result_cache import RUN_KEYS
 from dslogs.analyzer.render import page_cache
 from dslogs.analyzer.render.charts import specs as charts_mod
 from dslogs.analyzer.render.charts import svg as svgchart
+from dslogs.analyzer.render.deploys import baseline_text
 from dslogs.analyzer.render.glossary import below_zero, counted_of, oom_line
 from dslogs.analyzer.render.page_cache import CACHED_BUNDLE, bundle_file_name, read_bundle
 from dslogs.analyzer.rules.registry import unit_for
@@ -238,7 +239,7 @@ def _env() -> Environment:
     )
     env.filters.update(numcol=numcol, defined=defined, term_anchor=_term_anchor, cite=cite, shq=lambda v: shlex.quote(str(v)), num=fmt.table, unit_for=unit_for, pct=fmt.share, ts=fmt_ts, ts_short=fmt_ts_short, bytes=fmt.bytes_si, anchor=anchor, label=detail_label, label_title=column_title)
     env.globals.update(severity_colors=charts_mod.SEVERITY_COLORS, counted_of=counted_of, below_zero=below_zero,
-                       oom_line=oom_line)
+                       oom_line=oom_line, baseline_text=baseline_text)
     return env
 
 
