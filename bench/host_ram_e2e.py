@@ -6,6 +6,7 @@
     python bench/host_ram_e2e.py --runs 6 --scenario gpu_overlap  # the same on the (fake) GPU: 512 MiB/turn, 16 healthy
     python bench/host_ram_e2e.py --keep-logs /tmp/hr --runs 10  # keep each run's logs ...
     python bench/host_ram_e2e.py --reanalyze /tmp/hr            # ... and judge them again (after an analyzer change)
+    python bench/host_ram_e2e.py --runs 10 --free-mb 300       # the process frees 300 MiB held from before, mid-run
 
 Each run serves tests/e2e/apps/gradio_chat.py (4 concurrent handlers per endpoint, 16 client
 threads, the tiny R1-shaped model on CPU; tests/e2e/host_memory.py), runs ``dslogs analyze`` (the
@@ -20,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scenario", choices=sorted(SCENARIOS), default="leak")
     ap.add_argument("--keep-logs", help="write each run's logs under this folder")
     ap.add_argument("--reanalyze", help="judge the runs kept under this folder again, serving nothing")
+    ap.add_argument("--free-mb", type=int, default=0,
+                    help="memory the process holds from before the run and frees at a random moment of it (as a "
+                         "garbage collection of an earlier app's objects does): a drop of RSS no request caused")
     args = ap.parse_args(argv)
     print("| run | leaking named | credited MiB per request | within 25 % | innocent named | process finding |\n"
           "|---|---|---|---|---|---|", flush=True)
@@ -102,6 +108,10 @@ def main(argv=None) -> int:
             d = root / f"{args.scenario}{i:02d}"
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
+            if args.free_mb:
+                held = [b"\x03" * (args.free_mb * 1024 * 1024)]
+                at = random.Random(i).uniform(1.0, 9.0)  # a drive takes 10-12 s
+                threading.Timer(at, held.clear).start()
             served = serve_and_drive(d / "logs", plan, model, tokenizer, turns=SCENARIOS[args.scenario], **shape)
             meta = {"plan": plan, "key_of": served["key_of"], "errors": served["errors"], "drive_s": served["drive_s"]}
             (d / "meta.json").write_text(json.dumps(meta))
