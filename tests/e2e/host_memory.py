@@ -8,6 +8,7 @@ the table: leaking sessions named, innocent sessions named, per run).
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,10 @@ def serve_and_drive(log_dir: Path, plan: dict[str, str], model, tokenizer, *, tu
 
     # GRADIO_PROFILING is read when gradio is imported: switch the queue's profiling on here
     saved = gradio.queueing.PROFILING_ENABLED, gradio.profiling.PROFILING_ENABLED
+    # Garbage left by earlier tests in this process (a Gradio Blocks is full of reference cycles) is
+    # freed by whichever collection comes next: during this run, that would drop the RSS in the middle
+    # of some requests, a move none of this run's requests made. Collect it before the run starts.
+    gc.collect()
     gradio.queueing.PROFILING_ENABLED = gradio.profiling.PROFILING_ENABLED = True
     gpu = FakeCuda()
     tracer = Tracer(log_dir, memory_probe=gpu.probe, samplers=["process"], sample_interval_s=sample_interval_s)
