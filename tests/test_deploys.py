@@ -349,7 +349,7 @@ def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
 # -- a window: the first deploy in it is judged against the deploy before it ----------------------
 
 
-def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root):
+def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root, monkeypatch):
     """Recorded deploys at 0 h, 1 h (a new torch), 2 h (another, prefill +40 %) and 2.5 h; the
     window opens at 2 h. d3 is the first deploy in it, but d2 ran before it (outside the window):
     d3 is a regression against d2's whole window, and the report and `dslogs deploys` say where
@@ -382,6 +382,17 @@ def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim
     whole = deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]
     assert [(d["id"], d["verdict"], (d["baseline"] or {}).get("outside_window")) for d in whole][:1] == [("d1", "first", None)]
     assert not any((d["baseline"] or {}).get("outside_window") for d in whole)
+    # one wording: the page's Deploys section says where a baseline came from with baseline_text
+    from dslogs.analyzer.render import html as rh
+
+    monkeypatch.setattr(rh, "baseline_text", lambda d: f"baseline of {d['id']} as baseline_text words it")
+    rh._env.cache_clear()  # its globals are bound when it is made
+    try:
+        page = render_report(model, "html")
+    finally:
+        rh._env.cache_clear()
+    section = page[page.index('id="sec-deploys"'):].split("</section>")[0]
+    assert "baseline of d3 as baseline_text words it" in section and "before the window" not in section
 
 
 def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_set(sim_root, tmp_path, monkeypatch):
