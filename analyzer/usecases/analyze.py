@@ -138,14 +138,17 @@ def analyze(selection: Selection, deploys: Callable[..., list[dict]] | None = No
 def _deploys_to_judge(db, selection: Selection) -> tuple[bool, tuple[str, list[deploys_model.Instance]] | None]:
     """Whether the report may mark deploys (a deploy other than the log set's first starts in its
     window), and the whole log set's starts that number them where the open logs ``db`` hold them
-    (no window, or a cache holding the files outside it): then the answer is sure. Else the
-    window's own records say whether one may start in it, and ``deploys`` reads the whole log set
-    (an open of it without a cache) to tell, and returns no rows when none does."""
+    (no window, or a cache holding the files outside it): then the answer is sure. A window whose
+    own logs hold no deploy record (nor OTLP version) has no deploy start: one query on it. Else,
+    without the whole log set open, ``deploys`` reads it (an open of it without a cache) to tell,
+    and returns no rows when none starts there."""
+    if selection.windowed and not deploys_model.may_start_within(db.con):
+        return False, None
     if db.whole_events:
         read = deploys_model.read_instances(db.con, db.whole_events)
         groups = deploys_model.group_deploys(read[1])
         return deploys_model.starts_within(groups, selection.since, selection.until), read
-    return deploys_model.may_start_within(db.con), None
+    return True, None
 
 
 def capacity(selection: Selection, grid: dict | None = None) -> dict:
