@@ -349,7 +349,7 @@ def test_a_warm_report_reuses_its_deploys(sim_root, tmp_path):
 # -- a window: the first deploy in it is judged against the deploy before it ----------------------
 
 
-def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root):
+def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim_root, monkeypatch):
     """Recorded deploys at 0 h, 1 h (a new torch), 2 h (another, prefill +40 %) and 2.5 h; the
     window opens at 2 h. d3 is the first deploy in it, but d2 ran before it (outside the window):
     d3 is a regression against d2's whole window, and the report and `dslogs deploys` say where
@@ -382,6 +382,17 @@ def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim
     whole = deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]
     assert [(d["id"], d["verdict"], (d["baseline"] or {}).get("outside_window")) for d in whole][:1] == [("d1", "first", None)]
     assert not any((d["baseline"] or {}).get("outside_window") for d in whole)
+    # one wording: the page's Deploys section says where a baseline came from with baseline_text
+    from dslogs.analyzer.render import html as rh
+
+    monkeypatch.setattr(rh, "baseline_text", lambda d: f"baseline of {d['id']} as baseline_text words it")
+    rh._env.cache_clear()  # its globals are bound when it is made
+    try:
+        page = render_report(model, "html")
+    finally:
+        rh._env.cache_clear()
+    section = page[page.index('id="sec-deploys"'):].split("</section>")[0]
+    assert "baseline of d3 as baseline_text words it" in section and "before the window" not in section
 
 
 def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_set(sim_root, tmp_path, monkeypatch):
@@ -433,3 +444,50 @@ def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_se
     model = analyze(Selection.build([str(folder)], tz="UTC", use_cache=False, since="2026-11-22T00:00",
                                     until="2026-11-23T03:00"), report_deploys)
     assert [d["id"] for d in model["deploys"]] == ["d1", "d2"] and (None, None) in opens
+
+
+def test_a_window_holding_one_deploy_start_marks_it(sim_root, tmp_path, monkeypatch):
+    """The hourly cron right after a deploy: a window holding d2's start (and none other) marks d1,
+    running when the window opens, and d2, a regression against d1's part of the window. d1's
+    record lies in a daily file the window leaves out: with a cache holding it no open without a
+    window is added, without one the whole log set is opened once to number them. A window that
+    no deploy starts in marks nothing and, holding no deploy record, opens nothing more."""
+    import shutil
+
+    from dslogs.analyzer.core.selection import Selection
+    from dslogs.analyzer.ingest import logs as ingest_logs
+    from dslogs.analyzer.usecases.analyze import analyze
+    from dslogs.analyzer.usecases.deploys import report_deploys
+
+    folder = tmp_path / "days"
+    src = _upgrade_0(sim_root)
+    shutil.copytree(src / "gpu-01", folder / "gpu-01")
+    first, _restart, new = (json.loads(line) for line in (src / "deploys.jsonl").read_text().splitlines())
+    first["ts"] = "2026-11-10T10:00:00.000+00:00"
+    (folder / "deploy_20261110.jsonl").write_text(json.dumps(first) + "\n")
+    (folder / "deploy_20261123.jsonl").write_text(json.dumps(new) + "\n")
+    opens = []
+    real = ingest_logs.open_logs
+
+    def counting(paths, since=None, until=None, **kw):
+        opens.append((since, until))
+        return real(paths, since=since, until=until, **kw)
+
+    monkeypatch.setattr(ingest_logs, "open_logs", counting)
+    want = [("d1", "first", None), ("d2", "regression", {"id": "d1", "since": "2026-11-23T01:30:00+00:00",
+                                                         "until": "2026-11-23T02:00:00+00:00", "outside_window": False})]
+    cache = tmp_path / "c.duckdb"
+    analyze(Selection.build([str(folder)], tz="UTC", cache=cache))  # the cache holds every file
+    for options in ({"cache": cache}, {"use_cache": False}):
+        opens.clear()
+        model = analyze(Selection.build([str(folder)], tz="UTC", since="2026-11-23T01:30", until="2026-11-23T03:00",
+                                        **options), report_deploys)
+        assert [(d["id"], d["verdict"], d["baseline"]) for d in model.get("deploys", [])] == want, options
+        assert "prefill p50" in model["deploys"][1]["reasons"]
+        assert opens.count((None, None)) == (0 if "cache" in options else 1), (options, opens)
+    # no deploy starts in the window: no deploys, and no open but the report's own
+    for options in ({"cache": cache}, {"use_cache": False}):
+        opens.clear()
+        model = analyze(Selection.build([str(folder)], tz="UTC", since="2026-11-23T02:15", until="2026-11-23T03:00",
+                                        **options), report_deploys)
+        assert "deploys" not in model and len(opens) == 1, (options, opens)

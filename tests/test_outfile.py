@@ -383,6 +383,56 @@ def test_compact_refuses_an_out_folder_inside_its_logs(tmp_path):
     assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == before
 
 
+def test_the_compiled_templates_in_the_cache_folder_are_checked_like_an_out_file(logs, report, tmp_path, monkeypatch):
+    """Jinja2's compiled templates, kept in the cache folder, are read and replaced only as regular
+    files of dslogs' own: a link planted where one goes (here into the logs), a FIFO there, or a
+    link in place of their folder is one line naming it, exit 2, and stays what it was; nothing is
+    read or written through it. Removed, the next render compiles and keeps them again."""
+    from dslogs.analyzer.render import html as rh
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    folder = home / "dslogs" / "templates"
+
+    def render(out: str):
+        rh._env.cache_clear()  # a new environment: its templates come from the cache folder
+        return CliRunner().invoke(app, ["render", str(report), "--out", str(tmp_path / out)])
+
+    r = render("first.html")
+    assert r.exit_code == 0, r.output
+    kept = sorted(folder.iterdir())
+    assert kept and all(p.is_file() and not p.is_symlink() for p in kept)
+    log = next(p for p in sorted(logs.rglob("*")) if p.is_file())
+    log_bytes = log.read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cases = {"link": (kept[0], lambda: kept[0].symlink_to(log), "a symbolic link", "not a file dslogs wrote"),
+             "fifo": (kept[-1], lambda: os.mkfifo(kept[-1]), "a FIFO", "not a file dslogs wrote"),
+             "folder link": (folder, lambda: folder.symlink_to(elsewhere), "a symbolic link", "not a folder dslogs made")}
+    try:
+        for name, (path, make, words, what) in cases.items():
+            moved = tmp_path / "moved"
+            path.rename(moved)
+            make()
+            before = os.lstat(path).st_mode
+            r = render(f"{name}.html")
+            assert r.exit_code == 2 and "Traceback" not in r.output, (name, r.output)
+            errors = [x for x in r.output.splitlines() if x.strip() and not x.startswith("dslogs: note:")]
+            assert errors == [f"dslogs: error: compiled templates {path}: {words}, {what}; remove it and run again"], \
+                (name, r.output)
+            assert os.lstat(path).st_mode == before and not (tmp_path / f"{name}.html").exists(), name
+            assert log.read_bytes() == log_bytes and not list(elsewhere.iterdir()), name
+            path.unlink()
+            moved.rename(path)
+        # a compiled template removed is compiled and kept again, as a regular file
+        kept[0].unlink()
+        r = render("again.html")
+        assert r.exit_code == 0, r.output
+        assert kept[0].is_file() and not kept[0].is_symlink()
+    finally:
+        rh._env.cache_clear()
+
+
 def test_the_chart_bundle_in_the_cache_folder_is_checked_like_an_out_file(logs, report, tmp_path, monkeypatch):
     """The chart bundle dslogs keeps in its cache folder (when none is shipped) is read and
     written only as a regular file of its own: a link there (here into the logs), a FIFO or a

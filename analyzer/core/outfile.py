@@ -4,7 +4,8 @@ It lives in core, below the model, the renderers and the CLI, because every one 
 produce the text and each command names the target: analyze, render, diff, report weekly and
 query all call ``write_out`` (or ``open_out`` for a streamed result); compact and simulate, which
 write a folder of files, take their folder from ``out_folder``; what dslogs keeps in its cache
-folder for itself (the chart bundle) is checked by ``own_file`` before it is read or written. Ad hoc SQL writes nothing (``COPY``
+folder for itself (the chart bundle, the compiled templates) is checked by ``own_file`` (and its
+folder by ``own_folder``) before it is read or written. Ad hoc SQL writes nothing (``COPY``
 is refused): a query's result reaches a file through ``--out`` alone.
 
 The text goes to a temporary file beside the target (same folder, so the rename stays on one
@@ -252,7 +253,7 @@ def out_folder(path: Path | str, option: str = "--out", inputs=()) -> Path:
 
 
 def own_file(path: Path | str, option: str) -> Path:
-    """A file dslogs keeps for itself in its cache folder (the chart bundle): a regular file or a
+    """A file dslogs keeps for itself in its cache folder (the chart bundle, a compiled template): a regular file or a
     new path, never reached through a link. A link (it may point into the logs), a device, FIFO,
     socket or directory there is no file of ours: UsageError naming it, before it is read (a FIFO
     would block the read, a device never end it) or replaced."""
@@ -264,6 +265,27 @@ def own_file(path: Path | str, option: str) -> Path:
     if stat.S_ISREG(mode):
         return target
     raise UsageError(f"{option} {visible(str(path))}: {_kind(mode)}, not a file dslogs wrote; remove it and run again")
+
+
+def own_folder(path: Path | str, option: str) -> Path | None:
+    """A folder dslogs keeps for itself in its cache folder (the compiled templates), made when
+    missing; None when it cannot be (a read-only home: the caller keeps nothing there). A link (it
+    may point into the logs), a file, FIFO or device there is no folder of ours: UsageError naming
+    it, before anything is read from it or written into it."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # something that is not a folder (or a link to one): named below
+    except OSError:
+        return None
+    try:
+        mode = os.lstat(folder).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return folder
+    raise UsageError(f"{option} {visible(str(path))}: {_kind(mode)}, not a folder dslogs made; remove it and run again")
 
 
 def write_out(path: Path | str, text: str, option: str = "--out") -> Path:

@@ -128,9 +128,19 @@ def deploy_id(n: int) -> str:
     return f"d{n + 1}"
 
 
-def several(con) -> bool:
-    """Whether the logs open on ``con`` hold two deploys or more (one query, no analysis)."""
-    return len(group_deploys(read_instances(con)[1])) > 1
+def starts_within(groups: list[list[Instance]], since: datetime | None, until: datetime | None) -> bool:
+    """Whether a deploy other than the log set's first (``groups``, all of them) starts in
+    [since, until) (None: open-ended): the window holds a deploy to judge against the one before it.
+    Without a window: whether there are two deploys or more."""
+    return any((since is None or g[0].start >= since) and (until is None or g[0].start < until) for g in groups[1:])
+
+
+def may_start_within(con) -> bool:
+    """Whether the window's logs open on ``con`` hold a deploy record or an OTLP service version:
+    a deploy that starts in the window has its first one there, so without one none does (a
+    query on the window, no analysis); with one, the whole log set tells whether it starts a deploy."""
+    source, insts = read_instances(con)
+    return source != "processes" and bool(insts)
 
 
 def changes(before: dict, after: dict) -> list[dict]:

@@ -823,7 +823,7 @@ class ReportModel(Model):
     session_details_total: dict[str, Count] | None = None  # session id -> its requests, for those cut
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)  # every threshold the rules used
     server_metrics: list[ServerMetrics] | None = None
-    deploys: list[DeployMark] = field(default_factory=list)  # two or more deploys in the logs, else none
+    deploys: list[DeployMark] = field(default_factory=list)  # a deploy but the first starts in the window (two or more without one), else none
 
 
 # -- dslogs.capacity/1 -----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from markupsafe import Markup, escape
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import UsageError
-from dslogs.analyzer.core.outfile import own_file, write_out
+from dslogs.analyzer.core.outfile import own_file, own_folder, write_out
 from dslogs.analyzer.core.resources import templates_dir
 from dslogs.analyzer.core.time import human_duration, parse_iso
 from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN, severity_counts
@@ -206,17 +206,30 @@ def content_security_policy(scripts: list[str]) -> str:
             "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
 
 
+COMPILED_TEMPLATES = "compiled templates"  # how an error names the templates' cache folder and its files
+
+
+class _OwnBytecodeCache(FileSystemBytecodeCache):
+    """Jinja2's file cache whose every file is checked as one of dslogs' own (``own_file``) before
+    it is read or replaced: a link, FIFO or device where a compiled template goes is one line
+    naming it, never followed (a FIFO would block the read; a link would be read through)."""
+
+    def load_bytecode(self, bucket) -> None:
+        own_file(self._get_cache_filename(bucket), COMPILED_TEMPLATES)
+        super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket) -> None:
+        own_file(self._get_cache_filename(bucket), COMPILED_TEMPLATES)
+        super().dump_bytecode(bucket)
+
+
 def _bytecode_cache() -> FileSystemBytecodeCache | None:
     """Compiled templates kept in the user's cache folder: compiling them is a third of a
     report's render time. Jinja2 checks each entry against the template's source checksum."""
     from dslogs.analyzer.ingest import cache_home
 
-    folder = cache_home() / "templates"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+    folder = own_folder(cache_home() / "templates", COMPILED_TEMPLATES)
+    return _OwnBytecodeCache(str(folder)) if folder is not None and os.access(folder, os.W_OK) else None
 
 
 def _term_anchor(word: str) -> str:

@@ -85,9 +85,10 @@ def analyze(selection: Selection, deploys: Callable[..., list[dict]] | None = No
     """Read the logs once and return the report model ``dslogs.report/1``. ``deploys``
     (``usecases.deploys.report_deploys``, passed in by the caller: that module builds on this
     one; called with the selection and the whole log set's starts where the open logs hold them,
-    else None): where the logs hold two deploys or more, the report's ``deploys`` are what it returns,
-    kept with the model in the result cache; one deploy (one process start) costs a query on the
-    open logs and nothing more."""
+    else None): where a deploy other than the log set's first starts in the window (without one:
+    where the logs hold two deploys or more), the report's ``deploys`` are what it returns, kept
+    with the model in the result cache; one deploy (one process start), or a window that no deploy
+    starts in, costs a query on the open logs and nothing more."""
     thresholds = selection.threshold_tables()
     # With a window, requests/sessions are not built before the cache has been asked for this
     # run's model (analyzer/model/result_cache.py): a warm run that finds it never needs them.
@@ -104,10 +105,13 @@ def analyze(selection: Selection, deploys: Callable[..., list[dict]] | None = No
             source.close()
             if empty and (note := note_if_empty(selection, source.ingest)):
                 model["notes"].insert(0, note)
-            elif deploys is not None and _several_deploys(selection):
+            elif deploys is not None:
                 # an engine without DuckDB's connection (Spark): the deploy records are read with
                 # DuckDB over the same logs, each deploy's window analysed on the engine
-                model["deploys"] = deploys(selection)
+                with ingest.open(replace(selection, engine="duckdb"), materialize=False) as duck:
+                    judge, read = _deploys_to_judge(duck, selection)
+                if judge and (rows := deploys(selection, read)):
+                    model["deploys"] = rows
             return model
         key = result_cache.result_key(db, thresholds)
         model = result_cache.lookup(db, key, report_model.clean(report_model.ingest_block(db.ingest)))
@@ -119,24 +123,32 @@ def analyze(selection: Selection, deploys: Callable[..., list[dict]] | None = No
             # kept by a run that asked for them: a caller that did not gets the model it builds cold
             del model["deploys"]
             result_cache.differs(model)
-        several = deploys is not None and "deploys" not in model and deploys_model.several(db.con)
-        # the whole log set's starts number the deploys: read here when the open logs hold them
-        # (no window, or a cache holding the files outside it), else the deploys open the logs
-        read = deploys_model.read_instances(db.con, db.whole_events) if several and db.whole_events else None
+        judge, read = _deploys_to_judge(db, selection) if deploys is not None and "deploys" not in model else (False, None)
     finally:
         source.close()
-    if several:
-        # after close: each deploy's window opens the logs (and the cache file) again; set on the
-        # model itself, which the result cache knows by identity and keeps again with them
-        model["deploys"] = deploys(selection, read)
+    # after close: each deploy's window opens the logs (and the cache file) again; set on the
+    # model itself, which the result cache knows by identity and keeps again with them
+    if judge and (rows := deploys(selection, read)):
+        model["deploys"] = rows
         # without a window the key covers every file the deploys are numbered over
         result_cache.added_to(model, report_model.report_to_json if not selection.windowed else None)
     return model
 
 
-def _several_deploys(selection: Selection) -> bool:
-    with ingest.open(replace(selection, engine="duckdb"), materialize=False) as db:
-        return deploys_model.several(db.con)
+def _deploys_to_judge(db, selection: Selection) -> tuple[bool, tuple[str, list[deploys_model.Instance]] | None]:
+    """Whether the report may mark deploys (a deploy other than the log set's first starts in its
+    window), and the whole log set's starts that number them where the open logs ``db`` hold them
+    (no window, or a cache holding the files outside it): then the answer is sure. A window whose
+    own logs hold no deploy record (nor OTLP version) has no deploy start: one query on it. Else,
+    without the whole log set open, ``deploys`` reads it (an open of it without a cache) to tell,
+    and returns no rows when none starts there."""
+    if selection.windowed and not deploys_model.may_start_within(db.con):
+        return False, None
+    if db.whole_events:
+        read = deploys_model.read_instances(db.con, db.whole_events)
+        groups = deploys_model.group_deploys(read[1])
+        return deploys_model.starts_within(groups, selection.since, selection.until), read
+    return True, None
 
 
 def capacity(selection: Selection, grid: dict | None = None) -> dict:

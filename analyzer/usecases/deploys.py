@@ -137,7 +137,12 @@ def _change_point(selection: Selection, candidate: dict, insts: list[dm.Instance
 
 def report_deploys(selection: Selection, read: tuple[str, list[dm.Instance]] | None = None) -> list[dict]:
     """The deploys a report's timelines mark: each one's id, label, first event and verdict, from
-    ``deploys`` (one analysis per deploy; no change-point search); ``read``: as ``deploys``."""
+    ``deploys`` (one analysis per deploy; no change-point search); none when no deploy but the log
+    set's first starts in the selection's window (nothing there to judge). ``read``: as ``deploys``;
+    without it the whole log set is read here, once."""
+    read = read or _timeline(selection)[:2]
+    if not dm.starts_within(dm.group_deploys(read[1]), selection.since, selection.until):
+        return []
     keep = ("id", "label", "first_event", "verdict", "reasons", "baseline")
     return [{k: d.get(k) for k in keep} for d in deploys(selection, change_point=False, read=read)["deploys"]]
 
