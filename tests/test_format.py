@@ -15,8 +15,10 @@ from dslogs.analyzer.core.time import parse_iso, zone
 
 @pytest.mark.parametrize(("value", "digits", "text"), [
     (None, 1, "—"), ("", 1, "—"), (math.nan, 1, "—"), (True, 1, "yes"), (1234, 1, "1,234"),
-    (12.0, 1, "12"), (0.0, 1, "0.00"), (1234.56, 1, "1,235"), (3.14159, 1, "3.14"), (42.25, 1, "42.2"),
+    (12.0, 1, "12"), (0.0, 1, "0"), (1234.56, 1, "1,235"), (3.14159, 1, "3.14"), (42.25, 1, "42.2"),
     (12.0, 2, "12.00"), (0.123, 3, "0.123"),
+    # a zero reads "0" at any digits (and never "-0.00"); a value that rounds to zero keeps its decimals
+    (0.0, 2, "0"), (-0.0, 1, "0"), (0, 2, "0"), (0.004, 1, "0.00"), (-0.004, 2, "-0.00"), (0.5, 1, "0.50"),
 ])
 def test_table_cells(value, digits, text):
     assert fmt.table(value, digits) == text

@@ -185,6 +185,91 @@ def test_memory_chart_draws_every_session_a_memory_finding_names(run, name):
     assert not any("Named by a finding but not drawn" in n for n in chart.notes)
 
 
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_kv_chart_draws_every_session_a_kv_or_memory_finding_names(run, name):
+    """The KV chart drew only the sessions kv_growth_timeline.sql keeps (the longest KV, picked
+    before the findings): run2's f0e4bfed (rss_growth) was left out. Now it draws each session a
+    finding of its rules names that has readings, from the drill-down as the memory chart does;
+    run1's 46b38ad1 (oom: every request failed before prefill) has none, and its caption says so."""
+    from dslogs.analyzer.render.charts.specs import build_charts
+    from dslogs.analyzer.rules.registry import KV_RULES
+
+    model, _ = run(name)
+    named = {sid for f in model["findings"] if f["rule"] in KV_RULES for sid in f["session_ids"]}
+    with_readings = {sid for sid in named
+                     if sum(r.get("kv_seq_len") is not None for r in model["session_details"].get(sid) or []) >= 2}
+    chart = next(c for c in build_charts(model) if c.id == "kv_growth")
+    drawn = _drawn_sessions(chart.spec)
+    assert with_readings <= drawn, with_readings - drawn
+    if name == "run2":
+        sid = next(s for s in named if s.startswith("f0e4bfed"))
+        points = [r for r in model["series"]["kv_growth"] if r["session_id"] == sid]
+        details = [r for r in model["session_details"][sid] if r.get("kv_seq_len") is not None]
+        assert [(r["turn_index"], r["kv_seq_len"], r["kv_cache_size_mb"]) for r in points] == \
+            [(r["turn_index"], r["kv_seq_len"], r["kv_cache_size_mb"]) for r in details]
+        assert len(points) >= 2 and sid in drawn
+    else:
+        oom = next(s for s in named if s.startswith("46b38ad1"))
+        assert all(r.get("kv_seq_len") is None for r in model["session_details"][oom])
+        assert any(n.startswith("Named by a finding but not drawn (none of its requests in the report's drill-down "
+                                "logged a reading of this kind): 46b38ad1 oom") for n in chart.notes), chart.notes
+        # the KV query ranks by the longest KV sequence, not by a flag
+        assert any("ranks first (the longest KV sequence)" in n for n in chart.notes), chart.notes
+
+
+def _fixture_events(name: str) -> list[dict]:
+    import gzip
+
+    out = []
+    for f in sorted((FIXTURES / f"reader_{name}").glob("*.jsonl.gz")):
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            out += [json.loads(line) for line in fh if line.strip()]
+    return out
+
+
+def test_readings_added_from_the_drill_down_carry_the_time_they_were_taken(run):
+    """The readings the model adds for a session a finding names were placed at the request's
+    start (the drill-down's start_ts) while the chart's tooltip calls it the reading's time: now
+    each is at the time of the reading, as the series' own rows are (the gpu_memory snapshot after
+    the request; the request's last KV reading), read here from the fixture's events."""
+    from datetime import datetime
+
+    model, _ = run("run2")
+
+    def t(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    events = _fixture_events("run2")
+    added = {("memory_timeline", "93002af3"): ("gpu_memory",),
+             ("kv_growth", "f0e4bfed"): ("prefill", "kv_cache", "decode", "inference")}
+    for (series, prefix), stages in added.items():
+        sid = next(s for s in model["session_details"] if s.startswith(prefix))
+        points = [r for r in model["series"][series] if r["session_id"] == sid]
+        assert len(points) >= 2
+        starts = {r["request_id"]: r["start_ts"] for r in model["session_details"][sid]}
+        for p in points:
+            taken = max(t(e["ts"]) for e in events if e.get("request_id") == p["request_id"] and e.get("stage") in stages
+                        and (e.get("reserved_mb") is not None or e.get("kv_seq_len") is not None
+                             or e.get("kv_cache_size_mb") is not None))
+            assert t(p["ts"]) == taken, (series, p)
+            assert t(p["ts"]) > t(starts[p["request_id"]])
+
+
+def test_drill_down_shows_the_kv_cache_size_not_the_readings_times(run):
+    """The drill-down's rows carry the KV cache size of each request (its kv_cache events) and the
+    times its readings were taken (for the charts): the table shows the size beside the KV tokens,
+    and one time per request, its start."""
+    from dslogs.analyzer.render.html import view_model
+
+    model, _ = run("run2")
+    drills = view_model(model, fallback_svg=False)["drilldowns"]
+    assert drills
+    for d in drills:
+        assert [c for c in d["columns"] if c.endswith("_ts")] == ["start_ts"], d["columns"]
+    cols = next(d["columns"] for d in drills if "kv_seq_len" in d["columns"])
+    assert cols.index("kv_cache_size_mb") == cols.index("kv_seq_len") + 1
+
 def test_per_session_chart_names_the_few_sessions_it_leaves_out(run):
     """run3: "8 of the 9 sessions" named none of the one left out; and every session of the
     report is accounted for in the captions (drawn, left out, one reading, none kept)."""

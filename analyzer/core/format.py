@@ -90,7 +90,10 @@ def significant(value, *, missing: str = MISSING, trim: bool = True) -> str:
 
 def table(value, digits: int = 1) -> str:
     """A report cell: whole numbers without decimals (when ``digits`` ≤ 1), none from 1,000, two
-    below 10 (R², ratios, MiB/min); booleans as yes/no."""
+    below 10 (R², ratios, MiB/min); booleans as yes/no. A zero is "0" whatever the digits: "0.00"
+    reads as a small value rounded, which a value that rounds to it still prints."""
+    if isinstance(value, Number) and not isinstance(value, bool) and value == 0:
+        return "0"
     return number(value, digits, whole_from=1.0 if digits <= 1 else None, round_from=1000, small_digits=2)
 
 

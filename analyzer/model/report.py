@@ -32,6 +32,7 @@ from dslogs.analyzer.rules.capacity_curve import capacity_curves
 from dslogs.analyzer.rules.hosts import rss_credits, rss_judgement
 from dslogs.analyzer.rules.memory import fix_for_stack, oom_count
 from dslogs.analyzer.rules.registry import (
+    KV_RULES,
     MEMORY_RULES,
     RULE_SPECS,
     SESSION_SCANS,
@@ -82,7 +83,7 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     """The model with its drill-down (``detail_rows``: the requests of the sessions
     ``detail_session_ids`` names) and each finding's evidence read from it."""
     model["session_details"] = group_session_details(detail_rows)
-    named_memory_readings(model)
+    named_readings(model)
     # report.detail_requests per session at most: a session cut so says how many it has
     totals = {s["session_id"]: s.get("requests") for s in [*model["slowest_sessions"], *model["sessions"]]}
     cut = {sid: totals[sid] for sid, rows in model["session_details"].items()
@@ -102,27 +103,38 @@ def with_details(model: dict, detail_rows: list[dict], thresholds: dict) -> dict
     return model
 
 
-def named_memory_readings(model: dict) -> None:
-    """Add to the memory chart's series the readings of each session a memory finding names that
-    memory_timeline.sql left out: the query keeps report.timeline_sessions sessions, picked by
-    their own readings before any finding was made (a host-RAM leaker may not be among them). The
-    readings come from the session's drill-down: the one after each of its requests (what
-    session_requests.sql reads), placed at its turn and at the request's start."""
+# The per-session charts' series, each with the rules whose named sessions it must hold, the
+# drill-down's field giving the time of its reading and the reading's fields (the first one is
+# what the chart draws: a request without it adds no row).
+NAMED_READINGS = {
+    "memory_timeline": (MEMORY_RULES, "memory_ts", ("reserved_mb", "allocated_mb")),
+    "kv_growth": (KV_RULES, "kv_ts", ("kv_seq_len", "kv_cache_size_mb")),
+}
+
+
+def named_readings(model: dict) -> None:
+    """Add to each per-session chart's series (NAMED_READINGS) the readings of each session a
+    finding of its rules names that the series' query left out: the query keeps
+    report.timeline_sessions sessions, picked by their own readings before any finding was made (a
+    host-RAM leaker or an OOM session may not be among them). The readings come from the session's
+    drill-down, one per request (what session_requests.sql reads), placed at its turn and at the
+    time the reading was taken, as the query's rows are."""
     series = model.get("series")
-    if not isinstance(series, dict) or "memory_timeline" not in series:
+    if not isinstance(series, dict):
         return
-    drawn = {r.get("session_id") for r in series["memory_timeline"]}
-    named = [sid for f in model.get("findings") or [] if f.get("rule") in MEMORY_RULES
-             for sid in f.get("session_ids") or []]
     details = model.get("session_details") or {}
-    for sid in dict.fromkeys(named):
-        if sid in drawn:
+    for name, (rules, ts_field, fields) in NAMED_READINGS.items():
+        if name not in series:
             continue
-        series["memory_timeline"] += [
-            {"ts": r.get("start_ts"), "session_id": sid, "request_id": r.get("request_id"),
-             "turn_index": r.get("turn_index"), "reserved_mb": r.get("reserved_mb"),
-             "allocated_mb": r.get("allocated_mb")}
-            for r in details.get(sid) or [] if r.get("reserved_mb") is not None and r.get("start_ts")]
+        drawn = {r.get("session_id") for r in series[name]}
+        named = [sid for f in model.get("findings") or [] if f.get("rule") in rules for sid in f.get("session_ids") or []]
+        for sid in dict.fromkeys(named):
+            if sid in drawn:
+                continue
+            series[name] += [
+                {"ts": r.get(ts_field), "session_id": sid, "request_id": r.get("request_id"),
+                 "turn_index": r.get("turn_index"), **{f: r.get(f) for f in fields}}
+                for r in details.get(sid) or [] if r.get(ts_field) and r.get(fields[0]) is not None]
 
 
 def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresholds: dict | None = None) -> dict:

@@ -300,6 +300,9 @@ class RequestRow(Row):
     max_new_tokens: int | None = None
     reserved_mb: float | None = None  # the request's last reserved reading
     allocated_mb: float | None = None  # the request's last allocated reading
+    memory_ts: str | None = None  # when that reading was taken (the snapshot after the request)
+    kv_ts: str | None = None  # when the request's last KV reading (kv_seq_len, kv_cache_size_mb) was taken
+    kv_cache_size_mb: float | None = None  # the largest of its kv_cache events
     status: str | None = None
     error_type: str | None = None
     inflight: int | None = None  # requests in flight when it started

@@ -63,8 +63,8 @@ SECTIONS = [
 SECTION_IDS = {s for s, _ in SECTIONS}
 DETAIL_COLUMNS = ["request_id", "turn_index", "start_ts", "status", "error_type", "input_len", "output_len",
                   "reasoning_len", "queue_ms", "ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "e2e_ms", "tokens_per_s",
-                  "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "num_beams",
-                  "max_new_tokens"]
+                  "gpu_wait_pct", "gpu_util_pct", "reserved_mb", "allocated_mb", "kv_seq_len", "kv_cache_size_mb",
+                  "num_beams", "max_new_tokens"]
 SLOW_COLUMNS = ["e2e_ms", "times_median", "queue_ms", "tokenize_ms", "prefill_ms", "decode_ms", "other_ms", "shared_ms",
                 "others_avg"]
 LATENCY_LABELS = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "end-to-end (ms)"),
@@ -500,11 +500,13 @@ def _findings(model: dict, links: dict[str, str], charts_by_id: dict[str, dict])
 
 
 def _detail_columns(rows: list[dict]) -> list[str]:
-    """The columns with a value in some row: a field this source never logs is no column."""
+    """The columns with a value in some row: a field this source never logs is no column. A row's
+    time is its request's start: the times its readings were taken (memory_ts, kv_ts) place the
+    per-session charts' points and are no column."""
     present = []
     for r in rows:
         for k, v in r.items():
-            if k not in present and v is not None and v != "":
+            if k not in present and v is not None and v != "" and (k == "start_ts" or not k.endswith("_ts")):
                 present.append(k)
     ordered = [c for c in DETAIL_COLUMNS if c in present]
     return ordered + sorted(c for c in present if c not in ordered and c != "session_id")

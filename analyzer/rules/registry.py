@@ -36,6 +36,8 @@ RULE_SPECS: dict[str, RuleSpec] = {}
 # the rules whose findings are about a session's memory: the memory chart draws every session
 # they name (model.report adds the readings of those its series left out)
 MEMORY_RULES = ("memory_leak", "ghost_memory", "oom", "rss_growth")
+# the KV chart's: a KV finding, or a memory one (the KV cache is part of that memory)
+KV_RULES = ("kv_cache_bloat", *MEMORY_RULES)
 
 
 def rule(

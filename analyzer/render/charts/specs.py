@@ -22,7 +22,7 @@ from dslogs.analyzer.core import textsafe
 from dslogs.analyzer.core.severity import severity_rank
 from dslogs.analyzer.core.time import parse_iso
 from dslogs.analyzer.render.charts import vl as alt
-from dslogs.analyzer.rules.registry import MEMORY_RULES
+from dslogs.analyzer.rules.registry import KV_RULES, MEMORY_RULES
 
 MAX_BUCKETS = 400  # per timeline; a year of logs becomes daily buckets
 MAX_LINES = 8  # series (hosts, sessions, error types) per chart
@@ -397,6 +397,7 @@ class ChartContext:
     deploys: list = field(default_factory=list)  # the model's deploys, drawn as rules on the timelines
     named: dict = field(default_factory=dict)  # session -> the rules of every finding naming it, worst first
     sessions_total: int | None = None  # the sessions in the report, with readings or not
+    detailed: frozenset = frozenset()  # the sessions of the report's drill-down
 
 
 @dataclass(frozen=True)
@@ -679,14 +680,16 @@ def _named_first(flagged: list, named: dict) -> list:
     return list(flagged) + [sid for sid in named if sid not in flagged]
 
 
-def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None, named: dict | None = None,
-               kept_limit: int | None = None, sessions_total: int | None = None,
-               named_added: bool = False) -> list[str]:
+def _shown_note(keep: list, rows: list[dict], all_rows: list[dict], ctx: ChartContext,
+                added_for: tuple[str, ...], measure: str) -> list[str]:
     """Which sessions a per-session chart draws and why not the others, in words: how many of the
     report's sessions it draws, and every other one accounted for (left out for room, one reading,
-    none kept); a session a finding names or a few left out are named. ``named_added``: the
-    model adds to the series the readings of the sessions the chart's findings name."""
-    named = named or {}
+    none kept); a session a finding names or a few left out are named. ``added_for``: the rules
+    whose named sessions' readings the model adds to the chart's series from the drill-down
+    (model.report.NAMED_READINGS); ``measure``: how the series' query ranks the sessions it keeps."""
+    named = ctx.named
+    kept_limit = (ctx.thresholds.get("report") or {}).get("timeline_sessions")
+    sessions_total = ctx.sessions_total
     drawable = list(dict.fromkeys(r.get("session_id") for r in rows))
     listed = set(r.get("session_id") for r in all_rows or rows)
     total = len(drawable)
@@ -708,8 +711,8 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
     none = (sessions_total or 0) - len(listed)
     if none > 0:
         why = (f"the report keeps per-turn readings for at most {kept_limit} sessions, those this chart's own measure "
-               "ranks first (a flag of its rules, then the largest trend)"
-               + (", and for each session a memory finding names" if named_added else "")
+               f"ranks first ({measure})"
+               + f", and for each session a finding of {_rules_text(added_for)} names"
                if kept_limit and len(listed) >= kept_limit else "their requests logged none (failed before a reading, "
                "or the app logs no per-turn readings for them)")
         notes.append(f"{none} of the report's {sessions_total} sessions {'has' if none == 1 else 'have'} no per-turn "
@@ -727,14 +730,28 @@ def _shown_note(keep: list, rows: list[dict], all_rows: list[dict] | None = None
 
     if one:
         notes.append(f"Named by a finding but not drawn (a single reading of this kind, no trend): {ids(one)}.")
-    if unkept:
-        why = ("no reading of this kind kept for it: not in the report's drill-down" if named_added else
-               f"not among the {kept_limit} sessions whose per-turn readings the report keeps for this chart, "
-               "which are picked by this chart's own measure before the findings are made"
-               if kept_limit and len(listed) >= kept_limit else "no reading of this kind in the logs")
-        notes.append(f"Named by a finding but not drawn ({why}): {ids(unkept)}; see "
-                     f"{'its' if len(unkept) == 1 else 'their'} drill-down.")
+    # why a named session has no reading here: its requests in the drill-down logged none; it is
+    # not in the drill-down; or (named by other rules only) the query did not pick it
+    ours = [sid for sid in unkept if set(named[sid]) & set(added_for)]
+    reasons = {
+        "none of its requests in the report's drill-down logged a reading of this kind":
+            [sid for sid in ours if sid in ctx.detailed],
+        "no reading of this kind kept for it: not in the report's drill-down":
+            [sid for sid in ours if sid not in ctx.detailed],
+        (f"not among the {kept_limit} sessions whose per-turn readings the report keeps for this chart, which are "
+         f"picked by this chart's own measure before the findings are made; a finding of {_rules_text(added_for)} "
+         "adds its sessions" if kept_limit and len(listed) >= kept_limit else "no reading of this kind in the logs"):
+            [sid for sid in unkept if sid not in ours],
+    }
+    for why, sids in reasons.items():
+        if sids:
+            notes.append(f"Named by a finding but not drawn ({why}): {ids(sids)}; see "
+                         f"{'its' if len(sids) == 1 else 'their'} drill-down.")
     return notes
+
+
+def _rules_text(rules: tuple[str, ...]) -> str:
+    return ", ".join(rules[:-1]) + f" or {rules[-1]}" if len(rules) > 1 else "".join(rules)
 
 
 @chart("memory_timeline", section="memory", series=("memory_timeline",), flag_rules=MEMORY_RULES)
@@ -760,9 +777,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
     )
     chart = base.mark_line(strokeWidth=1.6, point=alt.OverlayMarkDef(size=12)).properties(width=WIDTH - 220, height=220)
     sub = "reserved solid, allocated dashed; a steady climb of reserved is a leak (000 §5), a wide gap is cache held by PyTorch"
-    notes = _shown_note(keep, rows, all_rows, ctx.named,
-                        (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total,
-                        named_added=True)
+    notes = _shown_note(keep, rows, all_rows, ctx, MEMORY_RULES, "a flag of its rules, then the largest trend")
     per_turn: dict = defaultdict(int)
     for r in out:
         per_turn[(r["session_id"], r["turn"])] += 1
@@ -774,8 +789,7 @@ def memory_chart(series: dict, ctx: ChartContext) -> Chart | None:
                  notes=notes)
 
 
-@chart("kv_growth", section="kv", series=("kv_growth",),
-       flag_rules=("kv_cache_bloat", "memory_leak", "ghost_memory", "oom", "rss_growth"))
+@chart("kv_growth", section="kv", series=("kv_growth",), flag_rules=KV_RULES)
 def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
     tx, flagged = ctx.tx, ctx.flagged
     limit_tokens = (ctx.thresholds.get("kv_cache_bloat") or {}).get("kv_seq_len")
@@ -801,8 +815,7 @@ def kv_chart(series: dict, ctx: ChartContext) -> Chart | None:
         sub = f"kv_seq_len per session; dashed line: the {limit_tokens:,.0f}-token threshold (003 §4.3)"
     chart = chart.properties(width=WIDTH - 220, height=200)
     return Chart("kv_growth", "kv", "KV cache growth", _finish(chart, "KV cache growth", sub),
-                 notes=_shown_note(keep, rows, all_rows, ctx.named,
-                                    (ctx.thresholds.get("report") or {}).get("timeline_sessions"), ctx.sessions_total))
+                 notes=_shown_note(keep, rows, all_rows, ctx, KV_RULES, "the longest KV sequence"))
 
 
 @chart("errors_timeline", section="errors", series=("errors_timeline",), timeline=True)
@@ -959,7 +972,7 @@ def build_charts(model: dict) -> list[Chart]:
             continue
         flagged = _take_turns([f.get("session_ids") or [] for f in ordered if f.get("rule") in spec.flag_rules])
         c = spec.make(series, ChartContext(tx, flagged, thresholds, model.get("deploys") or [], named,
-                                           model.get("sessions_total")))
+                                           model.get("sessions_total"), frozenset(model.get("session_details") or {})))
         if c is None:
             continue
         if (c.id, c.section, c.timeline) != (spec.id, spec.section, spec.timeline):
