@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.trees import before_tree, timed  # noqa: E402
+
 SQL = "SELECT count(*) AS events FROM events"
 
 
@@ -46,22 +45,13 @@ def write_logs(folder: Path, lines: int, bad_every: int | None) -> tuple[Path, s
 
 
 def run(code: Path, logs: Path) -> tuple[float, float, dict]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", (
+    wall, cpu, out = timed([sys.executable, "-c", (
         "import json,sys; from dslogs.analyzer.ingest.logs import open_logs, run_query\n"
         f"db = open_logs([{str(logs)!r}], use_cache=False)\n"
         "print(json.dumps({'events': db.ingest['events'], 'bad_lines': db.ingest['bad_lines'],"
         " 'lines': [s['line'] for s in db.ingest['bad_line_samples']],"
-        " 'reasons': sorted({s['reason'].split(':')[0] for s in db.ingest['bad_line_samples']})}))")],
-        capture_output=True, text=True, env=env, cwd=str(code), timeout=3600)  # fmt: skip
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"{code}: {r.stderr[-800:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, json.loads(r.stdout.strip().splitlines()[-1])
+        " 'reasons': sorted({s['reason'].split(':')[0] for s in db.ingest['bad_line_samples']})}))")], code)
+    return wall, cpu, json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -70,15 +60,12 @@ def main() -> None:
     ap.add_argument("--before", default=None, help="git revision for 'before' (default: merge-base with main)")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    rev = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True,
-                                        text=True, check=True).stdout.strip()
     data = ROOT / "bench" / "data" / f"damaged-{args.lines}"
     cases = {"clean": 0, "1 bad ts": 1, "25 bad ts": 25}
     folders = {name: write_logs(data / name.replace(" ", "_"), args.lines, n) for name, n in cases.items()}
     with tempfile.TemporaryDirectory(prefix="dslogs-before-") as tmp:
-        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        codes = {"before": Path(tmp), "after": ROOT}
+        rev, before = before_tree(args.before, Path(tmp))
+        codes = {"before": before, "after": ROOT}
         results: dict[tuple[str, str], tuple[float, float, dict]] = {}
         for name, (folder, _bad) in folders.items():
             for label, code in codes.items():

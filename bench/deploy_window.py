@@ -25,23 +25,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.trees import before_tree, timed  # noqa: E402
+
 START = "2026-11-20T00:00"
 
 
 def write_logs(folder: Path, days: int, events: int) -> tuple[datetime, datetime]:
     """The logs, and (d2's start, the run's end)."""
-    sys.path.insert(0, str(ROOT))
     from dslogs.analyzer.simulate import simulate
 
     t0 = datetime.fromisoformat(START + "+00:00")
@@ -64,26 +62,10 @@ WHOLE_OPEN = IMPORTS + ("import sys\nwith ingest.open(Selection.build([sys.argv[
                         "materialize=False) as db:\n    print(len(dm.read_instances(db.con)[1]))\n")
 
 
-def cpu_of(cmd: list[str], code: Path) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(code)}, cwd=str(code))
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def run(code: Path, args: list[str], cache_home: Path) -> tuple[float, float, list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(code), "XDG_CACHE_HOME": str(cache_home)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "dslogs", "analyze", *args, "--format", "json", "--tz", "UTC"],
-                       capture_output=True, text=True, env=env, cwd=str(code), timeout=3600)  # fmt: skip
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"{code}: {r.stderr[-800:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    marked = [f"{d['id']} {d['verdict']}" for d in json.loads(r.stdout).get("deploys") or []]
-    return wall, cpu, marked
+    wall, cpu, out = timed([sys.executable, "-m", "dslogs", "analyze", *args, "--format", "json", "--tz", "UTC"],
+                           code, {"XDG_CACHE_HOME": str(cache_home)})
+    return wall, cpu, [f"{d['id']} {d['verdict']}" for d in json.loads(out).get("deploys") or []]
 
 
 def main() -> None:
@@ -93,18 +75,14 @@ def main() -> None:
     ap.add_argument("--before", default=None, help="git revision for 'before' (default: merge-base with main)")
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args()
-    rev = a.before or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True,
-                                     text=True, check=True).stdout.strip()
     logs = ROOT / "bench" / "data" / f"deploy-window-{a.days}d-{a.events}"
     d2, end = write_logs(logs, a.days, a.events)
     iso = lambda t: t.strftime("%Y-%m-%dT%H:%M")  # noqa: E731
     last_hour = ["--since", iso(end - timedelta(hours=1)), "--until", iso(end)]
     after_d2 = ["--since", iso(d2 + timedelta(minutes=5)), "--until", iso(end)]
     with tempfile.TemporaryDirectory(prefix="dslogs-before-") as tmp:
-        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-        (Path(tmp) / "code").mkdir()
-        subprocess.run(["tar", "-x", "-C", str(Path(tmp) / "code")], input=archive, check=True)
-        codes = {"before": Path(tmp) / "code", "after": ROOT}
+        rev, before = before_tree(a.before, Path(tmp) / "code")
+        codes = {"before": before, "after": ROOT}
         cases = {"one start, no cache": (last_hour, "--no-cache"), "one start, empty cache": (last_hour, "empty"),
                  "one start, warm cache": (last_hour, "warm"), "no start, no cache": (after_d2, "--no-cache"),
                  "no start, warm cache": (after_d2, "warm")}
@@ -120,8 +98,8 @@ def main() -> None:
                     best = got if best is None or got[1] < best[1] else best
                 results[(name, label)] = best
         # what the added open costs by itself: the whole log set opened without a cache, its starts read
-        whole = min(cpu_of([sys.executable, "-c", WHOLE_OPEN, str(logs)], ROOT) for _ in range(a.repeat))
-        bare = min(cpu_of([sys.executable, "-c", IMPORTS], ROOT) for _ in range(a.repeat))
+        whole = min(timed([sys.executable, "-c", WHOLE_OPEN, str(logs)], ROOT)[1] for _ in range(a.repeat))
+        bare = min(timed([sys.executable, "-c", IMPORTS], ROOT)[1] for _ in range(a.repeat))
     print(f"{a.days} days, {a.events:,} events, d2 at {d2:%Y-%m-%d %H:%M}Z; before = {rev[:10]}, after = this checkout;"
           f" CPU s (wall s), best of {a.repeat}")
     print(f"{'case':24} {'before':>16} {'after':>16} {'after/before':>13}   marked (before | after)")

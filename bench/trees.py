@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,6 +40,32 @@ def run(tree: Path, data: Path, out: Path, home: Path) -> dict:
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def before_tree(rev: str | None, dest: Path) -> tuple[str, Path]:
+    """The tree of ``rev`` (None: the merge-base of HEAD with main) extracted under ``dest`` with
+    `git archive`: the "before" side of a bench that runs both in one run. Returns (rev, its tree)."""
+    repo = Path(__file__).resolve().parents[1]
+    rev = rev or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=repo, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    archive = subprocess.run(["git", "archive", rev], cwd=repo, capture_output=True, check=True).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return rev, dest
+
+
+def timed(cmd: list[str], code: Path, env: dict | None = None, timeout: float = 3600) -> tuple[float, float, str]:
+    """Run ``cmd`` as a child on the tree ``code`` (its PYTHONPATH and working folder): (wall s, CPU s
+    of the child, user + sys, its stdout); a failing child stops the bench with its stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=str(code), timeout=timeout,
+                       env={**os.environ, **(env or {}), "PYTHONPATH": str(code)})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"{code}: {r.stderr[-800:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), r.stdout
 
 
 def stable(path: Path) -> list[str]:
