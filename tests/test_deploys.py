@@ -395,6 +395,21 @@ def test_the_first_deploy_of_a_window_is_judged_against_the_deploy_before_it(sim
     assert "baseline of d3 as baseline_text words it" in section and "before the window" not in section
 
 
+def _count_opens(monkeypatch) -> list[tuple]:
+    """(since, until) of every open of the log set from here on."""
+    from dslogs.analyzer.ingest import logs as ingest_logs
+
+    opens = []
+    real = ingest_logs.open_logs
+
+    def counting(paths, since=None, until=None, **kw):
+        opens.append((since, until))
+        return real(paths, since=since, until=until, **kw)
+
+    monkeypatch.setattr(ingest_logs, "open_logs", counting)
+    return opens
+
+
 def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_set(sim_root, tmp_path, monkeypatch):
     """A report numbers its deploys from the logs it opened when those hold every file: without a
     window, and in a window whose cache holds the files it leaves out (a week of daily files, the
@@ -403,7 +418,6 @@ def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_se
     import shutil
 
     from dslogs.analyzer.core.selection import Selection
-    from dslogs.analyzer.ingest import logs as ingest_logs
     from dslogs.analyzer.usecases.analyze import analyze
     from dslogs.analyzer.usecases.deploys import report_deploys
 
@@ -420,14 +434,7 @@ def test_deploys_are_numbered_from_the_open_logs_when_they_hold_the_whole_log_se
     whole_ids = [(d["id"], d["start"][:16]) for d in deploys_logs([str(folder)], tz="UTC", use_cache=False)["deploys"]]
     assert whole_ids == [("d1", "2026-11-10T10:00"), ("d2", "2026-11-23T02:00")]
 
-    opens = []
-    real = ingest_logs.open_logs
-
-    def counting(paths, since=None, until=None, **kw):
-        opens.append((since, until))
-        return real(paths, since=since, until=until, **kw)
-
-    monkeypatch.setattr(ingest_logs, "open_logs", counting)
+    opens = _count_opens(monkeypatch)
     cache = tmp_path / "c.duckdb"
     model = analyze(Selection.build([str(folder)], tz="UTC", cache=cache), report_deploys)
     assert [(d["id"], d["verdict"]) for d in model["deploys"]] == [("d1", "first"), ("d2", "regression")]
@@ -455,7 +462,6 @@ def test_a_window_holding_one_deploy_start_marks_it(sim_root, tmp_path, monkeypa
     import shutil
 
     from dslogs.analyzer.core.selection import Selection
-    from dslogs.analyzer.ingest import logs as ingest_logs
     from dslogs.analyzer.usecases.analyze import analyze
     from dslogs.analyzer.usecases.deploys import report_deploys
 
@@ -466,14 +472,7 @@ def test_a_window_holding_one_deploy_start_marks_it(sim_root, tmp_path, monkeypa
     first["ts"] = "2026-11-10T10:00:00.000+00:00"
     (folder / "deploy_20261110.jsonl").write_text(json.dumps(first) + "\n")
     (folder / "deploy_20261123.jsonl").write_text(json.dumps(new) + "\n")
-    opens = []
-    real = ingest_logs.open_logs
-
-    def counting(paths, since=None, until=None, **kw):
-        opens.append((since, until))
-        return real(paths, since=since, until=until, **kw)
-
-    monkeypatch.setattr(ingest_logs, "open_logs", counting)
+    opens = _count_opens(monkeypatch)
     want = [("d1", "first", None), ("d2", "regression", {"id": "d1", "since": "2026-11-23T01:30:00+00:00",
                                                          "until": "2026-11-23T02:00:00+00:00", "outside_window": False})]
     cache = tmp_path / "c.duckdb"
