@@ -257,17 +257,17 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
 
     A step group whose steps fall (less the working memory the requests starting and ending in it
     account for) by more than twice what the sessions in flight over it (its own included) can
-    have kept before it: a request can release only what its session kept (a cache trimmed), so
-    that session keeps its fall. Such a group is read again in the readings, from the earliest
-    "before" reading of the requests in flight over it to the latest "after": its drop is how far
-    the lowest reading after its first gap lies below the lowest before it, at the gap of the
-    largest fall from one reading to the next. Working memory released leaves that flat (the lowest readings either side hold none
-    of it: the requests' "before" readings were taken before they allocated); a drop of what the
-    process kept does not. A drop stands where the floor fell at least half the group's fall and
-    more than twice what those sessions kept; its size is the group's fall (``attribute_deltas``
-    adds what its requests are then credited) (a garbage collection of an earlier app's objects in the
-    middle of a run, 300 MiB: the group of the request whose "after" reading held it credited
-    that request -300, and a keeper in it -260)."""
+    have kept before it (a request can release only what its session kept: a cache trimmed, that
+    session keeps its fall), and more than twice the fall one step in ten of the process shows
+    (working memory that long requests hold and release: the service's own falls, many of them).
+    Such a group is read again in the readings, from the earliest "before" reading of the requests
+    in flight over it to the latest "after": the lowest reading after its first gap must lie below
+    the lowest before it by a quarter of its fall (working memory released leaves that flat: the
+    requests' "before" readings were taken before they allocated; a drop of what the process kept
+    does not). Its size is the group's fall (``attribute_deltas`` adds what its requests are then
+    credited), at the gap of the largest fall from one reading to the next. A garbage collection
+    of an earlier app's objects in the middle of a run, 300 MiB, otherwise credited -300 to the
+    request whose step held it (-260 to a keeper there), and cut the others by the process's bound."""
     candidates: dict[tuple, list] = {}
     by_proc: dict[tuple, list] = {}
     for g in groups.values():
@@ -280,6 +280,11 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
             flights.setdefault(proc, []).append((before, seq, stepped[k][0]))
     for proc, gs in by_proc.items():
         gs.sort(key=lambda x: x[0])
+        # the falls of this process's steps, largest first: a fall that many steps show (working
+        # memory released, 200 MiB by every long request) is the service's own, not one drop
+        falls = sorted((max(coef * working.get(unknown, 0.0) - total, 0.0) for total, _m, coef, unknown in
+                        (g for _lo, _hi, g in gs)), reverse=True)
+        usual = falls[len(falls) // 10] if falls else 0.0
         cum: dict[str, float] = {}  # session -> what its requests kept so far (a group's rise split by requests)
         for lo, hi, g in gs:
             total, members, coef, unknown = g
@@ -291,7 +296,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
                 continue
             inflight = [f for f in flights.get(proc, ()) if f[0] < hi and f[1] >= lo - 1]
             releasable = sum(cum.get(sid, 0.0) for sid in {f[2] for f in inflight} | set(members))
-            if -residual > 2 * releasable:
+            if -residual > 2 * max(releasable, usual):
                 first = min(f[0] for f in inflight)
                 last = max(f[1] for f in inflight)
                 candidates.setdefault(proc, []).append((lo, hi, g, residual, releasable, first, last))
@@ -314,7 +319,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
         order = sorted(readings[proc], key=lambda x: x[0])
         keys = [x[0] for x in order]
         values = [x[1] for x in order]
-        for lo, hi, g, residual, releasable, first, last in cands:
+        for lo, hi, g, residual, _releasable, first, last in cands:
             start = bisect.bisect_left(keys, (first, 1, ""))
             end = bisect.bisect_right(keys, (last, 0, ""))
             gap_lo = max(bisect.bisect_left(keys, (lo - 1, 0, "")) + 1, start + 1)
@@ -325,7 +330,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
             # them below the lowest before it), and the gap it fell at: the largest fall from one
             # reading to the next
             fall = min(values[start:gap_lo]) - min(values[gap_lo:end])
-            if fall < max(-residual / 2, 2 * releasable, DROP_MIN_MB):
+            if fall < max(-residual / 4, DROP_MIN_MB):
                 continue
             where = max(range(gap_lo, gap_hi), key=lambda j: values[j - 1] - values[j])
             for j in range(where, len(values)):
