@@ -25,7 +25,8 @@ class Credits(dict):
                  scale: dict[str, float] | None = None, set_aside: list[dict] | None = None):
         super().__init__(rates)
         self._kept, self._scale = kept, scale or {}
-        # drops of memory no request caused (``_drops``), left out of the fit: one dict each
+        # drops of memory no request caused (``_drops``), left out of the fit, as the findings'
+        # evidence gives them: {host, pid, mb, from_ts, to_ts (the readings either side), request_ids}
         self.set_aside = set_aside or []
         # requests with a delta per session: what "× requests" counts from, kept past release()
         self._read = {sid: len(xs) for sid, xs in kept.items()} if kept is not None else {}
@@ -132,11 +133,15 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             any_step = True
             proc = (r.get("host"), r.get("pid"))
             spans[len(stepped) - 1] = (proc, r.get("done_before"), r.get("done_seq"))
+            seq = r.get("done_seq")
             at = seqs_of.get(id(g))
             if at is None:
-                seqs_of[id(g)] = [proc, r["done_seq"], r["done_seq"], [len(stepped) - 1], [r.get("request_id")]]
+                seqs_of[id(g)] = [proc, seq, seq, [len(stepped) - 1], [r.get("request_id")]]
             else:
-                at[1], at[2] = min(at[1], r["done_seq"]), max(at[2], r["done_seq"])
+                if seq is not None and at[1] is not None:
+                    at[1], at[2] = min(at[1], seq), max(at[2], seq)
+                else:
+                    at[1] = at[2] = None  # a request without the sequence: the group is not placed
                 at[3].append(len(stepped) - 1)
                 at[4].append(r.get("request_id"))
             proc_of[sid] = proc
@@ -272,7 +277,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
     by_proc: dict[tuple, list] = {}
     for g in groups.values():
         at = seqs_of.get(id(g))
-        if at is not None:
+        if at is not None and at[1] is not None:
             by_proc.setdefault(at[0], []).append((at[1], at[2], g))
     flights: dict[tuple, list[tuple]] = {}  # process -> (done_before, done_seq, session)
     for k, (proc, before, seq) in spans.items():
@@ -296,7 +301,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
                 continue
             inflight = [f for f in flights.get(proc, ()) if f[0] < hi and f[1] >= lo - 1]
             releasable = sum(cum.get(sid, 0.0) for sid in {f[2] for f in inflight} | set(members))
-            if -residual > 2 * max(releasable, usual):
+            if inflight and -residual > 2 * max(releasable, usual):
                 first = min(f[0] for f in inflight)
                 last = max(f[1] for f in inflight)
                 candidates.setdefault(proc, []).append((lo, hi, g, residual, releasable, first, last))
@@ -793,8 +798,9 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     sessions active at the same time in one process become that process's finding; so does growth
     of a process's reserved memory that flagged sessions do not explain.
 
-    ``{"sessions": SessionVerdicts, "processes": [finding details]}``: the flagged sessions' verdicts,
-    the count and the largest movement of all.
+    ``{"sessions": SessionVerdicts, "processes": [finding details], "set_aside": [...]}``: the flagged
+    sessions' verdicts, the count and the largest movement of all; the drops no request caused that
+    the attribution left out (``Credits.set_aside``).
     """
     th = t["memory_leak"]
     min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
@@ -896,7 +902,7 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
                               "steady_rise_mb": p.get("steady_rise_mb"),
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
-    return {"sessions": sessions, "processes": processes}
+    return {"sessions": sessions, "processes": processes, "set_aside": rates.set_aside}
 
 
 def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,

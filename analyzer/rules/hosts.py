@@ -235,9 +235,7 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
         if rates.set_aside:
             # drops of RSS no request caused (a garbage collection), left out of the credits: with
             # them, a process's steps add up to its requests' credits
-            details["set_aside"] = [{"host": d["host"], "pid": d["pid"], "mb": d["mb"], "from_ts": d["from_ts"],
-                                     "to_ts": d["to_ts"], "request_ids": d["request_ids"]}
-                                    for d in rates.set_aside]
+            details["set_aside"] = rates.set_aside
         findings.append(finding(
             "rss_growth", scope="session", value=leaky[0]["rss_kept_mb"], threshold=th["rise_mb"], unit="MiB",
             message=(f"host memory (RSS) kept by their own requests: up to {fmt.prose(leaky[0]['rss_kept_mb'])} MiB "
