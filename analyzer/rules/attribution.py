@@ -263,8 +263,10 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
     A step group whose steps fall (less the working memory the requests starting and ending in it
     account for) by more than twice what the sessions in flight over it (its own included) can
     have kept before it (a request can release only what its session kept: a cache trimmed, that
-    session keeps its fall), and more than twice the fall one step in ten of the process shows
-    (working memory that long requests hold and release: the service's own falls, many of them).
+    session keeps its fall), than the working memory one request holds at a reading (the steps'
+    own, ``_step_working_memory``: 32 MiB released by a request on an exact GPU counter is its
+    own), and than the fall one step in ten of the process shows (working memory that long requests
+    hold and release: the service's own falls, many of them).
     Such a group is read again in the readings, from the earliest "before" reading of the requests
     in flight over it to the latest "after": the lowest reading after its first gap must lie below
     the lowest before it by a quarter of its fall (working memory released leaves that flat: the
@@ -301,7 +303,7 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
                 continue
             inflight = [f for f in flights.get(proc, ()) if f[0] < hi and f[1] >= lo - 1]
             releasable = sum(cum.get(sid, 0.0) for sid in {f[2] for f in inflight} | set(members))
-            if inflight and -residual > 2 * max(releasable, usual):
+            if inflight and -residual > 2 * max(releasable, usual, abs(working.get(unknown, 0.0))):
                 first = min(f[0] for f in inflight)
                 last = max(f[1] for f in inflight)
                 candidates.setdefault(proc, []).append((lo, hi, g, residual, releasable, first, last))
