@@ -281,33 +281,50 @@ def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], 
         at = seqs_of.get(id(g))
         if at is not None and at[1] is not None:
             by_proc.setdefault(at[0], []).append((at[1], at[2], g))
-    flights: dict[tuple, list[tuple]] = {}  # process -> (done_before, done_seq, session)
-    for k, (proc, before, seq) in spans.items():
-        if before is not None and seq is not None:
-            flights.setdefault(proc, []).append((before, seq, stepped[k][0]))
+    usual: dict[tuple, float] = {}  # process -> a fall one step group in ten shows, or more
     for proc, gs in by_proc.items():
-        gs.sort(key=lambda x: x[0])
         # the falls of this process's steps, largest first: a fall that many steps show (working
         # memory released, 200 MiB by every long request) is the service's own, not one drop
-        falls = sorted((max(coef * working.get(unknown, 0.0) - total, 0.0) for total, _m, coef, unknown in
-                        (g for _lo, _hi, g in gs)), reverse=True)
-        usual = falls[len(falls) // 10] if falls else 0.0
+        falls = sorted((max(coef * working.get(unknown, 0.0) - total, 0.0) for _lo, _hi, (total, _m, coef, unknown)
+                        in gs), reverse=True)
+        floor = falls[len(falls) // 10] if falls else 0.0
+        if any(-residual > 2 * max(floor, abs(work), DROP_MIN_MB) for residual, work in
+               ((total - coef * working.get(unknown, 0.0), working.get(unknown, 0.0))
+                for _lo, _hi, (total, _m, coef, unknown) in gs)):
+            usual[proc] = floor  # some group falls that far: read this process's requests in flight
+    if not usual:
+        return []
+    flights: dict[tuple, list[tuple]] = {proc: [] for proc in usual}  # process -> (done_seq, done_before, session)
+    for k, (proc, before, seq) in spans.items():
+        if before is not None and seq is not None and proc in flights:
+            flights[proc].append((seq, before, stepped[k][0]))
+    for proc in usual:
+        fl = sorted(flights[proc], key=lambda f: f[0])
+        seqs = [f[0] for f in fl]
+        longest = max((seq - before for seq, before, _sid in fl), default=0)
+        gs = sorted(by_proc[proc], key=lambda x: x[0])
         cum: dict[str, float] = {}  # session -> what its requests kept so far (a group's rise split by requests)
         for lo, hi, g in gs:
             total, members, coef, unknown = g
-            residual = total - coef * working.get(unknown, 0.0)
+            work = working.get(unknown, 0.0)
+            residual = total - coef * work
             count = sum(members.values())
             if residual >= -DROP_MIN_MB:
                 for sid, c in members.items():
                     cum[sid] = max(cum.get(sid, 0.0) + residual * c / count, 0.0)
                 continue
-            inflight = [f for f in flights.get(proc, ()) if f[0] < hi and f[1] >= lo - 1]
+            big = -residual > 2 * max(usual[proc], abs(work), DROP_MIN_MB)
+            # requests in flight over the group's gaps: completed at lo - 1 or later, started before hi
+            # (a span is at most ``longest`` completions long)
+            inflight = [] if not big else [
+                f for f in fl[bisect.bisect_left(seqs, lo - 1):bisect.bisect_left(seqs, hi + longest + 1)]
+                if f[1] < hi]
             releasable = sum(cum.get(sid, 0.0) for sid in {f[2] for f in inflight} | set(members))
-            if inflight and -residual > 2 * max(releasable, usual, abs(working.get(unknown, 0.0))):
-                first = min(f[0] for f in inflight)
-                last = max(f[1] for f in inflight)
+            if inflight and -residual > 2 * releasable:
+                first = min(f[1] for f in inflight)
+                last = max(f[0] for f in inflight)
                 candidates.setdefault(proc, []).append((lo, hi, g, residual, releasable, first, last))
-            else:  # a cache trimmed: the sessions in flight gave it back
+            else:  # a cache trimmed (the sessions in flight gave it back), or the service's own fall
                 for sid, c in members.items():
                     cum[sid] = max(cum.get(sid, 0.0) + residual * c / count, 0.0)
     if not candidates:
