@@ -150,7 +150,7 @@ WITH counted AS (
     GROUP BY a_sid, a_rid
 )
 SELECT
-    r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.gpu_delta_mb, r.rss_delta_mb,
+    r.host, r.pid, r.session_id, r.request_id, r.start_ts, r.end_ts, r.gpu_delta_mb, r.rss_delta_mb,
     agg.ended_during, coalesce(agg.transient_coef, 0) AS transient_coef,
     g.gpu_step_mb, g.rss_step_mb, g.step_group, g.step_transient_coef, b.gpu_kept_bound_mb, b.rss_kept_bound_mb,
     r.done_before, r.done_seq, r.rss_mb_before, r.rss_mb_after, r.gpu_mb_before, r.gpu_mb_after

@@ -19,12 +19,15 @@ class Credits(dict):
     answer, with what it credited each request (``per_request``), so that what a finding, its
     evidence and the sessions table show of a session is this one figure."""
 
-    __slots__ = ("_kept", "_read", "_scale")
+    __slots__ = ("_kept", "_read", "_scale", "set_aside")
 
     def __init__(self, rates: dict, kept: dict[str, list[float]] | None = None,
-                 scale: dict[str, float] | None = None):
+                 scale: dict[str, float] | None = None, set_aside: list[dict] | None = None):
         super().__init__(rates)
         self._kept, self._scale = kept, scale or {}
+        # drops of memory no request caused (``_drops``), left out of the fit, as the findings'
+        # evidence gives them: {host, pid, mb, from_ts, to_ts (the readings either side), request_ids}
+        self.set_aside = set_aside or []
         # requests with a delta per session: what "× requests" counts from, kept past release()
         self._read = {sid: len(xs) for sid, xs in kept.items()} if kept is not None else {}
 
@@ -90,6 +93,8 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
     bounds: dict[tuple, float] = {}  # (host, pid) -> the most its process can have kept
     proc_of: dict[str, tuple] = {}  # session judged by steps -> its process
     spans: dict[int, tuple] = {}  # place in stepped -> (process, done_before, done_seq)
+    seqs_of: dict[int, list] = {}  # step group (by id) -> [process, first done_seq, last done_seq, its places in stepped, its request ids]
+    delta_spans: list[tuple] = []  # (equation, process, done_before, done_seq) per request judged by its delta
 
     def equation(value: float, coef: dict) -> None:
         k = len(deltas)
@@ -128,6 +133,17 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             any_step = True
             proc = (r.get("host"), r.get("pid"))
             spans[len(stepped) - 1] = (proc, r.get("done_before"), r.get("done_seq"))
+            seq = r.get("done_seq")
+            at = seqs_of.get(id(g))
+            if at is None:
+                seqs_of[id(g)] = [proc, seq, seq, [len(stepped) - 1], [r.get("request_id")]]
+            else:
+                if seq is not None and at[1] is not None:
+                    at[1], at[2] = min(at[1], seq), max(at[2], seq)
+                else:
+                    at[1] = at[2] = None  # a request without the sequence: the group is not placed
+                at[3].append(len(stepped) - 1)
+                at[4].append(r.get("request_id"))
             proc_of[sid] = proc
             if r.get(bound_key) is not None:
                 bounds[proc] = float(r[bound_key])
@@ -137,13 +153,32 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
             coef[other] = coef.get(other, 0) + 1
         if r.get("transient_coef"):
             coef[("transient", r.get("host"), r.get("pid"))] = r["transient_coef"]
+        if r.get("done_before") is not None and r.get("done_seq") is not None:
+            delta_spans.append((len(deltas), (r.get("host"), r.get("pid")), r["done_before"], r["done_seq"]))
         equation(float(delta), coef)
         stepped.append((sid, None))
     # Steps between adjacent completions (exact sequence): a group's steps add up to the leaks of
     # its requests, whatever the order their leaks and readings took within it.
     working = _step_working_memory(groups.values())
-    for total, members, transient, unknown in groups.values():
-        equation(total - transient * working.get(unknown, 0.0), members)
+    # A drop of the process's memory that no request caused (a garbage collection, another thread
+    # freeing a buffer) is left out: its group's requests are credited like requests judged by
+    # their delta, and the readings from it on are read as if it had not happened.
+    drops = [] if isinstance(rows, Iterator) else _drops(groups, working, seqs_of, stepped, spans, rows, key)
+    place_of = {k: i for k, _sid, _group, i in _placed(stepped)} if drops else {}
+    skip = set()
+    for d in drops:
+        skip.add(d["group"])
+        proc = d["process"]
+        for k, p, before, seq in delta_spans:
+            if p == proc and before < d["seq"] <= seq:
+                deltas[k] += d["mb"]
+        for i in seqs_of[d["group"]][3]:
+            stepped[i] = (stepped[i][0], None)
+            spans.pop(i, None)
+    for g in groups.values():
+        if id(g) not in skip:
+            total, members, transient, unknown = g
+            equation(total - transient * working.get(unknown, 0.0), members)
     # sum of c * c per unknown, added in its equations' order as each sweep did
     dens = []
     for j, cs in enumerate(coefs_of):
@@ -181,21 +216,154 @@ def attribute_deltas(rows: Iterable[dict], key: str, sweeps: int = 40,
                 moved = max(moved, abs(step))
         if moved < 0.01:
             break
-    rates = {sid: rate[number[sid]] for sid in own}
+    # (a session whose every request was in a drop's group has no unknown: it kept nothing seen)
+    rates = {sid: rate[number[sid]] if sid in number else 0.0 for sid in own}
     if not any_step:
         return Credits({sid: (rates[sid], n) for sid, n in own.items()})
     transient = {u: rate[j] for u, j in number.items() if isinstance(u, tuple)} | working
     kept = _claimed(_per_request(rates, transient, stepped), rates, transient, stepped, min_requests)
     kept = _late_readings(kept, stepped, spans, min_requests)
+    for d in drops:
+        # A request of the drop's group is credited its session's typical keep where the session
+        # keeps on its next request (its previous, for its last): a cache that fills from some turn
+        # on keeps on every turn from then; else nothing. The drop is what the readings fell by
+        # plus those credits: the group's steps add up to its requests' credits less the drop.
+        for k in seqs_of[d["group"]][3]:
+            sid, i = stepped[k][0], place_of[k]
+            xs = kept[sid]
+            others = xs[:i] + xs[i + 1:]
+            typical = max(_typical(others, min_requests), 0.0) if others else 0.0
+            near = xs[i + 1] if i + 1 < len(xs) else xs[i - 1] if i > 0 else 0.0
+            xs[i] = typical if typical > 0 and near >= typical / 2 else 0.0
+            d["mb"] += xs[i]
+        if d["process"] in bounds:
+            bounds[d["process"]] += d["mb"]
     if not isinstance(rows, Iterator):  # a one-shot iterator cannot be read again: the steps stand
-        _refit_keepers(kept, _spans_by_session(stepped, spans), rows, key, min_requests)
+        _refit_keepers(kept, _spans_by_session(stepped, spans), rows, key, min_requests, drops=drops)
     out = {}
     for sid in own:
         since = _since(kept[sid], min_requests)
         out[sid] = (sum(since) / len(since), len(since))
     scale: dict[str, float] = {}
     out = _within_bounds(out, proc_of, bounds, scale)
-    return Credits(out, kept, scale)
+    set_aside = [{k: d[k] for k in ("host", "pid", "mb", "from_ts", "to_ts", "request_ids")} for d in drops]
+    return Credits(out, kept, scale, set_aside)
+
+
+DROP_MIN_MB = 1.0  # a fall of the readings below this is their noise, not a drop
+
+
+def _drops(groups: dict, working: dict[tuple, float], seqs_of: dict[int, list], stepped: list[tuple],
+           spans: dict[int, tuple], rows: Iterable[dict], key: str) -> list[dict]:
+    """Drops of a process's kept memory that no request caused, each ``{"process", "host", "pid",
+    "group" (its step group, by id), "seq" (the first completion read after it), "order" (where it
+    lies among the readings, as ``_refit_process`` orders them), "mb", "from_ts" and "to_ts"
+    (the times of the readings either side), "request_ids" (its group's)}``, in sequence order.
+
+    A step group whose steps fall (less the working memory the requests starting and ending in it
+    account for) by more than twice what the sessions in flight over it (its own included) can
+    have kept before it (a request can release only what its session kept: a cache trimmed, that
+    session keeps its fall), than the working memory one request holds at a reading (the steps'
+    own, ``_step_working_memory``: 32 MiB released by a request on an exact GPU counter is its
+    own), and than the fall one step in ten of the process shows (working memory that long requests
+    hold and release: the service's own falls, many of them).
+    Such a group is read again in the readings, from the earliest "before" reading of the requests
+    in flight over it to the latest "after": the lowest reading after its first gap must lie below
+    the lowest before it by a quarter of its fall (working memory released leaves that flat: the
+    requests' "before" readings were taken before they allocated; a drop of what the process kept
+    does not). Its size is the group's fall (``attribute_deltas`` adds what its requests are then
+    credited), at the gap of the largest fall from one reading to the next. A garbage collection
+    of an earlier app's objects in the middle of a run, 300 MiB, otherwise credited -300 to the
+    request whose step held it (-260 to a keeper there), and cut the others by the process's bound."""
+    candidates: dict[tuple, list] = {}
+    by_proc: dict[tuple, list] = {}
+    for g in groups.values():
+        at = seqs_of.get(id(g))
+        if at is not None and at[1] is not None:
+            by_proc.setdefault(at[0], []).append((at[1], at[2], g))
+    usual: dict[tuple, float] = {}  # process -> a fall one step group in ten shows, or more
+    for proc, gs in by_proc.items():
+        # the falls of this process's steps, largest first: a fall that many steps show (working
+        # memory released, 200 MiB by every long request) is the service's own, not one drop
+        falls = sorted((max(coef * working.get(unknown, 0.0) - total, 0.0) for _lo, _hi, (total, _m, coef, unknown)
+                        in gs), reverse=True)
+        floor = falls[len(falls) // 10] if falls else 0.0
+        if any(-residual > 2 * max(floor, abs(work), DROP_MIN_MB) for residual, work in
+               ((total - coef * working.get(unknown, 0.0), working.get(unknown, 0.0))
+                for _lo, _hi, (total, _m, coef, unknown) in gs)):
+            usual[proc] = floor  # some group falls that far: read this process's requests in flight
+    if not usual:
+        return []
+    flights: dict[tuple, list[tuple]] = {proc: [] for proc in usual}  # process -> (done_seq, done_before, session)
+    for k, (proc, before, seq) in spans.items():
+        if before is not None and seq is not None and proc in flights:
+            flights[proc].append((seq, before, stepped[k][0]))
+    for proc in usual:
+        fl = sorted(flights[proc], key=lambda f: f[0])
+        seqs = [f[0] for f in fl]
+        longest = max((seq - before for seq, before, _sid in fl), default=0)
+        gs = sorted(by_proc[proc], key=lambda x: x[0])
+        cum: dict[str, float] = {}  # session -> what its requests kept so far (a group's rise split by requests)
+        for lo, hi, g in gs:
+            total, members, coef, unknown = g
+            work = working.get(unknown, 0.0)
+            residual = total - coef * work
+            count = sum(members.values())
+            if residual >= -DROP_MIN_MB:
+                for sid, c in members.items():
+                    cum[sid] = max(cum.get(sid, 0.0) + residual * c / count, 0.0)
+                continue
+            big = -residual > 2 * max(usual[proc], abs(work), DROP_MIN_MB)
+            # requests in flight over the group's gaps: completed at lo - 1 or later, started before hi
+            # (a span is at most ``longest`` completions long)
+            inflight = [] if not big else [
+                f for f in fl[bisect.bisect_left(seqs, lo - 1):bisect.bisect_left(seqs, hi + longest + 1)]
+                if f[1] < hi]
+            releasable = sum(cum.get(sid, 0.0) for sid in {f[2] for f in inflight} | set(members))
+            if inflight and -residual > 2 * releasable:
+                first = min(f[1] for f in inflight)
+                last = max(f[0] for f in inflight)
+                candidates.setdefault(proc, []).append((lo, hi, g, residual, releasable, first, last))
+            else:  # a cache trimmed (the sessions in flight gave it back), or the service's own fall
+                for sid, c in members.items():
+                    cum[sid] = max(cum.get(sid, 0.0) + residual * c / count, 0.0)
+    if not candidates:
+        return []
+    col = key.replace("delta_", "")
+    readings: dict[tuple, list[tuple]] = {proc: [] for proc in candidates}
+    for r in rows:
+        out = readings.get((r.get("host"), r.get("pid")))
+        before, after = r.get(f"{col}_before"), r.get(f"{col}_after")
+        if out is None or before is None or after is None or r.get("done_before") is None or r.get("done_seq") is None:
+            continue
+        out.append(((r["done_seq"], 0, ""), float(after), r.get("end_ts"), r["done_seq"]))
+        out.append(((r["done_before"], 1, str(r.get("start_ts") or "")), float(before), r.get("start_ts"), None))
+    drops = []
+    for proc, cands in candidates.items():
+        order = sorted(readings[proc], key=lambda x: x[0])
+        keys = [x[0] for x in order]
+        values = [x[1] for x in order]
+        for lo, hi, g, residual, _releasable, first, last in cands:
+            start = bisect.bisect_left(keys, (first, 1, ""))
+            end = bisect.bisect_right(keys, (last, 0, ""))
+            gap_lo = max(bisect.bisect_left(keys, (lo - 1, 0, "")) + 1, start + 1)
+            gap_hi = min(bisect.bisect_right(keys, (hi, 0, "")), end)
+            if gap_lo >= gap_hi:
+                continue
+            # how far the floor fell over the group's gaps (the lowest reading after the first of
+            # them below the lowest before it), and the gap it fell at: the largest fall from one
+            # reading to the next
+            fall = min(values[start:gap_lo]) - min(values[gap_lo:end])
+            if fall < max(-residual / 4, DROP_MIN_MB):
+                continue
+            where = max(range(gap_lo, gap_hi), key=lambda j: values[j - 1] - values[j])
+            for j in range(where, len(values)):
+                values[j] -= residual  # read on as if it had not happened (a later drop's window)
+            seq = next(x[3] for x in order[where:] if x[3] is not None)
+            drops.append({"process": proc, "host": proc[0], "pid": proc[1], "group": id(g), "seq": seq,
+                          "order": keys[where], "mb": -residual, "from_ts": order[where - 1][2],
+                          "to_ts": order[where][2], "request_ids": seqs_of[id(g)][4]})
+    return drops
 
 
 def _since(xs: list[float], min_requests: int) -> list[float]:
@@ -649,8 +817,9 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
     sessions active at the same time in one process become that process's finding; so does growth
     of a process's reserved memory that flagged sessions do not explain.
 
-    ``{"sessions": SessionVerdicts, "processes": [finding details]}``: the flagged sessions' verdicts,
-    the count and the largest movement of all.
+    ``{"sessions": SessionVerdicts, "processes": [finding details], "set_aside": [...]}``: the flagged
+    sessions' verdicts, the count and the largest movement of all; the drops no request caused that
+    the attribution left out (``Credits.set_aside``).
     """
     th = t["memory_leak"]
     min_samples, leak_th, rise_th = th["min_samples"], th["leak_per_request_mb"], th["rise_mb"]
@@ -752,11 +921,11 @@ def memory_leak_verdicts(m: dict, t: dict) -> dict:
                               "steady_rise_mb": p.get("steady_rise_mb"),
                               "minutes": p.get("minutes"), "first_ts": p.get("first_ts"), "last_ts": p.get("last_ts"),
                               "basis": "request before/after"})
-    return {"sessions": sessions, "processes": processes}
+    return {"sessions": sessions, "processes": processes, "set_aside": rates.set_aside}
 
 
 def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]], rows: Iterable[dict], key: str,
-                   min_requests: int = 1, rounds: int = 50) -> None:
+                   min_requests: int = 1, rounds: int = 50, drops: list[dict] = ()) -> None:
     """Keepers whose requests ran at the same time as others', credited again from their process's
     readings in order (``kept`` is updated in place; ``_refit_process``). Under load a keeper's
     memory is often read first by a neighbour's "after" reading, a few readings before its own: a
@@ -804,6 +973,13 @@ def _refit_keepers(kept: dict[str, list[float]], spans_of: dict[str, list[tuple]
             chosen.pop((r.get("host"), r.get("pid")), None)  # an incomplete sequence: the steps stand
             continue
         reqs.append((r["done_before"], r["done_seq"], r.get("start_ts"), float(before), float(after), sid, i))
+    for d in drops:  # the readings from a drop no request caused on, read as if it had not happened
+        reqs = readings.get(d["process"])
+        for n, (before_seq, seq, start, before, after, sid, i) in enumerate(reqs or ()):
+            up_after = (seq, 0, "") >= d["order"]
+            up_before = (before_seq, 1, str(start or "")) >= d["order"]
+            if up_after or up_before:
+                reqs[n] = (before_seq, seq, start, before + d["mb"] * up_before, after + d["mb"] * up_after, sid, i)
     for proc, (keepers, typical) in chosen.items():
         _refit_process(readings[proc], keepers, typical, kept, rounds, min_requests)
 

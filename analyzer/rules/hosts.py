@@ -228,15 +228,20 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
     leaky = sorted(leaking.values(), key=lambda v: (-v["rss_kept_mb"], v["session_id"]))
     findings = []
     if leaky:
+        details = {"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "rss_kept_per_request_mb",
+                                                       "requests_counted", "requests_read", "rss_kept_mb",
+                                                       "credited")}
+                                for v in leaky]}
+        if rates.set_aside:
+            # drops of RSS no request caused (a garbage collection), left out of the credits: with
+            # them, a process's steps add up to its requests' credits
+            details["set_aside"] = rates.set_aside
         findings.append(finding(
             "rss_growth", scope="session", value=leaky[0]["rss_kept_mb"], threshold=th["rise_mb"], unit="MiB",
             message=(f"host memory (RSS) kept by their own requests: up to {fmt.prose(leaky[0]['rss_kept_mb'])} MiB "
                      f"({fmt.prose(leaky[0]['rss_kept_per_request_mb'])} MiB per request) in {_plural(len(leaky), 'session')}"),
             section="memory", chart=None,
-            details={"sessions": [{k: v.get(k) for k in ("session_id", "host", "pid", "rss_kept_per_request_mb",
-                                                          "requests_counted", "requests_read", "rss_kept_mb",
-                                                          "credited")}
-                                  for v in leaky]},
+            details=details,
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
         findings[-1]["fix"] = rss_fix(len(leaky), judged)

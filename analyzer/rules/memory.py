@@ -88,7 +88,8 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
                                              "reserved_slope_mb_per_min", "samples", "minutes", "credited")
                                    if v.get(k) is not None}
                                   for v in hit],
-                     "checked_sessions": len(sessions)},
+                     "checked_sessions": len(sessions)}
+                    | ({"set_aside": verdicts["set_aside"]} if verdicts.get("set_aside") else {}),
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
         ))
     for p in processes:
