@@ -483,8 +483,8 @@ def _message_notes(model: dict) -> list[dict]:
         n = sum(e.get("count") or 0 for e in sim)
         tag = _SIMULATED.search(sim[0]["sample_msg"]).group()
         notes.append({"id": "simulated_error", "level": "warning", "message": (
-            f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
-            f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
+            f"{n} error event{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
+            f"{'carries' if n == 1 else 'carry'} “{tag}” in {'its' if n == 1 else 'their'} message: the app (or a test harness) raised them itself, not the device. "
             + _failed_or_retried(n, (model.get("requests") or {}).get("errors") or 0,
                                  (model.get("requests") or {}).get("retried"))
             + "; what the message says of the device (its sizes) is not a reading")})
