@@ -143,6 +143,7 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
                      "checked_sessions": len(sessions)},
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
         ))
+        # one more read of two per-session tables, only when sessions are flagged
         findings[-1]["fix"] = leak_fix(hit, m)
     for p in processes:
         if p["basis"] == "request before/after":
