@@ -433,3 +433,14 @@ def test_at_risk_and_turn_are_defined_where_the_report_uses_them(report):
     assert "turn 1" in html and 'id="gloss-turn"' in html
     md = render_report(model, "md")
     assert "- **at risk**: in a ranked line's impact" in md and "- **turn**: one request of a session" in md
+
+
+def test_a_second_line_over_the_same_retried_requests_names_the_first(report):
+    """oom and beam_search over the same 5 requests, each answered after a caught OOM: the second
+    line says they are line 1's, not "5 more"."""
+    model, _ = report("oom_fallback")
+    oom = next(x for x in model["lead"] if x["rule"] == "oom")
+    beam = next(x for x in model["lead"] if x["rule"] == "beam_search")
+    assert oom["retried_requests"] == beam["retried_requests"] == 5
+    assert "5 of 252 requests answered after the app caught an error and retried" in oom["impact"]
+    assert f"the same 5 requests answered after a caught error and retry as line {oom['rank']}" in beam["impact"]

@@ -178,6 +178,7 @@ def lead(model: dict) -> list[dict]:
         sids = list(f.get("session_ids") or [])
         failed = over = failed_sessions = retried = 0
         failed_ids: frozenset = frozenset()
+        retried_ids: frozenset = frozenset()
         if sids:
             rows = [sessions[s] for s in sids if s in sessions]
             reqs = sum(r.get("requests") or 0 for r in rows)
@@ -190,8 +191,9 @@ def lead(model: dict) -> list[dict]:
             ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
             # answered after an error the app caught and retried: beside the failed count, so the
             # error events (one per attempt) and the failed requests read as two counts
-            retried = sum(1 for s in sids for r in details.get(s, [])
-                          if r.get("status") != "error" and r.get("error_type"))
+            retried_ids = frozenset((s, r.get("request_id")) for s in sids for r in details.get(s, [])
+                                    if r.get("status") != "error" and r.get("error_type"))
+            retried = len(retried_ids)
             # a request over the SLO is the finding's only where its rule can slow one: host or
             # GPU memory held does not make its sessions' requests wait in the queue
             if _judges_time(f["rule"]):
@@ -214,7 +216,7 @@ def lead(model: dict) -> list[dict]:
             "requests": reqs, "request_share": reqs / total_requests if total_requests else None,
             "failed_requests": failed, "failed_sessions": failed_sessions, "retried_requests": retried,
             "slo_missed_requests": over,
-            "_failed_ids": failed_ids,
+            "_failed_ids": failed_ids, "_retried_ids": retried_ids,
             "sessions": n_sessions, "session_share": n_sessions / total_sessions if total_sessions else None,
             "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
             "since": since, "until": until, "minutes": minutes,
@@ -230,10 +232,17 @@ def lead(model: dict) -> list[dict]:
         mine = x.pop("_failed_ids", frozenset())
         same = next((y for y in lines[: rank - 1] if mine and mine <= y.get("_ids", frozenset())), None)
         x["_ids"] = mine
+        # the retried requests an earlier line already counts: named, not added ("4 more")
+        again = x.pop("_retried_ids", frozenset())
+        x["_retried_same"] = next((y["rank"] for y in lines[: rank - 1]
+                                   if again and again <= y.get("_retried", frozenset())), None)
+        x["_retried"] = again
         x["same_failures_as"] = same["rank"] if same else None
         x["impact"] = impact_text(x, total_requests, total_sessions, same)
     for x in lines:
         x.pop("_ids", None)
+        x.pop("_retried", None)
+        x.pop("_retried_same", None)
         x.pop("_listed", None)
     return lines
 
@@ -360,9 +369,13 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
         else:
             bits.append(f"{n} of {total_requests} requests failed{where}")
     if x.get("retried_requests"):
-        r = x["retried_requests"]
-        bits.append(f"{r} {'more' if x['failed_requests'] else f'of {total_requests}'} "
-                    f"request{'s' if r != 1 else ''} answered after the app caught an error and retried")
+        r, again = x["retried_requests"], x.get("_retried_same")
+        if again is not None:
+            bits.append(f"the same {r} request{'s' if r != 1 else ''} answered after a caught error and retry "
+                        f"as line {again}")
+        else:
+            bits.append(f"{r} {'more' if x['failed_requests'] else f'of {total_requests}'} "
+                        f"request{'s' if r != 1 else ''} answered after the app caught an error and retried")
     if x["slo_missed_requests"]:
         bits.append(f"{x['slo_missed_requests']} of {total_requests} over the SLO")
     if not bits:
