@@ -277,3 +277,21 @@ def test_inflight_below_one_is_no_level(tmp_path, bad):
     (cap,) = _model(tmp_path / "logs")["capacity"]
     levels = [lv["level"] for lv in cap["levels"]]
     assert min(levels) >= 1 and sum(lv["requests"] for lv in cap["levels"]) == len(requests)
+
+
+def test_a_falling_or_loose_memory_fit_does_not_read_as_growth():
+    """A reader saw "memory grows -149.4 MiB reserved per request in flight, fit R² 0.74" on a run
+    whose GPU leak built memory up over time, so its late, low in-flight levels held the most."""
+    from dslogs.analyzer.render.glossary import oom_line
+
+    steady = {"mb_per_request": 40.8, "fit_r2": 0.95}
+    assert oom_line(steady) == ("not estimated: the logs carry no GPU total (memory grows 40.8 MiB reserved per "
+                                "request in flight, fit R² 0.95)")
+    falling = oom_line({"mb_per_request": -149.371, "fit_r2": 0.74})
+    assert "grows" not in falling and "peak reserved falls as more requests are in flight (-149.4 MiB" in falling
+    assert "not a memory per request to trust" in falling and "leak" not in falling
+    loose = oom_line({"mb_per_request": 60.0, "fit_r2": 0.5})
+    assert "grows" not in loose and "a loose fit (60 MiB reserved per request in flight, fit R² 0.50, under R² 0.80)" in loose
+    # where a leak pinned memory in the process, the why: memory built up over the run
+    why = oom_line({"mb_per_request": -149.371, "fit_r2": 0.74, "leak_mb": 4096.0})
+    assert "a leak (memory_leak, 4,096 MiB in this process) built memory up over the run" in why

@@ -368,3 +368,79 @@ def test_evidence_chart_has_axes_and_says_why_a_turn_is_missing(report):
     html = render_html(model, fallback_svg=False)
     assert "MiB kept" in html and "turn of the session" in html
     assert "turn 99 (no before/after reading)" in html
+
+
+def test_failed_requests_and_error_events_each_say_what_they_count(tmp_path):
+    """Two requests fail on an OOM and two more hit one, are retried and answered: 4 error events,
+    2 failed requests. A reader saw "4 errors" in the header beside "OutOfMemoryError 8" in the
+    errors table and took them for one count disagreeing."""
+    lines = []
+    for i, (sid, status) in enumerate((("f", "error"), ("f", "error"), ("r", "ok"), ("r", "ok"))):
+        rid, end = f"q{i}", 1.0 + i
+        lines.append(json.dumps({"v": 1, "ts": f"2026-12-06T10:00:{end - 0.5:06.3f}+00:00", "stage": "error",
+                                 "host": "h", "pid": 1, "session_id": sid, "request_id": rid,
+                                 "error_type": "OutOfMemoryError", "error_msg": "CUDA out of memory"}))
+        lines.append(_event(end, "request", 800, sid, rid, status=status))
+    (tmp_path / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    model = json.loads(out.read_text(encoding="utf-8"))
+    req = model["requests"]
+    assert (req["errors"], req["retried"]) == (2, 2) and [e["count"] for e in model["errors"]] == [4]
+    note = "2 failed · 2 retried and answered"
+    assert req["errors_note"] == note
+    md = render_report(model, "md")
+    assert f"4 requests ({note}) in" in md
+    assert "| type | events | sessions |" in md
+    oom = next(x for x in model["lead"] if x["rule"] == "oom")
+    assert oom["retried_requests"] == 2
+    assert "2 of 4 requests failed, all in 1 session; 2 more requests answered after the app caught" in oom["impact"]
+    html = render_report(model, "html")
+    assert f'<div class="k">failed requests</div><div class="v">{note}</div>' in html
+
+
+def test_the_header_says_when_requests_ran_beside_the_logs_span(tmp_path):
+    """The logs span 30 s, the requests ran 7 s of it: a reader had to rebuild that from the
+    drill-down's start times."""
+    lines = [json.dumps({"v": 1, "ts": "2026-12-06T10:00:01.000+00:00", "stage": "gpu_memory", "host": "h", "pid": 1,
+                         "reserved_mb": 3000.0, "allocated_mb": 3000.0})]
+    lines += [_event(10.0 + i, "request", 800, f"s{i}", f"q{i}", status="ok") for i in range(3)]
+    lines.append(json.dumps({"v": 1, "ts": "2026-12-06T10:00:31.000+00:00", "stage": "gpu_memory", "host": "h",
+                             "pid": 1, "reserved_mb": 3000.0, "allocated_mb": 3000.0}))
+    (tmp_path / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    model = json.loads(out.read_text(encoding="utf-8"))
+    w = model["window"]
+    assert w["first_request"].startswith("2026-12-06T10:00:09.2") and w["last_request"].startswith("2026-12-06T10:00:12.0")
+    assert "30 s of data" in render_report(model, "md")
+    assert "Requests ran from 2026-12-06T10:00:09.2" in render_report(model, "md")
+    assert "(3 s of the 30 s)." in render_report(model, "md")
+    assert "Requests ran from 2026-12-06 10:00:09 UTC to 2026-12-06 10:00:12 UTC (3 s)." in render_report(model, "html")
+
+
+def test_at_risk_and_turn_are_defined_where_the_report_uses_them(report):
+    """A reader met "8 of 70 requests at risk" in the impact lines and "turn 2" in the memory
+    evidence, neither in the glossary."""
+    from dslogs.analyzer.render.glossary import GLOSSARY
+
+    model, html = report("gradio_host_leak")
+    assert any("at risk" in x["impact"] for x in model["lead"])
+    assert GLOSSARY.get("at risk") and GLOSSARY.get("turn")
+    assert '<a class="term" href="#gloss-at-risk"' in html and 'id="gloss-at-risk"' in html
+    assert "turn 1" in html and 'id="gloss-turn"' in html
+    md = render_report(model, "md")
+    assert "- **at risk**: in a ranked line's impact" in md and "- **turn**: one request of a session" in md
+
+
+def test_a_second_line_over_the_same_retried_requests_names_the_first(report):
+    """oom and beam_search over the same 5 requests, each answered after a caught OOM: the second
+    line says they are line 1's, not "5 more"."""
+    model, _ = report("oom_fallback")
+    oom = next(x for x in model["lead"] if x["rule"] == "oom")
+    beam = next(x for x in model["lead"] if x["rule"] == "beam_search")
+    assert oom["retried_requests"] == beam["retried_requests"] == 5
+    assert "5 of 252 requests answered after the app caught an error and retried" in oom["impact"]
+    assert f"the same 5 requests answered after a caught error and retry as line {oom['rank']}" in beam["impact"]

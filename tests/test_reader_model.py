@@ -309,16 +309,18 @@ def test_zero_errors_beside_retried_ooms_says_so_once_everywhere(run):
     from html import unescape
 
     model, _ = run("run2")  # 6 CUDA OOMs with num_beams=5, each retried greedy: no request failed
-    note = "0 failed · 6 OOM retried"
-    assert model["requests"]["errors"] == 0 and model["requests"]["errors_note"] == note
+    # the window counts requests answered after a retry, a session its OOMs (none of them failed)
+    note, ooms = "0 failed · 6 retried and answered", "0 failed · 6 OOM retried and answered"
+    assert model["requests"]["errors"] == 0 and model["requests"]["retried"] == 6
+    assert model["requests"]["errors_note"] == note
     oom = next(s for s in model["sessions"] if "oom" in s["findings"])
-    assert oom["errors_note"] == note
+    assert oom["errors_note"] == ooms
     assert all(s["errors_note"] is None for s in model["sessions"] if s is not oom)
     html = unescape(_html(model))
-    assert f'<div class="k">errors</div><div class="v">{note}</div>' in html
-    assert f"<dt>errors</dt><dd>{note}</dd>" in html
+    assert f'<div class="k">failed requests</div><div class="v">{note}</div>' in html
+    assert f"<dt>failed requests</dt><dd>{ooms}</dd>" in html
     rows = _table_after(html, 'id="sessions-table"')
-    assert [r[3] for r in rows if r[3] == note] == [note], rows[:2]
+    assert [r[3] for r in rows if r[3] == ooms] == [ooms], rows[:2]
     from dslogs.analyzer.render.report import render_report
 
     assert f"96 requests ({note}) in" in render_report(model, "md")

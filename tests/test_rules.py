@@ -494,3 +494,56 @@ def test_a_fix_speaks_of_the_stack_the_logs_came_from():
         f = [{"fix": fix, "hosts": ["vm"]}]
         speak_stack(f, stacks)
         assert "st.session_state" in f[0]["fix"] and "gr.State" in f[0]["fix"]
+
+
+def _keepers(kept: dict[str, float], ghost: float = 0.0, kv_mb: float | None = 0.005, share: float = 0.0):
+    """memory_leak's tables for sessions keeping ``kept`` MiB per request (4 requests each, no
+    overlap), their readings holding ``ghost`` MiB of cache (reserved − allocated) and a KV cache
+    of ``kv_mb`` MiB at most."""
+    deltas = [{"session_id": sid, "host": "vm", "pid": 1, "request_id": f"{sid}-{i}", "gpu_delta_mb": mb,
+               "ended_during": []} for sid, mb in kept.items() for i in range(4)]
+    deltas += [{"session_id": "quiet", "host": "vm", "pid": 1, "request_id": f"q-{i}", "gpu_delta_mb": 0.0,
+                "ended_during": []} for i in range(4)]
+    mem_rows = [session(sid, "vm", pid=1, samples=4, ghost_p50_mb=ghost, ghost_share_p50=share) for sid in kept]
+    kv = [session(sid, "vm", kv_cache_size_max_mb=kv_mb) for sid in kept] if kv_mb is not None else []
+    return {"request_memory_deltas": deltas, "memory_per_session": mem_rows, "kv_cache_per_session": kv}
+
+
+def test_memory_leak_fix_follows_what_the_readings_show():
+    """Allocated memory kept (reserved ≈ allocated): live tensors, which empty_cache cannot free,
+    so the fix is dropping the references; and a KV cache far smaller than what each request kept
+    cannot be it (a reader distrusted both pieces of advice on such a run)."""
+    (f,) = run("memory_leak", _keepers({"a": 512.0, "b": 300.0})).findings
+    assert "del outputs" in f["fix"] and "cannot free" in f["fix"]
+    assert "then `torch.cuda.empty_cache()`" not in f["fix"] and "past_key_values" not in f["fix"]
+    assert "Not the KV cache: at most 0.005 MiB" in f["fix"] and "003 §4.1" in f["fix"]
+    # readings that show cache (reserved well over allocated): empty_cache frees it
+    (f,) = run("memory_leak", _keepers({"a": 512.0}, ghost=3000.0, share=0.6)).findings
+    assert "then `torch.cuda.empty_cache()`" in f["fix"] and "cannot free" not in f["fix"]
+    # a KV cache the size of what was kept, or none logged: sharing it stays advised (000 §5)
+    for kv in (400.0, None):
+        (f,) = run("memory_leak", _keepers({"a": 512.0}, kv_mb=kv)).findings
+        assert "past_key_values" in f["fix"] and "000 §5" in f["fix"]
+
+
+def test_memory_leak_names_no_single_worst_session_on_a_tie():
+    (f,) = run("memory_leak", _keepers({"a": 512.0, "b": 512.0})).findings
+    assert "worst session" not in f["message"] and "over 4 requests in each session" in f["message"], f["message"]
+    (f,) = run("memory_leak", _keepers({"a": 512.0, "b": 512.0, "c": 300.0})).findings
+    assert "in the 2 worst sessions (2,048 MiB over 4 requests each;" in f["message"], f["message"]
+    (f,) = run("memory_leak", _keepers({"a": 512.0, "c": 300.0})).findings
+    assert "in the worst session (2,048 MiB over 4 requests;" in f["message"], f["message"]
+
+
+def test_oom_fix_caps_beams_and_retries_greedy_not_a_circular_fallback():
+    """num_beams=1 with do_sample=False is greedy: "num_beams=1, falling back to greedy" said the
+    same thing twice. 003 §3.2: force num_beams=1 whatever the request asks, and retry what still
+    runs out of memory greedily."""
+    from dslogs.analyzer.rules.evidence import fix_for, request_factors
+
+    factors = request_factors([{"num_beams": 1, "failed_num_beams": 5, "input_len": 5, "turn_index": 2,
+                                "max_new_tokens": 256}], T)
+    fix = fix_for("oom", factors, RULE_INFO["oom"][2])
+    assert "cap num_beams at 1 server-side" in fix and "falling back" not in fix, fix
+    assert "do_sample=False" in fix and "003 §3.2" in fix
+    assert "cap num_beams at 1" in RULE_INFO["oom"][2] and "fall back to greedy" not in RULE_INFO["oom"][2]

@@ -271,3 +271,14 @@ def human_duration(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
     return f"{s // 86400} d" + (f" {s % 86400 // 3600} h" if s % 86400 // 3600 else "")
+
+
+def span_between(first: str | None, last: str | None) -> str | None:
+    """``human_duration`` from one ISO timestamp to another; None where either is missing or
+    unreadable."""
+    if not first or not last:
+        return None
+    try:
+        return human_duration((parse_iso(last) - parse_iso(first)).total_seconds())
+    except (TypeError, ValueError):
+        return None

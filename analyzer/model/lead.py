@@ -176,8 +176,9 @@ def lead(model: dict) -> list[dict]:
     lines = []
     for i, f in enumerate(model.get("findings") or [], 1):
         sids = list(f.get("session_ids") or [])
-        failed = over = failed_sessions = 0
+        failed = over = failed_sessions = retried = 0
         failed_ids: frozenset = frozenset()
+        retried_ids: frozenset = frozenset()
         if sids:
             rows = [sessions[s] for s in sids if s in sessions]
             reqs = sum(r.get("requests") or 0 for r in rows)
@@ -188,6 +189,11 @@ def lead(model: dict) -> list[dict]:
             failed_ids = frozenset(
                 (s, r.get("request_id")) for s in sids for r in details.get(s, []) if r.get("status") == "error"
             ) or frozenset((r["session_id"], "errors") for r in rows if r.get("errors"))
+            # answered after an error the app caught and retried: beside the failed count, so the
+            # error events (one per attempt) and the failed requests read as two counts
+            retried_ids = frozenset((s, r.get("request_id")) for s in sids for r in details.get(s, [])
+                                    if r.get("status") != "error" and r.get("error_type"))
+            retried = len(retried_ids)
             # a request over the SLO is the finding's only where its rule can slow one: host or
             # GPU memory held does not make its sessions' requests wait in the queue
             if _judges_time(f["rule"]):
@@ -208,8 +214,9 @@ def lead(model: dict) -> list[dict]:
             "rule": f["rule"], "severity": f["severity"], "scope": f.get("scope"), "finding": i,
             "problem": f.get("message"),
             "requests": reqs, "request_share": reqs / total_requests if total_requests else None,
-            "failed_requests": failed, "failed_sessions": failed_sessions, "slo_missed_requests": over,
-            "_failed_ids": failed_ids,
+            "failed_requests": failed, "failed_sessions": failed_sessions, "retried_requests": retried,
+            "slo_missed_requests": over,
+            "_failed_ids": failed_ids, "_retried_ids": retried_ids,
             "sessions": n_sessions, "session_share": n_sessions / total_sessions if total_sessions else None,
             "session_ids": sids[:LEAD_SESSIONS], "more_sessions": max(len(sids) - LEAD_SESSIONS, 0),
             "since": since, "until": until, "minutes": minutes,
@@ -225,10 +232,17 @@ def lead(model: dict) -> list[dict]:
         mine = x.pop("_failed_ids", frozenset())
         same = next((y for y in lines[: rank - 1] if mine and mine <= y.get("_ids", frozenset())), None)
         x["_ids"] = mine
+        # the retried requests an earlier line already counts: named, not added ("4 more")
+        again = x.pop("_retried_ids", frozenset())
+        x["_retried_same"] = next((y["rank"] for y in lines[: rank - 1]
+                                   if again and again <= y.get("_retried", frozenset())), None)
+        x["_retried"] = again
         x["same_failures_as"] = same["rank"] if same else None
         x["impact"] = impact_text(x, total_requests, total_sessions, same)
     for x in lines:
         x.pop("_ids", None)
+        x.pop("_retried", None)
+        x.pop("_retried_same", None)
         x.pop("_listed", None)
     return lines
 
@@ -354,6 +368,14 @@ def impact_text(x: dict, total_requests: int, total_sessions: int, same: dict | 
                         f"({same['rule']}), not {n} more{where}")
         else:
             bits.append(f"{n} of {total_requests} requests failed{where}")
+    if x.get("retried_requests"):
+        r, again = x["retried_requests"], x.get("_retried_same")
+        if again is not None:
+            bits.append(f"the same {r} request{'s' if r != 1 else ''} answered after a caught error and retry "
+                        f"as line {again}")
+        else:
+            bits.append(f"{r} {'more' if x['failed_requests'] else f'of {total_requests}'} "
+                        f"request{'s' if r != 1 else ''} answered after the app caught an error and retried")
     if x["slo_missed_requests"]:
         bits.append(f"{x['slo_missed_requests']} of {total_requests} over the SLO")
     if not bits:
@@ -446,11 +468,12 @@ def _gib(pattern: re.Pattern, text: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 
-def _failed_or_retried(n: int, failed: int) -> str:
+def _failed_or_retried(n: int, failed: int, retried: int | None = None) -> str:
     """What the ``n`` errors did to their requests, as the report counts them: failed (the user
-    got an error) or caught and retried (the request is ok, the error its first attempt's)."""
+    got an error) or caught and retried (the request is ok, the error its first attempt's:
+    requests.retried; a model saved without it, the errors the failed requests leave)."""
     failed = min(n, failed)
-    retried = n - failed
+    retried = n - failed if retried is None else retried
     if not failed:
         return (f"No request failed: the app caught {'it' if n == 1 else 'each'} and retried, so the request "
                 "shows status ok with the error of its first attempt and the user got a slower answer, not an "
@@ -473,9 +496,10 @@ def _message_notes(model: dict) -> list[dict]:
         n = sum(e.get("count") or 0 for e in sim)
         tag = _SIMULATED.search(sim[0]["sample_msg"]).group()
         notes.append({"id": "simulated_error", "level": "warning", "message": (
-            f"{n} error{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
-            f"carry “{tag}” in their message: the app (or a test harness) raised them itself, not the device. "
-            + _failed_or_retried(n, (model.get("requests") or {}).get("errors") or 0)
+            f"{n} error event{'s' if n != 1 else ''} ({', '.join(sorted({str(e.get('error_type')) for e in sim}))}) "
+            f"{'carries' if n == 1 else 'carry'} “{tag}” in {'its' if n == 1 else 'their'} message: the app (or a test harness) raised them itself, not the device. "
+            + _failed_or_retried(n, (model.get("requests") or {}).get("errors") or 0,
+                                 (model.get("requests") or {}).get("retried"))
             + "; what the message says of the device (its sizes) is not a reading")})
     totals = [g["mem_total_mb"] for g in model.get("gpus") or [] if g.get("mem_total_mb")]
     totals += [c["gpu_total_mb"] for c in model.get("capacity") or [] if c.get("gpu_total_mb")]

@@ -171,6 +171,9 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
             "until": (window or {}).get("until"),
             "first_event": span.get("first_event"),
             "last_event": span.get("last_event"),
+            # when requests ran (first start to last end): traffic may fill only part of the logs' span
+            "first_request": _one(metrics, "goodput").get("first_request"),
+            "last_request": _one(metrics, "goodput").get("last_request"),
         },
         "ingest": ingest_block(ingest),
         "hosts": [
@@ -203,7 +206,7 @@ def build_report_from_metrics(metrics: dict, ingest: dict, window: dict, thresho
         "slow_requests": slow_requests(metrics, _requests_e2e_p50(metrics), thresholds),
         "gpus": list(metrics.get("gpu_per_host", [])),
         "processes": _processes_block(metrics, findings),
-        "capacity": capacity_block(metrics, thresholds),
+        "capacity": capacity_block(metrics, thresholds, leak=leak),
         "series_bucket": params.get("bucket", "hour"),
         "series": _series_block(metrics),
         "session_details": group_session_details(metrics.get("session_requests", [])),
@@ -246,16 +249,33 @@ def speak_stack(findings: list[dict], stacks: dict) -> None:
         f["fix"] = fix_for_stack(f["fix"], mine)
 
 
-def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None) -> list[dict]:
+def _leak_by_process(leak: dict | None) -> dict[tuple, float]:
+    """(host, pid) -> the MiB memory_leak's verdicts pin in that process: its flagged sessions'
+    and its own process finding's."""
+    out: dict[tuple, float] = {}
+    if not leak:
+        return out
+    for v in list(leak["sessions"].values()) + list(leak["processes"]):
+        if v.get("flagged", True) and v.get("rise_mb"):
+            key = (v.get("host"), v.get("pid"))
+            out[key] = out.get(key, 0.0) + v["rise_mb"]
+    return out
+
+
+def capacity_block(metrics: dict, thresholds: dict, grid: dict | None = None, leak: dict | None = None) -> list[dict]:
     """Per process: its in-flight levels, the capacity model's verdicts (rules/capacity_curve) and
-    the settings simulated from its fitted service model (model/whatif)."""
+    the settings simulated from its fitted service model (model/whatif); ``leak`` (memory_leak's
+    verdicts) gives the MiB a leak pinned in the process, which the memory fit's words name."""
     keep = ("host", "pid", "requests", "top_level", "knee", "slo_level", "slo_over", "slo_unmet", "oom_level",
             "mb_per_request",
             "base_mb", "fit_r2", "gpu_total_mb", "recommendation", "needs", "levels")
     sample = metrics.get("service_requests") or []
+    leaked = _leak_by_process(leak)
     out = []
     for c in capacity_curves(metrics, thresholds, process_stacks(metrics)):
         row = {k: c.get(k) for k in keep}
+        if leaked.get((c.get("host"), c.get("pid"))):
+            row["leak_mb"] = leaked[(c.get("host"), c.get("pid"))]
         mine = [r for r in sample if (r.get("host"), r.get("pid")) == (c.get("host"), c.get("pid"))]
         if c.get("levels") and mine:
             row.update(whatif.process_what_if(c, mine, thresholds, grid))
@@ -293,12 +313,13 @@ def _pcts(row: dict | None) -> dict:
     return {k: row.get(k) for k in ("count", "p50", "p90", "p95", "p99", "max")}
 
 
-def errors_note(errors: int | None, ooms: int | None) -> str | None:
-    """What an error count of 0 hides when OOMs were logged: the app caught and retried them, so
-    no request failed, yet a bare "0" beside an OOM finding reads as a contradiction."""
-    if errors or not ooms:
+def errors_note(errors: int | None, retried: int | None, what: str = "") -> str | None:
+    """What a count of failed requests leaves out: the requests whose error the app caught and
+    retried (status ok, the user got an answer). Beside the error events (one per attempt that
+    raised) or an OOM finding, a bare failed count reads as a second count of the same errors."""
+    if not retried:
         return None
-    return f"0 failed · {ooms:,} OOM retried"
+    return f"{errors or 0:,} failed · {retried:,} {what}retried and answered"
 
 
 def _requests_block(metrics: dict, thresholds: dict) -> dict:
@@ -310,7 +331,8 @@ def _requests_block(metrics: dict, thresholds: dict) -> dict:
         "count": g.get("requests", 0),
         "ok": g.get("ok", 0),
         "errors": g.get("errors", 0),
-        "errors_note": errors_note(g.get("errors", 0), sum(oom_count(r) for r in metrics.get("oom_per_session", []))),
+        "retried": g.get("retried", 0),
+        "errors_note": errors_note(g.get("errors", 0), g.get("retried", 0)),
         "ttft_ms": _pcts(lat.get("ttft_ms")),
         "tpot_ms": _pcts(lat.get("tpot_ms")),
         "e2e_ms": _pcts(lat.get("e2e_ms")),
@@ -446,7 +468,9 @@ def _sessions_block(metrics: dict, by_session: dict, findings: list[dict], thres
         has_both = snap is not None and snap.get("reserved_last_mb") is not None
         row["reserved_rise_mb"] = snapshot_rise(snap, 0, frozenset()) if has_both else None
         row["slope_ok"] = slope_ok(row.get("duration_min"))
-        row["errors_note"] = errors_note(row.get("errors"), ooms.get(sid))
+        # a session's OOMs where none of its requests failed: each was retried (its own retried
+        # count is not in the sessions table)
+        row["errors_note"] = errors_note(0, ooms.get(sid), "OOM ") if not row.get("errors") else None
         judged = {"memory_leak": leak_judged(sid, snap), "rss_growth": rss_judgement(rss, sid, thresholds),
                   "ghost_memory": ({k: snap.get(k) for k in ("ghost_p50_mb", "ghost_share_p50")}
                                    if snap is not None and snap.get("ghost_p50_mb") is not None

@@ -142,6 +142,8 @@ class Window(Model):
     until: str | None = None  # the window's end as asked, ISO 8601
     first_event: str | None = None  # the first event read
     last_event: str | None = None  # the last event read
+    first_request: str | None = None  # the first request's start (its end less its end-to-end time)
+    last_request: str | None = None  # the last request's end
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -425,8 +427,9 @@ class Requests(Model):
 
     count: Count | None = None
     ok: Count | None = None
-    errors: Count | None = None
-    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
+    errors: Count | None = None  # failed requests (status error), not error events
+    retried: Count | None = None  # answered after an error: the app caught it and retried
+    errors_note: str | None = None  # "4 failed · 4 retried and answered": what the failed count leaves out
     ttft_ms: LatencyStats = field(default_factory=LatencyStats)  # time to first token
     tpot_ms: LatencyStats = field(default_factory=LatencyStats)  # time per output token
     e2e_ms: LatencyStats = field(default_factory=LatencyStats)  # end to end
@@ -494,7 +497,7 @@ class SessionRow(Row):
     max_output_len: int | None = None
     source_format: str | None = None
     reserved_rise_mb: float | None = None  # last − first reserved snapshot
-    errors_note: str | None = None  # "0 failed · 6 OOM retried": no error, yet OOMs logged
+    errors_note: str | None = None  # "0 failed · 6 OOM retried and answered": no error, yet OOMs logged
     slope_ok: bool | None = None  # readings span a minute: the per-minute slope means something
     judged: dict[str, Judged] | None = None  # rule -> what it judged of the session
     findings: list[str] | None = None  # the rules it fired
@@ -559,6 +562,7 @@ class LeadLine(Model):
     request_share: Share | None = None  # of the window's requests
     failed_requests: Count | None = None
     failed_sessions: Count | None = None  # of its sessions, those with a failed request
+    retried_requests: Count | None = None  # answered after a caught error and retry (drill-down)
     same_failures_as: int | None = None  # rank of an earlier line counting the same failed requests
     slo_missed_requests: Count | None = None
     sessions: Count | None = None
@@ -733,6 +737,7 @@ class ProcessCapacity(Row):
     mb_per_request: float | None = None  # reserved memory per request in flight (the fit's slope)
     base_mb: float | None = None  # the fit's intercept
     fit_r2: float | None = None
+    leak_mb: float | None = None  # MiB memory_leak pins in the process: it confounds the fit with time
     gpu_total_mb: float | None = None
     recommendation: Recommendation | None = None
     needs: str | None = None  # what traffic would settle a missing recommendation

@@ -27,6 +27,11 @@ GLOSSARY: dict[str, str] = {
     "below zero": "a judged (credited) figure under 0 MiB: over the turns counted, the session's requests "
                   "released more memory than they kept (memory an earlier turn or another request held, freed "
                   "in its step); not a leak, nothing to fix",
+    "at risk": "in a ranked line's impact: the requests of the sessions (or hosts) the finding names, where none "
+               "of them failed or missed the SLO: what the problem can do to them (memory kept, a limit that "
+               "lets a request run long), not what it did in these logs",
+    "turn": "one request of a session, numbered in start order: turn 1 is the session's first request, turn "
+            "4 its fourth (a chat's user message and its answer)",
     "in flight": "requests running in the same process when a request started, itself included",
     "rise": "memory at the end − at the start, MiB: a session's reserved GPU memory at its last turn − its "
             "first (the process's readings), or a process's RSS (host RAM) last − first",
@@ -59,7 +64,7 @@ def term_anchor(word: str) -> str:
 # the terms linked to their entry where finding, fix and lead texts use them (words such as
 # "kept" or "rise" read plainly there)
 LINKED_TERMS = ("TTFT", "TPOT", "TTFA", "e2e", "goodput", "SLO", "RSS", "knee", "seed app", "queue wait",
-                "ghost memory", "in flight", "gpu_wait")
+                "ghost memory", "in flight", "gpu_wait", "at risk")
 _TERMS = sorted(LINKED_TERMS, key=len, reverse=True)
 TERM_RE = re.compile(r"(?<![\w/])(" + "|".join(re.escape(w) for w in _TERMS) + r")(?![\w/])")
 
@@ -154,6 +159,7 @@ def oom_line(c: dict) -> str:
     """A capacity block's "OOM likely from" and the memory fit it rests on, one sentence for both
     reports: the level, or "not estimated" with why, then the fit where there is one."""
     from dslogs.analyzer.core import format as fmt
+    from dslogs.analyzer.rules.capacity_curve import memory_fit_text
 
     mb = c.get("mb_per_request")
     fit = (f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(c.get('fit_r2'), 2)}"
@@ -163,7 +169,7 @@ def oom_line(c: dict) -> str:
         extra = ", ".join(x for x in (fit, f"GPU total {fmt.table(total)} MiB" if total else "") if x)
         return f"{fmt.table(c['oom_level'])}" + (f" ({extra})" if extra else "")
     if not total:
-        return "not estimated: the logs carry no GPU total" + (f" (memory grows {fit})" if fit else "")
+        return "not estimated: the logs carry no GPU total" + (f" ({memory_fit_text(c)})" if fit else "")
     if mb is None:
         return "not estimated: no memory growth per request in flight fitted"
     return f"not estimated: memory does not grow with requests in flight ({fit})"

@@ -33,7 +33,7 @@ from dslogs.analyzer.core import progress
 from dslogs.analyzer.core.errors import UsageError
 from dslogs.analyzer.core.outfile import own_file, own_folder, write_out
 from dslogs.analyzer.core.resources import templates_dir
-from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.core.time import human_duration, span_between
 from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, SLOW_SHOWN, severity_counts
 from dslogs.analyzer.model.report import MIN_SLOPE_MINUTES
 from dslogs.analyzer.model.result_cache import RUN_KEYS
@@ -697,12 +697,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         if f["section"]:
             section_findings.setdefault(f["section"], []).append({"index": i, "rule": f["rule"], "severity": f["severity"]})
     window = model.get("window") or {}
-    data_span = None
-    if window.get("first_event") and window.get("last_event"):
-        try:
-            data_span = human_duration((parse_iso(window["last_event"]) - parse_iso(window["first_event"])).total_seconds())
-        except ValueError:
-            data_span = None
+    data_span = span_between(window.get("first_event"), window.get("last_event"))
     from dslogs.analyzer.render.glossary import ARTICLES, GLOSSARY, source_sections
 
     return {
@@ -711,6 +706,7 @@ def view_model(model: dict, fallback_svg: bool = True) -> dict:
         "articles": ARTICLES,
         "source_sections": source_sections(),
         "data_span": data_span,
+        "request_span": span_between(window.get("first_request"), window.get("last_request")),
         "section_findings": section_findings,
         "memory_sessions": _memory_sessions(sessions),
         "memory_digits": memory_digits(_memory_sessions(sessions)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dslogs.analyzer.core import format as fmt
 from dslogs.analyzer.core import textsafe
-from dslogs.analyzer.core.time import human_duration, parse_iso
+from dslogs.analyzer.core.time import span_between
 from dslogs.analyzer.model.lead import LEAD_SLO_SHARE, severity_counts
 from dslogs.analyzer.render.deploys import baseline_text
 from dslogs.analyzer.render.glossary import counted_of, oom_line
@@ -203,13 +203,11 @@ def render_markdown(model: dict) -> str:
     ing = model.get("ingest") or {}
     req = model.get("requests") or {}
     out = ["# dslogs diagnosis report", ""]
-    span = ""
-    if w.get("first_event") and w.get("last_event"):
-        try:
-            seconds = (parse_iso(w["last_event"]) - parse_iso(w["first_event"])).total_seconds()
-            span = f", {human_duration(seconds)} of data"
-        except (TypeError, ValueError):
-            span = ""
+    data = span_between(w.get("first_event"), w.get("last_event"))
+    span = f", {data} of data" if data else ""
+    ran = span_between(w.get("first_request"), w.get("last_request"))
+    traffic = (f" Requests ran from {_text(w['first_request'])} to {_text(w['last_request'])} ({ran}"
+               + (f" of the {data}" if data and data != ran else "") + ")." if ran else "")
     out.append(
         f"Logs from {_text(w.get('first_event'))} to {_text(w.get('last_event'))}{span}"
         f" (window {_text(w.get('since') or 'start')} – {_text(w.get('until') or 'end')}): "
@@ -217,7 +215,7 @@ def render_markdown(model: dict) -> str:
         f"{_count(ing.get('bad_lines'), 'bad line')}, {_count(req.get('count'), 'request')} "
         f"({_text(req['errors_note']) if req.get('errors_note') else _count(req.get('errors'), 'error')}) in "
         f"{_count(model.get('sessions_total', len(model.get('sessions') or [])), 'session')} "
-        f"on {_count(len(model.get('hosts') or []), 'host')}."
+        f"on {_count(len(model.get('hosts') or []), 'host')}.{traffic}"
     )
     out.append("")
 
@@ -372,7 +370,7 @@ def render_markdown(model: dict) -> str:
         out += ["## Errors", ""]
         rows = [[_esc(e.get("error_type")), _num(e.get("count")), _num(e.get("sessions")), _text(e.get("first_ts")),
                  _text(e.get("last_ts")), _esc((e.get("sample_msg") or "")[:120])] for e in errors]
-        out += _table(["type", "count", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
+        out += _table(["type", "events", "sessions", "first", "last", "sample"], rows, "lrrlll") + [""]
     out += _server_metrics(model.get("server_metrics") or [])
     from dslogs.analyzer.render.glossary import GLOSSARY
 

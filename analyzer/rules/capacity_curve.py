@@ -17,6 +17,33 @@ SETTING = "concurrency_limit (Gradio) / max_num_seqs (vLLM)"
 SETTINGS = {"gradio": "concurrency_limit (Gradio)", "vllm": "max_num_seqs (vLLM)"}
 
 
+# A memory fit looser than this is no memory per request to read or extrapolate: the bar the
+# report's other growth fits meet (rss_growth min_r2, kv_cache_bloat prefill_growth_min_r2).
+FIT_MIN_R2 = 0.8
+
+
+def memory_fit_text(c: dict) -> str:
+    """The capacity block's memory fit in words: how much reserved memory one more request in
+    flight adds, or that the peak falls with more in flight or the fit is too loose to trust, and
+    why where the model says (a leak in the process built memory up over the run, so levels the
+    traffic reached late hold more of it whatever their requests in flight). "" without a fit."""
+    from dslogs.analyzer.core import format as fmt
+
+    mb, r2 = c.get("mb_per_request"), c.get("fit_r2")
+    if mb is None:
+        return ""
+    fit = f"{fmt.table(mb)} MiB reserved per request in flight, fit R² {fmt.table(r2, 2)}"
+    if mb > 0 and (r2 is None or r2 >= FIT_MIN_R2):
+        return f"memory grows {fit}"
+    text = (f"peak reserved falls as more requests are in flight ({fit})" if mb <= 0
+            else f"a loose fit ({fit}, under R² {fmt.table(FIT_MIN_R2, 2)})")
+    text += ": not a memory per request to trust"
+    if c.get("leak_mb"):
+        text += (f"; a leak (memory_leak, {fmt.table(c['leak_mb'])} MiB in this process) built memory up over "
+                 "the run, so the levels the traffic reached late hold more of it whatever their requests in flight")
+    return text
+
+
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
     """Least squares y = a + b x over ``points``: (a, b, r2); None under three distinct x (a
     line through two points always fits)."""

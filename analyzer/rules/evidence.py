@@ -156,7 +156,8 @@ def request_factors(rows: list[dict], t: dict) -> list[dict]:
 
 # what to do about each factor when it is present (003 §3.2, §4.3)
 _FACTOR_FIX = {
-    "beam search": "generate with num_beams=1, falling back to greedy (do_sample=False) on OOM (003 §3.2)",
+    "beam search": ("cap num_beams at 1 server-side, whatever a request asks for; retry an OOM that still "
+                    "happens once with greedy decoding (num_beams=1, do_sample=False) (003 §3.2)"),
     "long input": "cap the input length (truncate or summarise long prompts) (003 §4.3)",
     "long history": "trim the dialogue history to the last 8 turns (003 §4.3)",
     "large max_new_tokens": "bound max_new_tokens (003 §3.2)",

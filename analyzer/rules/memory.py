@@ -34,17 +34,59 @@ def fix_for_stack(fix: str, stacks: set) -> str:
     return fix.replace(SESSION_STATE_ANY, words) if words else fix
 
 
+# An amount explains the memory a session kept only where it is of that size: under a tenth of
+# what each request kept, neither the allocator's cache (what empty_cache frees) nor the KV cache
+# (what sharing it with past_key_values saves, 000 §5) can be what was kept.
+EXPLAINS_SHARE = 0.1
+
+
+def leak_fix(hit: list[dict], m: dict) -> str:
+    """The memory_leak fix for what the flagged sessions' readings show: allocated memory (live
+    tensors, which torch.cuda.empty_cache() cannot free) or cache (reserved over allocated); and
+    the KV cache's advice only where the KV cache is large enough to be what they kept."""
+    # what each session kept per request where its requests were judged, else over its turns
+    kept = {v["session_id"]: v.get("leak_per_request_mb") or v["rise_mb"] for v in hit}
+    cached, live = 0, []
+    for r in m.get("memory_per_session", []):
+        if r["session_id"] in kept and r.get("ghost_p50_mb") is not None:
+            if r["ghost_p50_mb"] >= EXPLAINS_SHARE * kept[r["session_id"]]:
+                cached += 1
+            else:
+                live.append(r["ghost_p50_mb"])
+    kv = [r["kv_cache_size_max_mb"] for r in m.get("kv_cache_per_session", [])
+          if r["session_id"] in kept and r.get("kv_cache_size_max_mb") is not None]
+    rates = [v.get("leak_per_request_mb") for v in hit]
+    state = f"never keep GPU tensors in {SESSION_STATE_ANY} (003 §4.1)"
+    if live and not cached:
+        head = ("Drop the references the app keeps: free what generate returns as soon as it is decoded "
+                f"(`del outputs`), {state}. The kept memory is allocated, not cache (reserved − allocated "
+                f"in these sessions' readings: median {fmt.significant(max(live))} MiB at most): live tensors, "
+                "which `torch.cuda.empty_cache()` cannot free")
+    elif cached:
+        head = ("Free what generate returns as soon as it is decoded (`del outputs`, then "
+                "`torch.cuda.empty_cache()`: these sessions' readings show cache, reserved over allocated), "
+                f"{state}")
+    else:
+        head = ("Free what generate returns as soon as it is decoded (`del outputs`, then "
+                f"`torch.cuda.empty_cache()` for what the cache holds), {state}")
+    if kv and None not in rates and max(kv) < EXPLAINS_SHARE * min(rates):
+        return (f"{head}. Not the KV cache: at most {fmt.significant(max(kv))} MiB per request in these sessions, "
+                f"far below the {fmt.prose(min(rates))} MiB each request kept.")
+    return (f"{head}; and pass past_key_values to generate() explicitly so the KV cache is shared, not "
+            "rebuilt (000 §5).")
+
+
 @rule(
     "memory_leak",
     severity="critical",
     source="000 §5 table; 003 §4.1, §5.3",
     fix=(
-        "Reserved GPU memory only goes up: free what generate returns as soon as it is decoded "
-        "(`del outputs`, then `torch.cuda.empty_cache()`), never keep GPU tensors in "
-        f"{SESSION_STATE_ANY} (003 §4.1), and pass past_key_values to "
-        "generate() explicitly so the KV cache is shared, not rebuilt (000 §5)."
+        "Free what generate returns as soon as it is decoded (`del outputs`, then `torch.cuda.empty_cache()` "
+        f"for what the cache holds), never keep GPU tensors in {SESSION_STATE_ANY} (003 §4.1), and pass "
+        "past_key_values to generate() explicitly so the KV cache is shared, not rebuilt (000 §5)."
     ),
-    inputs=("memory_per_session", "request_memory_deltas", "memory_per_process", "host_devices"),
+    inputs=("memory_per_session", "request_memory_deltas", "memory_per_process", "host_devices",
+            "kv_cache_per_session"),
     needs=("gpu_memory",),
     sections=("memory",),
     charts=("memory_timeline",),
@@ -69,10 +111,20 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
             # a session's per-request figure is its kept total over its counted requests: a mean,
             # said with the total it comes from so it reads as one
             top = max(by_delta, key=lambda v: (v["leak_per_request_mb"], v["session_id"]))
-            where = "" if len(by_delta) == 1 else " in the worst session"
+            # sessions whose figure reads the same as the worst one's tie with it: none is "the" worst
+            tied = [v for v in by_delta if fmt.prose(v["leak_per_request_mb"]) == fmt.prose(top["leak_per_request_mb"])]
+            same = len({(fmt.prose(v["rise_mb"]), v.get("requests")) for v in tied}) == 1
+            over = f"{fmt.prose(top['rise_mb'])} MiB over {_plural(top.get('requests') or 0, 'request')}"
+            if len(tied) == 1:
+                where = "" if len(by_delta) == 1 else " in the worst session"
+            elif len(tied) == len(by_delta):
+                where = ""
+                over = f"{over} in each session" if same else f"up to {fmt.prose(max(v['rise_mb'] for v in tied))} MiB a session"
+            else:
+                where = f" in the {len(tied)} worst sessions"
+                over = f"{over} each" if same else f"up to {fmt.prose(max(v['rise_mb'] for v in tied))} MiB a session"
             parts.append(f"requests keep {fmt.prose(top['leak_per_request_mb'])} MiB of GPU memory each on average{where} "
-                         f"({fmt.prose(top['rise_mb'])} MiB over {_plural(top.get('requests') or 0, 'request')}; "
-                         f"other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
+                         f"({over}; other requests' leaks subtracted) in {_plural(len(by_delta), 'session')}")
         if len(by_delta) < len(hit):
             parts.append(f"reserved_mb rises up to {fmt.prose(max(v['rise_mb'] for v in hit if v['basis'] != 'request deltas'))} "
                          f"MiB over consecutive turns in {_plural(len(hit) - len(by_delta), 'session')}")
@@ -92,6 +144,8 @@ def rule_memory_leak(m, ingest, t, verdicts: dict | None = None) -> RuleOutcome:
                     | ({"set_aside": verdicts["set_aside"]} if verdicts.get("set_aside") else {}),
             session_ids=[v["session_id"] for v in hit], hosts=[v.get("host") for v in hit],
         ))
+        # one more read of two per-session tables, only when sessions are flagged
+        findings[-1]["fix"] = leak_fix(hit, m)
     for p in processes:
         if p["basis"] == "request before/after":
             msg = (f"process {_proc_name((p['host'], p['pid']))}: reserved +{fmt.mib(p['rise_mb'])} over "
@@ -174,9 +228,9 @@ def oom_count(row: dict) -> int:
     severity="critical",
     source="003 §3.2, §5.3",
     fix=(
-        "Catch torch.cuda.OutOfMemoryError around generate and log it; generate with "
-        "num_beams=1 and a bounded max_new_tokens, fall back to greedy (do_sample=False) on OOM, "
-        "and trim the dialogue history (003 §3.2, §4.3)."
+        "Catch torch.cuda.OutOfMemoryError around generate and log it; cap num_beams at 1 and bound "
+        "max_new_tokens server-side, whatever a request asks for, retry an OOM that still happens once with "
+        "greedy decoding (num_beams=1, do_sample=False), and trim the dialogue history (003 §3.2, §4.3)."
     ),
     inputs=("oom_per_session", "goodput", "memory_per_session", "memory_per_host", "generate_params_per_session"),
     needs=(),
