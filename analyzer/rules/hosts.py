@@ -163,13 +163,14 @@ def rss_judgement(credits: Credits, sid: str, t) -> dict | None:
             "requests_read": credits.read(sid)}
 
 
-def rss_fix(leaking: int, judged: int) -> str:
+def rss_fix(leaking: int, judged: int, th: dict) -> str:
     """The rss_growth fix for what its sessions show: a leak in a few of the sessions judged is
     state kept per session (per-request objects would grow in every session); in most of them,
     objects created again per request."""
     if judged and leaking * 2 <= judged:
         return (f"{leaking} of the {judged} sessions judged keep host memory on their own requests; the others "
-                "keep none, so the memory is held per session: look for state keyed by session (a cache or dict "
+                f"keep {fmt.prose(th['leak_per_request_mb'])} MiB per request or less, or {fmt.prose(th['rise_mb'])} MiB "
+                "in all or less (the thresholds), so the memory is held per session: look for state keyed by session (a cache or dict "
                 "of histories, outputs or tensors appended on every turn) and bound it or drop it when the session "
                 "ends (000 §3.3). Checked and absent: growth in every session, which a tokenizer or pipeline "
                 "created again per request would give.")
@@ -244,7 +245,7 @@ def rule_rss_growth(m, ingest, t, rates: Credits | None = None) -> RuleOutcome:
             details=details,
             session_ids=[v["session_id"] for v in leaky], hosts=[v["host"] for v in leaky],
         ))
-        findings[-1]["fix"] = rss_fix(len(leaky), judged)
+        findings[-1]["fix"] = rss_fix(len(leaky), judged, th)
     pinned: dict[tuple, float] = {}
     for v in leaky:
         pinned[(v["host"], v["pid"])] = pinned.get((v["host"], v["pid"]), 0.0) + v["rss_kept_mb"]
