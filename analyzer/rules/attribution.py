@@ -393,7 +393,7 @@ def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: di
     strongest session down: a request whose step holds less than half its session's typical keep
     takes, from the steps of other sessions' requests that completed within its span, latest first,
     what those hold beyond their own sessions' typical keep, up to what it lacks. Requests judged by
-    their delta then keep their session's mean over its steps."""
+    their delta then keep what their session's nearest request (the one before, else after) kept."""
     where: dict[tuple, list[tuple]] = {}  # (process, done_seq) -> [(session, its request's place)]
     spans_of: dict[str, list[tuple]] = {}  # session -> (its request's place, span) per stepped request, in order
     fill_of: dict[str, list[int]] = {}  # session -> places of its requests judged by their delta
@@ -431,9 +431,15 @@ def _late_readings(kept: dict[str, list[float]], stepped: list[tuple], spans: di
                 typical[s] = max(_typical(kept[s], min_requests), 0.0)
     for sid, steps in spans_of.items():
         if sid in fill_of:
-            mean = sum(kept[sid][i] for i, _span in steps) / len(steps)
+            # the request next to it in the session's order (the one before, else the one after), not
+            # the mean of its steps: a cache that fills from some turn on keeps nothing on the turns
+            # before, and a first request filled with the mean of the later ones was credited a keep
+            # it never made (a session credited 240 MiB for 160 kept; the process bound then cut
+            # another keeper under the threshold)
+            places = sorted(i for i, _span in steps)
             for i in fill_of[sid]:
-                kept[sid][i] = mean
+                k = bisect.bisect_left(places, i)
+                kept[sid][i] = kept[sid][places[k - 1] if k else places[0]]
     return kept
 
 
@@ -455,6 +461,8 @@ def _claimed(kept: dict[str, list[float]], rates: dict[str, float], transient: d
     for sid, group in stepped:
         groups_of.setdefault(sid, []).append(group)
     out: dict[str, list[float]] = {}
+    first_of: dict[int, tuple[str, float]] = {}  # step group -> (the session that took it whole, its part)
+    typicals: dict[str, float] = {}
     for sid in order:
         xs = []
         for group in groups_of[sid]:
@@ -467,12 +475,31 @@ def _claimed(kept: dict[str, list[float]], rates: dict[str, float], transient: d
         out[sid] = xs
         since = sorted(_since(xs, min_requests))
         mid = len(since) // 2
-        typical = max(since[mid] if len(since) % 2 else (since[mid - 1] + since[mid]) / 2, 0.0)
+        typical = typicals[sid] = max(since[mid] if len(since) % 2 else (since[mid - 1] + since[mid]) / 2, 0.0)
         seen = set()
         for group, x in zip(groups_of[sid], xs, strict=True):
             if group is not None and id(group) not in seen:
                 seen.add(id(group))
-                claimed[id(group)] = claimed.get(id(group), 0.0) + min(max(x, 0.0), typical) * group[1][sid]
+                part = min(max(x, 0.0), typical)
+                claimed[id(group)] = claimed.get(id(group), 0.0) + part * group[1][sid]
+                if x > part:
+                    first_of.setdefault(id(group), (sid, part))
+    # A stronger session took the whole of a group and left the excess over its typical keep to the
+    # weaker ones: where a weaker one holds that excess as a keep of its own (a typical keep of at
+    # least half the stronger's), the group was credited twice over; the stronger keeps only what the
+    # weaker left (two keepers in a group of 80 were credited 80 and 40, and the process bound then cut
+    # a third keeper). A weaker session whose typical is less is the working memory the excess also
+    # holds (allocated after a "before" reading), not a second keeper: the stronger keeps the group.
+    for sid in order:
+        for k, group in enumerate(groups_of[sid]):
+            if group is None or (first := first_of.get(id(group))) is None or first[0] == sid:
+                continue
+            x = out[sid][k]
+            strong, floor = first
+            if x > 0 and typicals[sid] > 0 and typicals[sid] >= typicals[strong] / 2:
+                for j, g in enumerate(groups_of[strong]):
+                    if g is group:
+                        out[strong][j] = max(out[strong][j] - x * group[1][sid] / group[1][strong], floor)
     return out
 
 
