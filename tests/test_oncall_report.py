@@ -250,6 +250,15 @@ def test_terms_are_linked_to_their_definition_where_they_appear(report):
     assert linked and all(f'id="{a}"' in html for a in linked)
 
 
+def _analyze_json(folder: Path, *options: str) -> dict:
+    """The report model ``dslogs analyze FOLDER --format json`` writes (exit 0 checked)."""
+    out = folder / "r.json"
+    res = CliRunner().invoke(app, ["analyze", str(folder), "--format", "json", "--no-cache", "-q", "--out", str(out),
+                                   *options])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
 def _cpu_oom_logs(d: Path) -> None:
     lines = []
     for i in range(3):
@@ -264,10 +273,7 @@ def _cpu_oom_logs(d: Path) -> None:
 
 def test_a_cuda_oom_on_a_cpu_host_is_pointed_out(tmp_path):
     _cpu_oom_logs(tmp_path)
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    model = json.loads(out.read_text(encoding="utf-8"))
+    model = _analyze_json(tmp_path)
     assert model["no_gpu"]
     note = next(n for n in model["notes"] if n.get("id") == "cuda_on_cpu")
     assert "name CUDA, yet every request ran on the CPU" in note["message"]
@@ -276,11 +282,7 @@ def test_a_cuda_oom_on_a_cpu_host_is_pointed_out(tmp_path):
 
 def test_a_window_far_longer_than_its_logs_is_pointed_out(tmp_path):
     _cpu_oom_logs(tmp_path)
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out),
-                                   "--since", "2026-12-05T11:00:00+00:00", "--until", "2026-12-06T11:00:00+00:00"])
-    assert res.exit_code == 0, res.output
-    model = json.loads(out.read_text(encoding="utf-8"))
+    model = _analyze_json(tmp_path, "--since", "2026-12-05T11:00:00+00:00", "--until", "2026-12-06T11:00:00+00:00")
     note = next(n for n in model["notes"] if n.get("id") == "window_vs_data")
     assert note["message"].startswith("the window asked spans 1 d, the logs in it only 4 s")
 
@@ -386,10 +388,7 @@ def test_failed_requests_and_error_events_each_say_what_they_count(tmp_path):
                                  "error_type": "OutOfMemoryError", "error_msg": "CUDA out of memory"}))
         lines.append(_event(end, "request", 800, sid, rid, status=status))
     (tmp_path / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    model = json.loads(out.read_text(encoding="utf-8"))
+    model = _analyze_json(tmp_path)
     req = model["requests"]
     assert (req["errors"], req["retried"]) == (2, 2) and [e["count"] for e in model["errors"]] == [4]
     note = "2 failed · 2 retried and answered"
@@ -413,10 +412,7 @@ def test_the_header_says_when_requests_ran_beside_the_logs_span(tmp_path):
     lines.append(json.dumps({"v": 1, "ts": "2026-12-06T10:00:31.000+00:00", "stage": "gpu_memory", "host": "h",
                              "pid": 1, "reserved_mb": 3000.0, "allocated_mb": 3000.0}))
     (tmp_path / "app.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "-q", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    model = json.loads(out.read_text(encoding="utf-8"))
+    model = _analyze_json(tmp_path)
     w = model["window"]
     assert w["first_request"].startswith("2026-12-06T10:00:09.2") and w["last_request"].startswith("2026-12-06T10:00:12.0")
     assert "30 s of data" in render_report(model, "md")
